@@ -1,0 +1,39 @@
+"""Every external command (ray, kubectl, helm) goes through here: an argument list, never a
+shell string; a named step; and a dry-run mode that prints instead of running."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+
+
+def run(
+    step: str,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    dry_run: bool = False,
+    check: bool = True,
+    capture: bool = False,
+) -> subprocess.CompletedProcess:
+    """Runs `argv` for `step`; on failure exits with the step's name and the exit code."""
+    shown = shlex.join(argv)
+    if dry_run:
+        print(f"[dry-run] {step}: {shown}", flush=True)
+        return subprocess.CompletedProcess(list(argv), 0, "", "")
+    full_env = {**os.environ, **(env or {})}
+    try:
+        proc = subprocess.run(list(argv), env=full_env, text=True, capture_output=capture)
+    except FileNotFoundError:
+        print(f"error: {step}: `{argv[0]}` is not installed or not on PATH (run `make venv`)",
+              file=sys.stderr)
+        raise SystemExit(127) from None
+    if check and proc.returncode != 0:
+        if capture:
+            sys.stderr.write(proc.stdout + proc.stderr)
+        print(f"error: {step} failed (exit {proc.returncode}): {shown}", file=sys.stderr)
+        raise SystemExit(proc.returncode)
+    return proc

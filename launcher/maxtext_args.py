@@ -1,0 +1,230 @@
+"""MaxText's argv, parsed and checked but never rewritten: `[config.yml] key=value ...`.
+
+The launcher passes every key through unchanged. It only resolves the config file to an absolute
+path (so every host reads the same file), adds defaults for keys the user left out, and checks
+what it can before any TPU-hour is spent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import yaml
+
+from launcher.errors import UsageError
+
+LAUNCHER_CONFIGS_DIR = Path(__file__).parent / "configs"
+# Prefixes under which MaxText's docs and the seeds name its configs.
+_CONFIG_PREFIXES = ("src/maxtext/configs/", "src/MaxText/configs/", "maxtext/configs/",
+                    "MaxText/configs/", "configs/")
+_PARALLELISM = re.compile(r"^(ici|dcn)_(\w+)_parallelism$")
+REQUIRED_KEYS = {
+    "run_name": "add run_name=<name>; a later run with the same name resumes from its latest "
+    "checkpoint",
+}
+
+
+@cache
+def maxtext_configs_dir() -> Path:
+    """The installed MaxText's configs directory, found without importing jax."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("maxtext")
+    if spec is None or not spec.submodule_search_locations:
+        raise UsageError(
+            field="maxtext",
+            problem="the maxtext package is not installed in this Python environment",
+            fix="run `make venv` (locally) or use the launcher image (in the cluster)",
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "configs"
+
+
+def resolve_config(name: str | None) -> Path:
+    """Finds a config by path, by MaxText-relative path, or by name in MaxText's or our configs."""
+    if not name:
+        return maxtext_configs_dir() / "base.yml"
+    path = Path(name)
+    if path.is_file():
+        return path.resolve()
+    candidates = [maxtext_configs_dir() / name, LAUNCHER_CONFIGS_DIR / name]
+    for prefix in _CONFIG_PREFIXES:
+        if name.startswith(prefix):
+            candidates.append(maxtext_configs_dir() / name[len(prefix):])
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate.resolve()
+    raise UsageError(
+        field="config",
+        problem=f"MaxText config {name!r} not found (looked in the working directory, "
+        f"{maxtext_configs_dir()} and {LAUNCHER_CONFIGS_DIR})",
+        fix="give an existing .yml path, or a name such as base.yml or models/llama3-8b.yml",
+    )
+
+
+def load_config_chain(path: Path) -> dict:
+    """The config with its `base_config` parents merged under it, as MaxText loads it."""
+    with open(path) as f:
+        cfg = yaml.safe_load(f) or {}
+    parent = cfg.get("base_config")
+    if parent:
+        parent_path = path.parent / parent
+        if not parent_path.is_file():
+            parent_path = maxtext_configs_dir() / parent
+        cfg = {**load_config_chain(parent_path), **cfg}
+    return cfg
+
+
+def _typed(value: str):
+    """A command-line value as MaxText's YAML parser types it ("4" -> 4, "true" -> True)."""
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value
+
+
+@dataclass
+class MaxTextArgs:
+    config: Path
+    overrides: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, args: list[str]) -> MaxTextArgs:
+        """Parses `[config.yml] key=value ...` (no program name)."""
+        config_name = None
+        overrides: dict[str, str] = {}
+        for i, arg in enumerate(args):
+            if i == 0 and arg.endswith((".yml", ".yaml")) and "=" not in arg:
+                config_name = arg
+                continue
+            key, sep, value = arg.partition("=")
+            if not sep or not key:
+                raise UsageError(
+                    field=arg,
+                    problem="MaxText arguments must be key=value (only the first may be a .yml "
+                    "config)",
+                    fix=f"write it as key=value, e.g. steps=100; the config file goes first: "
+                    f"{arg} base_output_directory=...",
+                )
+            if key in overrides:
+                raise UsageError(
+                    field=key,
+                    problem=f"set twice ({key}={overrides[key]} and {arg})",
+                    fix=f"keep one {key}=... argument",
+                )
+            overrides[key] = value
+        args_obj = cls(resolve_config(config_name), overrides)
+        args_obj.check_known_keys()
+        return args_obj
+
+    @property
+    def config_values(self) -> dict:
+        return load_config_chain(self.config)
+
+    def get(self, key: str):
+        if key in self.overrides:
+            return _typed(self.overrides[key])
+        return self.config_values.get(key)
+
+    def with_defaults(self, **defaults: object) -> MaxTextArgs:
+        """Adds keys the user did not set on the command line; never changes one they did."""
+        merged = dict(self.overrides)
+        for key, value in defaults.items():
+            merged.setdefault(key, str(value).lower() if isinstance(value, bool) else str(value))
+        return MaxTextArgs(self.config, merged)
+
+    def argv(self, prog: str = "train") -> list[str]:
+        """The argv MaxText's train.main expects: program name, config, then key=value."""
+        return [prog, str(self.config), *(f"{k}={v}" for k, v in self.overrides.items())]
+
+    def check_known_keys(self) -> None:
+        known = set(self.config_values)
+        for key in self.overrides:
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=3)
+                hint = f"did you mean {' or '.join(close)}?" if close else (
+                    f"see the keys in {maxtext_configs_dir() / 'base.yml'}")
+                raise UsageError(
+                    field=key,
+                    problem=f"unknown MaxText config key {key!r}",
+                    fix=hint,
+                )
+
+    def check_required(self) -> None:
+        for key, fix in REQUIRED_KEYS.items():
+            if not self.get(key):
+                raise UsageError(field=key, problem="is required and was not given", fix=fix)
+
+    def parallelism(self, kind: str) -> dict[str, int]:
+        """The `<kind>_*_parallelism` values (kind: ici or dcn) in effect, -1 meaning 'fill'."""
+        keys = {k for k in [*self.config_values, *self.overrides] if _PARALLELISM.match(k)}
+        return {k: int(self.get(k)) for k in sorted(keys) if k.startswith(f"{kind}_")}
+
+    def check_parallelism(self, devices_per_slice: int, num_slices: int, slice_desc: str) -> None:
+        """ICI axes must multiply to the devices of one slice, DCN axes to the number of slices."""
+        for kind, target, unit in (
+            ("ici", devices_per_slice, f"devices per slice ({slice_desc})"),
+            ("dcn", num_slices, "slices"),
+        ):
+            values = self.parallelism(kind)
+            fills = [k for k, v in values.items() if v == -1]
+            fixed = {k: v for k, v in values.items() if v != -1}
+            product = 1
+            for v in fixed.values():
+                product *= v
+            shown = " x ".join(f"{k}={v}" for k, v in fixed.items() if v != 1) or "1"
+            if any(v < 1 for v in fixed.values()):
+                bad = next(k for k, v in fixed.items() if v < 1)
+                raise UsageError(
+                    field=bad,
+                    problem=f"must be a positive integer or -1, got {values[bad]}",
+                    fix=f"set {bad}=1, or -1 to let MaxText fill it",
+                )
+            if len(fills) > 1:
+                raise UsageError(
+                    field=", ".join(fills),
+                    problem=f"more than one {kind} axis is -1 (MaxText can fill only one)",
+                    fix=f"keep -1 on one axis and set the others, e.g. {fills[1]}=1",
+                )
+            if fills and target % product == 0:
+                continue
+            if not fills and product == target:
+                continue
+            keys = [k for k, v in fixed.items() if v != 1] or [f"{kind}_fsdp_parallelism"]
+            raise UsageError(
+                field=", ".join(keys),
+                problem=f"{kind} parallelism {shown} = {product}"
+                f"{' (and a -1 axis)' if fills else ''} does not match the {target} {unit}",
+                fix=f"make the {kind}_*_parallelism product {target}, e.g. "
+                f"{kind}_fsdp_parallelism={target if kind == 'ici' else 1}"
+                + (" (or -1 on one axis to fill it)" if kind == "ici" else
+                   f" and {kind}_data_parallelism={target}"),
+            )
+
+
+def check_output_directory(path: str) -> None:
+    """The checkpoint root must exist and be writable before any worker starts."""
+    if path.startswith("gs://"):
+        return  # checked with the storage client by preflight; MaxText writes it directly
+    if not os.path.isdir(path):
+        raise UsageError(
+            field="base_output_directory",
+            problem=f"{path} does not exist",
+            fix="mount the bucket there (chart value gcsfuse.bucketName) or pass "
+            "base_output_directory=<an existing directory or gs://bucket/prefix>",
+        )
+    probe = Path(path) / f".launcher-write-probe-{os.getpid()}"
+    try:
+        probe.write_text("ok")
+        probe.unlink()
+    except OSError as e:
+        raise UsageError(
+            field="base_output_directory",
+            problem=f"{path} is not writable ({e.strerror})",
+            fix="grant the job's service account roles/storage.objectUser on the bucket, or "
+            "pass a writable base_output_directory=...",
+        ) from None

@@ -1,0 +1,175 @@
+"""What a job runs on: N TPU slices of one shape, or H CPU hosts x C devices; and the Ray
+Train ScalingConfig that places one JaxTrainer worker per host.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+
+from launcher.errors import UsageError
+from launcher.tpu_table import SliceShape, slice_shape
+
+# Labels Ray puts on TPU nodes (KubeRay + the GKE webhook on GKE, our local cluster here).
+LABEL_SLICE = "ray.io/tpu-slice-name"
+LABEL_WORKER_ID = "ray.io/tpu-worker-id"
+LABEL_TOPOLOGY = "ray.io/tpu-topology"
+LABEL_ACCELERATOR = "ray.io/accelerator-type"
+LABEL_POD_TYPE = "ray.io/tpu-pod-type"
+
+
+@dataclass(frozen=True)
+class Slices:
+    """`num_slices` TPU slices of `shape`, or (shape None) a CPU slice of hosts x devices."""
+
+    shape: SliceShape | None
+    num_slices: int = 1
+    cpu_hosts: int = 0
+    cpu_devices_per_host: int = 0
+
+    @property
+    def is_tpu(self) -> bool:
+        return self.shape is not None
+
+    @property
+    def hosts_per_slice(self) -> int:
+        return self.shape.hosts if self.shape else self.cpu_hosts
+
+    @property
+    def devices_per_host(self) -> int:
+        return self.shape.chips_per_host if self.shape else self.cpu_devices_per_host
+
+    @property
+    def num_workers(self) -> int:
+        return self.hosts_per_slice * self.num_slices
+
+    @property
+    def devices_per_slice(self) -> int:
+        return self.hosts_per_slice * self.devices_per_host
+
+    @property
+    def num_devices(self) -> int:
+        return self.devices_per_slice * self.num_slices
+
+    def describe(self) -> str:
+        if self.shape is None:
+            return f"CPU slice: {self.cpu_hosts} hosts x {self.cpu_devices_per_host} devices"
+        s = self.shape
+        many = f"{self.num_slices} x " if self.num_slices > 1 else ""
+        return (f"{many}{s.pod_type} (TPU {s.generation.name} {s.topology}: {s.hosts} hosts x "
+                f"{s.chips_per_host} chips)")
+
+    def scaling_config(self):
+        """One Ray Train worker per host; on TPU, Ray's slice reservation gang-schedules them."""
+        from ray.train import ScalingConfig
+
+        if self.shape is None:
+            return ScalingConfig(
+                num_workers=self.num_workers,
+                resources_per_worker={"CPU": 1},
+                placement_strategy="SPREAD",
+            )
+        return ScalingConfig(
+            use_tpu=True,
+            num_workers=self.num_workers,
+            topology=self.shape.topology,
+            accelerator_type=self.shape.generation.ray_accelerator_type,
+            resources_per_worker={"TPU": self.shape.chips_per_host},
+            placement_strategy="SPREAD",
+        )
+
+
+def from_flags(
+    accelerator_type: str | None,
+    topology: str | None,
+    num_slices: int,
+    chips_per_host: int | None,
+    cpu_hosts: int | None,
+    cpu_devices_per_host: int | None,
+) -> Slices | None:
+    """The slice the flags name, or None when they name none (then the cluster decides)."""
+    if num_slices < 1:
+        raise UsageError("num_slices", f"must be at least 1, got {num_slices}", "--num_slices=1")
+    if cpu_hosts or cpu_devices_per_host:
+        if accelerator_type or topology:
+            raise UsageError(
+                "cpu_hosts",
+                "a CPU slice and a TPU slice were both given",
+                "pass either --cpu_hosts/--cpu_devices_per_host or --accelerator_type/--topology",
+            )
+        if not cpu_hosts or not cpu_devices_per_host or cpu_hosts < 1 or cpu_devices_per_host < 1:
+            raise UsageError(
+                "cpu_hosts",
+                f"a CPU slice needs both counts >= 1 (got hosts={cpu_hosts}, "
+                f"devices per host={cpu_devices_per_host})",
+                "pass --cpu_hosts=2 --cpu_devices_per_host=2",
+            )
+        return Slices(None, 1, cpu_hosts, cpu_devices_per_host)
+    if accelerator_type or topology:
+        if not (accelerator_type and topology):
+            missing = "topology" if accelerator_type else "accelerator_type"
+            raise UsageError(missing, "is required with the other TPU flag",
+                             f"pass --{missing}=..., e.g. --accelerator_type=v6e --topology=4x4")
+        return Slices(slice_shape(accelerator_type, topology, chips_per_host), num_slices)
+    return None
+
+
+def from_cluster_nodes(nodes: list[dict]) -> Slices:
+    """Reads the TPU slices a Ray cluster offers (alive nodes with TPU resources and labels)."""
+    tpu_nodes = [n for n in nodes if n.get("Alive") and n.get("Resources", {}).get("TPU")]
+    if not tpu_nodes:
+        raise UsageError(
+            "accelerator_type",
+            "the Ray cluster has no TPU nodes, and no slice was given",
+            "pass --accelerator_type and --topology (TPU) or --cpu_hosts and "
+            "--cpu_devices_per_host (CPU-only clusters)",
+        )
+    by_slice: dict[str, list[dict]] = defaultdict(list)
+    for node in tpu_nodes:
+        by_slice[node.get("Labels", {}).get(LABEL_SLICE, node.get("NodeID", "?"))].append(node)
+    shapes: dict[tuple, list[str]] = defaultdict(list)
+    for name, members in sorted(by_slice.items()):
+        labels = members[0].get("Labels", {})
+        accel, topo = labels.get(LABEL_ACCELERATOR), labels.get(LABEL_TOPOLOGY)
+        if not accel or not topo:
+            raise UsageError(
+                "accelerator_type",
+                f"TPU node(s) of slice {name} carry no {LABEL_ACCELERATOR}/{LABEL_TOPOLOGY} labels",
+                "pass --accelerator_type and --topology explicitly",
+            )
+        chips = int(members[0]["Resources"]["TPU"])
+        shape = slice_shape(accel, topo, chips)
+        if len(members) != shape.hosts:
+            raise UsageError(
+                "topology",
+                f"slice {name} ({shape.pod_type}) has {len(members)} of its {shape.hosts} hosts "
+                "in the Ray cluster",
+                "wait until every TPU worker pod is Running (kubectl get pods), then resubmit",
+            )
+        shapes[(shape.generation.name, shape.topology, shape.chips_per_host)].append(name)
+    if len(shapes) > 1:
+        found = "; ".join(f"{k[0]} {k[1]}: {len(v)} slice(s)" for k, v in shapes.items())
+        raise UsageError(
+            "topology",
+            f"the cluster has slices of several shapes ({found})",
+            "pass --accelerator_type, --topology and --num_slices to choose",
+        )
+    (gen, topo, chips), names = next(iter(shapes.items()))
+    return Slices(slice_shape(gen, topo, chips), len(names))
+
+
+def check_fits_cluster(slices: Slices, nodes: list[dict]) -> None:
+    """Fails early when the cluster cannot hold the requested TPU slices."""
+    if not slices.is_tpu:
+        return
+    found = from_cluster_nodes(nodes)
+    assert found.shape is not None and slices.shape is not None
+    same = (found.shape.generation, found.shape.topology, found.shape.chips_per_host) == (
+        slices.shape.generation, slices.shape.topology, slices.shape.chips_per_host)
+    if not same or found.num_slices < slices.num_slices:
+        raise UsageError(
+            "topology",
+            f"asked for {slices.describe()} but the Ray cluster offers {found.describe()}",
+            "match --accelerator_type/--topology/--num_slices to the cluster, or install the "
+            "chart with the values file for the slice you want",
+        )

@@ -1,0 +1,253 @@
+"""The one table of Cloud TPU facts: every other part of the project derives from it.
+
+Hosts are never stated, only derived: hosts = chips in the topology / chips per host, the same
+rule the GKE TPU webhook enforces on a RayCluster. The chart reads a JSON export of this table
+(`python -m launcher.tpu_table --json`, checked for drift by a test), so nothing is copied by hand.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from functools import reduce
+
+from launcher.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One TPU generation as GKE, Ray and MaxText name it."""
+
+    name: str  # our canonical short name, also MaxText's compile_topology prefix
+    ray_version: str  # Ray's accelerator version ("v5litepod" for v5e)
+    gke_accelerator: str  # node label cloud.google.com/gke-tpu-accelerator
+    cores_per_chip: int  # TensorCores per chip: pod type names count cores
+    hbm_gib: float  # HBM per chip
+    peak_bf16_tflops: float  # per chip
+    hbm_gbps: float  # HBM bandwidth per chip, GB/s
+    ici_gbps: float  # ICI bandwidth per chip, Gbit/s (all links)
+    topologies: tuple[str, ...]  # topologies GKE offers for this generation
+    # chips per host -> machine type; single-host shapes use the machine whose chips = topology
+    machines: dict[int, str] = field(default_factory=dict)
+    multi_host_chips: int = 4  # chips per host of multi-host slices
+
+    @property
+    def ray_accelerator_type(self) -> str:
+        return f"TPU-{self.ray_version.upper()}"
+
+    @property
+    def dims(self) -> int:
+        return self.topologies[0].count("x") + 1
+
+
+GENERATIONS: dict[str, Generation] = {
+    g.name: g
+    for g in (
+        Generation(
+            name="v4",
+            ray_version="v4",
+            gke_accelerator="tpu-v4-podslice",
+            cores_per_chip=2,
+            hbm_gib=32,
+            peak_bf16_tflops=275,
+            hbm_gbps=1228,
+            ici_gbps=2400,
+            topologies=("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8"),
+            machines={4: "ct4p-hightpu-4t"},
+        ),
+        Generation(
+            name="v5e",
+            ray_version="v5litepod",
+            gke_accelerator="tpu-v5-lite-podslice",
+            cores_per_chip=1,
+            hbm_gib=16,
+            peak_bf16_tflops=197,
+            hbm_gbps=819,
+            ici_gbps=1600,
+            topologies=("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+            machines={1: "ct5lp-hightpu-1t", 4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"},
+        ),
+        Generation(
+            name="v5p",
+            ray_version="v5p",
+            gke_accelerator="tpu-v5p-slice",
+            cores_per_chip=2,
+            hbm_gib=95,
+            peak_bf16_tflops=459,
+            hbm_gbps=2765,
+            ici_gbps=4800,
+            topologies=("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8"),
+            machines={4: "ct5p-hightpu-4t"},
+        ),
+        Generation(
+            name="v6e",
+            ray_version="v6e",
+            gke_accelerator="tpu-v6e-slice",
+            cores_per_chip=1,
+            hbm_gib=32,
+            peak_bf16_tflops=918,
+            hbm_gbps=1640,
+            ici_gbps=3584,
+            topologies=("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
+            machines={1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
+        ),
+    )
+}
+
+# Every spelling a user may reasonably type, mapped to the canonical name.
+_ALIASES = {
+    **{g.name: g.name for g in GENERATIONS.values()},
+    **{g.ray_version: g.name for g in GENERATIONS.values()},
+    **{g.ray_accelerator_type.lower(): g.name for g in GENERATIONS.values()},
+    **{g.gke_accelerator: g.name for g in GENERATIONS.values()},
+    "v5litepod": "v5e",
+}
+
+
+@dataclass(frozen=True)
+class SliceShape:
+    """One slice: a generation laid out in a topology over hosts of equal chip count."""
+
+    generation: Generation
+    topology: str
+    chips_per_host: int
+
+    @property
+    def chips(self) -> int:
+        return topology_chips(self.topology)
+
+    @property
+    def hosts(self) -> int:
+        return max(1, self.chips // self.chips_per_host)
+
+    @property
+    def machine_type(self) -> str:
+        return self.generation.machines[self.chips_per_host]
+
+    @property
+    def pod_type(self) -> str:
+        """Ray's and Cloud TPU's name for the slice, counted in cores (v5p-16 = 8 chips)."""
+        return f"{self.generation.ray_version}-{self.chips * self.generation.cores_per_chip}"
+
+    @property
+    def compile_topology(self) -> str:
+        """MaxText's `compile_topology` name, counted like the pod type (v6e-16, v5p-16)."""
+        return f"{self.generation.name}-{self.chips * self.generation.cores_per_chip}"
+
+    @property
+    def multi_host(self) -> bool:
+        return self.hosts > 1
+
+
+def host_sizes(gen: Generation, topology: str) -> list[int]:
+    """Chips per host GKE can build `topology` from: one machine holding it all, or 4-chip hosts."""
+    chips = topology_chips(topology)
+    return sorted(
+        c for c in gen.machines if c == chips or (c == gen.multi_host_chips and chips % c == 0)
+    )
+
+
+def topology_chips(topology: str) -> int:
+    return reduce(lambda a, b: a * b, (int(d) for d in topology.split("x")), 1)
+
+
+def generation(accelerator: str) -> Generation:
+    """Looks up a generation by any of its names: v6e, TPU-V6E, tpu-v6e-slice, v5litepod."""
+    key = accelerator.strip().lower()
+    if key not in _ALIASES:
+        raise UsageError(
+            field="accelerator_type",
+            problem=f"unknown TPU accelerator type {accelerator!r}",
+            fix=f"use one of {', '.join(sorted(GENERATIONS))} "
+            "(Ray's TPU-V6E and GKE's tpu-v6e-slice spellings work too)",
+        )
+    return GENERATIONS[_ALIASES[key]]
+
+
+def slice_shape(accelerator: str, topology: str, chips_per_host: int | None = None) -> SliceShape:
+    """Validates a (generation, topology[, chips per host]) and returns the slice it describes.
+
+    `chips_per_host` is only needed where GKE offers two machines for one topology (v5e/v6e 2x4:
+    one 8-chip host or two 4-chip hosts); by default a topology that fits one machine is one host.
+    """
+    gen = generation(accelerator)
+    topo = topology.strip().lower()
+    if topo not in gen.topologies:
+        raise UsageError(
+            field="topology",
+            problem=f"{topology!r} is not a {gen.name} topology",
+            fix=f"use one of {', '.join(gen.topologies)}",
+        )
+    chips = topology_chips(topo)
+    valid = host_sizes(gen, topo)
+    if chips_per_host is None:
+        chips_per_host = chips if chips in valid else gen.multi_host_chips
+    if chips_per_host not in valid:
+        raise UsageError(
+            field="chips_per_host",
+            problem=f"{gen.name} {topo} cannot be built from hosts of {chips_per_host} chips",
+            fix=f"use chips per host {' or '.join(map(str, valid))} for this topology",
+        )
+    return SliceShape(gen, topo, chips_per_host)
+
+
+def shape_for_pod_type(pod_type: str) -> SliceShape | None:
+    """The default slice shape Ray calls `pod_type` (v6e-16, v5p-16), or None when not tabled."""
+    name, _, count = pod_type.lower().rpartition("-")
+    if not count.isdigit() or name not in _ALIASES:
+        return None
+    gen = generation(name)
+    for topo in gen.topologies:
+        if topology_chips(topo) * gen.cores_per_chip == int(count):
+            return slice_shape(gen.name, topo)
+    return None
+
+
+def as_json() -> dict:
+    """The table as the chart consumes it (charts/tpu-stack/files/tpu-table.json)."""
+    out: dict = {}
+    for gen in GENERATIONS.values():
+        shapes = {}
+        for topo in gen.topologies:
+            chips = topology_chips(topo)
+            per_host = host_sizes(gen, topo)
+            shapes[topo] = {
+                "chips": chips,
+                "chipsPerHost": {
+                    str(c): {"hosts": chips // c, "machineType": gen.machines[c]} for c in per_host
+                },
+            }
+        out[gen.name] = {
+            "gkeAccelerator": gen.gke_accelerator,
+            "rayAcceleratorType": gen.ray_accelerator_type,
+            "hbmGiB": gen.hbm_gib,
+            "peakBf16TFLOPs": gen.peak_bf16_tflops,
+            "topologies": shapes,
+        }
+    return out
+
+
+def _main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--json", action="store_true", help="print the table as JSON")
+    args = parser.parse_args(argv)
+    if args.json:
+        json.dump(as_json(), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+        return 0
+    for gen in GENERATIONS.values():
+        for topo in gen.topologies:
+            shape = slice_shape(gen.name, topo)
+            print(
+                f"{shape.pod_type:>14} {gen.name:>4} {topo:>7} {shape.chips:>4} chips "
+                f"{shape.hosts:>3} hosts x {shape.chips_per_host} {shape.machine_type:<18} "
+                f"{gen.gke_accelerator:<22} {gen.hbm_gib:g} GiB HBM "
+                f"{gen.peak_bf16_tflops:g} TFLOP/s bf16"
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main(sys.argv[1:]))
