@@ -8,6 +8,15 @@ import shlex
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+def _beside_interpreter(program: str) -> str:
+    """`ray` from this Python's environment, even when that environment is not activated."""
+    if os.sep in program:
+        return program
+    sibling = Path(sys.executable).parent / program
+    return str(sibling) if sibling.is_file() else program
 
 
 def run(
@@ -20,6 +29,7 @@ def run(
     capture: bool = False,
 ) -> subprocess.CompletedProcess:
     """Runs `argv` for `step`; on failure exits with the step's name and the exit code."""
+    argv = [_beside_interpreter(argv[0]), *argv[1:]]
     shown = shlex.join(argv)
     if dry_run:
         print(f"[dry-run] {step}: {shown}", flush=True)

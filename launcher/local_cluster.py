@@ -26,6 +26,9 @@ from launcher.slices import (
 )
 from launcher.tpu_table import slice_shape
 
+# Ray swaps 127.0.0.1 for the machine's network address; another loopback address it keeps,
+# so the whole cluster stays on loopback.
+NODE_IP = "127.0.0.2"
 HEAD_PORT = 6379
 DASHBOARD_PORT = 8265
 DASHBOARD_ADDRESS = f"http://127.0.0.1:{DASHBOARD_PORT}"
@@ -47,8 +50,10 @@ def _node_ports(index: int) -> list[str]:
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     # Jobs run `python -m launcher.train`: put this environment's python first on PATH.
+    # Token auth is on, as in the chart: anyone who reaches a dashboard can run code.
     bin_dir = str(Path(sys.executable).parent)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}", **extra}
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+            "RAY_AUTH_MODE": "token", **extra}
 
 
 def host_nodes(accelerator: str | None, topology: str | None, num_slices: int,
@@ -91,7 +96,10 @@ def up(args: argparse.Namespace) -> None:
     bucket.mkdir(parents=True, exist_ok=True)
     nodes = host_nodes(args.accelerator, args.topology, args.num_slices, args.cpu_hosts,
                        args.cpu_devices_per_host)
-    common = ["--node-ip-address=127.0.0.1", "--disable-usage-stats",
+    # Ray's own token file (~/.ray/auth_token): `ray job` clients on this machine find it.
+    run("create the Ray auth token", ["ray", "get-auth-token", "--generate"],
+        dry_run=args.dry_run, capture=True)
+    common = [f"--node-ip-address={NODE_IP}", "--disable-usage-stats",
               f"--object-store-memory={args.object_store_mb * 1024 * 1024}"]
     run("start the Ray head", [
         "ray", "start", "--head", f"--port={HEAD_PORT}", "--dashboard-host=127.0.0.1",
@@ -100,7 +108,7 @@ def up(args: argparse.Namespace) -> None:
     for i, node in enumerate(nodes, start=1):
         labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
         run(f"start simulated host {i - 1}", [
-            "ray", "start", f"--address=127.0.0.1:{HEAD_PORT}", "--num-cpus=2",
+            "ray", "start", f"--address={NODE_IP}:{HEAD_PORT}", "--num-cpus=2",
             f"--resources={json.dumps(node['resources'])}",
             *([f"--labels={labels}"] if labels else []), *common, *_node_ports(i),
         ], env=_env({**node["env"], "LAUNCHER_OUTPUT_DIR": str(bucket)}),
@@ -113,6 +121,21 @@ def down(args: argparse.Namespace) -> None:
     run("stop the local Ray cluster", ["ray", "stop", "--force"], dry_run=args.dry_run,
         capture=True)
     print("local Ray cluster stopped")
+
+
+def status(args: argparse.Namespace) -> None:
+    """Exits 0 when a dashboard answers on the local address (401 counts: auth is on)."""
+    import urllib.error
+    import urllib.request
+
+    try:
+        urllib.request.urlopen(f"{DASHBOARD_ADDRESS}/api/version", timeout=3)
+    except urllib.error.HTTPError:
+        pass
+    except OSError:
+        print(f"no local Ray cluster at {DASHBOARD_ADDRESS}")
+        raise SystemExit(1) from None
+    print(f"local Ray cluster running: {DASHBOARD_ADDRESS}")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -132,9 +155,10 @@ def main(argv: list[str] | None = None) -> None:
     p_up.add_argument("--dry-run", action="store_true")
     p_down = sub.add_parser("down", help="stop every Ray process on this machine")
     p_down.add_argument("--dry-run", action="store_true")
+    sub.add_parser("status", help="exit 0 when the local cluster's dashboard answers")
     args = parser.parse_args(argv)
     try:
-        {"up": up, "down": down}[args.command](args)
+        {"up": up, "down": down, "status": status}[args.command](args)
     except UsageError as e:
         exit_with(e, prog="local_cluster")
 

@@ -66,10 +66,15 @@ def resolve_config(name: str | None) -> Path:
     )
 
 
+@cache
+def _load_yaml(path: Path) -> dict:
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
 def load_config_chain(path: Path) -> dict:
     """The config with its `base_config` parents merged under it, as MaxText loads it."""
-    with open(path) as f:
-        cfg = yaml.safe_load(f) or {}
+    cfg = _load_yaml(path)
     parent = cfg.get("base_config")
     if parent:
         parent_path = path.parent / parent

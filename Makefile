@@ -1,0 +1,101 @@
+# Train MaxText on Cloud TPU slices through Ray's JaxTrainer on KubeRay; or locally, on a
+# real Ray cluster whose simulated TPU hosts run on CPU.
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+UV_VERSION ?= 0.13.8
+TOOLS := $(CURDIR)/.tools
+VENV := $(CURDIR)/.venv
+LOCK := images/launcher/requirements.lock
+DEV_LOCK := images/launcher/requirements-dev.lock
+PYTHON ?= $(shell ci/find-python.sh)
+UV := $(TOOLS)/uv-$(UV_VERSION)/bin/uv
+PY := $(VENV)/bin/python
+export PATH := $(VENV)/bin:$(PATH)
+
+# The demo: a tiny Llama-style model on a simulated v5p-16 slice (2 hosts x 4 chips as CPUs).
+DEMO_ARGS ?= tiny-llama.yml run_name=demo
+# What `make submit` sends: launcher flags, then MaxText's config and key=value arguments.
+ARGS ?= $(DEMO_ARGS)
+ADDRESS ?=
+JOB ?=
+PYTEST_ARGS ?=
+
+##@ Start here
+
+.PHONY: help
+help: ## Show the targets.
+	@awk 'BEGIN {FS = ":.*##"; printf "Usage: make <target> [VAR=value]\n"} \
+	  /^[a-zA-Z0-9_-]+:.*?##/ { printf "  \033[36m%-16s\033[0m %s\n", $$1, $$2 } \
+	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+.PHONY: demo
+demo: venv up ## Train the tiny model on the local simulated slice; run again to resume.
+	$(PY) -m launcher.cli submit -- $(DEMO_ARGS)
+
+.PHONY: test
+test: venv ## Run every test (unit, e2e on the local cluster).
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+##@ Jobs
+
+.PHONY: submit
+submit: venv ## Submit ARGS to ADDRESS (default: the local cluster) and follow it.
+	$(PY) -m launcher.cli submit $(if $(ADDRESS),--address $(ADDRESS)) -- $(ARGS)
+
+.PHONY: logs
+logs: venv ## Print the logs of JOB (default: the last job submitted from here).
+	$(PY) -m launcher.cli logs $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+
+.PHONY: status
+status: venv ## Show the status of JOB.
+	$(PY) -m launcher.cli status $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+
+.PHONY: stop
+stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
+	$(PY) -m launcher.cli stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+
+##@ Local cluster
+
+.PHONY: up
+up: venv ## Start the local Ray cluster (head + simulated TPU hosts) unless it runs.
+	@if $(PY) -m launcher.local_cluster status >/dev/null 2>&1; then \
+	  echo "local Ray cluster already running (make down to stop it)"; \
+	else $(PY) -m launcher.local_cluster up; fi
+
+.PHONY: down
+down: venv ## Stop the local Ray cluster.
+	$(PY) -m launcher.local_cluster down
+
+##@ Development
+
+.PHONY: venv
+venv: $(VENV)/.installed ## Create .venv from the lock (Python 3.12).
+
+$(UV):
+	@echo "installing uv $(UV_VERSION) into $(TOOLS)"
+	$(PYTHON) -m venv $(TOOLS)/uv-$(UV_VERSION)
+	$(TOOLS)/uv-$(UV_VERSION)/bin/pip install --quiet uv==$(UV_VERSION)
+
+$(VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml | $(UV)
+	[ -x $(PY) ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
+	$(UV) pip sync --quiet --python $(PY) $(DEV_LOCK)
+	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	touch $@
+
+.PHONY: lock
+LOCK_FLAGS := --python-version 3.12 --python-platform x86_64-manylinux_2_31 --generate-hashes
+lock: | $(UV) ## Re-resolve the locks from pyproject.toml (linux x86_64, Python 3.12).
+	$(UV) pip compile --quiet pyproject.toml $(LOCK_FLAGS) -o $(LOCK)
+	# The test environment: the image's lock plus the dev tools, pinned to the same versions.
+	$(UV) pip compile --quiet pyproject.toml --extra dev $(LOCK_FLAGS) -c $(LOCK) -o $(DEV_LOCK)
+
+.PHONY: lint
+lint: venv ## ruff over the Python code.
+	$(VENV)/bin/ruff check launcher tests ci benchmarks
+
+.PHONY: bench
+bench: venv ## Launcher overhead: bare MaxText processes vs `make submit`, side by side.
+	$(PY) benchmarks/launcher_overhead.py

@@ -1,0 +1,55 @@
+"""End to end on a real local Ray cluster: `ray job submit` -> launcher.train -> JaxTrainer ->
+MaxText on every simulated TPU host (a v5p-16 slice: 2 hosts x 4 CPU devices), with real
+jax.distributed, real Orbax checkpoints and a resume from them."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from tests.e2e.conftest import launcher_result, run_name
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+
+
+def test_trains_checkpoints_and_resumes(local_cluster):
+    name = run_name("e2e")
+    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=10")
+    assert code == 0, out[-6000:]
+    assert "v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips): 2 workers x 4 devices" in out
+    first = launcher_result(out)
+    assert (first["first_step"], first["last_step"]) == (0, 9)
+    assert math.isfinite(first["final_loss"]) and first["final_loss"] < first["first_loss"]
+    # tiny-llama.yml checkpoints every 5 steps; MaxText also saves the last step.
+    assert first["checkpoints"] == [0, 5, 9]
+    assert "[progress] step 10/10 loss" in out
+
+    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=15")
+    assert code == 0, out[-6000:]
+    second = launcher_result(out)
+    assert second["first_step"] == 10, "the second submission did not resume from step 9"
+    assert second["last_step"] == 14
+    assert second["checkpoints"] == [0, 5, 9, 10, 14]
+    assert second["final_loss"] < first["first_loss"]
+
+
+def test_cpu_slice_of_two_hosts_by_two_devices(local_cluster):
+    """The CPU-only path (clusters without TPUs): plain workers, jax.distributed on CPU."""
+    name = run_name("cpu")
+    code, out = local_cluster.submit("--cpu_hosts=2", "--cpu_devices_per_host=2",
+                                     "tiny-llama.yml", f"run_name={name}", "steps=4")
+    assert code == 0, out[-6000:]
+    assert "CPU slice: 2 hosts x 2 devices: 2 workers x 2 devices = 4 devices" in out
+    result = launcher_result(out)
+    assert (result["first_step"], result["last_step"]) == (0, 3)
+
+
+def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
+    # The cluster is a v5p-16 (8 devices); 4 x 4 = 16 cannot fit. The launcher on the head sees
+    # the cluster's slice and refuses before any worker starts.
+    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={run_name('bad')}",
+                                     "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4")
+    assert code == 1, out[-4000:]
+    assert "does not match the 8 devices per slice (v5p-16" in out
+    assert "FAILED" in out

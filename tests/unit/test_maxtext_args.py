@@ -1,0 +1,92 @@
+"""MaxText argv: passed through unchanged, checked before any worker starts."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.errors import UsageError
+from launcher.maxtext_args import (
+    MaxTextArgs,
+    check_output_directory,
+    maxtext_configs_dir,
+)
+
+# The seed's exact job arguments (v6e-16, fsdp 4 x tensor 4).
+SEED = ["MaxText/configs/base.yml", "base_output_directory=/data/", "dataset_type=synthetic",
+        "per_device_batch_size=1", "max_target_length=4096", "model_name=llama3-8b",
+        "steps=100", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4",
+        "run_name=rayjob-8b-4096-tp4-4x4"]
+
+
+def test_passes_the_seed_arguments_through_unchanged():
+    args = MaxTextArgs.parse(SEED)
+    assert args.config == (maxtext_configs_dir() / "base.yml").resolve()
+    assert args.argv()[2:] == SEED[1:]
+    args.check_parallelism(devices_per_slice=16, num_slices=1, slice_desc="v6e-16")
+
+
+def test_resolves_configs_by_name_and_from_the_launcher():
+    assert MaxTextArgs.parse([]).config.name == "base.yml"
+    assert MaxTextArgs.parse(["models/llama3-8b.yml"]).config.name == "llama3-8b.yml"
+    tiny = MaxTextArgs.parse(["tiny-llama.yml", "run_name=x"])
+    assert tiny.get("base_emb_dim") == 64  # from our config
+    assert tiny.get("ici_fsdp_parallelism") == -1  # from MaxText's base.yml under it
+
+
+def test_defaults_never_override_what_the_user_set():
+    args = MaxTextArgs.parse(["base_output_directory=/mine", "run_name=r"])
+    merged = args.with_defaults(base_output_directory="/data", enable_checkpointing=True)
+    assert merged.overrides["base_output_directory"] == "/mine"
+    assert merged.overrides["enable_checkpointing"] == "true"
+
+
+@pytest.mark.parametrize(
+    ("argv", "field", "says"),
+    [
+        (["run_nam=x"], "run_nam", "did you mean run_name"),
+        (["steps=1", "steps=2"], "steps", "set twice"),
+        (["steps"], "steps", "must be key=value"),
+        (["no-such.yml"], "config", "not found"),
+    ],
+)
+def test_refuses_bad_arguments_with_the_key_and_the_fix(argv, field, says):
+    with pytest.raises(UsageError) as err:
+        MaxTextArgs.parse(argv)
+    assert err.value.field == field
+    assert says in str(err.value)
+
+
+def test_requires_a_run_name_so_a_rerun_can_resume():
+    with pytest.raises(UsageError, match="resumes from its latest checkpoint"):
+        MaxTextArgs.parse(["steps=3"]).check_required()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "devices", "slices", "says"),
+    [
+        (["ici_fsdp_parallelism=4", "ici_tensor_parallelism=8"], 16, 1, "= 32 does not match"),
+        (["ici_fsdp_parallelism=-1", "ici_tensor_parallelism=3"], 16, 1, "and a -1 axis"),
+        (["ici_fsdp_parallelism=-1", "ici_data_parallelism=-1"], 16, 1, "more than one ici"),
+        (["ici_fsdp_parallelism=0"], 16, 1, "positive integer or -1"),
+        (["dcn_data_parallelism=1"], 16, 2, "does not match the 2 slices"),
+    ],
+)
+def test_refuses_parallelism_that_does_not_fit_the_slice(overrides, devices, slices, says):
+    args = MaxTextArgs.parse(["run_name=r", *overrides])
+    with pytest.raises(UsageError, match=says):
+        args.check_parallelism(devices, slices, "test slice")
+
+
+def test_accepts_a_fill_axis_that_divides_the_slice():
+    args = MaxTextArgs.parse(["ici_tensor_parallelism=4", "dcn_data_parallelism=-1"])
+    args.check_parallelism(devices_per_slice=16, num_slices=2, slice_desc="2 x v6e-16")
+
+
+def test_output_directory_must_exist_and_be_writable(tmp_path):
+    check_output_directory(str(tmp_path))
+    check_output_directory("gs://bucket/prefix")  # left to the storage client
+    with pytest.raises(UsageError, match="does not exist"):
+        check_output_directory(str(tmp_path / "missing"))
+    # /proc refuses new files even to root, so this holds whoever runs the tests.
+    with pytest.raises(UsageError, match="not writable"):
+        check_output_directory("/proc")
