@@ -29,13 +29,22 @@ from launcher.maxtext_args import MaxTextArgs, check_output_directory
 OUTPUT_DIR_ENV = "LAUNCHER_OUTPUT_DIR"
 DEFAULT_OUTPUT_DIR = "/data"
 
+
+def _env_int(name: str) -> int | None:
+    """The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags."""
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("accelerator_type", None, "TPU generation: v4, v5e, v5p, v6e (or TPU-V6E).")
 flags.DEFINE_string("topology", None, "TPU topology of one slice, e.g. 4x4 or 2x2x2.")
 flags.DEFINE_integer("num_slices", 1, "Number of slices of that shape (multi-slice over DCN).")
 flags.DEFINE_integer("chips_per_host", None, "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).")
-flags.DEFINE_integer("cpu_hosts", None, "CPU-only slice: number of hosts (Ray workers).")
-flags.DEFINE_integer("cpu_devices_per_host", None, "CPU-only slice: JAX devices per host.")
+flags.DEFINE_integer("cpu_hosts", _env_int("LAUNCHER_CPU_HOSTS"),
+                     "CPU-only slice: number of hosts (Ray workers).")
+flags.DEFINE_integer("cpu_devices_per_host", _env_int("LAUNCHER_CPU_DEVICES_PER_HOST"),
+                     "CPU-only slice: JAX devices per host.")
 flags.DEFINE_integer("max_failures", 3, "Restarts of the worker group after a host fails; "
                      "MaxText resumes from the latest checkpoint each time.")
 flags.DEFINE_bool("dry_run", False, "Validate and print the plan as JSON; start no workers.")

@@ -1,0 +1,74 @@
+{{/*
+ray.podTemplate: the one pod template of head and workers (KubeRay's own chart copies it per
+group and the copies drift). Call with (dict "ctx" $ "component" "head|worker" "group" <values>
+"container" "ray-head|ray-worker" "tpu" <tpu block or nil> "env" <list>).
+*/}}
+{{- define "ray.podTemplate" -}}
+{{- $ctx := .ctx -}}
+{{- $v := $ctx.Values -}}
+metadata:
+  labels:
+    {{- include "tpu-common.rayPodLabels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
+  {{- with (include "tpu-common.gcsfuseAnnotations" $ctx | trim) }}
+  annotations:
+    {{- . | nindent 4 }}
+  {{- end }}
+spec:
+  serviceAccountName: {{ include "tpu-common.serviceAccountName" $ctx }}
+  {{- with $v.imagePullSecrets }}
+  imagePullSecrets:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  securityContext:
+    runAsNonRoot: true
+    runAsUser: 1000
+    runAsGroup: 1000
+    fsGroup: 1000
+  containers:
+    - name: {{ .container }}
+      image: {{ include "tpu-common.image" (dict "image" $v.image "global" $v.global) }}
+      imagePullPolicy: {{ $v.image.pullPolicy }}
+      {{- with .ports }}
+      ports:
+        {{- toYaml . | nindent 8 }}
+      {{- end }}
+      env:
+        {{- if $v.global.gcsfuse.enabled }}
+        - name: LAUNCHER_OUTPUT_DIR
+          value: {{ $v.global.gcsfuse.mountPath | quote }}
+        {{- end }}
+        {{- with .env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+        {{- with .group.env }}
+        {{- toYaml . | nindent 8 }}
+        {{- end }}
+      resources:
+        {{- $res := deepCopy (default dict .group.resources) -}}
+        {{- if .tpu }}
+        {{- $_ := set $res "requests" (merge (dict "google.com/tpu" (toString .tpu.chipsPerHost)) (default dict $res.requests)) -}}
+        {{- $_ := set $res "limits" (merge (dict "google.com/tpu" (toString .tpu.chipsPerHost)) (default dict $res.limits)) -}}
+        {{- end }}
+        {{- toYaml $res | nindent 8 }}
+      securityContext:
+        allowPrivilegeEscalation: false
+        {{- if and .tpu .tpu.privileged }}
+        privileged: true
+        {{- end }}
+      volumeMounts:
+        {{- include "tpu-common.volumeMounts" $ctx | nindent 8 }}
+  volumes:
+    {{- include "tpu-common.volumes" $ctx | nindent 4 }}
+  {{- $selector := deepCopy (default dict .group.nodeSelector) }}
+  {{- if .tpu }}
+  {{- $selector = merge (include "tpu-common.tpuNodeSelector" .tpu | fromYaml) $selector }}
+  {{- end }}
+  {{- with $selector }}
+  nodeSelector:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+  {{- with .group.tolerations }}
+  tolerations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}
+{{- end -}}
