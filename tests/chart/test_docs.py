@@ -1,0 +1,49 @@
+"""The values reference is generated and complete: every value documented, in the schema, and
+the README's table current."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import yaml
+
+from tests.chart.helm import CHART, REPO
+
+
+def _leaves(node, prefix=()):
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from _leaves(value, (*prefix, key))
+    else:
+        yield ".".join(prefix)
+
+
+def test_every_value_is_documented():
+    sys.path.insert(0, str(REPO / "ci"))
+    from values_docs import rows
+
+    documented = {key for key, _, _ in rows(CHART / "values.yaml")}
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    undocumented = [leaf for leaf in _leaves(values)
+                    if not any(leaf == d or leaf.startswith(d + ".") for d in documented)]
+    assert not undocumented
+
+
+def test_every_value_is_in_the_schema():
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for leaf in _leaves(values):
+        node = schema
+        for key in leaf.split("."):
+            assert "properties" in node and key in node["properties"] or node.get(
+                "type") == "object" and "properties" not in node, leaf
+            node = node.get("properties", {}).get(key, {})
+
+
+def test_readme_values_table_is_current():
+    proc = subprocess.run([sys.executable, str(REPO / "ci" / "values_docs.py"),
+                           str(CHART / "values.yaml"), "--check", str(CHART / "README.md")],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

@@ -1,0 +1,95 @@
+"""Lint and render every values file with Helm 3 and Helm 4; both render the same objects."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.chart.helm import BUCKET, CHART, VALUES_FILES, render, run_helm
+
+pytestmark = pytest.mark.chart
+
+
+@pytest.mark.parametrize("major", [3, 4])
+@pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.name)
+def test_lints_every_values_file(values, major):
+    proc = run_helm(major, "lint", str(CHART), "-f", str(values), *BUCKET, "--strict")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _without_token(docs):
+    return [{**d, "data": "<random>"} if d["kind"] == "Secret" else d for d in docs]
+
+
+@pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.name)
+def test_helm3_and_helm4_render_the_same_objects(values):
+    assert _without_token(render(values, major=3)) == _without_token(render(values, major=4))
+
+
+def test_every_object_carries_the_standard_labels():
+    docs = render(None, "--set", "saxml.enabled=true")
+    for doc in docs:
+        labels = doc["metadata"]["labels"]
+        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance",
+                    "app.kubernetes.io/component", "app.kubernetes.io/managed-by",
+                    "helm.sh/chart", "app.kubernetes.io/version"):
+            assert key in labels, f"{doc['kind']} {doc['metadata']['name']} lacks {key}"
+
+
+def test_ray_pods_carry_the_label_the_tpu_webhook_selects():
+    (cluster,) = [d for d in render(None) if d["kind"] == "RayCluster"]
+    templates = [cluster["spec"]["headGroupSpec"]["template"]] + [
+        g["template"] for g in cluster["spec"]["workerGroupSpecs"]]
+    for template in templates:
+        assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "kuberay"
+
+
+def test_multislice_declares_megascale_for_the_webhook():
+    (cluster,) = [d for d in render(CHART.parents[1] / "values" / "v6e-16-x2.yaml")
+                  if d["kind"] == "RayCluster"]
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    env = {e["name"]: e.get("value") for e in group["template"]["spec"]["containers"][0]["env"]}
+    assert (group["replicas"], group["numOfHosts"], env["MEGASCALE_NUM_SLICES"]) == (2, 4, "2")
+
+
+def test_security_defaults():
+    docs = render(None, "--set", "saxml.enabled=true")
+    (cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
+    assert cluster["spec"]["authOptions"]["mode"] == "token"
+    assert cluster["spec"]["headGroupSpec"]["serviceType"] == "ClusterIP"
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    for doc in docs:
+        for pod in _pod_specs(doc):
+            for c in pod["containers"]:
+                assert not c.get("securityContext", {}).get("privileged"), doc["kind"]
+
+
+def _pod_specs(doc):
+    spec = doc.get("spec", {})
+    if doc["kind"] == "RayCluster":
+        yield spec["headGroupSpec"]["template"]["spec"]
+        for g in spec["workerGroupSpecs"]:
+            yield g["template"]["spec"]
+    elif doc["kind"] == "Deployment":
+        yield spec["template"]["spec"]
+    elif doc["kind"] == "JobSet":
+        for rj in spec["replicatedJobs"]:
+            yield rj["template"]["spec"]["template"]["spec"]
+    elif doc["kind"] == "Pod":
+        yield spec
+
+
+def test_external_load_balancer_only_when_asked_with_source_ranges():
+    docs = render(None, "--set", "saxml.enabled=true", "--set",
+                  "saxml.http.service.internal=false", "--set",
+                  "saxml.http.service.loadBalancerSourceRanges={10.0.0.0/8}")
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert "annotations" not in svc["metadata"]
+    assert svc["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
+
+
+def test_helm_test_expects_every_host_of_every_slice():
+    docs = render(CHART.parents[1] / "values" / "v6e-16-x2.yaml")
+    (pod,) = [d for d in docs if d["kind"] == "Pod"]
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    assert "--expect-nodes=9" in pod["spec"]["containers"][0]["command"]  # head + 2 x 4

@@ -1,0 +1,54 @@
+"""Each values file states its TPU numbers explicitly; each is held to the launcher's table, and
+the chart's copy of the table is the launcher's, regenerated, not edited by hand."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from launcher.tpu_table import as_json, slice_shape
+from tests.chart.helm import CHART, VALUES_FILES
+
+NUMBERS = ("generation", "gkeAccelerator", "topology", "machineType", "chipsPerHost",
+           "hostsPerSlice", "slices")
+
+
+def _tpu_blocks(values: dict):
+    ray_tpu = values.get("ray", {}).get("worker", {}).get("tpu", {})
+    if values.get("ray", {}).get("enabled", True) and ray_tpu.get("enabled", True):
+        yield "ray.worker.tpu", ray_tpu
+    if values.get("saxml", {}).get("enabled"):
+        yield "saxml.modelServer.tpu", values["saxml"]["modelServer"]["tpu"]
+
+
+@pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)
+def test_values_file_numbers_agree_with_the_tpu_table(path):
+    values = yaml.safe_load(path.read_text())
+    for where, tpu in _tpu_blocks(values):
+        missing = [k for k in NUMBERS if k not in tpu]
+        assert not missing, f"{path.name} {where} leaves {missing} to the defaults"
+        shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
+        assert tpu["gkeAccelerator"] == shape.generation.gke_accelerator
+        assert tpu["machineType"] == shape.machine_type
+        assert tpu["hostsPerSlice"] == shape.hosts
+
+
+def test_cpu_values_file_keeps_several_hosts():
+    values = yaml.safe_load((CHART.parents[1] / "values" / "cpu.yaml").read_text())
+    assert values["ray"]["worker"]["tpu"]["enabled"] is False
+    assert values["ray"]["worker"]["cpu"]["hosts"] > 1
+
+
+def test_chart_defaults_are_a_valid_slice():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for tpu in (values["ray"]["worker"]["tpu"], values["saxml"]["modelServer"]["tpu"]):
+        shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
+        assert (tpu["hostsPerSlice"], tpu["machineType"]) == (shape.hosts, shape.machine_type)
+
+
+def test_chart_table_is_the_launchers_table():
+    shipped = json.loads((CHART / "files" / "tpu-table.json").read_text())
+    assert shipped == json.loads(json.dumps(as_json())), (
+        "charts/tpu-stack/files/tpu-table.json is stale: run `make chart-table`")
