@@ -5,7 +5,7 @@ SHELL := bash
 .DEFAULT_GOAL := help
 MAKEFLAGS += --no-print-directory
 
-UV_VERSION ?= 0.13.8
+include ci/versions.env
 TOOLS := $(CURDIR)/.tools
 VENV := $(CURDIR)/.venv
 LOCK := images/launcher/requirements.lock
@@ -22,6 +22,14 @@ ARGS ?= $(DEMO_ARGS)
 ADDRESS ?=
 JOB ?=
 PYTEST_ARGS ?=
+# Chart: a release, its namespace and the values file of its slice.
+RELEASE ?=
+NAMESPACE ?= default
+VALUES ?= values/v6e-16.yaml
+BUCKET ?=
+CHART := charts/tpu-stack
+HELM := $(TOOLS)/helm-$(HELM3_VERSION)/helm
+HELM4 := $(TOOLS)/helm-$(HELM4_VERSION)/helm
 
 ##@ Start here
 
@@ -36,14 +44,15 @@ demo: venv up ## Train the tiny model on the local simulated slice; run again to
 	$(PY) -m launcher.cli submit -- $(DEMO_ARGS)
 
 .PHONY: test
-test: venv ## Run every test (unit, e2e on the local cluster).
+test: venv helm ## Run every test: unit, chart (Helm 3 and 4), e2e on a local Ray cluster.
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ##@ Jobs
 
 .PHONY: submit
-submit: venv ## Submit ARGS to ADDRESS (default: the local cluster) and follow it.
-	$(PY) -m launcher.cli submit $(if $(ADDRESS),--address $(ADDRESS)) -- $(ARGS)
+submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cluster; follow it.
+	$(PY) -m launcher.cli submit $(if $(ADDRESS),--address $(ADDRESS)) \
+	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) -- $(ARGS)
 
 .PHONY: logs
 logs: venv ## Print the logs of JOB (default: the last job submitted from here).
@@ -68,6 +77,44 @@ up: venv ## Start the local Ray cluster (head + simulated TPU hosts) unless it r
 .PHONY: down
 down: venv ## Stop the local Ray cluster.
 	$(PY) -m launcher.local_cluster down
+
+##@ Chart
+
+.PHONY: helm
+helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from the Go module proxy).
+
+$(TOOLS)/helm-%/helm:
+	ci/install-helm.sh $*
+
+.PHONY: template
+template: $(HELM) ## Render the chart with VALUES (and BUCKET).
+	$(HELM) template $(or $(RELEASE),tpu) $(CHART) -f $(VALUES) \
+	  --set global.gcsfuse.bucketName=$(or $(BUCKET),example-bucket)
+
+.PHONY: chart-lint
+chart-lint: helm ## helm lint --strict every values file with Helm 3 and Helm 4.
+	for f in values/*.yaml; do for h in $(HELM) $(HELM4); do \
+	  $$h lint --strict $(CHART) -f $$f --set global.gcsfuse.bucketName=example-bucket >/dev/null \
+	    || { echo "lint failed: $$h $$f"; exit 1; }; done; done; echo "chart lint ok"
+
+.PHONY: install
+install: $(HELM) ## helm install/upgrade RELEASE with VALUES and BUCKET into NAMESPACE.
+	@[ -n "$(RELEASE)" ] || { echo "error: RELEASE is required: make install RELEASE=tpu VALUES=values/v6e-16.yaml BUCKET=<bucket>"; exit 2; }
+	$(HELM) upgrade --install $(RELEASE) $(CHART) -n $(NAMESPACE) --create-namespace \
+	  -f $(VALUES) $(if $(BUCKET),--set global.gcsfuse.bucketName=$(BUCKET))
+
+.PHONY: uninstall
+uninstall: $(HELM) ## helm uninstall RELEASE (the bucket and its checkpoints stay).
+	@[ -n "$(RELEASE)" ] || { echo "error: RELEASE is required: make uninstall RELEASE=tpu"; exit 2; }
+	$(HELM) uninstall $(RELEASE) -n $(NAMESPACE)
+
+.PHONY: chart-table
+chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
+	$(PY) -m launcher.tpu_table --json > $(CHART)/files/tpu-table.json
+
+.PHONY: docs
+docs: venv ## Regenerate the chart's values reference from the values.yaml comments.
+	$(PY) ci/values_docs.py $(CHART)/values.yaml --write $(CHART)/README.md
 
 ##@ Development
 

@@ -12,6 +12,7 @@ job fails or is stopped; --no-wait returns after submission.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -114,10 +115,22 @@ def job_status(address: str, job_id: str) -> str:
     return str(JobSubmissionClient(address).get_job_status(job_id).value)
 
 
+def _address(ns: argparse.Namespace, stack: contextlib.ExitStack) -> str:
+    if getattr(ns, "release", None):
+        from launcher.release import forwarded
+
+        return stack.enter_context(forwarded(ns.release, ns.namespace, ns.dry_run))
+    return resolve_address(ns.address)
+
+
 def submit(ns: argparse.Namespace) -> int:
     job_args = ns.job_args[1:] if ns.job_args[:1] == ["--"] else ns.job_args
     run_name = precheck(job_args)
-    address = resolve_address(ns.address)
+    with contextlib.ExitStack() as stack:
+        return _submit(ns, job_args, run_name, _address(ns, stack))
+
+
+def _submit(ns: argparse.Namespace, job_args: list[str], run_name: str, address: str) -> int:
     job_id = ns.submission_id or submission_id_for(run_name)
     entrypoint = [*ENTRYPOINT, *job_args]  # `ray job submit` shlex-joins what follows --
     if not ns.dry_run:
@@ -182,7 +195,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--address", help=f"Ray dashboard URL (default {DEFAULT_ADDRESS})")
     p.add_argument("--submission-id", help="job id (default <run_name>-<time>)")
     p.add_argument("--no-wait", action="store_true", help="return after submitting")
-    p.add_argument("--dry-run", action="store_true", help="print the ray command only")
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument("job_args", nargs=argparse.REMAINDER,
                    help="launcher flags, then the MaxText config and key=value arguments")
     for name, what in (("logs", "print"), ("status", "show"), ("stop", "stop")):

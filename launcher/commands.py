@@ -47,3 +47,16 @@ def run(
         print(f"error: {step} failed (exit {proc.returncode}): {shown}", file=sys.stderr)
         raise SystemExit(proc.returncode)
     return proc
+
+
+def start(step: str, argv: Sequence[str], *, dry_run: bool = False) -> subprocess.Popen | None:
+    """Starts a long-running helper (kubectl port-forward) for `step`; the caller stops it."""
+    argv = [_beside_interpreter(argv[0]), *argv[1:]]
+    if dry_run:
+        print(f"[dry-run] {step}: {shlex.join(argv)}", flush=True)
+        return None
+    try:
+        return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except FileNotFoundError:
+        print(f"error: {step}: `{argv[0]}` is not installed or not on PATH", file=sys.stderr)
+        raise SystemExit(127) from None

@@ -65,7 +65,8 @@ def core_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validat
     group, _, version = api_version.rpartition("/")
     name = f"apis__{group}__{version}_openapi.json" if group else f"api__{version}_openapi.json"
     spec = json.loads((_openapi_dir() / name).read_text())
-    text = json.dumps(spec["components"]["schemas"]).replace('"#/components/', '"urn:k8s#/components/')
+    text = json.dumps(spec["components"]["schemas"])
+    text = text.replace('"#/components/', '"urn:k8s#/components/')  # refs into the registry
     schemas = _strict(json.loads(text))
     target = next(
         key for key, s in schemas.items()

@@ -12,7 +12,8 @@ pytestmark = pytest.mark.chart
 CASES = [
     # (id, --set arguments, what the message must say)
     ("misspelled key", ["ray.worker.tpuu=1"], "additional properties 'tpuu' not allowed"),
-    ("no bucket", ["global.gcsfuse.bucketName="], "global.gcsfuse.bucketName: a bucket is required"),
+    ("no bucket", ["global.gcsfuse.bucketName="],
+     "global.gcsfuse.bucketName: a bucket is required"),
     ("bucket with gs://", ["global.gcsfuse.bucketName=gs://b"],
      "at '/global/gcsfuse/bucketName': 'gs://b' does not match pattern"),
     ("hosts do not match topology", ["ray.worker.tpu.hostsPerSlice=3"],

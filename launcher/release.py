@@ -1,0 +1,60 @@
+"""Reach a chart release's Ray head from this machine: find its RayCluster, read its token, and
+port-forward its head Service (ClusterIP by design) to a free local port."""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+
+from launcher.commands import run, start
+from launcher.errors import UsageError
+
+
+def _kubectl(namespace: str, *args: str) -> list[str]:
+    return ["kubectl", "-n", namespace, *args]
+
+
+def _get(step: str, argv: list[str], dry_run: bool) -> str:
+    proc = run(step, argv, capture=True, check=False, dry_run=dry_run)
+    return "" if dry_run or proc.returncode else proc.stdout.strip()
+
+
+@contextlib.contextmanager
+def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[str]:
+    """Yields a local dashboard address for `release`; sets RAY_AUTH_TOKEN when auth is on."""
+    selector = f"app.kubernetes.io/instance={release}"
+    cluster = _get("find the release's RayCluster", _kubectl(
+        namespace, "get", "raycluster", "-l", selector, "-o", "jsonpath={.items[0].metadata.name}"),
+        dry_run) or ("<cluster>" if dry_run else "")
+    if not cluster:
+        raise UsageError(
+            "RELEASE", f"no RayCluster of release {release!r} in namespace {namespace!r}",
+            f"check `helm list -n {namespace}` and pass NAMESPACE=..., or install it: "
+            f"make install RELEASE={release}")
+    secret = _get("find the token Secret", _kubectl(
+        namespace, "get", "raycluster", cluster, "-o",
+        "jsonpath={.spec.authOptions.secretName}"), dry_run)
+    if secret:
+        token = _get("read the Ray token", _kubectl(
+            namespace, "get", "secret", secret, "-o", "jsonpath={.data.auth_token}"), dry_run)
+        if token:
+            os.environ["RAY_AUTH_TOKEN"] = base64.b64decode(token).decode()
+            os.environ["RAY_AUTH_MODE"] = "token"
+    proc = start("port-forward the Ray head", _kubectl(
+        namespace, "port-forward", f"service/{cluster}-head-svc", ":8265"), dry_run=dry_run)
+    if proc is None:
+        yield "http://127.0.0.1:<port>"
+        return
+    try:
+        line = proc.stdout.readline() if proc.stdout else ""
+        m = re.search(r"127\.0\.0\.1:(\d+)", line)
+        if not m:
+            raise UsageError("RELEASE", f"kubectl port-forward to {cluster}-head-svc failed: "
+                             f"{line.strip() or 'no output'}",
+                             f"check `kubectl -n {namespace} get pods -l ray.io/cluster={cluster}`")
+        yield f"http://127.0.0.1:{m[1]}"
+    finally:
+        proc.terminate()
