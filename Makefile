@@ -116,6 +116,27 @@ chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --write $(CHART)/README.md
 
+##@ Image
+
+IMAGE ?= $(shell $(PY) ci/image_ref.py $(CHART)/values.yaml $(VALUES) 2>/dev/null)
+
+.PHONY: image
+image: venv ## Build and push the launcher image named in the chart values (IMAGE= overrides).
+	@if docker info >/dev/null 2>&1; then \
+	  docker build -f images/launcher/Dockerfile -t $(IMAGE) . && docker push $(IMAGE); \
+	elif command -v gcloud >/dev/null 2>&1; then \
+	  gcloud builds submit --config ci/cloudbuild.yaml --substitutions=_IMAGE=$(IMAGE) .; \
+	else \
+	  echo "error: make image needs a Docker engine (docker info failed) or gcloud (Cloud Build);" \
+	       "neither is available here. Build $(IMAGE) where one is, e.g.:" \
+	       "docker build -f images/launcher/Dockerfile -t $(IMAGE) . && docker push $(IMAGE)" >&2; \
+	  exit 1; \
+	fi
+
+.PHONY: hadolint
+hadolint: venv ## Lint the Dockerfile.
+	$(VENV)/bin/hadolint images/launcher/Dockerfile
+
 ##@ Development
 
 .PHONY: venv
