@@ -15,8 +15,9 @@ UV := $(TOOLS)/uv-$(UV_VERSION)/bin/uv
 PY := $(VENV)/bin/python
 export PATH := $(VENV)/bin:$(PATH)
 
-# The demo: a tiny Llama-style model on a simulated v5p-16 slice (2 hosts x 4 chips as CPUs).
-DEMO_ARGS ?= tiny-llama.yml run_name=demo
+# The demo: a tiny Llama-style model on a simulated v5p-16 slice (2 hosts x 4 chips as CPUs);
+# each run trains 40 steps past the latest checkpoint, so a rerun resumes and goes on.
+DEMO_ARGS ?= --steps_beyond_checkpoint=40 tiny-llama.yml run_name=demo
 # What `make submit` sends: launcher flags, then MaxText's config and key=value arguments.
 ARGS ?= $(DEMO_ARGS)
 ADDRESS ?=

@@ -185,6 +185,8 @@ def act_on_job(ns: argparse.Namespace) -> int:
     extra = ["--follow"] if ns.command == "logs" and ns.follow else []
     proc = run(f"{ns.command} job {job_id}", [*_ray_job(ns.command, job_id, address=address),
                                               *extra], check=False)
+    if ns.command == "status":
+        print(f"job {job_id}: {job_status(address, job_id)}")  # one word a script can read
     return proc.returncode
 
 

@@ -47,6 +47,9 @@ flags.DEFINE_integer("cpu_devices_per_host", _env_int("LAUNCHER_CPU_DEVICES_PER_
                      "CPU-only slice: JAX devices per host.")
 flags.DEFINE_integer("max_failures", 3, "Restarts of the worker group after a host fails; "
                      "MaxText resumes from the latest checkpoint each time.")
+flags.DEFINE_integer("steps_beyond_checkpoint", None,
+                     "Train this many steps past the run's latest checkpoint (sets MaxText's "
+                     "steps): a rerun of the same command trains further instead of stopping.")
 flags.DEFINE_bool("dry_run", False, "Validate and print the plan as JSON; start no workers.")
 
 
@@ -68,8 +71,35 @@ def plan(argv: Sequence[str], nodes: list[dict] | None) -> tuple[slices_mod.Slic
     args.check_parallelism(chosen.devices_per_slice, chosen.num_slices, chosen.describe())
     args = args.with_defaults(
         base_output_directory=os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR))
-    check_output_directory(str(args.get("base_output_directory")))
-    return chosen, args
+    out_dir = str(args.get("base_output_directory"))
+    check_output_directory(out_dir)
+    return chosen, check_steps(args, Path(out_dir) / str(args.get("run_name")))
+
+
+def check_steps(args: MaxTextArgs, run_dir: Path) -> MaxTextArgs:
+    """Resolves --steps_beyond_checkpoint and refuses a run that would train nothing (MaxText
+    would fail on every host after minutes of start-up; this says it in a second)."""
+    done = committed_checkpoints(run_dir) if not str(run_dir).startswith("gs:") else []
+    start = done[-1] + 1 if done else 0
+    more = FLAGS.steps_beyond_checkpoint
+    if more is not None:
+        if "steps" in args.overrides:
+            raise UsageError("steps_beyond_checkpoint", "was given together with steps=",
+                             "keep one: steps= (a total) or --steps_beyond_checkpoint (more)")
+        if more < 1:
+            raise UsageError("steps_beyond_checkpoint", f"must be at least 1, got {more}",
+                             "--steps_beyond_checkpoint=20")
+        args = args.with_defaults(steps=start + more)
+    steps = int(args.get("steps"))
+    if done and start >= steps:
+        raise UsageError(
+            "steps",
+            f"run {args.get('run_name')} already completed {start} steps (checkpoint "
+            f"{done[-1]} in {run_dir / 'checkpoints'}); steps={steps} asks for no more",
+            f"pass steps={start + steps} (or --steps_beyond_checkpoint=N) to train further, or "
+            "a new run_name to start over",
+        )
+    return args
 
 
 def committed_checkpoints(run_dir: Path) -> list[int]:

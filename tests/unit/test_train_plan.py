@@ -43,3 +43,28 @@ def test_committed_checkpoints_skip_unfinished_saves(tmp_path):
     for name in ("0", "5", "10.orbax-checkpoint-tmp", "_CHECKPOINT_METADATA"):
         (tmp_path / "checkpoints" / name).mkdir(parents=True)
     assert train.committed_checkpoints(tmp_path) == [0, 5]
+
+
+def _run_with_checkpoints(tmp_path, *steps):
+    for step in steps:
+        (tmp_path / "r" / "checkpoints" / str(step)).mkdir(parents=True)
+    return tmp_path / "r"
+
+
+def test_refuses_a_rerun_that_would_train_nothing(tmp_path, flags_reset):
+    run_dir = _run_with_checkpoints(tmp_path, 0, 5, 9)
+    args = train.MaxTextArgs.parse(["run_name=r", "steps=10"])
+    with pytest.raises(UsageError, match=r"(?s)already completed 10 steps .* pass steps=20"):
+        train.check_steps(args, run_dir)
+    assert train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=11"]), run_dir)
+
+
+def test_steps_beyond_checkpoint_extends_the_run(tmp_path, flags_reset, monkeypatch):
+    monkeypatch.setattr(train.FLAGS, "steps_beyond_checkpoint", 40)
+    args = train.check_steps(train.MaxTextArgs.parse(["run_name=r"]),
+                             _run_with_checkpoints(tmp_path, 0, 5, 39))
+    assert args.get("steps") == 80
+    fresh = train.check_steps(train.MaxTextArgs.parse(["run_name=r"]), tmp_path / "new")
+    assert fresh.get("steps") == 40
+    with pytest.raises(UsageError, match="keep one"):
+        train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=3"]), tmp_path / "new")
