@@ -109,6 +109,9 @@ def up(args: argparse.Namespace) -> None:
         labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
         run(f"start simulated host {i - 1}", [
             "ray", "start", f"--address={NODE_IP}:{HEAD_PORT}", "--num-cpus=2",
+            # All nodes here share the head's log directory, which its log monitor already
+            # streams; a monitor per node would print every worker line once per node.
+            "--include-log-monitor=False",
             f"--resources={json.dumps(node['resources'])}",
             *([f"--labels={labels}"] if labels else []), *common, *_node_ports(i),
         ], env=_env({**node["env"], "LAUNCHER_OUTPUT_DIR": str(bucket)}),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 import re
 import sys
 from dataclasses import dataclass, field
@@ -59,12 +60,10 @@ class ProgressTracker(logging.Handler):
             return
         self.steps.append(rec)
         if self.echo:
-            print(
-                f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
-                f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f}",
-                file=sys.stdout,
-                flush=True,
-            )
+            line = (f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
+                    f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f}\n")
+            # Straight to the file descriptor: Ray Train's print capture would show it twice.
+            os.write(sys.stderr.fileno(), line.encode())
 
     def summary(self) -> dict:
         if not self.steps:

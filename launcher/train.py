@@ -124,8 +124,8 @@ def _print_summary(args: MaxTextArgs, metrics: dict, seconds: float) -> None:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
     print(f"checkpoints:  {run_dir / 'checkpoints'} (steps {', '.join(map(str, steps)) or '-'})")
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
-    print(f"resume:       submit again with run_name={run_name} (and a larger steps=) to go on "
-          "from the latest checkpoint")
+    print(f"resume:       submit again with run_name={run_name} and a larger steps= (or "
+          "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint")
     print("LAUNCHER_RESULT " + json.dumps({"run_dir": str(run_dir), "checkpoints": steps,
                                           **metrics}), flush=True)
 

@@ -23,6 +23,10 @@ def train_loop_per_worker(config: dict) -> None:
         argv.append("hardware=cpu")
 
     rank = ray.train.get_context().get_world_rank()
+    if not os.environ.get("LAUNCHER_ORBAX_INFO"):
+        # Orbax logs a dozen INFO lines per host per checkpoint and buries MaxText's own lines;
+        # its warnings and errors still show. LAUNCHER_ORBAX_INFO=1 keeps everything.
+        logging.getLogger("absl").addFilter(_drop_orbax_info)
     tracker = ProgressTracker(total_steps=int(config.get("steps", 0)), echo=rank == 0)
     absl_logger = logging.getLogger("absl")
     absl_logger.addHandler(tracker)
@@ -35,6 +39,10 @@ def train_loop_per_worker(config: dict) -> None:
         absl_logger.removeHandler(tracker)
     if rank == 0:
         publish_summary(config["summary_key"], tracker.summary())
+
+
+def _drop_orbax_info(record: logging.LogRecord) -> bool:
+    return record.levelno >= logging.WARNING or "/orbax/" not in record.pathname
 
 
 def publish_summary(key: str, summary: dict) -> None:
