@@ -50,8 +50,12 @@ test: venv helm ## Run every test: unit, chart (Helm 3 and 4), e2e on a local Ra
 
 ##@ Jobs
 
+# `make submit VALUES=...` names the target slice: preflight checks the job fits it first.
+PREFLIGHT := $(if $(and $(filter command line environment,$(origin VALUES)),$(if $(SKIP_PREFLIGHT),,y)),y)
+
 .PHONY: submit
 submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cluster; follow it.
+	$(if $(PREFLIGHT),$(PY) -m launcher.preflight --values $(VALUES) -- $(ARGS))
 	$(PY) -m launcher.cli submit $(if $(ADDRESS),--address $(ADDRESS)) \
 	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) -- $(ARGS)
 
@@ -66,6 +70,10 @@ status: venv ## Show the status of JOB.
 .PHONY: stop
 stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
 	$(PY) -m launcher.cli stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+
+.PHONY: preflight
+preflight: venv ## Will ARGS fit the slice of VALUES? AOT-compiles for that TPU here (BUCKET_URL= checks the bucket).
+	$(PY) -m launcher.preflight --values $(VALUES) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) -- $(ARGS)
 
 ##@ Local cluster
 

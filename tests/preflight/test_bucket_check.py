@@ -1,0 +1,129 @@
+"""The bucket preflight against gcp-storage-emulator on 127.0.0.1 (the real GCS JSON API as the
+google-cloud-storage client speaks it)."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from launcher.bucket_check import check_bucket
+from launcher.errors import UsageError
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def emulator():
+    port = _free_port()
+    exe = Path(sys.executable).parent / "gcp-storage-emulator"
+    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port),
+                             "--in-memory", "--default-bucket", "ckpt", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):
+        try:
+            urllib.request.urlopen(f"{url}/storage/v1/b/ckpt", timeout=1)
+            break
+        except OSError:
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=10)
+
+
+@pytest.fixture
+def storage(emulator, monkeypatch):
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", emulator)
+    from google.auth.credentials import AnonymousCredentials
+    from google.cloud import storage as gcs
+
+    return gcs.Client(project="test", credentials=AnonymousCredentials())
+
+
+def test_an_existing_writable_bucket_passes_and_names_the_resume_step(storage):
+    bucket = storage.bucket("ckpt")
+    # Checkpoints as Orbax leaves them on GCS: committed steps carry commit_success.txt;
+    # step 20 was interrupted mid-save and has none.
+    for name in ("runs/r1/checkpoints/0/commit_success.txt",
+                 "runs/r1/checkpoints/10/commit_success.txt",
+                 "runs/r1/checkpoints/10/items/manifest.ocdbt",
+                 "runs/r1/checkpoints/20/items/manifest.ocdbt"):
+        bucket.blob(name).upload_from_string(b"x")
+    report = check_bucket("gs://ckpt/runs", "r1")
+    assert report.latest_checkpoint == 10
+    assert "resume from checkpoint 10" in report.render()
+    assert not [b.name for b in storage.list_blobs("ckpt", prefix="runs/r1/.preflight")]
+    assert check_bucket("gs://ckpt/runs", "fresh").latest_checkpoint is None
+
+
+def test_a_missing_bucket_is_named(storage):
+    with pytest.raises(UsageError, match="bucket no-such-bucket does not exist"):
+        check_bucket("gs://no-such-bucket/x", "r")
+
+
+def test_a_malformed_url_is_refused():
+    with pytest.raises(UsageError, match="not a gs://bucket"):
+        check_bucket("s3://ckpt/x", "r")
+
+
+class _ReadOnlyGcs(http.server.BaseHTTPRequestHandler):
+    """FAKE of GCS IAM (the emulator has no permissions): forwards reads to the emulator and
+    answers uploads with the 403 that GCS gives an identity holding only objectViewer."""
+
+    upstream = ""
+
+    def _forward(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+        req = urllib.request.Request(self.upstream + self.path, data=body or None,
+                                     method=self.command)
+        with urllib.request.urlopen(req) as resp:
+            data = resp.read()
+            self.send_response(resp.status)
+            self.send_header("Content-Type", resp.headers.get("Content-Type", "application/json"))
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    def do_GET(self) -> None:
+        self._forward()
+
+    def do_POST(self) -> None:
+        if self.path.startswith("/upload/"):
+            self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+            data = (b'{"error": {"code": 403, "message": "does not have '
+                    b'storage.objects.create access"}}')
+            self.send_response(403)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+        else:
+            self._forward()
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_a_read_only_prefix_is_reported_with_the_role_to_grant(emulator, monkeypatch):
+    _ReadOnlyGcs.upstream = emulator
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _ReadOnlyGcs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.server_port}")
+    try:
+        with pytest.raises(UsageError, match=r"(?s)cannot write or list under gs://ckpt/runs.*"
+                           r"roles/storage.objectUser"):
+            check_bucket("gs://ckpt/runs", "r1")
+    finally:
+        server.shutdown()

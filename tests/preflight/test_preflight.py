@@ -1,0 +1,66 @@
+"""Preflight compiles the job ahead of time for the target TPU (libtpu on this CPU machine) and
+answers whether it fits, before any TPU-hour is paid for."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.preflight, pytest.mark.timeout(900)]
+SEED = ["base.yml", "dataset_type=synthetic", "per_device_batch_size=1",
+        "max_target_length=4096", "model_name=llama3-8b", "steps=100", "ici_fsdp_parallelism=4",
+        "ici_tensor_parallelism=4", "run_name=rayjob-8b-4096-tp4-4x4"]
+
+
+def preflight(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launcher.preflight", *args], cwd=REPO,
+                          capture_output=True, text=True, env={**os.environ})
+
+
+def _gib(output: str, row: str) -> float:
+    return float(re.search(rf"{re.escape(row)}\s+([-\d.]+) GiB", output)[1])
+
+
+def test_the_seed_job_fits_a_v6e_16_with_its_memory_figures():
+    first = preflight("--values", "values/v6e-16.yaml", "--", *SEED)
+    assert first.returncode == 0, first.stdout + first.stderr
+    out = first.stdout
+    assert "per-chip memory of one training step on v6e-16" in out and "verdict: fits" in out
+    # llama3-8b, fsdp 4 x tensor 4: about 8e9 params x (4 B weights + 8 B Adam) / 16 chips.
+    assert 4 < _gib(out, "parameters + optimizer state") < 8
+    assert 0 < _gib(out, "temporaries (activations, gradients)") < 20
+    assert _gib(out, "HBM per chip (v6e-16)") == 32
+    assert _gib(out, "margin") > 0
+
+    started = time.monotonic()
+    again = preflight("--values", "values/v6e-16.yaml", "--", *SEED)
+    elapsed = time.monotonic() - started
+    assert again.returncode == 0 and "cached:" in again.stdout
+    assert _gib(again.stdout, "total") == _gib(out, "total")
+    assert elapsed < 30, "a cached preflight must not compile again"
+
+
+def test_a_job_too_big_for_its_slice_is_refused_with_the_knobs():
+    too_big = preflight("--accelerator_type=v5e", "--topology=2x2", "--",
+                        "base.yml", "model_name=llama3-8b", "per_device_batch_size=4",
+                        "max_target_length=4096", "ici_fsdp_parallelism=4", "run_name=big",
+                        "dataset_type=synthetic")
+    assert too_big.returncode == 2, too_big.stdout + too_big.stderr
+    assert "DOES NOT FIT" in too_big.stdout
+    assert re.search(r"needs at least \d+\.\d GiB per chip but a v5litepod-4 chip has 16 GiB",
+                     too_big.stderr)
+    for knob in ("per_device_batch_size", "remat_policy=full", "ici_fsdp_parallelism"):
+        assert knob in too_big.stderr
+
+
+def test_parallelism_is_checked_before_compiling():
+    bad = preflight("--values", "values/v6e-16.yaml", "--", "base.yml", "run_name=r",
+                    "ici_fsdp_parallelism=8", "ici_tensor_parallelism=4")
+    assert bad.returncode == 2 and "does not match the 16 devices per slice" in bad.stderr
