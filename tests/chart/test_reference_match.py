@@ -12,6 +12,7 @@ from tests.chart.helm import REPO, by_kind, render
 
 pytestmark = pytest.mark.chart
 REFERENCE = REPO.parent / "shared" / "k8s" / "reference"
+assert REFERENCE.is_dir(), f"{REFERENCE} is missing: the seeds' manifests live in ../shared/k8s"
 
 
 def _load(path: Path) -> list[dict]:
