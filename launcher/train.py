@@ -91,7 +91,7 @@ def check_steps(args: MaxTextArgs, run_dir: Path) -> MaxTextArgs:
                              "--steps_beyond_checkpoint=20")
         args = args.with_defaults(steps=start + more)
     steps = int(args.get("steps"))
-    if done and start >= steps:
+    if done and 0 < steps <= start:  # steps=-1: MaxText takes the schedule's length
         raise UsageError(
             "steps",
             f"run {args.get('run_name')} already completed {start} steps (checkpoint "

@@ -57,6 +57,7 @@ def test_refuses_a_rerun_that_would_train_nothing(tmp_path, flags_reset):
     with pytest.raises(UsageError, match=r"(?s)already completed 10 steps .* pass steps=20"):
         train.check_steps(args, run_dir)
     assert train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=11"]), run_dir)
+    assert train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=-1"]), run_dir)
 
 
 def test_steps_beyond_checkpoint_extends_the_run(tmp_path, flags_reset, monkeypatch):
