@@ -46,14 +46,14 @@ def _auth_token() -> str | None:
     return token or None
 
 
-def _auth_headers() -> dict[str, str]:
+def auth_headers() -> dict[str, str]:
     token = _auth_token()
     return {"Authorization": f"Bearer {token}"} if token else {}
 
 
 def check_reachable(address: str) -> None:
     """Fails fast, and clearly, when no Ray dashboard answers at `address`."""
-    request = urllib.request.Request(f"{address.rstrip('/')}/api/version", headers=_auth_headers())
+    request = urllib.request.Request(f"{address.rstrip('/')}/api/version", headers=auth_headers())
     try:
         with urllib.request.urlopen(request, timeout=5):
             return

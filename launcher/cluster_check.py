@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import urllib.error
 import urllib.request
 
+from launcher.cli import auth_headers
+
 
 def alive_nodes(address: str) -> int:
-    headers = {}
-    if token := os.environ.get("RAY_AUTH_TOKEN"):
-        headers["Authorization"] = f"Bearer {token}"
-    request = urllib.request.Request(f"{address.rstrip('/')}/nodes?view=summary", headers=headers)
+    request = urllib.request.Request(f"{address.rstrip('/')}/nodes?view=summary",
+                                     headers=auth_headers())
     with urllib.request.urlopen(request, timeout=10) as resp:
         body = json.load(resp)
     summary = body.get("data", {}).get("summary", [])

@@ -72,15 +72,21 @@ def _load_yaml(path: Path) -> dict:
         return yaml.safe_load(f) or {}
 
 
+def config_files(path: Path) -> list[Path]:
+    """The config and its `base_config` parents, child first, resolved as MaxText does
+    (beside the child, else in MaxText's configs directory)."""
+    files = [path]
+    while parent := _load_yaml(files[-1]).get("base_config"):
+        parent_path = files[-1].parent / parent
+        files.append(parent_path if parent_path.is_file() else maxtext_configs_dir() / parent)
+    return files
+
+
 def load_config_chain(path: Path) -> dict:
     """The config with its `base_config` parents merged under it, as MaxText loads it."""
-    cfg = _load_yaml(path)
-    parent = cfg.get("base_config")
-    if parent:
-        parent_path = path.parent / parent
-        if not parent_path.is_file():
-            parent_path = maxtext_configs_dir() / parent
-        cfg = {**load_config_chain(parent_path), **cfg}
+    cfg: dict = {}
+    for file in reversed(config_files(path)):
+        cfg.update(_load_yaml(file))
     return cfg
 
 

@@ -28,8 +28,8 @@ from pathlib import Path
 import yaml
 
 from launcher.errors import UsageError, exit_with
-from launcher.maxtext_args import MaxTextArgs
-from launcher.slices import Slices
+from launcher.maxtext_args import MaxTextArgs, config_files
+from launcher.slices import Slices, from_flags
 from launcher.tpu_table import slice_shape
 
 GIB = 1024**3
@@ -100,16 +100,9 @@ def cache_key(args: MaxTextArgs, target: Slices) -> str:
     """Everything that decides the answer: MaxText and JAX versions, the config files, the
     arguments, the target slice."""
     assert target.shape is not None
-    chain, path = [], args.config
-    while path:
-        text = path.read_text()
-        chain.append(text)
-        parent = (yaml.safe_load(text) or {}).get("base_config")
-        path = (path.parent / parent if parent and (path.parent / parent).is_file()
-                else None)
     material = {
         "versions": [metadata.version(p) for p in ("maxtext", "jax", "libtpu")],
-        "configs": chain,
+        "configs": [f.read_text() for f in config_files(args.config)],
         "overrides": sorted(args.overrides.items()),
         "target": [target.shape.compile_topology, target.num_slices],
     }
@@ -199,14 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         rest = ns.maxtext[1:] if ns.maxtext[:1] == ["--"] else ns.maxtext
         # The same ARGS as `make submit`: launcher flags (--x) are not MaxText's; skip them.
         args = MaxTextArgs.parse([a for a in rest if not a.startswith("--")])
-        if ns.values:
-            chosen = slices_from_values(ns.values)
-        else:
-            if not ns.topology:
-                raise UsageError("topology", "is required with --accelerator_type",
-                                 "--topology=4x4")
-            chosen = Slices(slice_shape(ns.accelerator_type, ns.topology, ns.chips_per_host),
-                            ns.num_slices)
+        chosen = (slices_from_values(ns.values) if ns.values else from_flags(
+            ns.accelerator_type, ns.topology, ns.num_slices, ns.chips_per_host, None, None))
         args.check_parallelism(chosen.devices_per_slice, chosen.num_slices, chosen.describe())
         if ns.bucket:
             from launcher.bucket_check import check_bucket

@@ -79,7 +79,7 @@ def plan(argv: Sequence[str], nodes: list[dict] | None) -> tuple[slices_mod.Slic
 def check_steps(args: MaxTextArgs, run_dir: Path) -> MaxTextArgs:
     """Resolves --steps_beyond_checkpoint and refuses a run that would train nothing (MaxText
     would fail on every host after minutes of start-up; this says it in a second)."""
-    done = committed_checkpoints(run_dir) if not str(run_dir).startswith("gs:") else []
+    done = committed_checkpoints(run_dir)
     start = done[-1] + 1 if done else 0
     more = FLAGS.steps_beyond_checkpoint
     if more is not None:
@@ -103,9 +103,10 @@ def check_steps(args: MaxTextArgs, run_dir: Path) -> MaxTextArgs:
 
 
 def committed_checkpoints(run_dir: Path) -> list[int]:
-    """Committed Orbax checkpoint steps (unfinished saves live in *.orbax-checkpoint-tmp)."""
+    """Committed Orbax checkpoint steps (unfinished saves live in *.orbax-checkpoint-tmp).
+    A gs:// run directory is read by preflight's bucket check, not here: []."""
     ckpt_dir = run_dir / "checkpoints"
-    if not ckpt_dir.is_dir():
+    if str(run_dir).startswith("gs:") or not ckpt_dir.is_dir():
         return []
     return sorted(int(p.name) for p in ckpt_dir.iterdir() if p.is_dir() and p.name.isdigit())
 
@@ -113,7 +114,7 @@ def committed_checkpoints(run_dir: Path) -> list[int]:
 def _print_summary(args: MaxTextArgs, metrics: dict, seconds: float) -> None:
     run_name = args.get("run_name")
     run_dir = Path(str(args.get("base_output_directory"))) / str(run_name)
-    steps = committed_checkpoints(run_dir) if not str(run_dir).startswith("gs:") else []
+    steps = committed_checkpoints(run_dir)
     first = metrics.get("first_step")
     resumed = f"resumed at step {first}" if first else "started from step 0"
     print("\n== training finished ==", flush=True)
