@@ -45,7 +45,7 @@ demo: venv up ## Train the tiny model on the local simulated slice; run again to
 	$(PY) -m launcher.cli submit -- $(DEMO_ARGS)
 
 .PHONY: test
-test: venv helm ## Run every test: unit, chart (Helm 3 and 4), e2e on a local Ray cluster.
+test: venv helm cluster-build ## Run every test: unit, chart (Helm 3 and 4, in a real control plane), e2e on a local Ray cluster.
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 ##@ Jobs
@@ -86,6 +86,29 @@ up: venv ## Start the local Ray cluster (head + simulated TPU hosts) unless it r
 .PHONY: down
 down: venv ## Stop the local Ray cluster.
 	$(PY) -m launcher.local_cluster down
+
+##@ Test control plane (real API server, scheduler, KubeRay, JobSet; kwok fake GKE TPU nodes)
+
+.PHONY: cluster-build
+cluster-build: ## Build the control plane's binaries from their Go modules into .tools/cluster (once).
+	bash ci/cluster/build.sh >/dev/null
+
+.PHONY: cluster-up
+cluster-up: venv cluster-build ## Start it on 127.0.0.1 (reuses a healthy one); prints its KUBECONFIG.
+	$(PY) ci/cluster/control_plane.py up
+
+.PHONY: cluster-down
+cluster-down: venv ## Stop it and delete its state.
+	$(PY) ci/cluster/control_plane.py down
+
+.PHONY: cluster-nodes
+cluster-nodes: venv ## Add the fake GKE node pools that VALUES needs to the running control plane.
+	$(PY) ci/cluster/gke_nodes.py $(VALUES) | \
+	  $(TOOLS)/cluster/kubernetes-$(K8S_VERSION)/kubectl --kubeconfig $(TOOLS)/cluster/run/kubeconfig apply -f -
+
+.PHONY: cluster-test
+cluster-test: venv helm cluster-build ## Only the chart-in-cluster tests (KUBECONFIG_PATH= runs them on another cluster).
+	$(PY) -m pytest -m cluster tests/cluster $(if $(KUBECONFIG_PATH),--kubeconfig $(KUBECONFIG_PATH)) $(PYTEST_ARGS)
 
 ##@ Chart
 

@@ -96,6 +96,29 @@ GENERATIONS: dict[str, Generation] = {
     )
 }
 
+@dataclass(frozen=True)
+class Machine:
+    """A GKE machine type's size, as its node reports capacity (the fake GKE nodes use it)."""
+
+    vcpus: int
+    memory_gib: int
+
+
+# The TPU hosts above plus the CPU pool the Ray head and Saxml's CPU servers land on.
+MACHINES: dict[str, Machine] = {
+    "ct4p-hightpu-4t": Machine(240, 407),
+    "ct5lp-hightpu-1t": Machine(24, 48),
+    "ct5lp-hightpu-4t": Machine(112, 192),
+    "ct5lp-hightpu-8t": Machine(224, 384),
+    "ct5p-hightpu-4t": Machine(208, 448),
+    "ct6e-standard-1t": Machine(44, 176),
+    "ct6e-standard-4t": Machine(180, 720),
+    "ct6e-standard-8t": Machine(180, 1440),
+    "n2-standard-16": Machine(16, 64),
+}
+CPU_POOL_MACHINE = "n2-standard-16"
+
+
 # Every spelling a user may reasonably type, mapped to the canonical name.
 _ALIASES = {
     **{g.name: g.name for g in GENERATIONS.values()},

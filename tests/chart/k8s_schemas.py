@@ -18,6 +18,7 @@ import jsonschema
 import yaml
 from referencing import Registry, Resource
 
+from tests.chart.helm import pins
 from tests.conftest import REPO
 
 CRDS = REPO.parent / "shared" / "k8s" / "crds"
@@ -25,7 +26,7 @@ assert CRDS.is_dir(), (
     f"{CRDS} is missing: the chart tests read the KubeRay v1.7.0 and JobSet v0.12.0 CRDs from "
     "../shared/k8s beside the checkout (KubeRay's ray-operator v1.7.0 module is not served by "
     "the Go module proxy, so they cannot be fetched from there)")
-KUBERNETES_MODULE = "k8s.io/kubernetes@v1.35.0"
+KUBERNETES_MODULE = f"k8s.io/kubernetes@{pins()['K8S_VERSION']}"
 CRD_FILES = {("ray.io", "RayCluster"): "ray.io_rayclusters.yaml",
              ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml"}
 

@@ -77,3 +77,10 @@ def test_json_export_matches_the_table_and_the_cli():
     assert v6e_2x4 == {"4": {"hosts": 2, "machineType": "ct6e-standard-4t"},
                        "8": {"hosts": 1, "machineType": "ct6e-standard-8t"}}
     assert data["v5e"]["gkeAccelerator"] == "tpu-v5-lite-podslice"
+
+
+def test_every_machine_type_has_a_size():
+    from launcher.tpu_table import CPU_POOL_MACHINE, MACHINES
+
+    named = {m for gen in GENERATIONS.values() for m in gen.machines.values()} | {CPU_POOL_MACHINE}
+    assert named == set(MACHINES)

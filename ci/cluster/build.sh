@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Builds the test control plane's binaries into .tools/cluster/<component>-<version>/, each once
+# (a version's directory is the cache; Go's module and build caches make a rebuild after a bump fast).
+#   etcd, kube-apiserver, -controller-manager, -scheduler, kubectl, the KubeRay operator, the JobSet
+#     controller: from the pinned tools modules in ci/cluster/*/ (see pin.sh), versions stamped in;
+#   kwok, kwokctl: `go install module@version`.
+# Usage: ci/cluster/build.sh [component ...]   (default: all); prints the bin directory of each.
+set -euo pipefail
+here="$(cd "$(dirname "$0")" && pwd)"
+root="$(cd "$here/../.." && pwd)"
+# shellcheck source=../versions.env
+. "$here/../versions.env"
+tools="$root/.tools/cluster"
+export CGO_ENABLED=0 GOFLAGS="${GOFLAGS:-} -trimpath"
+
+if ! command -v go >/dev/null; then
+  echo "error: building the test control plane needs Go >= 1.26 (https://go.dev/doc/install)" >&2
+  exit 1
+fi
+
+done_or_build() {  # name version builder: runs builder into a temp dir, then moves it into place
+  local dest="$tools/$1-$2"
+  if [ ! -f "$dest/.complete" ]; then
+    echo "building $1 $2 into $dest" >&2
+    local start=$SECONDS
+    rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+    "$3" "$dest.partial"
+    touch "$dest.partial/.complete"
+    rm -rf "$dest" && mv "$dest.partial" "$dest"
+    echo "built $1 $2 in $((SECONDS - start)) s" >&2
+  fi
+  echo "$dest"
+}
+
+build_etcd() {
+  (cd "$here/etcd" && go build -o "$1/etcd" go.etcd.io/etcd/server/v3)
+}
+
+build_kubernetes() {
+  local minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  # Without these /version says v0.0.0 and Helm's kubeVersion checks fail.
+  local ldflags="-s -w
+    -X k8s.io/component-base/version.gitVersion=$K8S_VERSION
+    -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor
+    -X k8s.io/component-base/version.gitTreeState=clean
+    -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION
+    -X k8s.io/client-go/pkg/version.gitMajor=1 -X k8s.io/client-go/pkg/version.gitMinor=$minor"
+  local cmd
+  # One at a time: each link takes ~2 GiB.
+  for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
+    (cd "$here/k8s" && go build -ldflags "$ldflags" -o "$1/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+  done
+}
+
+build_kwok() {
+  GOBIN="$1" go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION" "sigs.k8s.io/kwok/cmd/kwokctl@$KWOK_VERSION"
+  # kwok's default stages less pod-complete, which marks every Job pod Succeeded at once: Saxml's
+  # model servers (Job pods of a JobSet) run until stopped, so here they stay Running.
+  local src
+  src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  mkdir -p "$1/stages"
+  cp "$src"/kustomize/stage/node/fast/node-initialize.yaml \
+    "$src"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
+    "$src"/kustomize/stage/pod/fast/pod-ready.yaml "$src"/kustomize/stage/pod/fast/pod-delete.yaml \
+    "$1/stages/"
+  chmod -R u+w "$1/stages"
+}
+
+build_kuberay() {
+  (cd "$here/kuberay" && go build -ldflags "-s -w" -o "$1/kuberay-operator" github.com/ray-project/kuberay/ray-operator)
+  # The CRDs that belong to this operator, from its module.
+  local src
+  src=$(go mod download -json "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION" |
+    sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  mkdir -p "$1/crds" && cp "$src"/config/crd/bases/*.yaml "$1/crds/" && chmod u+w "$1"/crds/*
+}
+
+build_jobset() {
+  (cd "$here/jobset" && go build -ldflags "-s -w" -o "$1/jobset-controller" sigs.k8s.io/jobset)
+  local src
+  src=$(go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  mkdir -p "$1/crds" && cp "$src"/config/components/crd/bases/*.yaml "$1/crds/"
+  # Its webhook registrations (+ kustomize patches): control_plane.py points them at 127.0.0.1.
+  cp -r "$src/config/components/webhook" "$1/webhook" && chmod -R u+w "$1"
+}
+
+components=("$@")
+[ ${#components[@]} -gt 0 ] || components=(etcd kwok kubernetes kuberay jobset)
+for c in "${components[@]}"; do
+  case $c in
+    etcd) done_or_build etcd "$ETCD_VERSION" build_etcd ;;
+    kwok) done_or_build kwok "$KWOK_VERSION" build_kwok ;;
+    kubernetes) done_or_build kubernetes "$K8S_VERSION" build_kubernetes ;;
+    kuberay) done_or_build kuberay "$KUBERAY_VERSION" build_kuberay ;;
+    jobset) done_or_build jobset "$JOBSET_VERSION" build_jobset ;;
+    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset)" >&2; exit 2 ;;
+  esac
+done

@@ -1,0 +1,116 @@
+"""Fake GKE nodes (kwok) for a values file: the node pools a platform team would create for it.
+
+Every TPU slice is one node pool of `hosts` nodes, labelled and sized as GKE labels and sizes its
+TPU nodes (accelerator, topology, node pool, machine type, google.com/tpu capacity, the
+google.com/tpu taint); a CPU pool takes the Ray head and Saxml's CPU servers. Shapes come from the
+launcher's TPU table, not from the values under test, so a values file that disagrees with the
+hardware is left Pending by the real scheduler, as on GKE.
+
+    python ci/cluster/gke_nodes.py values/v6e-16.yaml | kubectl apply -f -
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+
+from launcher.tpu_table import CPU_POOL_MACHINE, MACHINES, slice_shape  # noqa: E402
+
+CHART = ROOT / "charts" / "tpu-stack"
+ZONE = "us-east5-b"  # fake; one zone for every pool
+CPU_POOL_NODES = 3
+# Marks the node as kwok's to fake (kwokctl's controller selects on this annotation).
+KWOK_ANNOTATION = {"kwok.x-k8s.io/node": "fake"}
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+
+
+def merged_values(*values_files: Path) -> dict:
+    """The chart's defaults overlaid with the files, as Helm merges them (maps merge, rest wins)."""
+
+    def merge(base: dict, over: dict) -> dict:
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = copy.deepcopy(value)
+        return base
+
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    for path in values_files:
+        merge(values, yaml.safe_load(Path(path).read_text()) or {})
+    return values
+
+
+def node(name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0) -> dict:
+    size = MACHINES[machine]
+    capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "pods": "110"}
+    spec: dict = {}
+    if tpu_chips:
+        capacity["google.com/tpu"] = str(tpu_chips)
+        spec["taints"] = [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "annotations": dict(KWOK_ANNOTATION),
+            "labels": {
+                "kubernetes.io/hostname": name,
+                "kubernetes.io/os": "linux",
+                "kubernetes.io/arch": "amd64",
+                "node.kubernetes.io/instance-type": machine,
+                "topology.kubernetes.io/zone": ZONE,
+                POOL_LABEL: pool,
+                "type": "kwok",
+                **labels,
+            },
+        },
+        "spec": spec,
+        "status": {"capacity": capacity, "allocatable": dict(capacity)},
+    }
+
+
+def tpu_pools(prefix: str, tpu: dict) -> list[dict]:
+    shape = slice_shape(tpu["generation"], tpu["topology"], tpu.get("chipsPerHost"))
+    labels = {
+        "cloud.google.com/gke-tpu-accelerator": shape.generation.gke_accelerator,
+        "cloud.google.com/gke-tpu-topology": shape.topology,
+    }
+    nodes = []
+    for s in range(tpu.get("slices", 1)):
+        pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}"
+        nodes += [node(f"{pool}-{h}", pool, shape.machine_type, labels, shape.chips_per_host)
+                  for h in range(shape.hosts)]
+    return nodes
+
+
+def nodes_for(values: dict) -> list[dict]:
+    nodes = [node(f"cpu-pool-{i}", "cpu-pool", CPU_POOL_MACHINE, {})
+             for i in range(CPU_POOL_NODES)]
+    ray, saxml = values.get("ray", {}), values.get("saxml", {})
+    if ray.get("enabled", True) and ray["worker"]["tpu"].get("enabled", True):
+        nodes += tpu_pools("ray", ray["worker"]["tpu"])
+    if saxml.get("enabled"):
+        nodes += tpu_pools("sax", saxml["modelServer"]["tpu"])
+    return nodes
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("values", nargs="+", type=Path, help="values files, in helm's order")
+    args = parser.parse_args(argv)
+    print("\n---\n".join(json.dumps(n) for n in nodes_for(merged_values(*args.values))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

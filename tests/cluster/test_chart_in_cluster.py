@@ -1,0 +1,208 @@
+"""helm install / test / upgrade / uninstall of the chart in the real control plane."""
+
+from __future__ import annotations
+
+import time
+
+import pykube
+import pytest
+from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
+
+from ci.cluster import gke_nodes
+from launcher.tpu_table import slice_shape
+from tests.cluster.conftest import Release, dump, wait_for
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.cluster
+
+VALUES = REPO / "values"
+TOPOLOGY = "cloud.google.com/gke-tpu-topology"
+WORKER = {"ray.io/node-type": "worker"}
+HEAD = {"ray.io/node-type": "head"}
+
+
+def ready(rc: dict) -> bool:
+    status = rc.get("status", {})
+    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    return status.get("state") == "ready" or conditions.get("RayClusterProvisioned") == "True"
+
+
+def wait_ready(rel: Release, timeout: float = 60) -> float:
+    """Seconds until the RayCluster reports ready."""
+    start = time.monotonic()
+    wait_for("the RayCluster to become ready", lambda: ready(rel.raycluster()), timeout,
+             explain=lambda: dump(rel.raycluster().get("status")) + "\n" + rel.events())
+    return time.monotonic() - start
+
+
+def node_labels(rel: Release, pod: pykube.Pod) -> dict:
+    return pykube.Node.objects(rel.api).get(name=pod.obj["spec"]["nodeName"]).labels
+
+
+@pytest.mark.parametrize("values", ["v6e-16.yaml", "v6e-16-x2.yaml", "cpu.yaml"])
+def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
+    values_file = VALUES / values
+    release.add_nodes_for(values_file)
+    merged = gke_nodes.merged_values(values_file)
+    tpu = merged["ray"]["worker"]["tpu"]
+    if tpu["enabled"]:
+        shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
+        expected_workers = shape.hosts * tpu["slices"]
+    else:
+        shape, expected_workers = None, merged["ray"]["worker"]["cpu"]["hosts"]
+
+    start = time.monotonic()
+    release.install(values_file)
+    waited = wait_ready(release, timeout=60)
+    print(f"\n{values}: helm install -> RayCluster ready in {time.monotonic() - start:.1f} s "
+          f"(ready {waited:.1f} s after install returned)")
+
+    heads, workers = release.pods(**HEAD), release.pods(**WORKER)
+    assert len(heads) == 1
+    assert len(workers) == expected_workers
+    for pod in heads + workers:
+        assert pod.obj["status"]["phase"] == "Running", dump(pod.obj["status"])
+    worker_nodes = [pod.obj["spec"]["nodeName"] for pod in workers]
+    assert len(set(worker_nodes)) == len(worker_nodes), "two hosts of the slice share a node"
+    for pod in workers:
+        labels = node_labels(release, pod)
+        if shape:
+            assert labels[TOPOLOGY] == shape.topology
+            accelerator = labels["cloud.google.com/gke-tpu-accelerator"]
+            assert accelerator == shape.generation.gke_accelerator
+        else:
+            assert TOPOLOGY not in labels
+    assert TOPOLOGY not in node_labels(release, heads[0])  # the head stays off the TPU hosts
+
+    name = release.raycluster()["metadata"]["name"]
+    services = {s.name: s.obj for s in pykube.Service.objects(release.api).filter(
+        namespace=release.namespace)}
+    assert f"{name}-head-svc" in services, sorted(services)
+    assert services[f"{name}-head-svc"]["spec"]["type"] == "ClusterIP"
+    # KubeRay makes the headless service that multi-host workers resolve each other by.
+    assert services[f"{name}-headless"]["spec"]["clusterIP"] == "None", sorted(services)
+
+
+def test_helm_test_pod_targets_the_head(release: Release):
+    """`helm test` runs launcher.cluster_check in a pod; under kwok no container runs, so the
+    check itself cannot pass or fail here (it is exercised against a live local Ray cluster in
+    tests/e2e). What is checked: helm creates the test pod, it is scheduled, and it points at the
+    head service that exists, with the expected node count and the auth token's secret."""
+    release.add_nodes_for(VALUES / "v6e-16.yaml")
+    release.install(VALUES / "v6e-16.yaml")
+    wait_ready(release)
+    proc = release.helm("test", release.name, "--timeout", "10s", check=False)
+    assert proc.returncode != 0 and "timed out" in (proc.stdout + proc.stderr), (
+        "the test pod cannot complete under kwok; if it did, something else ran it:\n"
+        + proc.stdout + proc.stderr)
+    cluster = release.raycluster()["metadata"]["name"]
+    test_pod = pykube.Pod.objects(release.api).filter(namespace=release.namespace).get(
+        name=f"{cluster}-test")
+    assert test_pod.obj["spec"].get("nodeName"), "the test pod was not scheduled"
+    command = test_pod.obj["spec"]["containers"][0]["command"]
+    assert f"--address=http://{cluster}-head-svc:8265" in command
+    assert "--expect-nodes=5" in command  # head + 4 hosts
+    pykube.Service.objects(release.api).filter(namespace=release.namespace).get(
+        name=f"{cluster}-head-svc")
+    env = {e["name"]: e for e in test_pod.obj["spec"]["containers"][0]["env"]}
+    secret = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]
+    pykube.Secret.objects(release.api).filter(namespace=release.namespace).get(name=secret)
+
+
+def test_saxml_jobset_deployments_and_load_balancer(release: Release):
+    values_file = VALUES / "v5e-32-saxml.yaml"
+    release.add_nodes_for(values_file)
+    release.install(values_file)
+    ns = release.namespace
+    jobsets = pykube.object_factory(release.api, "jobset.x-k8s.io/v1alpha2", "JobSet")
+    (jobset,) = jobsets.objects(release.api).filter(namespace=ns)
+
+    def jobs():
+        return [j.obj for j in pykube.Job.objects(release.api).filter(namespace=ns)]
+
+    wait_for("one Job per slice", lambda: len(jobs()) == 2, 60,
+             explain=lambda: dump(jobset.obj.get("status")) + release.events())
+    shape = slice_shape("v5e", "4x8", 4)
+    for job in jobs():
+        assert job["spec"]["parallelism"] == job["spec"]["completions"] == shape.hosts
+    # The JobSet's headless service gives every host a stable DNS name.
+    service = pykube.Service.objects(release.api).filter(namespace=ns).get(name=jobset.name)
+    assert service.obj["spec"]["clusterIP"] == "None"
+    # Every model-server pod landed on its own v5e 4x8 host.
+    def placed():
+        pods = release.pods(**{"jobset.sigs.k8s.io/jobset-name": jobset.name})
+        return len(pods) == 2 * shape.hosts and all(p.obj["spec"].get("nodeName") for p in pods) \
+            and pods
+    pods = wait_for("the model servers to be scheduled", placed, 60, explain=release.events)
+    assert len({p.obj["spec"]["nodeName"] for p in pods}) == len(pods)
+    for pod in pods:
+        assert node_labels(release, pod)[TOPOLOGY] == "4x8"
+
+    deployments = [d.name for d in pykube.Deployment.objects(release.api).filter(namespace=ns)]
+    assert len(deployments) == 2, deployments  # admin + HTTP
+    wait_for_deployments_to_run(release.api, deployments, ns, timeout_sec=60)
+
+    (lb,) = [s.obj for s in pykube.Service.objects(release.api).filter(namespace=ns)
+             if s.obj["spec"]["type"] == "LoadBalancer"]
+    assert lb["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    # No cloud controller here gives it an address (that part is GKE's).
+    assert lb["spec"]["ports"][0]["nodePort"] > 0
+
+
+def test_topology_without_nodes_stays_pending_with_the_schedulers_reason(release: Release):
+    release.add_nodes_for(VALUES / "v6e-8-single-host.yaml")  # only 2x4 hosts exist
+    release.install(VALUES / "v6e-16.yaml")  # wants 4x4 hosts
+
+    def unschedulable():
+        workers = release.pods(**WORKER)
+        conds = [c for p in workers for c in p.obj["status"].get("conditions", [])
+                 if c["type"] == "PodScheduled"]
+        return len(workers) == 4 and len(conds) == 4 and all(
+            c["status"] == "False" and c["reason"] == "Unschedulable" for c in conds) and conds
+
+    conds = wait_for("the scheduler to give up on the workers", unschedulable, 60,
+                     explain=release.events)
+    for cond in conds:
+        assert "didn't match Pod's node affinity/selector" in cond["message"], cond["message"]
+    for pod in release.pods(**WORKER):
+        assert pod.obj["status"]["phase"] == "Pending"
+    assert not ready(release.raycluster())
+
+
+def test_upgrade_to_two_slices_then_uninstall_leaves_nothing(release: Release):
+    release.add_nodes_for(VALUES / "v6e-16-x2.yaml")
+    release.install(VALUES / "v6e-16.yaml")
+    wait_ready(release)
+    token_before = _token(release)
+    release.upgrade(VALUES / "v6e-16-x2.yaml")
+    wait_for("8 workers (2 slices x 4 hosts) running",
+             lambda: len([p for p in release.pods(**WORKER)
+                          if p.obj["status"].get("phase") == "Running"]) == 8, 60,
+             explain=release.events)
+    wait_ready(release)
+    assert _token(release) == token_before, "an upgrade must keep the Ray auth token"
+
+    release.helm("uninstall", release.name, "--wait")
+    ns = release.namespace
+
+    def leftovers():
+        kinds = [pykube.Pod, pykube.Service, pykube.Secret, pykube.ServiceAccount,
+                 pykube.ConfigMap, pykube.Deployment, pykube.Job]
+        left = [f"{k.kind}/{o.name}" for k in kinds for o in k.objects(release.api).filter(
+            namespace=ns)
+            if not (k is pykube.ConfigMap and o.name == "kube-root-ca.crt")
+            and not (k is pykube.ServiceAccount and o.name == "default")]
+        left += [f"RayCluster/{o.name}" for o in
+                 pykube.object_factory(release.api, "ray.io/v1", "RayCluster")
+                 .objects(release.api).filter(namespace=ns)]
+        return left
+
+    wait_for("uninstall to remove everything", lambda: not leftovers(), 60,
+             explain=lambda: str(leftovers()))
+
+
+def _token(release: Release) -> str:
+    secrets = [s for s in pykube.Secret.objects(release.api).filter(namespace=release.namespace)
+               if s.name.endswith("-auth")]
+    assert len(secrets) == 1
+    return secrets[0].obj["data"]["auth_token"]
