@@ -1,13 +1,14 @@
 """Preflight: will this MaxText job fit and run on that slice? Answered on this CPU machine,
 before anyone pays for a TPU-hour.
 
-    python -m launcher.preflight --values values/v6e-16.yaml [--bucket gs://b/prefix] -- \
-        base.yml model_name=llama3-8b run_name=r per_device_batch_size=1 ...
+    python -m launcher.preflight --values values/v6e-16.yaml [--bucket gs://b/prefix] [--advise] \
+        -- base.yml model_name=llama3-8b run_name=r per_device_batch_size=1 ...
 
 It compiles the training step ahead of time for the target TPU topology with MaxText's own
 `train_compile` (libtpu compiles for a TPU it does not have), reads XLA's memory analysis,
 and sets it against the chip's HBM from the TPU table. Results are cached by a hash of
-everything that decides them. With --bucket it also checks the bucket (see bucket_check).
+everything that decides them. With --bucket it also checks the bucket (see bucket_check); with
+--advise it ranks candidate ICI splits by a roofline estimate (see sharding_advice).
 """
 
 from __future__ import annotations
@@ -27,7 +28,9 @@ from pathlib import Path
 
 import yaml
 
+from launcher.aot_probe import OUT_ENV
 from launcher.errors import UsageError, exit_with
+from launcher.hlo_traffic import step_traffic
 from launcher.maxtext_args import MaxTextArgs, config_files
 from launcher.slices import Slices, from_flags
 from launcher.tpu_table import slice_shape
@@ -54,6 +57,10 @@ class MemoryReport:
     compile_seconds: float
     fits: bool
     note: str = ""
+    # For the sharding advice (hlo_traffic): per device, one step, loop bodies per iteration.
+    flops: float = 0.0  # MaxText's analytic training FLOPs (XLA's count sees one layer)
+    hbm_bytes: float = 0.0
+    ici_bytes: float = 0.0
 
     @property
     def total_gib(self) -> float:
@@ -105,6 +112,7 @@ def cache_key(args: MaxTextArgs, target: Slices) -> str:
         "configs": [f.read_text() for f in config_files(args.config)],
         "overrides": sorted(args.overrides.items()),
         "target": [target.shape.compile_topology, target.num_slices],
+        "report": 3,  # bump when MemoryReport or how hlo_traffic counts changes
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
 
@@ -124,12 +132,16 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
         overrides = {**args.overrides, "base_output_directory": out,
                      "compile_topology": target.shape.compile_topology,
                      "compile_topology_num_slices": str(target.num_slices)}
-        argv = [sys.executable, "-m", "maxtext.trainers.pre_train.train_compile",
+        argv = [sys.executable, "-m", "launcher.aot_probe",
                 str(args.config), *(f"{k}={v}" for k, v in overrides.items())]
         started = time.monotonic()
-        proc = subprocess.run(argv, capture_output=True, text=True,
-                              env={**os.environ, "JAX_PLATFORMS": "cpu"})
+        # No TPU is used, only its compiler: let two preflights (or a preflight beside a job on
+        # a TPU VM) load libtpu at once instead of failing on its lockfile.
+        env = {**os.environ, "JAX_PLATFORMS": "cpu", OUT_ENV: out,
+               "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+        proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started
+        traffic = _traffic(Path(out), target.devices_per_slice * target.num_slices)
     output = proc.stdout + proc.stderr
     stats = {k: int(v) for k, v in _STAT.findall(output.split("Memory analysis:")[-1])}
     if proc.returncode == 0 and "argument_size_in_bytes" in stats:
@@ -139,7 +151,7 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
             outputs_gib=stats.get("output_size_in_bytes", 0) / GIB,
             aliased_gib=stats.get("alias_size_in_bytes", 0) / GIB,
             temporaries_gib=stats.get("temp_size_in_bytes", 0) / GIB,
-            compile_seconds=seconds, fits=False)
+            compile_seconds=seconds, fits=False, **traffic)
         report.fits = report.total_gib <= hbm
     elif (oom := _OOM.search(output)) is not None:
         # XLA refuses to compile a program that cannot fit: that is the answer, not an error.
@@ -158,6 +170,16 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(report)))
     return report
+
+
+def _traffic(out: Path, devices: int) -> dict[str, float]:
+    """The probe's extras (optimized HLO, analytic FLOPs) as MemoryReport fields."""
+    hlo, analytic = out / "optimized.hlo", out / "analytic.json"
+    if not hlo.is_file():
+        return {}
+    traffic = step_traffic(hlo.read_text(), devices)
+    flops = json.loads(analytic.read_text()).get("tflops", 0.0) * 1e12 if analytic.is_file() else 0
+    return {"flops": flops, "hbm_bytes": traffic.hbm_bytes, "ici_bytes": traffic.bytes_per_device}
 
 
 def refuse_if_too_big(report: MemoryReport) -> None:
@@ -180,20 +202,33 @@ def main(argv: list[str] | None = None) -> int:
     target = parser.add_mutually_exclusive_group(required=True)
     target.add_argument("--values", help="a chart values file naming the slice")
     target.add_argument("--accelerator_type", help="TPU generation (with --topology)")
+    target.add_argument("--release", help="a chart release whose RayCluster names the slice "
+                        "(kubectl's current context; with --namespace)")
+    parser.add_argument("--namespace", default="default")
     parser.add_argument("--topology")
     parser.add_argument("--num_slices", type=int, default=1)
     parser.add_argument("--chips_per_host", type=int)
     parser.add_argument("--bucket", help="gs://bucket/prefix to check (exists, writable, "
                         "latest checkpoint)")
     parser.add_argument("--no-cache", action="store_true")
+    parser.add_argument("--advise", action="store_true",
+                        help="also compile candidate ICI splits and rank them by a roofline "
+                        "estimate (a few minutes per split, cold)")
     parser.add_argument("maxtext", nargs=argparse.REMAINDER)
     ns = parser.parse_args(argv)
     try:
         rest = ns.maxtext[1:] if ns.maxtext[:1] == ["--"] else ns.maxtext
         # The same ARGS as `make submit`: launcher flags (--x) are not MaxText's; skip them.
         args = MaxTextArgs.parse([a for a in rest if not a.startswith("--")])
-        chosen = (slices_from_values(ns.values) if ns.values else from_flags(
-            ns.accelerator_type, ns.topology, ns.num_slices, ns.chips_per_host, None, None))
+        if ns.values:
+            chosen = slices_from_values(ns.values)
+        elif ns.release:
+            from launcher.release import release_slices
+
+            chosen = release_slices(ns.release, ns.namespace)
+        else:
+            chosen = from_flags(ns.accelerator_type, ns.topology, ns.num_slices,
+                                ns.chips_per_host, None, None)
         args.check_parallelism(chosen.devices_per_slice, chosen.num_slices, chosen.describe())
         if ns.bucket:
             from launcher.bucket_check import check_bucket
@@ -201,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
             print(check_bucket(ns.bucket, str(args.get("run_name") or "")).render())
         report = compile_report(args, chosen, use_cache=not ns.no_cache)
         print(report.render())
+        if ns.advise:
+            from launcher import sharding_advice
+
+            candidates, best = sharding_advice.advise(args, chosen, use_cache=not ns.no_cache)
+            print(sharding_advice.render(candidates, best, chosen))
         refuse_if_too_big(report)
     except UsageError as e:
         exit_with(e, prog="preflight")

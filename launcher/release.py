@@ -1,16 +1,23 @@
-"""Reach a chart release's Ray head from this machine: find its RayCluster, read its token, and
-port-forward its head Service (ClusterIP by design) to a free local port."""
+"""Reach a chart release from this machine: find its RayCluster, read its token, and
+port-forward its head Service (ClusterIP by design) to a free local port; read the slices it
+asks for (preflight's target)."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import json
 import os
 import re
 from collections.abc import Iterator
 
 from launcher.commands import run, start
 from launcher.errors import UsageError
+from launcher.slices import Slices
+from launcher.tpu_table import slice_shape
+
+ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
@@ -58,3 +65,27 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
         yield f"http://127.0.0.1:{m[1]}"
     finally:
         proc.terminate()
+
+
+def release_slices(release: str, namespace: str) -> Slices:
+    """The TPU slices a release's RayCluster asks for: its TPU worker group's node selectors
+    (accelerator, topology), chips per host and replicas (one per slice)."""
+    selector = f"app.kubernetes.io/instance={release}"
+    out = _get("read the release's RayCluster", _kubectl(
+        namespace, "get", "raycluster", "-l", selector, "-o", "json"), dry_run=False)
+    items = json.loads(out)["items"] if out else []
+    if not items:
+        raise UsageError(
+            "RELEASE", f"no RayCluster of release {release!r} in namespace {namespace!r}",
+            f"check `helm list -n {namespace}` and pass NAMESPACE=..., or name the slice with "
+            "VALUES=values/<slice>.yaml")
+    for group in items[0]["spec"].get("workerGroupSpecs", []):
+        pod = group["template"]["spec"]
+        chips = sum(int(c.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
+                    for c in pod["containers"])
+        selectors = pod.get("nodeSelector", {})
+        if chips and TOPOLOGY_LABEL in selectors:
+            shape = slice_shape(selectors[ACCELERATOR_LABEL], selectors[TOPOLOGY_LABEL], chips)
+            return Slices(shape, int(group.get("replicas", 1)))
+    raise UsageError("RELEASE", f"release {release!r} has no TPU worker group (a CPU cluster)",
+                     "preflight compiles for a TPU: name one with VALUES=values/<slice>.yaml")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pykube
 import pytest
 from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 
-from ci.cluster import gke_nodes
+from ci.cluster import control_plane, gke_nodes
 from launcher.tpu_table import slice_shape
 from tests.cluster.conftest import Release, dump, wait_for
 from tests.conftest import REPO
@@ -206,3 +210,26 @@ def _token(release: Release) -> str:
                if s.name.endswith("-auth")]
     assert len(secrets) == 1
     return secrets[0].obj["data"]["auth_token"]
+
+
+def test_preflight_reads_the_slice_from_a_release(release: Release):
+    """`make preflight RELEASE=...`: the target slice comes from the release's RayCluster (the
+    parallelism check runs before any compile, so a mismatch shows what was read)."""
+    release.add_nodes_for(VALUES / "v6e-16-x2.yaml")
+    release.install(VALUES / "v6e-16-x2.yaml")
+    kubectl_dir = Path(control_plane.build()["kubernetes"])
+    env = {**os.environ, "KUBECONFIG": release.kubeconfig,
+           "PATH": f"{kubectl_dir}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher.preflight", "--release", release.name, "--namespace",
+         release.namespace, "--", "base.yml", "run_name=r", "ici_fsdp_parallelism=8",
+         "dcn_data_parallelism=2"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "does not match the 16 devices per slice (2 x v6e-16 (TPU v6e 4x4" in proc.stderr
+
+    missing = subprocess.run(
+        [sys.executable, "-m", "launcher.preflight", "--release", "nope", "--namespace",
+         release.namespace, "--", "base.yml", "run_name=r"], cwd=REPO, env=env,
+        capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert "no RayCluster of release 'nope'" in missing.stderr

@@ -64,3 +64,28 @@ def test_parallelism_is_checked_before_compiling():
     bad = preflight("--values", "values/v6e-16.yaml", "--", "base.yml", "run_name=r",
                     "ici_fsdp_parallelism=8", "ici_tensor_parallelism=4")
     assert bad.returncode == 2 and "does not match the 16 devices per slice" in bad.stderr
+
+
+def test_sharding_advice_ranks_the_splits_that_fit_and_says_it_is_an_estimate():
+    # A model small enough to compile in seconds; the same code path as the seed's advice
+    # (benchmarks/preflight_timing.py runs that one: minutes per split).
+    out = preflight("--accelerator_type=v6e", "--topology=4x4", "--advise", "--",
+                    "tiny-llama.yml", "run_name=advice", "per_device_batch_size=2",
+                    "base_num_kv_heads=4", "base_emb_dim=256", "base_mlp_dim=1024",
+                    "max_target_length=512")
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout[out.stdout.index("sharding advice for"):]
+    assert "ESTIMATE" in text and "not a measurement" in text
+    rows = {m[1].strip(): m for m in re.finditer(
+        r"^  ((?:\w+=\d+(?: x )?)+)\s+([\d.]+) GiB\s+(yes|no)\s+([\d.]+)ms\s+([\d.]+)ms\s+"
+        r"([\d.]+)ms\s+([\d.]+)ms\s+(\w+)", text, re.M)}
+    assert set(rows) == {"fsdp=16", "data=4 x fsdp=4", "fsdp=4 x tensor=4"}, text
+    steps = {name: float(m[7]) for name, m in rows.items()}
+    for m in rows.values():  # the step bound is the largest of its three terms, all > 0
+        assert float(m[7]) == max(float(m[4]), float(m[5]), float(m[6])) > 0, text
+    recommended = re.search(r"recommended: (.+)", text)[1]
+    best = min(steps, key=steps.get)
+    assert recommended == " ".join(
+        f"ici_{kv.split('=')[0]}_parallelism={kv.split('=')[1]}" for kv in best.split(" x ")), text
+    # The splits really differ: tensor parallelism moves activations, fsdp moves weights.
+    assert len({m[6] for m in rows.values()}) > 1, text

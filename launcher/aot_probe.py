@@ -1,0 +1,48 @@
+"""MaxText's `train_compile`, plus what the sharding advice needs from the same compile.
+
+    python -m launcher.aot_probe <MaxText argv>   (env LAUNCHER_AOT_PROBE_OUT=<dir>)
+
+Runs `maxtext.trainers.pre_train.train_compile` unchanged (it prints XLA's memory and cost
+analysis) and, around its `jit_and_compile`, writes into the output directory:
+  - optimized.hlo: the compiled program's optimized HLO (collectives, loop trip counts);
+  - analytic.json: MaxText's own per-device training TFLOPs for one step.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+OUT_ENV = "LAUNCHER_AOT_PROBE_OUT"
+
+
+def main() -> None:
+    from absl import app
+    from maxtext.trainers.pre_train import train_compile
+
+    out = Path(os.environ[OUT_ENV])
+    compile_step = train_compile.jit_and_compile
+
+    def capture(*args, **kwargs):
+        compiled = compile_step(*args, **kwargs)
+        (out / "optimized.hlo").write_text(compiled.as_text())
+        config = args[8] if len(args) > 8 else kwargs["config"]
+        try:
+            from maxtext.utils import maxtext_utils
+
+            total, weights, attention = maxtext_utils.calculate_tflops_training_per_device(
+                config, log=False)
+            (out / "analytic.json").write_text(json.dumps(
+                {"tflops": total, "weight_tflops": weights, "attention_tflops": attention}))
+        except Exception as e:  # the advice falls back to XLA's counts; say why
+            (out / "analytic.json").write_text(json.dumps({"error": repr(e)}))
+        return compiled
+
+    train_compile.jit_and_compile = capture
+    app.run(train_compile.main, argv=[sys.argv[0], *sys.argv[1:]])
+
+
+if __name__ == "__main__":
+    main()
