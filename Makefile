@@ -197,5 +197,7 @@ lint: venv ## ruff over the Python code.
 	$(VENV)/bin/ruff check launcher tests ci benchmarks
 
 .PHONY: bench
-bench: venv ## Launcher overhead: bare MaxText processes vs `make submit`, side by side.
+bench: venv helm cluster-build ## Benchmarks: launcher overhead, preflight/advice timing, install-to-ready.
 	$(PY) benchmarks/launcher_overhead.py
+	$(PY) benchmarks/preflight_timing.py
+	$(PY) benchmarks/cluster_install_ready.py
