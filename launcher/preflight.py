@@ -239,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         if ns.advise:
             from launcher import sharding_advice
 
-            candidates, best = sharding_advice.advise(args, chosen, use_cache=not ns.no_cache)
+            candidates, best = sharding_advice.advise(args, chosen, use_cache=not ns.no_cache,
+                                                      given=report)
             print(sharding_advice.render(candidates, best, chosen))
         refuse_if_too_big(report)
     except UsageError as e:

@@ -94,13 +94,18 @@ def estimate(report: MemoryReport, target: Slices) -> Estimate:
     )
 
 
-def advise(args: MaxTextArgs, target: Slices, use_cache: bool = True,
-           log=print) -> tuple[list[Candidate], Candidate | None]:
-    """Compiles every candidate (cached like preflight); returns them and the recommended one."""
+def advise(args: MaxTextArgs, target: Slices, use_cache: bool = True, log=print,
+           given: MemoryReport | None = None) -> tuple[list[Candidate], Candidate | None]:
+    """Compiles every candidate (cached like preflight); returns them and the recommended one.
+    `given` is the job's own report: the candidate equal to the job's split reuses it."""
     assert target.shape is not None
     candidates = [Candidate(s) for s in candidate_splits(target.shape.topology,
                                                           target.shape.chips_per_host)]
+    own = {k: v for k, v in args.parallelism("ici").items() if v != 1}
     for i, cand in enumerate(candidates, 1):
+        if given is not None and cand.split == own:
+            cand.report = given
+            continue
         log(f"advice: compiling {i}/{len(candidates)}: {cand.name} ...")
         try:
             cand.report = compile_report(with_split(args, cand.split, target.num_slices), target,

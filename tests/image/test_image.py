@@ -12,6 +12,7 @@ import venv
 
 import pytest
 
+from tests.chart.helm import pins
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.image
@@ -20,8 +21,10 @@ LOCK = REPO / "images" / "launcher" / "requirements.lock"
 
 
 def _uv() -> str:
-    uv = shutil.which("uv") or next(iter(sorted((REPO / ".tools").glob("uv-*/bin/uv"))), None)
-    assert uv, "uv not found: run `make venv`"
+    """The pinned uv that `make venv` installs (a uv on PATH may be another version, or a pyenv
+    shim that fails outside the Python it was installed for)."""
+    uv = REPO / ".tools" / f"uv-{pins()['UV_VERSION']}" / "bin" / "uv"
+    assert uv.is_file(), f"{uv} not found: run `make venv`"
     return str(uv)
 
 
