@@ -72,8 +72,8 @@ stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
 	$(PY) -m launcher.cli stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
 
 .PHONY: preflight
-preflight: venv ## Will ARGS fit the slice of VALUES (or RELEASE)? AOT-compiles for that TPU here (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
-	$(PY) -m launcher.preflight $(if $(VALUES),--values $(VALUES),--release $(RELEASE) --namespace $(NAMESPACE)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
+preflight: venv ## Will ARGS fit the slice of RELEASE (else VALUES)? AOT-compiles for that TPU here (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
+	$(PY) -m launcher.preflight $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE),--values $(VALUES)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
 
 ##@ Local cluster
 
