@@ -50,12 +50,14 @@ test: venv helm cluster-build ## Run every test: unit, chart (Helm 3 and 4, in a
 
 ##@ Jobs
 
-# `make submit VALUES=...` names the target slice: preflight checks the job fits it first.
-PREFLIGHT := $(if $(and $(filter command line environment,$(origin VALUES)),$(if $(SKIP_PREFLIGHT),,y)),y)
+# `make submit VALUES=...` or `RELEASE=...` names the target slice: preflight checks the job
+# fits it first (SKIP_PREFLIGHT=1 skips it). The local CPU slice needs no preflight.
+PREFLIGHT_TARGET := $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE),$(if $(filter command line environment,$(origin VALUES)),--values $(VALUES)))
+PREFLIGHT := $(if $(and $(PREFLIGHT_TARGET),$(if $(SKIP_PREFLIGHT),,y)),y)
 
 .PHONY: submit
 submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cluster; follow it.
-	$(if $(PREFLIGHT),$(PY) -m launcher.preflight --values $(VALUES) -- $(ARGS))
+	$(if $(PREFLIGHT),$(PY) -m launcher.preflight $(PREFLIGHT_TARGET) -- $(ARGS))
 	$(PY) -m launcher.cli submit $(if $(ADDRESS),--address $(ADDRESS)) \
 	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) -- $(ARGS)
 
@@ -73,7 +75,7 @@ stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
 
 .PHONY: preflight
 preflight: venv ## Will ARGS fit the slice of RELEASE (else VALUES)? AOT-compiles for that TPU here (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
-	$(PY) -m launcher.preflight $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE),--values $(VALUES)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
+	$(PY) -m launcher.preflight $(or $(PREFLIGHT_TARGET),--values $(VALUES)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
 
 ##@ Local cluster
 

@@ -226,6 +226,10 @@ def main(argv: list[str] | None = None) -> int:
             from launcher.release import release_slices
 
             chosen = release_slices(ns.release, ns.namespace)
+            if chosen is None:  # `make submit RELEASE=` on a CPU cluster goes on
+                print(f"preflight: release {ns.release} has no TPU worker group: nothing to "
+                      "compile for")
+                return 0
         else:
             chosen = from_flags(ns.accelerator_type, ns.topology, ns.num_slices,
                                 ns.chips_per_host, None, None)

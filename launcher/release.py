@@ -67,9 +67,10 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
         proc.terminate()
 
 
-def release_slices(release: str, namespace: str) -> Slices:
+def release_slices(release: str, namespace: str) -> Slices | None:
     """The TPU slices a release's RayCluster asks for: its TPU worker group's node selectors
-    (accelerator, topology), chips per host and replicas (one per slice)."""
+    (accelerator, topology), chips per host and replicas (one per slice); None for a release
+    without TPUs (values/cpu.yaml)."""
     selector = f"app.kubernetes.io/instance={release}"
     out = _get("read the release's RayCluster", _kubectl(
         namespace, "get", "raycluster", "-l", selector, "-o", "json"), dry_run=False)
@@ -87,5 +88,4 @@ def release_slices(release: str, namespace: str) -> Slices:
         if chips and TOPOLOGY_LABEL in selectors:
             shape = slice_shape(selectors[ACCELERATOR_LABEL], selectors[TOPOLOGY_LABEL], chips)
             return Slices(shape, int(group.get("replicas", 1)))
-    raise UsageError("RELEASE", f"release {release!r} has no TPU worker group (a CPU cluster)",
-                     "preflight compiles for a TPU: name one with VALUES=values/<slice>.yaml")
+    return None

@@ -233,3 +233,18 @@ def test_preflight_reads_the_slice_from_a_release(release: Release):
         capture_output=True, text=True)
     assert missing.returncode == 2
     assert "no RayCluster of release 'nope'" in missing.stderr
+
+
+def test_preflight_lets_a_cpu_release_through(release: Release):
+    """`make submit RELEASE=` runs preflight first; a release without TPUs has nothing to
+    compile and must not stop the submission."""
+    release.add_nodes_for(VALUES / "cpu.yaml")
+    release.install(VALUES / "cpu.yaml")
+    env = {**os.environ, "KUBECONFIG": release.kubeconfig,
+           "PATH": f"{control_plane.build()['kubernetes']}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher.preflight", "--release", release.name, "--namespace",
+         release.namespace, "--", "tiny-llama.yml", "run_name=r"], cwd=REPO, env=env,
+        capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "no TPU worker group: nothing to compile" in proc.stdout
