@@ -22,6 +22,7 @@ sys.path.insert(0, str(REPO))
 
 from ci.cluster import control_plane, gke_nodes  # noqa: E402
 from tests.chart.helm import BUCKET, CHART, helm  # noqa: E402
+from tests.cluster.conftest import ready as raycluster_ready  # noqa: E402
 
 VALUES = ["v6e-16.yaml", "v6e-16-x2.yaml", "cpu.yaml"]
 
@@ -32,15 +33,13 @@ def kubectl(bins, *args: str, stdin: str | None = None) -> str:
 
 def ready(bins, namespace: str) -> bool:
     out = json.loads(kubectl(bins, "-n", namespace, "get", "raycluster", "-o", "json"))["items"]
-    return bool(out) and out[0].get("status", {}).get("state") == "ready"
+    return bool(out) and raycluster_ready(out[0])
 
 
 def one_round(bins, values: str) -> float:
     suffix = uuid.uuid4().hex[:6]
     ns = f"bench-{suffix}"
-    nodes = gke_nodes.nodes_for(gke_nodes.merged_values(REPO / "values" / values))
-    for n in nodes:
-        n["metadata"]["name"] += f"-{suffix}"
+    nodes = gke_nodes.nodes_for(gke_nodes.merged_values(REPO / "values" / values), f"-{suffix}")
     kubectl(bins, "create", "namespace", ns)
     kubectl(bins, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(n) for n in nodes))
     started = time.monotonic()

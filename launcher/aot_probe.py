@@ -36,7 +36,7 @@ def main() -> None:
                 config, log=False)
             (out / "analytic.json").write_text(json.dumps(
                 {"tflops": total, "weight_tflops": weights, "attention_tflops": attention}))
-        except Exception as e:  # the advice falls back to XLA's counts; say why
+        except Exception as e:  # no compute term then: the advice leaves this split unranked
             (out / "analytic.json").write_text(json.dumps({"error": repr(e)}))
         return compiled
 

@@ -103,8 +103,17 @@ def _moved(kind: str, nbytes: int, n: int) -> float:
     return nbytes * (n - 1) / n
 
 
+def _callees(rest: str) -> list[tuple[str, str]]:
+    """(role, computation) pairs an instruction calls: calls, to_apply, body, condition, branch."""
+    pairs = _CALLEE.findall(rest)
+    for branches in _BRANCHES.findall(rest):
+        pairs += [("branch", c) for c in re.findall(r"%?([\w.\-]+)", branches)]
+    return pairs
+
+
 def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
-    computations: dict[str, list[tuple[str, str, str]]] = {}
+    # computation -> [(name, shape, opcode, operands and attributes)]
+    computations: dict[str, list[tuple[str, str, str, str]]] = {}
     entry, current = None, None
     for line in hlo.splitlines():
         if m := _COMPUTATION.match(line):
@@ -131,11 +140,8 @@ def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
             return
         seen.add(name)
         for _, _, _, rest in computations[name]:
-            for _, callee in _CALLEE.findall(rest):
+            for _, callee in _callees(rest):
                 visit(callee)
-            for branches in _BRANCHES.findall(rest):
-                for callee in re.findall(r"%?([\w.\-]+)", branches):
-                    visit(callee)
         order.append(name)
 
     visit(entry)
@@ -144,20 +150,17 @@ def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
     times[entry] = 1
     for name in reversed(order):  # callers before callees
         for _, _, op, rest in computations[name]:
-            callees = dict(_CALLEE.findall(rest))
+            calls = _callees(rest)
+            callees = dict(calls)
             loop = 1
             if op == "while" and "condition" in callees:
                 loop = trip_count(callees["condition"])
                 traffic.loop_trip_counts.append(loop)
             if op == "while" and "body" in callees:
                 body_trips[callees["body"]] = loop
-            for role, callee in callees.items():
+            for role, callee in calls:
                 if callee in times:
                     times[callee] += times[name] * (loop if role in ("body", "condition") else 1)
-            for branches in _BRANCHES.findall(rest):
-                for callee in re.findall(r"%?([\w.\-]+)", branches):
-                    if callee in times:
-                        times[callee] += times[name]
     fused = {callee for instrs in computations.values() for _, _, op, rest in instrs
              if op == "fusion" for role, callee in _CALLEE.findall(rest) if role == "calls"}
     for name, instructions in computations.items():

@@ -14,10 +14,7 @@ from collections.abc import Iterator
 from launcher.commands import run, start
 from launcher.errors import UsageError
 from launcher.slices import Slices
-from launcher.tpu_table import slice_shape
-
-ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
-TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+from launcher.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
@@ -85,7 +82,8 @@ def release_slices(release: str, namespace: str) -> Slices | None:
         chips = sum(int(c.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
                     for c in pod["containers"])
         selectors = pod.get("nodeSelector", {})
-        if chips and TOPOLOGY_LABEL in selectors:
-            shape = slice_shape(selectors[ACCELERATOR_LABEL], selectors[TOPOLOGY_LABEL], chips)
+        if chips and GKE_TOPOLOGY_LABEL in selectors:
+            shape = slice_shape(selectors[GKE_ACCELERATOR_LABEL], selectors[GKE_TOPOLOGY_LABEL],
+                                chips)
             return Slices(shape, int(group.get("replicas", 1)))
     return None

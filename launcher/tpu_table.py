@@ -104,6 +104,10 @@ class Machine:
     memory_gib: int
 
 
+# GKE's node labels for a TPU host's slice shape (the chart selects on them; GKE sets them).
+GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
+GKE_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
+
 # The TPU hosts above plus the CPU pool the Ray head and Saxml's CPU servers land on.
 MACHINES: dict[str, Machine] = {
     "ct4p-hightpu-4t": Machine(240, 407),

@@ -18,6 +18,10 @@ if ! command -v go >/dev/null; then
   exit 1
 fi
 
+module_dir() {  # module@version -> its directory in the Go module cache (downloaded if needed)
+  go mod download -json "$1" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p'
+}
+
 done_or_build() {  # name version builder: runs builder into a temp dir, then moves it into place
   local dest="$tools/$1-$2"
   if [ ! -f "$dest/.complete" ]; then
@@ -58,7 +62,7 @@ build_kwok() {
   # kwok's default stages less pod-complete, which marks every Job pod Succeeded at once: Saxml's
   # model servers (Job pods of a JobSet) run until stopped, so here they stay Running.
   local src
-  src=$(go mod download -json "sigs.k8s.io/kwok@$KWOK_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  src=$(module_dir "sigs.k8s.io/kwok@$KWOK_VERSION")
   mkdir -p "$1/stages"
   cp "$src"/kustomize/stage/node/fast/node-initialize.yaml \
     "$src"/kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml \
@@ -71,15 +75,14 @@ build_kuberay() {
   (cd "$here/kuberay" && go build -ldflags "-s -w" -o "$1/kuberay-operator" github.com/ray-project/kuberay/ray-operator)
   # The CRDs that belong to this operator, from its module.
   local src
-  src=$(go mod download -json "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION" |
-    sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  src=$(module_dir "github.com/ray-project/kuberay/ray-operator@$KUBERAY_VERSION")
   mkdir -p "$1/crds" && cp "$src"/config/crd/bases/*.yaml "$1/crds/" && chmod u+w "$1"/crds/*
 }
 
 build_jobset() {
   (cd "$here/jobset" && go build -ldflags "-s -w" -o "$1/jobset-controller" sigs.k8s.io/jobset)
   local src
-  src=$(go mod download -json "sigs.k8s.io/jobset@$JOBSET_VERSION" | sed -n 's/.*"Dir": "\(.*\)",*/\1/p')
+  src=$(module_dir "sigs.k8s.io/jobset@$JOBSET_VERSION")
   mkdir -p "$1/crds" && cp "$src"/config/components/crd/bases/*.yaml "$1/crds/"
   # Its webhook registrations (+ kustomize patches): control_plane.py points them at 127.0.0.1.
   cp -r "$src/config/components/webhook" "$1/webhook" && chmod -R u+w "$1"

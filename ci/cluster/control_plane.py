@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import base64
 import datetime
+import ipaddress
 import json
 import os
 import signal
@@ -52,15 +53,6 @@ GCSFUSE_CSI_DRIVER = {
         "serviceAccountTokenInSecrets": True,
     },
 }
-
-
-def versions() -> dict[str, str]:
-    out = {}
-    for line in (ROOT / "ci" / "versions.env").read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep and not key.startswith("#"):
-            out[key.strip()] = value.strip()
-    return out
 
 
 def build() -> dict[str, Path]:
@@ -201,7 +193,6 @@ def start_kuberay(bins: dict[str, Path]) -> None:
 
 def self_signed_cert(cert_dir: Path) -> bytes:
     """A serving cert for WEBHOOK_HOST (the JobSet webhooks); returns the PEM to trust."""
-    import ipaddress
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization

@@ -22,7 +22,13 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.tpu_table import CPU_POOL_MACHINE, MACHINES, slice_shape  # noqa: E402
+from launcher.tpu_table import (  # noqa: E402
+    CPU_POOL_MACHINE,
+    GKE_ACCELERATOR_LABEL,
+    GKE_TOPOLOGY_LABEL,
+    MACHINES,
+    slice_shape,
+)
 
 CHART = ROOT / "charts" / "tpu-stack"
 ZONE = "us-east5-b"  # fake; one zone for every pool
@@ -78,28 +84,30 @@ def node(name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0) -
     }
 
 
-def tpu_pools(prefix: str, tpu: dict) -> list[dict]:
+def tpu_pools(prefix: str, tpu: dict, suffix: str) -> list[dict]:
     shape = slice_shape(tpu["generation"], tpu["topology"], tpu.get("chipsPerHost"))
     labels = {
-        "cloud.google.com/gke-tpu-accelerator": shape.generation.gke_accelerator,
-        "cloud.google.com/gke-tpu-topology": shape.topology,
+        GKE_ACCELERATOR_LABEL: shape.generation.gke_accelerator,
+        GKE_TOPOLOGY_LABEL: shape.topology,
     }
     nodes = []
     for s in range(tpu.get("slices", 1)):
-        pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}"
+        pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}{suffix}"
         nodes += [node(f"{pool}-{h}", pool, shape.machine_type, labels, shape.chips_per_host)
                   for h in range(shape.hosts)]
     return nodes
 
 
-def nodes_for(values: dict) -> list[dict]:
-    nodes = [node(f"cpu-pool-{i}", "cpu-pool", CPU_POOL_MACHINE, {})
+def nodes_for(values: dict, suffix: str = "") -> list[dict]:
+    """Node (and pool) names end in `suffix`: nodes are cluster-wide, and several sets may
+    coexist (one per test)."""
+    nodes = [node(f"cpu-pool{suffix}-{i}", f"cpu-pool{suffix}", CPU_POOL_MACHINE, {})
              for i in range(CPU_POOL_NODES)]
     ray, saxml = values.get("ray", {}), values.get("saxml", {})
     if ray.get("enabled", True) and ray["worker"]["tpu"].get("enabled", True):
-        nodes += tpu_pools("ray", ray["worker"]["tpu"])
+        nodes += tpu_pools("ray", ray["worker"]["tpu"], suffix)
     if saxml.get("enabled"):
-        nodes += tpu_pools("sax", saxml["modelServer"]["tpu"])
+        nodes += tpu_pools("sax", saxml["modelServer"]["tpu"], suffix)
     return nodes
 
 

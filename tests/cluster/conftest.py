@@ -10,6 +10,7 @@ this conftest points at the control plane it brings up (or one already up: `make
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -24,8 +25,6 @@ import pytest
 from ci.cluster import control_plane, gke_nodes
 from tests.chart.helm import BUCKET, CHART, helm
 from tests.conftest import REPO
-
-RayCluster = None  # set once the cluster is up (pykube builds the class from the API)
 
 
 def _control_plane(*args: str) -> subprocess.CompletedProcess:
@@ -100,16 +99,18 @@ class Release:
         return self.helm("upgrade", self.name, str(CHART), *self.values_args(*values))
 
     def add_nodes_for(self, *values: Path) -> list[dict]:
-        nodes = gke_nodes.nodes_for(gke_nodes.merged_values(*values))
-        suffix = self.namespace.rsplit("-", 1)[1]
-        for node in nodes:  # unique per test: nodes are cluster-wide
-            node["metadata"]["name"] += f"-{suffix}"
-            node["metadata"]["labels"]["kubernetes.io/hostname"] = node["metadata"]["name"]
-            pool = node["metadata"]["labels"][gke_nodes.POOL_LABEL]
-            node["metadata"]["labels"][gke_nodes.POOL_LABEL] = f"{pool}-{suffix}"
+        suffix = "-" + self.namespace.rsplit("-", 1)[1]  # unique per test
+        nodes = gke_nodes.nodes_for(gke_nodes.merged_values(*values), suffix)
+        for node in nodes:
             pykube.Node(self.api, node).create()
             self.nodes.append(node["metadata"]["name"])
         return nodes
+
+    def kubectl_env(self) -> dict[str, str]:
+        """Environment for a launcher command that runs kubectl against this cluster."""
+        kubectl_dir = control_plane.build()["kubernetes"]
+        return {**os.environ, "KUBECONFIG": self.kubeconfig,
+                "PATH": f"{kubectl_dir}{os.pathsep}{os.environ['PATH']}"}
 
     def pods(self, **selector: str) -> list[pykube.Pod]:
         return list(pykube.Pod.objects(self.api).filter(namespace=self.namespace,
@@ -124,6 +125,13 @@ class Release:
         events = pykube.Event.objects(self.api).filter(namespace=self.namespace)
         return "\n".join(f"{e.obj['involvedObject']['name']}: {e.obj.get('reason')} "
                          f"{e.obj.get('message')}" for e in events)
+
+
+def ready(rc: dict) -> bool:
+    """KubeRay's verdict on a RayCluster: state ready (or, newer, RayClusterProvisioned)."""
+    status = rc.get("status", {})
+    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
+    return status.get("state") == "ready" or conditions.get("RayClusterProvisioned") == "True"
 
 
 def ray_clusters(api: pykube.HTTPClient) -> type[pykube.objects.NamespacedAPIObject]:

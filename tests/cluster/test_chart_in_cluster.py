@@ -2,33 +2,24 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pykube
 import pytest
 from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 
-from ci.cluster import control_plane, gke_nodes
-from launcher.tpu_table import slice_shape
-from tests.cluster.conftest import Release, dump, wait_for
+from ci.cluster import gke_nodes
+from launcher.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
+from tests.cluster.conftest import Release, dump, ray_clusters, ready, wait_for
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.cluster
 
 VALUES = REPO / "values"
-TOPOLOGY = "cloud.google.com/gke-tpu-topology"
 WORKER = {"ray.io/node-type": "worker"}
 HEAD = {"ray.io/node-type": "head"}
-
-
-def ready(rc: dict) -> bool:
-    status = rc.get("status", {})
-    conditions = {c["type"]: c["status"] for c in status.get("conditions", [])}
-    return status.get("state") == "ready" or conditions.get("RayClusterProvisioned") == "True"
 
 
 def wait_ready(rel: Release, timeout: float = 60) -> float:
@@ -71,12 +62,11 @@ def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
     for pod in workers:
         labels = node_labels(release, pod)
         if shape:
-            assert labels[TOPOLOGY] == shape.topology
-            accelerator = labels["cloud.google.com/gke-tpu-accelerator"]
-            assert accelerator == shape.generation.gke_accelerator
+            assert labels[GKE_TOPOLOGY_LABEL] == shape.topology
+            assert labels[GKE_ACCELERATOR_LABEL] == shape.generation.gke_accelerator
         else:
-            assert TOPOLOGY not in labels
-    assert TOPOLOGY not in node_labels(release, heads[0])  # the head stays off the TPU hosts
+            assert GKE_TOPOLOGY_LABEL not in labels
+    assert GKE_TOPOLOGY_LABEL not in node_labels(release, heads[0])  # head off the TPU hosts
 
     name = release.raycluster()["metadata"]["name"]
     services = {s.name: s.obj for s in pykube.Service.objects(release.api).filter(
@@ -140,7 +130,7 @@ def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     pods = wait_for("the model servers to be scheduled", placed, 60, explain=release.events)
     assert len({p.obj["spec"]["nodeName"] for p in pods}) == len(pods)
     for pod in pods:
-        assert node_labels(release, pod)[TOPOLOGY] == "4x8"
+        assert node_labels(release, pod)[GKE_TOPOLOGY_LABEL] == "4x8"
 
     deployments = [d.name for d in pykube.Deployment.objects(release.api).filter(namespace=ns)]
     assert len(deployments) == 2, deployments  # admin + HTTP
@@ -197,8 +187,7 @@ def test_upgrade_to_two_slices_then_uninstall_leaves_nothing(release: Release):
             if not (k is pykube.ConfigMap and o.name == "kube-root-ca.crt")
             and not (k is pykube.ServiceAccount and o.name == "default")]
         left += [f"RayCluster/{o.name}" for o in
-                 pykube.object_factory(release.api, "ray.io/v1", "RayCluster")
-                 .objects(release.api).filter(namespace=ns)]
+                 ray_clusters(release.api).objects(release.api).filter(namespace=ns)]
         return left
 
     wait_for("uninstall to remove everything", lambda: not leftovers(), 60,
@@ -217,9 +206,7 @@ def test_preflight_reads_the_slice_from_a_release(release: Release):
     parallelism check runs before any compile, so a mismatch shows what was read)."""
     release.add_nodes_for(VALUES / "v6e-16-x2.yaml")
     release.install(VALUES / "v6e-16-x2.yaml")
-    kubectl_dir = Path(control_plane.build()["kubernetes"])
-    env = {**os.environ, "KUBECONFIG": release.kubeconfig,
-           "PATH": f"{kubectl_dir}{os.pathsep}{os.environ['PATH']}"}
+    env = release.kubectl_env()
     proc = subprocess.run(
         [sys.executable, "-m", "launcher.preflight", "--release", release.name, "--namespace",
          release.namespace, "--", "base.yml", "run_name=r", "ici_fsdp_parallelism=8",
@@ -240,8 +227,7 @@ def test_preflight_lets_a_cpu_release_through(release: Release):
     compile and must not stop the submission."""
     release.add_nodes_for(VALUES / "cpu.yaml")
     release.install(VALUES / "cpu.yaml")
-    env = {**os.environ, "KUBECONFIG": release.kubeconfig,
-           "PATH": f"{control_plane.build()['kubernetes']}{os.pathsep}{os.environ['PATH']}"}
+    env = release.kubectl_env()
     proc = subprocess.run(
         [sys.executable, "-m", "launcher.preflight", "--release", release.name, "--namespace",
          release.namespace, "--", "tiny-llama.yml", "run_name=r"], cwd=REPO, env=env,
