@@ -13,6 +13,7 @@ DEV_LOCK := images/launcher/requirements-dev.lock
 PYTHON ?= $(shell ci/find-python.sh)
 UV := $(TOOLS)/uv-$(UV_VERSION)/bin/uv
 PY := $(VENV)/bin/python
+TL := $(VENV)/bin/tpu-launcher
 export PATH := $(VENV)/bin:$(PATH)
 
 # The demo: a tiny Llama-style model on a simulated v5p-16 slice (2 hosts x 4 chips as CPUs);
@@ -42,52 +43,74 @@ help: ## Show the targets.
 
 .PHONY: demo
 demo: venv up ## Train the tiny model on the local simulated slice; run again to resume.
-	$(PY) -m launcher.cli submit -- $(DEMO_ARGS)
+	$(TL) submit -- $(DEMO_ARGS)
 
 .PHONY: test
-test: venv helm cluster-build ## Run every test: unit, chart (Helm 3 and 4, in a real control plane), e2e on a local Ray cluster.
+test: venv helm cluster-build ## Every tier below, in one pytest run.
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+##@ Test tiers (make test runs them all)
+
+.PHONY: test-unit
+test-unit: venv ## Seconds: no Go, no helm, no Ray cluster, no compile.
+	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+
+.PHONY: test-chart
+test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals, goldens.
+	$(PY) -m pytest -m chart $(PYTEST_ARGS)
+
+.PHONY: test-cluster
+test-cluster: venv helm cluster-build ## The chart installed into the test control plane (KUBECONFIG_PATH= for another cluster).
+	$(PY) -m pytest -m cluster $(if $(KUBECONFIG_PATH),--kubeconfig $(KUBECONFIG_PATH)) $(PYTEST_ARGS)
+
+.PHONY: test-e2e
+test-e2e: venv ## Real Ray cluster on loopback, real MaxText on CPU, faults and resumes.
+	$(PY) -m pytest -m e2e $(PYTEST_ARGS)
+
+.PHONY: test-preflight
+test-preflight: venv ## Ahead-of-time compiles for TPU topologies; the bucket check on the GCS emulator.
+	$(PY) -m pytest -m preflight $(PYTEST_ARGS)
+
+.PHONY: test-image
+test-image: venv ## The image's install steps from the built wheel in a fresh venv; hadolint; the lock.
+	$(PY) -m pytest -m image $(PYTEST_ARGS)
 
 ##@ Jobs
 
-# `make submit VALUES=...` or `RELEASE=...` names the target slice: preflight checks the job
-# fits it first (SKIP_PREFLIGHT=1 skips it). The local CPU slice needs no preflight.
-PREFLIGHT_TARGET := $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE),$(if $(filter command line environment,$(origin VALUES)),--values $(VALUES)))
-PREFLIGHT := $(if $(and $(PREFLIGHT_TARGET),$(if $(SKIP_PREFLIGHT),,y)),y)
+# A values file given on the command line (or RELEASE) names the target slice: submit runs
+# preflight for it first (SKIP_PREFLIGHT=1 skips it). The local CPU slice needs no preflight.
+TARGET_FLAGS := $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE),$(if $(filter command line environment,$(origin VALUES)),--values $(VALUES)))
 
 .PHONY: submit
 submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cluster; follow it.
-	$(if $(PREFLIGHT),$(PY) -m launcher.preflight $(PREFLIGHT_TARGET) -- $(ARGS))
-	$(PY) -m launcher.cli submit $(if $(ADDRESS),--address $(ADDRESS)) \
-	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) -- $(ARGS)
+	$(TL) submit $(if $(ADDRESS),--address $(ADDRESS)) $(TARGET_FLAGS) \
+	  $(if $(SKIP_PREFLIGHT),--skip-preflight) -- $(ARGS)
 
 .PHONY: logs
 logs: venv ## Print the logs of JOB (default: the last job submitted from here).
-	$(PY) -m launcher.cli logs $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+	$(TL) logs $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
 
 .PHONY: status
 status: venv ## Show the status of JOB.
-	$(PY) -m launcher.cli status $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+	$(TL) status $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
 
 .PHONY: stop
 stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
-	$(PY) -m launcher.cli stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+	$(TL) stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
 
 .PHONY: preflight
 preflight: venv ## Will ARGS fit the slice of RELEASE (else VALUES)? AOT-compiles for that TPU here (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
-	$(PY) -m launcher.preflight $(or $(PREFLIGHT_TARGET),--values $(VALUES)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
+	$(TL) preflight $(or $(TARGET_FLAGS),--values $(VALUES)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
 
 ##@ Local cluster
 
 .PHONY: up
 up: venv ## Start the local Ray cluster (head + simulated TPU hosts) unless it runs.
-	@if $(PY) -m launcher.local_cluster status >/dev/null 2>&1; then \
-	  echo "local Ray cluster already running (make down to stop it)"; \
-	else $(PY) -m launcher.local_cluster up; fi
+	$(TL) up
 
 .PHONY: down
 down: venv ## Stop the local Ray cluster.
-	$(PY) -m launcher.local_cluster down
+	$(TL) down
 
 ##@ Test control plane (real API server, scheduler, KubeRay, JobSet; kwok fake GKE TPU nodes)
 
@@ -107,10 +130,6 @@ cluster-down: venv ## Stop it and delete its state.
 cluster-nodes: venv ## Add the fake GKE node pools that VALUES needs to the running control plane.
 	$(PY) ci/cluster/gke_nodes.py $(VALUES) | \
 	  $(TOOLS)/cluster/kubernetes-$(K8S_VERSION)/kubectl --kubeconfig $(TOOLS)/cluster/run/kubeconfig apply -f -
-
-.PHONY: cluster-test
-cluster-test: venv helm cluster-build ## Only the chart-in-cluster tests (KUBECONFIG_PATH= runs them on another cluster).
-	$(PY) -m pytest -m cluster tests/cluster $(if $(KUBECONFIG_PATH),--kubeconfig $(KUBECONFIG_PATH)) $(PYTEST_ARGS)
 
 ##@ Chart
 
@@ -144,7 +163,7 @@ uninstall: $(HELM) ## helm uninstall RELEASE (the bucket and its checkpoints sta
 
 .PHONY: chart-table
 chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
-	$(PY) -m launcher.tpu_table --json > $(CHART)/files/tpu-table.json
+	$(TL) tpu-table --json > $(CHART)/files/tpu-table.json
 
 .PHONY: docs
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.

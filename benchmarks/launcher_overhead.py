@@ -28,7 +28,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.progress import parse_step_line  # noqa: E402
+from launcher.runtime.progress import parse_step_line  # noqa: E402
 
 WARMUP_STEPS = 5  # compile, first checkpoint
 # Where the time to the first step goes under `make submit`: the first line of each stage.
@@ -149,7 +149,7 @@ def _ray_workers():
 
 def via_submit(args, out_dir: Path) -> Run:
     run = Run("make submit")
-    argv = [sys.executable, "-m", "launcher.cli", "submit", "--", "tiny-llama.yml",
+    argv = [sys.executable, "-m", "launcher", "submit", "--", "tiny-llama.yml",
             f"run_name=submit-{uuid.uuid4().hex[:6]}", f"base_output_directory={out_dir}",
             f"steps={args.steps}"]
     run.started = time.monotonic()
@@ -173,7 +173,7 @@ def main() -> None:
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--devices", type=int, default=4)
     args = parser.parse_args()
-    status = subprocess.run([sys.executable, "-m", "launcher.local_cluster", "status"], cwd=REPO)
+    status = subprocess.run([sys.executable, "-m", "launcher", "local-status"], cwd=REPO)
     if status.returncode:
         raise SystemExit("start the local cluster first: make up")
     with tempfile.TemporaryDirectory(prefix="bench-") as tmp:

@@ -24,7 +24,7 @@ SEED = ["base.yml", "dataset_type=synthetic", "per_device_batch_size=1",
 def timed(*flags: str, cache_dir: str | None = None) -> tuple[float, str]:
     env = {**os.environ, **({"LAUNCHER_CACHE_DIR": cache_dir} if cache_dir else {})}
     started = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "launcher.preflight", *flags, "--values",
+    proc = subprocess.run([sys.executable, "-m", "launcher", "preflight", *flags, "--values",
                            "values/v6e-16.yaml", "--", *SEED], cwd=REPO, capture_output=True,
                           text=True, env=env)
     if proc.returncode:

@@ -12,23 +12,21 @@ hardware is left Pending by the real scheduler, as on GKE.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import sys
 from pathlib import Path
 
-import yaml
-
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.tpu_table import (  # noqa: E402
+from launcher.core.slices import Slices  # noqa: E402
+from launcher.core.tpu_table import (  # noqa: E402
     CPU_POOL_MACHINE,
     GKE_ACCELERATOR_LABEL,
     GKE_TOPOLOGY_LABEL,
     MACHINES,
-    slice_shape,
 )
+from launcher.core.values_file import load_values, tpu_slices  # noqa: E402
 
 CHART = ROOT / "charts" / "tpu-stack"
 ZONE = "us-east5-b"  # fake; one zone for every pool
@@ -39,20 +37,8 @@ POOL_LABEL = "cloud.google.com/gke-nodepool"
 
 
 def merged_values(*values_files: Path) -> dict:
-    """The chart's defaults overlaid with the files, as Helm merges them (maps merge, rest wins)."""
-
-    def merge(base: dict, over: dict) -> dict:
-        for key, value in over.items():
-            if isinstance(value, dict) and isinstance(base.get(key), dict):
-                merge(base[key], value)
-            else:
-                base[key] = copy.deepcopy(value)
-        return base
-
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    for path in values_files:
-        merge(values, yaml.safe_load(Path(path).read_text()) or {})
-    return values
+    """The chart's defaults overlaid with the files, as Helm merges them."""
+    return load_values(CHART / "values.yaml", *values_files)
 
 
 def node(name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0) -> dict:
@@ -84,14 +70,15 @@ def node(name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0) -
     }
 
 
-def tpu_pools(prefix: str, tpu: dict, suffix: str) -> list[dict]:
-    shape = slice_shape(tpu["generation"], tpu["topology"], tpu.get("chipsPerHost"))
+def tpu_pools(prefix: str, slices: Slices, suffix: str) -> list[dict]:
+    shape = slices.shape
+    assert shape is not None
     labels = {
         GKE_ACCELERATOR_LABEL: shape.generation.gke_accelerator,
         GKE_TOPOLOGY_LABEL: shape.topology,
     }
     nodes = []
-    for s in range(tpu.get("slices", 1)):
+    for s in range(slices.num_slices):
         pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}{suffix}"
         nodes += [node(f"{pool}-{h}", pool, shape.machine_type, labels, shape.chips_per_host)
                   for h in range(shape.hosts)]
@@ -103,11 +90,9 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
     coexist (one per test)."""
     nodes = [node(f"cpu-pool{suffix}-{i}", f"cpu-pool{suffix}", CPU_POOL_MACHINE, {})
              for i in range(CPU_POOL_NODES)]
-    ray, saxml = values.get("ray", {}), values.get("saxml", {})
-    if ray.get("enabled", True) and ray["worker"]["tpu"].get("enabled", True):
-        nodes += tpu_pools("ray", ray["worker"]["tpu"], suffix)
-    if saxml.get("enabled"):
-        nodes += tpu_pools("sax", saxml["modelServer"]["tpu"], suffix)
+    prefixes = {"ray": "ray", "saxml": "sax"}
+    for component, slices in tpu_slices(values).items():
+        nodes += tpu_pools(prefixes[component], slices, suffix)
     return nodes
 
 

@@ -7,9 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
 import yaml
 
-from tests.chart.helm import CHART, REPO
+from tests.support.helm import CHART, REPO
+
+pytestmark = pytest.mark.chart
 
 
 def _leaves(node, prefix=()):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chart.helm import BUCKET, refused
+from tests.support.helm import BUCKET, refused
 
 pytestmark = pytest.mark.chart
 

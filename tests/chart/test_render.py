@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chart.helm import BUCKET, CHART, VALUES_FILES, render, run_helm
+from tests.support.helm import BUCKET, CHART, VALUES_FILES, render, run_helm
 
 pytestmark = pytest.mark.chart
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.chart.helm import VALUES_FILES, render
-from tests.chart.k8s_schemas import validate
+from tests.support.helm import VALUES_FILES, render
+from tests.support.k8s_schemas import validate
 
 pytestmark = pytest.mark.chart
 

@@ -8,8 +8,10 @@ import json
 import pytest
 import yaml
 
-from launcher.tpu_table import as_json, slice_shape
-from tests.chart.helm import CHART, VALUES_FILES
+from launcher.core.tpu_table import as_json_table, slice_shape
+from tests.support.helm import CHART, VALUES_FILES
+
+pytestmark = pytest.mark.chart
 
 NUMBERS = ("generation", "gkeAccelerator", "topology", "machineType", "chipsPerHost",
            "hostsPerSlice", "slices")
@@ -50,5 +52,5 @@ def test_chart_defaults_are_a_valid_slice():
 
 def test_chart_table_is_the_launchers_table():
     shipped = json.loads((CHART / "files" / "tpu-table.json").read_text())
-    assert shipped == json.loads(json.dumps(as_json())), (
+    assert shipped == json.loads(json.dumps(as_json_table())), (
         "charts/tpu-stack/files/tpu-table.json is stale: run `make chart-table`")

@@ -11,9 +11,9 @@ import pytest
 from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 
 from ci.cluster import gke_nodes
-from launcher.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
-from tests.cluster.conftest import Release, dump, ray_clusters, ready, wait_for
-from tests.conftest import REPO
+from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
+from tests.support.kube import Release, dump, ray_clusters, ready, wait_for
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.cluster
 

@@ -1,58 +1,19 @@
-"""A real local Ray cluster (head + simulated TPU hosts) for the end-to-end tests."""
+"""The session's local Ray cluster: started here unless one already runs (`make up`)."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
-import uuid
-from dataclasses import dataclass
-from pathlib import Path
-
 import pytest
 
-from tests.conftest import REPO
-
-
-def _cluster(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher.local_cluster", *args], cwd=REPO,
-                          text=True, capture_output=True, check=check)
-
-
-@dataclass
-class LocalCluster:
-    bucket: Path
-    started_here: bool
-
-    def submit(self, *job_args: str, extra: tuple[str, ...] = (), timeout: int = 540):
-        """Submits through the same code path as `make submit`; returns (exit code, output)."""
-        argv = [sys.executable, "-m", "launcher.cli", "submit", *extra, "--", *job_args]
-        if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
-            argv.append(f"base_output_directory={self.bucket}")
-        env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
-        proc = subprocess.run(argv, cwd=REPO, text=True, capture_output=True, timeout=timeout,
-                              env=env)
-        return proc.returncode, proc.stdout + proc.stderr
-
-
-def launcher_result(output: str) -> dict:
-    lines = [ln for ln in output.splitlines() if "LAUNCHER_RESULT " in ln]
-    assert lines, f"the job printed no summary:\n{output[-4000:]}"
-    return json.loads(lines[-1].split("LAUNCHER_RESULT ", 1)[1])
-
-
-def run_name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+from tests.support.local_ray import LocalCluster, local_cluster_command
 
 
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory) -> LocalCluster:
     bucket = tmp_path_factory.mktemp("bucket")
-    running = _cluster("status", check=False).returncode == 0
+    running = local_cluster_command("local-status", check=False).returncode == 0
     if not running:
-        up = _cluster("up", "--bucket-dir", str(bucket), check=False)
+        up = local_cluster_command("up", "--bucket-dir", str(bucket), check=False)
         assert up.returncode == 0, up.stdout + up.stderr
     yield LocalCluster(bucket, started_here=not running)
     if not running:
-        _cluster("down", check=False)
+        local_cluster_command("down", check=False)

@@ -15,9 +15,9 @@ import time
 import psutil
 import pytest
 
-from launcher.train import committed_checkpoints
-from tests.conftest import REPO
-from tests.e2e.conftest import launcher_result, run_name
+from launcher.core.checkpoints import committed_steps
+from tests.support.local_ray import launcher_result, run_name
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 STEP = re.compile(r"completed step: (\d+),")
@@ -107,15 +107,15 @@ def test_a_stopped_job_resumes_when_submitted_again(local_cluster):
     job_id = f"{name}-job"
     _submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=400")
     _wait_for_step(client, job_id, 12)
-    stop = subprocess.run([sys.executable, "-m", "launcher.cli", "stop", job_id], cwd=REPO,
+    stop = subprocess.run([sys.executable, "-m", "launcher", "stop", job_id], cwd=REPO,
                           capture_output=True, text=True)
     assert stop.returncode == 0, stop.stderr
     assert _wait_until_done(client, job_id) == "STOPPED"
-    status = subprocess.run([sys.executable, "-m", "launcher.cli", "status", job_id], cwd=REPO,
+    status = subprocess.run([sys.executable, "-m", "launcher", "status", job_id], cwd=REPO,
                             capture_output=True, text=True)
     assert "STOPPED" in status.stdout + status.stderr
 
-    latest = committed_checkpoints(local_cluster.bucket / name)[-1]
+    latest = committed_steps(local_cluster.bucket / name)[-1]
     assert latest >= 10
     code, out = local_cluster.submit("--steps_beyond_checkpoint=5", "tiny-llama.yml",
                                      f"run_name={name}")
@@ -144,7 +144,7 @@ def test_an_unfinished_checkpoint_is_never_resumed_from(local_cluster):
 
 
 def test_a_job_id_that_does_not_exist_is_named(local_cluster):
-    proc = subprocess.run([sys.executable, "-m", "launcher.cli", "status", "no-such-job"],
+    proc = subprocess.run([sys.executable, "-m", "launcher", "status", "no-such-job"],
                           cwd=REPO, capture_output=True, text=True)
     assert proc.returncode == 2
     assert "JOB: no job 'no-such-job' on the Ray cluster" in proc.stderr

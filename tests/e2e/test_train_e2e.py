@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.e2e.conftest import launcher_result, run_name
+from tests.support.local_ray import launcher_result, run_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

@@ -12,8 +12,8 @@ import venv
 
 import pytest
 
-from tests.chart.helm import pins
-from tests.conftest import REPO
+from tests.support.helm import pins
+from tests.support.paths import REPO
 
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"

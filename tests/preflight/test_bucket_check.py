@@ -14,8 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from launcher.bucket_check import check_bucket
-from launcher.errors import UsageError
+from launcher.core.errors import UsageError
+from launcher.preflight.bucket_check import check_bucket
+
+pytestmark = pytest.mark.preflight
 
 
 def _free_port() -> int:

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO
+from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.preflight, pytest.mark.timeout(900)]
 SEED = ["base.yml", "dataset_type=synthetic", "per_device_batch_size=1",

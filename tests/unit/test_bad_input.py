@@ -1,15 +1,16 @@
 """Every user mistake gets its own clear message, exit code 2 and no traceback: one table over
-both entry points (`make submit` on this machine, `launcher.train` in the cluster)."""
+both entry points (`tpu-launcher submit` on a workstation, `tpu-launcher train` in the
+cluster), each run in process as its console script runs it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import pytest
+from absl.testing import flagsaver
 
-from tests.conftest import REPO
+from launcher import cli
+from launcher.runtime import entrypoint  # noqa: F401  (defines the flags flagsaver restores)
+
+pytestmark = pytest.mark.unit
 
 TPU = ["--accelerator_type=v6e", "--topology=4x4"]
 CASES = [
@@ -43,36 +44,53 @@ CASES = [
 ]
 
 
-def _run(program: str, args: list[str]) -> subprocess.CompletedProcess:
+def _run(program: str, args: list[str], capsys) -> tuple[int, str, str]:
+    """One entry point, in this process, as its console script runs it: (exit code, out, err)."""
     if program == "train":
-        argv = [sys.executable, "-m", "launcher.train", "--dry_run", *args]
+        argv = ["train", "--dry_run", *args]
     elif program == "cli":
-        argv = [sys.executable, "-m", "launcher.cli", "submit", "--", *args]
+        argv = ["submit", "--", *args]
     else:
-        argv = [sys.executable, "-m", "launcher.cli", "submit", "--address",
-                "http://127.0.0.1:9", "--", *args]
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "LAUNCHER_OUTPUT_DIR")}
-    env["LAUNCHER_OUTPUT_DIR"] = "/tmp"
-    return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, env=env)
+        argv = ["submit", "--address", "http://127.0.0.1:9", "--", *args]
+    with flagsaver.flagsaver():  # `train` parses absl's global flags; leave them as found
+        try:
+            code = cli.main(argv)
+        except SystemExit as e:  # the absl app exits
+            code = e.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(autouse=True)
+def _no_cluster_env(monkeypatch):
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    monkeypatch.setenv("LAUNCHER_OUTPUT_DIR", "/tmp")
 
 
 @pytest.mark.parametrize(("program", "args", "says"), [c[1:] for c in CASES],
                          ids=[c[0] for c in CASES])
-def test_user_error_is_named_with_its_fix(program, args, says):
-    proc = _run(program, args)
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert says in proc.stderr
-    assert "fix:" in proc.stderr and "Traceback" not in proc.stderr
+def test_user_error_is_named_with_its_fix(program, args, says, capsys):
+    code, out, err = _run(program, args, capsys)
+    assert code == 2, out + err
+    assert says in err
+    assert "fix:" in err and "Traceback" not in err
 
 
 def test_each_case_has_its_own_message():
     assert len({c[3] for c in CASES}) == len(CASES)
 
 
-def test_dry_run_of_the_seed_prints_the_plan():
-    proc = _run("train", [*TPU, "base.yml", "model_name=llama3-8b", "run_name=seed",
-                          "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4"])
-    assert proc.returncode == 0, proc.stderr
-    assert "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips): 4 workers x 4 devices = 16 devices" in (
-        proc.stdout)
-    assert '"resources_per_worker": {"TPU": 4}' in proc.stdout
+def test_dry_run_of_the_seed_prints_the_plan(capsys):
+    code, out, err = _run("train", [*TPU, "base.yml", "model_name=llama3-8b", "run_name=seed",
+                                    "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4"], capsys)
+    assert code == 0, err
+    assert "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips): 4 workers x 4 devices = 16 devices" in out
+    assert '"resources_per_worker": {"TPU": 4}' in out
+
+
+def test_flags_of_one_train_run_do_not_leak_into_the_next(capsys):
+    """Parse once, per run: a second run without --num_slices plans one slice again."""
+    code, _, err = _run("train", [*TPU, "--num_slices=2", "run_name=r"], capsys)
+    assert code == 0, err
+    code, out, err = _run("train", [*TPU, "run_name=r"], capsys)
+    assert code == 0 and "4 workers x 4 devices = 16 devices" in out, out + err

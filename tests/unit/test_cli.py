@@ -2,18 +2,19 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from launcher import cli
-from tests.conftest import REPO
+from launcher.client import ray_jobs
+
+pytestmark = pytest.mark.unit
 
 
-def tpu_launcher(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher.cli", *args], cwd=REPO, text=True,
-                          capture_output=True, env=env)
+def tpu_launcher(capsys, *args: str) -> tuple[int, str, str]:
+    """`tpu-launcher ARGS` in this process: (exit code, stdout, stderr)."""
+    code = cli.main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 @pytest.mark.parametrize(
@@ -22,7 +23,7 @@ def tpu_launcher(*args: str, env: dict | None = None) -> subprocess.CompletedPro
         ("http://a:1", {"RAY_ADDRESS": "b:2"}, "http://a:1"),
         (None, {"RAY_API_SERVER_ADDRESS": "c:3", "RAY_ADDRESS": "b:2"}, "http://c:3"),
         (None, {"RAY_ADDRESS": "b:2"}, "http://b:2"),
-        (None, {}, cli.DEFAULT_ADDRESS),
+        (None, {}, ray_jobs.DEFAULT_ADDRESS),
     ],
 )
 def test_address_comes_from_flag_then_env_then_local(flag, env, expected, monkeypatch):
@@ -30,30 +31,50 @@ def test_address_comes_from_flag_then_env_then_local(flag, env, expected, monkey
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert cli.resolve_address(flag) == expected
+    assert ray_jobs.resolve_address(flag) == expected
 
 
 def test_submission_id_is_named_after_the_run():
-    assert cli.submission_id_for("rayjob-8b_4096/tp4").startswith("rayjob-8b-4096-tp4-")
+    assert ray_jobs.submission_id_for("rayjob-8b_4096/tp4").startswith("rayjob-8b-4096-tp4-")
 
 
-def test_dry_run_shows_the_exact_ray_command():
-    proc = tpu_launcher("submit", "--dry-run", "--submission-id", "j1", "--",
+def test_dry_run_shows_the_exact_ray_command(capsys):
+    code, out, err = tpu_launcher(capsys, "submit", "--dry-run", "--submission-id", "j1", "--",
                         "--accelerator_type=v6e", "--topology=4x4", "base.yml",
                         "run_name=r", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4")
-    assert proc.returncode == 0, proc.stderr
+    assert code == 0, err
     assert ("ray job submit --address http://127.0.0.1:8265 --submission-id j1 --no-wait -- "
-            "python -m launcher.train --accelerator_type=v6e --topology=4x4 base.yml run_name=r "
-            "ici_fsdp_parallelism=4 ici_tensor_parallelism=4") in proc.stdout
+            "python -m launcher train --accelerator_type=v6e --topology=4x4 base.yml run_name=r "
+            "ici_fsdp_parallelism=4 ici_tensor_parallelism=4") in out
 
 
-def test_release_is_port_forwarded_with_its_token():
-    proc = tpu_launcher("submit", "--dry-run", "--release", "tpu", "--namespace", "ml", "--",
-                        "run_name=r")
-    assert proc.returncode == 0, proc.stderr
-    assert "kubectl -n ml get raycluster -l app.kubernetes.io/instance=tpu" in proc.stdout
-    assert "jsonpath={.spec.authOptions.secretName}" in proc.stdout
-    assert "port-forward 'service/<cluster>-head-svc' :8265" in proc.stdout
+def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
+    code, out, err = tpu_launcher(capsys, "submit", "--dry-run", "--release", "tpu",
+                                  "--namespace", "ml", "--", "run_name=r")
+    assert code == 0, err
+    assert out.index("preflight: the job on the slice of release tpu") < out.index("port-forward")
+    assert "kubectl -n ml get raycluster -l app.kubernetes.io/instance=tpu" in out
+    assert "jsonpath={.spec.authOptions.secretName}" in out
+    assert "port-forward 'service/<cluster>-head-svc' :8265" in out
+
+
+def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):
+    args = ["--", "--accelerator_type=v6e", "--topology=4x4", "base.yml", "run_name=r"]
+    _, out, _ = tpu_launcher(capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml",
+                             *args)
+    assert "[dry-run] preflight: the job on the slice of values/v6e-16.yaml" in out
+    _, out, _ = tpu_launcher(capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml",
+                             "--skip-preflight", *args)
+    assert "preflight" not in out
+
+
+def test_help_lists_every_subcommand(capsys):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    for command in ("submit", "logs", "status", "stop", "up", "down", "preflight", "train"):
+        assert f"    {command} " in out, command
 
 
 @pytest.mark.parametrize(
@@ -71,8 +92,8 @@ def test_release_is_port_forwarded_with_its_token():
          "no Ray dashboard answers at http://127.0.0.1:9"),
     ],
 )
-def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says):
-    proc = tpu_launcher("submit", *args)
-    assert proc.returncode == 2
-    assert says in proc.stderr and "fix:" in proc.stderr
-    assert "Traceback" not in proc.stderr
+def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says, capsys):
+    code, _, err = tpu_launcher(capsys, "submit", *args)
+    assert code == 2
+    assert says in err and "fix:" in err
+    assert "Traceback" not in err

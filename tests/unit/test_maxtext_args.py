@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.errors import UsageError
-from launcher.maxtext_args import (
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import (
     MaxTextArgs,
     check_output_directory,
     maxtext_configs_dir,
 )
+
+pytestmark = pytest.mark.unit
 
 # The seed's exact job arguments (v6e-16, fsdp 4 x tensor 4).
 SEED = ["MaxText/configs/base.yml", "base_output_directory=/data/", "dataset_type=synthetic",

@@ -7,9 +7,11 @@ from math import prod
 
 import pytest
 
-from launcher.maxtext_args import MaxTextArgs
-from launcher.sharding_advice import Estimate, candidate_splits, with_split
-from launcher.tpu_table import topology_chips
+from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.tpu_table import topology_chips
+from launcher.preflight.sharding_advice import Estimate, candidate_splits, with_split
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(("topology", "chips_per_host"), [("4x4", 4), ("2x2x2", 4), ("4x8", 4),

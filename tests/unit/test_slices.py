@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from launcher import slices
-from launcher.errors import UsageError
-from launcher.local_cluster import host_nodes
+from launcher.core import slices
+from launcher.core.errors import UsageError
+from tests.support.ray_nodes import ray_nodes
 
-
-def ray_nodes(accel="v6e", topology="4x4", num_slices=1, drop=0):
-    """ray.nodes()-shaped dicts built from what the local cluster starts (a real TPU host's
-    resources and labels), plus a head without TPUs."""
-    nodes = [{"Alive": True, "NodeID": "head", "Resources": {"CPU": 8.0}, "Labels": {}}]
-    for i, spec in enumerate(host_nodes(accel, topology, num_slices, None, None)):
-        nodes.append({"Alive": True, "NodeID": f"n{i}",
-                      "Resources": {k: float(v) for k, v in spec["resources"].items()},
-                      "Labels": spec["labels"]})
-    return nodes[: len(nodes) - drop]
+pytestmark = pytest.mark.unit
 
 
 def test_seed_slice_gives_the_seed_scaling_config():

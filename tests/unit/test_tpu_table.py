@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from launcher.errors import UsageError
-from launcher.tpu_table import GENERATIONS, as_json, shape_for_pod_type, slice_shape
+from launcher import cli
+from launcher.core.errors import UsageError
+from launcher.core.tpu_table import GENERATIONS, as_json_table, shape_for_pod_type, slice_shape
+
+pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(
@@ -68,11 +69,10 @@ def test_pod_type_round_trips():
     assert shape_for_pod_type("v9-8") is None
 
 
-def test_json_export_matches_the_table_and_the_cli():
-    out = subprocess.run([sys.executable, "-m", "launcher.tpu_table", "--json"],
-                         capture_output=True, text=True, check=True).stdout
-    data = json.loads(out)
-    assert data == json.loads(json.dumps(as_json()))
+def test_json_export_matches_the_table_and_the_cli(capsys):
+    assert cli.main(["tpu-table", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data == json.loads(json.dumps(as_json_table()))
     v6e_2x4 = data["v6e"]["topologies"]["2x4"]["chipsPerHost"]
     assert v6e_2x4 == {"4": {"hosts": 2, "machineType": "ct6e-standard-4t"},
                        "8": {"hosts": 1, "machineType": "ct6e-standard-8t"}}
@@ -80,7 +80,7 @@ def test_json_export_matches_the_table_and_the_cli():
 
 
 def test_every_machine_type_has_a_size():
-    from launcher.tpu_table import CPU_POOL_MACHINE, MACHINES
+    from launcher.core.tpu_table import CPU_POOL_MACHINE, MACHINES
 
     named = {m for gen in GENERATIONS.values() for m in gen.machines.values()} | {CPU_POOL_MACHINE}
     assert named == set(MACHINES)

@@ -1,71 +1,106 @@
-"""The entrypoint's plan: everything checked before any worker starts."""
+"""The job plan: everything checked before any worker starts, for every entry point."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher import train
-from launcher.errors import UsageError
-from tests.unit.test_slices import ray_nodes
+from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import JobOptions, parse_job_args, plan_job, resolve_steps
+from launcher.core.maxtext_args import MaxTextArgs
+from tests.support.ray_nodes import ray_nodes
+
+pytestmark = pytest.mark.unit
+SEED = ["base.yml", "model_name=llama3-8b", "ici_fsdp_parallelism=4",
+        "ici_tensor_parallelism=4", "run_name=seed"]
 
 
-@pytest.fixture
-def flags_reset():
-    saved = {n: train.FLAGS[n].value for n in ("accelerator_type", "topology", "num_slices")}
-    yield train.FLAGS
-    for name, value in saved.items():
-        setattr(train.FLAGS, name, value)
+def test_plans_the_seed_job_on_the_seed_cluster(tmp_path):
+    plan = plan_job(JobOptions(), SEED, nodes=ray_nodes("v6e", "4x4"), require_slice=True,
+                    output_dir=str(tmp_path))
+    assert plan.slices.describe() == "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips)"
+    assert plan.args.overrides["base_output_directory"] == str(tmp_path)
+    assert plan.run_dir == tmp_path / "seed"
 
 
-def test_plans_the_seed_job_on_the_seed_cluster(tmp_path, monkeypatch, flags_reset):
-    monkeypatch.setenv(train.OUTPUT_DIR_ENV, str(tmp_path))
-    seed = ["prog", "base.yml", "model_name=llama3-8b", "ici_fsdp_parallelism=4",
-            "ici_tensor_parallelism=4", "run_name=seed"]
-    chosen, args = train.plan(seed, ray_nodes("v6e", "4x4"))
-    assert chosen.describe() == "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips)"
-    assert args.overrides["base_output_directory"] == str(tmp_path)
-
-
-def test_explicit_flags_must_match_the_cluster(tmp_path, monkeypatch, flags_reset):
-    monkeypatch.setenv(train.OUTPUT_DIR_ENV, str(tmp_path))
-    flags_reset.accelerator_type, flags_reset.topology = "v5p", "2x2x2"
+def test_explicit_flags_must_match_the_cluster(tmp_path):
+    options = JobOptions(accelerator_type="v5p", topology="2x2x2")
     with pytest.raises(UsageError, match="offers v6e-16"):
-        train.plan(["prog", "run_name=r"], ray_nodes("v6e", "4x4"))
+        plan_job(options, ["run_name=r"], nodes=ray_nodes("v6e", "4x4"),
+                 output_dir=str(tmp_path))
 
 
-def test_default_output_directory_must_exist(monkeypatch, flags_reset):
-    monkeypatch.setenv(train.OUTPUT_DIR_ENV, "/no/such/bucket/mount")
+def test_default_output_directory_must_exist():
     with pytest.raises(UsageError, match="gcsfuse"):
-        train.plan(["prog", "run_name=r"], ray_nodes("v6e", "4x4"))
+        plan_job(JobOptions(), ["run_name=r"], nodes=ray_nodes("v6e", "4x4"),
+                 output_dir="/no/such/bucket/mount")
 
 
-def test_committed_checkpoints_skip_unfinished_saves(tmp_path):
-    for name in ("0", "5", "10.orbax-checkpoint-tmp", "_CHECKPOINT_METADATA"):
+def test_a_slice_is_required_in_the_cluster_but_not_at_submission():
+    with pytest.raises(UsageError, match="no slice given and no Ray cluster"):
+        plan_job(JobOptions(), ["run_name=r"], require_slice=True)
+    plan = plan_job(JobOptions(), ["run_name=r"])  # submit: the cluster decides later
+    assert plan.slices is None and plan.run_name == "r"
+
+
+def test_a_preflight_target_is_held_to_the_parallelism():
+    target = JobOptions(accelerator_type="v6e", topology="4x4").slice_request()
+    with pytest.raises(UsageError, match="does not match the 16 devices per slice"):
+        plan_job(JobOptions(), ["run_name=r", "ici_fsdp_parallelism=8"], target=target)
+
+
+def test_job_args_are_parsed_once_into_frozen_options():
+    options, rest = parse_job_args(["--accelerator_type=v6e", "--topology=4x4",
+                                    "--num_slices=2", "base.yml", "run_name=r"])
+    assert (options.accelerator_type, options.topology, options.num_slices) == ("v6e", "4x4", 2)
+    assert rest == ["base.yml", "run_name=r"]
+    with pytest.raises(AttributeError):
+        options.num_slices = 3  # frozen
+    with pytest.raises(UsageError, match="Unknown command line flag 'topolgy'"):
+        parse_job_args(["--topolgy=4x4"])
+
+
+def test_cpu_slice_defaults_come_from_the_charts_env(monkeypatch):
+    monkeypatch.setenv("LAUNCHER_CPU_HOSTS", "2")
+    monkeypatch.setenv("LAUNCHER_CPU_DEVICES_PER_HOST", "3")
+    options, _ = parse_job_args(["run_name=r"])
+    assert options.slice_request().describe() == "CPU slice: 2 hosts x 3 devices"
+
+
+def _commit(step_dir):
+    step_dir.mkdir(parents=True)
+    (step_dir / COMMIT_MARKER).write_text("ok")
+
+
+def test_committed_steps_need_orbaxs_commit_marker(tmp_path):
+    for step in (0, 5):
+        _commit(tmp_path / "checkpoints" / str(step))
+    # An interrupted save: Orbax's temporary directory, or a step directory without the marker.
+    for name in ("10.orbax-checkpoint-tmp", "7", "_CHECKPOINT_METADATA"):
         (tmp_path / "checkpoints" / name).mkdir(parents=True)
-    assert train.committed_checkpoints(tmp_path) == [0, 5]
+    assert committed_steps(tmp_path) == [0, 5]
 
 
 def _run_with_checkpoints(tmp_path, *steps):
     for step in steps:
-        (tmp_path / "r" / "checkpoints" / str(step)).mkdir(parents=True)
+        _commit(tmp_path / "r" / "checkpoints" / str(step))
     return tmp_path / "r"
 
 
-def test_refuses_a_rerun_that_would_train_nothing(tmp_path, flags_reset):
+def test_refuses_a_rerun_that_would_train_nothing(tmp_path):
     run_dir = _run_with_checkpoints(tmp_path, 0, 5, 9)
-    args = train.MaxTextArgs.parse(["run_name=r", "steps=10"])
+    args = MaxTextArgs.parse(["run_name=r", "steps=10"])
     with pytest.raises(UsageError, match=r"(?s)already completed 10 steps .* pass steps=20"):
-        train.check_steps(args, run_dir)
-    assert train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=11"]), run_dir)
-    assert train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=-1"]), run_dir)
+        resolve_steps(args, run_dir, None)
+    assert resolve_steps(MaxTextArgs.parse(["run_name=r", "steps=11"]), run_dir, None)
+    assert resolve_steps(MaxTextArgs.parse(["run_name=r", "steps=-1"]), run_dir, None)
 
 
-def test_steps_beyond_checkpoint_extends_the_run(tmp_path, flags_reset, monkeypatch):
-    monkeypatch.setattr(train.FLAGS, "steps_beyond_checkpoint", 40)
-    args = train.check_steps(train.MaxTextArgs.parse(["run_name=r"]),
-                             _run_with_checkpoints(tmp_path, 0, 5, 39))
+def test_steps_beyond_checkpoint_extends_the_run(tmp_path):
+    args = resolve_steps(MaxTextArgs.parse(["run_name=r"]),
+                         _run_with_checkpoints(tmp_path, 0, 5, 39), 40)
     assert args.get("steps") == 80
-    fresh = train.check_steps(train.MaxTextArgs.parse(["run_name=r"]), tmp_path / "new")
+    fresh = resolve_steps(MaxTextArgs.parse(["run_name=r"]), tmp_path / "new", 40)
     assert fresh.get("steps") == 40
     with pytest.raises(UsageError, match="keep one"):
-        train.check_steps(train.MaxTextArgs.parse(["run_name=r", "steps=3"]), tmp_path / "new")
+        resolve_steps(MaxTextArgs.parse(["run_name=r", "steps=3"]), tmp_path / "new", 40)

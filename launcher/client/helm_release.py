@@ -11,10 +11,10 @@ import os
 import re
 from collections.abc import Iterator
 
-from launcher.commands import run, start
-from launcher.errors import UsageError
-from launcher.slices import Slices
-from launcher.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
+from launcher.client.commands import run, start
+from launcher.core.errors import UsageError
+from launcher.core.slices import Slices
+from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:

@@ -8,7 +8,9 @@ import sys
 
 import pytest
 
-from launcher.hlo_traffic import step_traffic
+from launcher.preflight.hlo_traffic import step_traffic
+
+pytestmark = pytest.mark.preflight
 
 PROGRAM = """
 import os, sys

@@ -8,16 +8,11 @@ from pathlib import Path
 
 import yaml
 
-from tests.conftest import REPO
+from tests.support.paths import REPO, pins
 
 CHART = REPO / "charts" / "tpu-stack"
 VALUES_FILES = sorted((REPO / "values").glob("*.yaml"))
 BUCKET = ["--set", "global.gcsfuse.bucketName=ckpt-bucket"]
-
-
-def pins() -> dict[str, str]:
-    lines = (REPO / "ci" / "versions.env").read_text().splitlines()
-    return dict(ln.split("=", 1) for ln in lines if ln and not ln.startswith("#"))
 
 
 @cache

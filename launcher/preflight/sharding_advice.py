@@ -19,10 +19,11 @@ import itertools
 from dataclasses import dataclass
 from math import prod
 
-from launcher.errors import UsageError
-from launcher.maxtext_args import MaxTextArgs
-from launcher.preflight import MemoryReport, compile_report
-from launcher.slices import Slices
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.slices import Slices
+from launcher.preflight.compile_engine import compile_report
+from launcher.preflight.memory_report import MemoryReport
 
 
 @dataclass

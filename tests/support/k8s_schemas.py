@@ -1,5 +1,8 @@
-"""Validators for rendered objects: CRDs (KubeRay v1.7.0, JobSet v0.12.0) from ../shared/k8s/crds
-and core Kubernetes kinds from the OpenAPI spec shipped in the k8s.io/kubernetes Go module.
+"""Validators for rendered objects: the CRDs the pinned operators ship (KubeRay's ray-operator
+module at KUBERAY_VERSION, JobSet's at JOBSET_VERSION) and core Kubernetes kinds from the OpenAPI
+spec in the k8s.io/kubernetes module at K8S_VERSION (ci/versions.env: the same pins the test
+control plane builds). Go's module cache holds them once `make cluster-build` ran; otherwise
+`go mod download` fetches them from the Go module proxy.
 
 Both are made strict: an object schema that lists its properties rejects any other field, the
 way a structural CRD prunes (silently loses) it. x-kubernetes-preserve-unknown-fields keeps its
@@ -18,17 +21,28 @@ import jsonschema
 import yaml
 from referencing import Registry, Resource
 
-from tests.chart.helm import pins
-from tests.conftest import REPO
+from tests.support.paths import pins
 
-CRDS = REPO.parent / "shared" / "k8s" / "crds"
-assert CRDS.is_dir(), (
-    f"{CRDS} is missing: the chart tests read the KubeRay v1.7.0 and JobSet v0.12.0 CRDs from "
-    "../shared/k8s beside the checkout (KubeRay's ray-operator v1.7.0 module is not served by "
-    "the Go module proxy, so they cannot be fetched from there)")
+KUBERAY_MODULE = f"github.com/ray-project/kuberay/ray-operator@{pins()['KUBERAY_VERSION']}"
+JOBSET_MODULE = f"sigs.k8s.io/jobset@{pins()['JOBSET_VERSION']}"
 KUBERNETES_MODULE = f"k8s.io/kubernetes@{pins()['K8S_VERSION']}"
-CRD_FILES = {("ray.io", "RayCluster"): "ray.io_rayclusters.yaml",
-             ("jobset.x-k8s.io", "JobSet"): "jobset.x-k8s.io_jobsets.yaml"}
+# (group, kind) -> (module, the CRD's path inside it)
+CRD_FILES = {
+    ("ray.io", "RayCluster"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayclusters.yaml"),
+    ("jobset.x-k8s.io", "JobSet"): (
+        JOBSET_MODULE, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+}
+
+
+@cache
+def module_dir(module: str) -> Path:
+    """The source of a pinned Go module (downloaded and checksum-verified by go)."""
+    proc = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True,
+                          text=True, cwd="/")
+    info = json.loads(proc.stdout) if proc.stdout.strip() else {}
+    assert proc.returncode == 0 and "Dir" in info, (
+        f"go mod download {module} failed: {info.get('Error') or proc.stderr.strip()}")
+    return Path(info["Dir"])
 
 
 def _strict(schema):
@@ -50,7 +64,8 @@ def _strict(schema):
 @cache
 def crd_validator(api_version: str, kind: str) -> jsonschema.Draft7Validator:
     group, version = api_version.split("/")
-    crd = yaml.safe_load((CRDS / CRD_FILES[(group, kind)]).read_text())
+    module, path = CRD_FILES[(group, kind)]
+    crd = yaml.safe_load((module_dir(module) / path).read_text())
     (served,) = [v for v in crd["spec"]["versions"] if v["name"] == version and v["served"]]
     schema = _strict(copy.deepcopy(served["schema"]["openAPIV3Schema"]))
     # apiVersion/kind/metadata are the API server's, not the CRD's, to check.
@@ -58,11 +73,8 @@ def crd_validator(api_version: str, kind: str) -> jsonschema.Draft7Validator:
     return jsonschema.Draft7Validator(schema)
 
 
-@cache
 def _openapi_dir() -> Path:
-    out = subprocess.run(["go", "mod", "download", "-json", KUBERNETES_MODULE],
-                         capture_output=True, text=True, check=True, cwd="/")
-    return Path(json.loads(out.stdout)["Dir"]) / "api" / "openapi-spec" / "v3"
+    return module_dir(KUBERNETES_MODULE) / "api" / "openapi-spec" / "v3"
 
 
 @cache

@@ -1,6 +1,6 @@
 """MaxText's `train_compile`, plus what the sharding advice needs from the same compile.
 
-    python -m launcher.aot_probe <MaxText argv>   (env LAUNCHER_AOT_PROBE_OUT=<dir>)
+    python -m launcher.preflight.aot_probe <MaxText argv>   (env LAUNCHER_AOT_PROBE_OUT=<dir>)
 
 Runs `maxtext.trainers.pre_train.train_compile` unchanged (it prints XLA's memory and cost
 analysis) and, around its `jit_and_compile`, writes into the output directory:

@@ -8,7 +8,8 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from launcher.errors import UsageError
+from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps_in_listing
+from launcher.core.errors import UsageError
 
 
 @dataclass
@@ -72,12 +73,8 @@ def check_bucket(url: str, run_name: str = "") -> BucketReport:
 
 
 def latest_checkpoint(client, bucket_name: str, run_prefix: str) -> int | None:
-    """The newest committed Orbax step under <run>/checkpoints: only steps whose commit marker
-    (commit_success.txt) exists count; an interrupted save never has one."""
-    ckpt = f"{run_prefix}/checkpoints/".lstrip("/")
-    steps = set()
-    for blob in client.list_blobs(bucket_name, prefix=ckpt):
-        m = re.fullmatch(re.escape(ckpt) + r"(\d+)/commit_success\.txt", blob.name)
-        if m:
-            steps.add(int(m[1]))
-    return max(steps) if steps else None
+    """The newest committed step under <run>/checkpoints (launcher.core.checkpoints' rule)."""
+    ckpt = f"{run_prefix}/{CHECKPOINTS_SUBDIR}/".lstrip("/")
+    names = (blob.name for blob in client.list_blobs(bucket_name, prefix=ckpt))
+    steps = committed_steps_in_listing(names, run_prefix)
+    return steps[-1] if steps else None

@@ -9,22 +9,25 @@ host's JAX sees its chips as CPU devices. A CPU-only slice (no TPU resources) is
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.commands import run
-from launcher.errors import UsageError, exit_with
-from launcher.slices import (
+from launcher.client.commands import run
+from launcher.core.errors import CommandError
+from launcher.core.job_plan import OUTPUT_DIR_ENV
+from launcher.core.slices import (
     LABEL_ACCELERATOR,
     LABEL_POD_TYPE,
     LABEL_SLICE,
     LABEL_TOPOLOGY,
     LABEL_WORKER_ID,
 )
-from launcher.tpu_table import slice_shape
+from launcher.core.tpu_table import slice_shape
 
 # Ray swaps 127.0.0.1 for the machine's network address; another loopback address it keeps,
 # so the whole cluster stays on loopback.
@@ -91,20 +94,50 @@ def host_nodes(accelerator: str | None, topology: str | None, num_slices: int,
     return nodes
 
 
-def up(args: argparse.Namespace) -> None:
-    bucket = Path(args.bucket_dir).resolve()
+@dataclass(frozen=True)
+class LocalClusterSpec:
+    """What `tpu-launcher up` starts: one simulated slice shape (TPU) or a CPU-only slice."""
+
+    accelerator: str | None = None
+    topology: str | None = None
+    num_slices: int = 1
+    cpu_hosts: int | None = None
+    cpu_devices_per_host: int = 2
+    bucket_dir: str = ".local/bucket"
+    object_store_mb: int = 256
+    dry_run: bool = False
+
+
+def up(spec: LocalClusterSpec) -> None:
+    """Starts the head and the simulated hosts, unless a local cluster already answers. A step
+    that fails stops what the earlier steps started, so a retry starts clean."""
+    if not spec.dry_run and is_running():
+        print(f"local Ray cluster already running: {DASHBOARD_ADDRESS} (`make down` stops it)")
+        return
+    bucket = Path(spec.bucket_dir).resolve()
     bucket.mkdir(parents=True, exist_ok=True)
-    nodes = host_nodes(args.accelerator, args.topology, args.num_slices, args.cpu_hosts,
-                       args.cpu_devices_per_host)
+    nodes = host_nodes(spec.accelerator, spec.topology, spec.num_slices, spec.cpu_hosts,
+                       spec.cpu_devices_per_host)
+    try:
+        _start(spec, nodes, bucket)
+    except CommandError:
+        if not spec.dry_run:
+            run("stop what was started", ["ray", "stop", "--force"], capture=True, check=False)
+        raise
+    print(f"local Ray cluster up: dashboard {DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, "
+          f"bucket directory {bucket}")
+
+
+def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
     # Ray's own token file (~/.ray/auth_token): `ray job` clients on this machine find it.
     run("create the Ray auth token", ["ray", "get-auth-token", "--generate"],
-        dry_run=args.dry_run, capture=True)
+        dry_run=spec.dry_run, capture=True)
     common = [f"--node-ip-address={NODE_IP}", "--disable-usage-stats",
-              f"--object-store-memory={args.object_store_mb * 1024 * 1024}"]
+              f"--object-store-memory={spec.object_store_mb * 1024 * 1024}"]
     run("start the Ray head", [
         "ray", "start", "--head", f"--port={HEAD_PORT}", "--dashboard-host=127.0.0.1",
         f"--dashboard-port={DASHBOARD_PORT}", "--num-cpus=2", *common, *_node_ports(0),
-    ], env=_env({"LAUNCHER_OUTPUT_DIR": str(bucket)}), dry_run=args.dry_run, capture=True)
+    ], env=_env({OUTPUT_DIR_ENV: str(bucket)}), dry_run=spec.dry_run, capture=True)
     for i, node in enumerate(nodes, start=1):
         labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
         run(f"start simulated host {i - 1}", [
@@ -114,57 +147,30 @@ def up(args: argparse.Namespace) -> None:
             "--include-log-monitor=False",
             f"--resources={json.dumps(node['resources'])}",
             *([f"--labels={labels}"] if labels else []), *common, *_node_ports(i),
-        ], env=_env({**node["env"], "LAUNCHER_OUTPUT_DIR": str(bucket)}),
-            dry_run=args.dry_run, capture=True)
-    print(f"local Ray cluster up: dashboard {DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, "
-          f"bucket directory {bucket}")
+        ], env=_env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
+            dry_run=spec.dry_run, capture=True)
 
 
-def down(args: argparse.Namespace) -> None:
-    run("stop the local Ray cluster", ["ray", "stop", "--force"], dry_run=args.dry_run,
-        capture=True)
+def down(dry_run: bool = False) -> None:
+    run("stop the local Ray cluster", ["ray", "stop", "--force"], dry_run=dry_run, capture=True)
     print("local Ray cluster stopped")
 
 
-def status(args: argparse.Namespace) -> None:
-    """Exits 0 when a dashboard answers on the local address (401 counts: auth is on)."""
-    import urllib.error
-    import urllib.request
-
+def is_running() -> bool:
+    """A dashboard answers on the local address (401 counts: auth is on)."""
     try:
         urllib.request.urlopen(f"{DASHBOARD_ADDRESS}/api/version", timeout=3)
     except urllib.error.HTTPError:
-        pass
+        return True
     except OSError:
-        print(f"no local Ray cluster at {DASHBOARD_ADDRESS}")
-        raise SystemExit(1) from None
-    print(f"local Ray cluster running: {DASHBOARD_ADDRESS}")
+        return False
+    return True
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m launcher.local_cluster",
-                                     description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_up = sub.add_parser("up", help="start the head and the simulated hosts")
-    p_up.add_argument("--accelerator", default=None, help=f"default {DEFAULT_ACCELERATOR}")
-    p_up.add_argument("--topology", default=None, help=f"default {DEFAULT_TOPOLOGY}")
-    p_up.add_argument("--num-slices", type=int, default=1)
-    p_up.add_argument("--cpu-hosts", type=int, default=None,
-                      help="a CPU-only slice of this many hosts instead of a TPU slice")
-    p_up.add_argument("--cpu-devices-per-host", type=int, default=2)
-    p_up.add_argument("--bucket-dir", default=".local/bucket",
-                      help="directory that stands for the mounted checkpoint bucket")
-    p_up.add_argument("--object-store-mb", type=int, default=256)
-    p_up.add_argument("--dry-run", action="store_true")
-    p_down = sub.add_parser("down", help="stop every Ray process on this machine")
-    p_down.add_argument("--dry-run", action="store_true")
-    sub.add_parser("status", help="exit 0 when the local cluster's dashboard answers")
-    args = parser.parse_args(argv)
-    try:
-        {"up": up, "down": down, "status": status}[args.command](args)
-    except UsageError as e:
-        exit_with(e, prog="local_cluster")
-
-
-if __name__ == "__main__":
-    main()
+def status() -> int:
+    """0 when the local cluster answers, else 1."""
+    if is_running():
+        print(f"local Ray cluster running: {DASHBOARD_ADDRESS}")
+        return 0
+    print(f"no local Ray cluster at {DASHBOARD_ADDRESS}")
+    return 1

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from launcher.core.errors import NOT_FOUND_EXIT_CODE, CommandError
+
 
 def _beside_interpreter(program: str) -> str:
     """`ray` from this Python's environment, even when that environment is not activated."""
@@ -28,7 +30,8 @@ def run(
     check: bool = True,
     capture: bool = False,
 ) -> subprocess.CompletedProcess:
-    """Runs `argv` for `step`; on failure exits with the step's name and the exit code."""
+    """Runs `argv` for `step`; raises CommandError (the step, the exit code, the captured
+    output) when it fails and `check` is set."""
     argv = [_beside_interpreter(argv[0]), *argv[1:]]
     shown = shlex.join(argv)
     if dry_run:
@@ -38,14 +41,10 @@ def run(
     try:
         proc = subprocess.run(list(argv), env=full_env, text=True, capture_output=capture)
     except FileNotFoundError:
-        print(f"error: {step}: `{argv[0]}` is not installed or not on PATH (run `make venv`)",
-              file=sys.stderr)
-        raise SystemExit(127) from None
+        raise CommandError(step, argv, NOT_FOUND_EXIT_CODE) from None
     if check and proc.returncode != 0:
-        if capture:
-            sys.stderr.write(proc.stdout + proc.stderr)
-        print(f"error: {step} failed (exit {proc.returncode}): {shown}", file=sys.stderr)
-        raise SystemExit(proc.returncode)
+        raise CommandError(step, argv, proc.returncode,
+                           (proc.stdout or "") + (proc.stderr or "") if capture else "")
     return proc
 
 
@@ -58,5 +57,4 @@ def start(step: str, argv: Sequence[str], *, dry_run: bool = False) -> subproces
     try:
         return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     except FileNotFoundError:
-        print(f"error: {step}: `{argv[0]}` is not installed or not on PATH", file=sys.stderr)
-        raise SystemExit(127) from None
+        raise CommandError(step, argv, NOT_FOUND_EXIT_CODE) from None

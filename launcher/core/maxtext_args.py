@@ -16,9 +16,9 @@ from pathlib import Path
 
 import yaml
 
-from launcher.errors import UsageError
+from launcher.core.errors import UsageError
 
-LAUNCHER_CONFIGS_DIR = Path(__file__).parent / "configs"
+LAUNCHER_CONFIGS_DIR = Path(__file__).parents[1] / "configs"
 # Prefixes under which MaxText's docs and the seeds name its configs.
 _CONFIG_PREFIXES = ("src/maxtext/configs/", "src/MaxText/configs/", "maxtext/configs/",
                     "MaxText/configs/", "configs/")

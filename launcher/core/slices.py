@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass
 
-from launcher.errors import UsageError
-from launcher.tpu_table import SliceShape, slice_shape
+from launcher.core.errors import UsageError
+from launcher.core.tpu_table import SliceShape, slice_shape
 
 # Labels Ray puts on TPU nodes (KubeRay + the GKE webhook on GKE, our local cluster here).
 LABEL_SLICE = "ray.io/tpu-slice-name"

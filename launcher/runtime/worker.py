@@ -12,7 +12,7 @@ KV_NAMESPACE = "tpu-launcher"
 def train_loop_per_worker(config: dict) -> None:
     import ray.train
 
-    from launcher.progress import ProgressTracker
+    from launcher.runtime.progress import ProgressTracker
 
     argv = list(config["argv"])
     # A slice whose devices are CPUs (the local simulation, CPU-only clusters) implies

@@ -2,18 +2,17 @@
 
 Hosts are never stated, only derived: hosts = chips in the topology / chips per host, the same
 rule the GKE TPU webhook enforces on a RayCluster. The chart reads a JSON export of this table
-(`python -m launcher.tpu_table --json`, checked for drift by a test), so nothing is copied by hand.
+(`tpu-launcher tpu-table --json`, checked for drift by a test), so nothing is copied by hand.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from dataclasses import dataclass, field
 from functools import reduce
 
-from launcher.errors import UsageError
+from launcher.core.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -232,7 +231,7 @@ def shape_for_pod_type(pod_type: str) -> SliceShape | None:
     return None
 
 
-def as_json() -> dict:
+def as_json_table() -> dict:
     """The table as the chart consumes it (charts/tpu-stack/files/tpu-table.json)."""
     out: dict = {}
     for gen in GENERATIONS.values():
@@ -256,14 +255,12 @@ def as_json() -> dict:
     return out
 
 
-def _main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--json", action="store_true", help="print the table as JSON")
-    args = parser.parse_args(argv)
-    if args.json:
-        json.dump(as_json(), sys.stdout, indent=2, sort_keys=True)
+def print_table(as_json: bool = False) -> None:
+    """The table for people, or (as_json) the chart's copy."""
+    if as_json:
+        json.dump(as_json_table(), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
-        return 0
+        return
     for gen in GENERATIONS.values():
         for topo in gen.topologies:
             shape = slice_shape(gen.name, topo)
@@ -273,8 +270,3 @@ def _main(argv: list[str]) -> int:
                 f"{gen.gke_accelerator:<22} {gen.hbm_gib:g} GiB HBM "
                 f"{gen.peak_bf16_tflops:g} TFLOP/s bf16"
             )
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_main(sys.argv[1:]))

@@ -1,0 +1,190 @@
+"""`tpu-launcher submit|logs|status|stop`: a thin wrapper over `ray job submit|logs|status|stop`.
+
+    tpu-launcher submit [--address URL] [--submission-id ID] [--no-wait] -- [launcher flags]
+        [maxtext config.yml] key=value ...
+
+The address comes from --address, then RAY_API_SERVER_ADDRESS, then RAY_ADDRESS, then the local
+cluster. The MaxText arguments are checked here first, so a typo fails in a second on your
+machine instead of minutes later in the cluster. Submit follows the logs and exits 1 when the
+job fails or is stopped; --no-wait returns after submission.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.client.commands import run
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.ray_auth import auth_headers, auth_token
+
+DEFAULT_ADDRESS = "http://127.0.0.1:8265"
+# The last submission id, so `make logs|status|stop` need no JOB=.
+STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
+ENTRYPOINT = ["python", "-m", "launcher", "train"]
+
+
+def resolve_address(flag: str | None) -> str:
+    for value in (flag, os.environ.get("RAY_API_SERVER_ADDRESS"), os.environ.get("RAY_ADDRESS")):
+        if value:
+            return value if "://" in value else f"http://{value}"
+    return DEFAULT_ADDRESS
+
+
+def check_reachable(address: str) -> None:
+    """Fails fast, and clearly, when no Ray dashboard answers at `address`."""
+    request = urllib.request.Request(f"{address.rstrip('/')}/api/version", headers=auth_headers())
+    try:
+        with urllib.request.urlopen(request, timeout=5):
+            return
+    except urllib.error.HTTPError as e:
+        if e.code in (401, 403):
+            raise UsageError(
+                "address",
+                f"the Ray dashboard at {address} refused the request ({e.code}): token "
+                "authentication is on and no valid token was sent",
+                "set RAY_AUTH_TOKEN (the chart's NOTES show how to read it), or use "
+                "`make submit RELEASE=<release>` which reads it for you",
+            ) from None
+        return  # any other HTTP answer means a dashboard is there
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise UsageError(
+            "address",
+            f"no Ray dashboard answers at {address} ({reason})",
+            "start the local cluster with `make up`, pass ADDRESS=http://host:8265, or "
+            "RELEASE=<helm release> to port-forward a cluster's head",
+        ) from None
+
+
+def submission_id_for(run_name: str) -> str:
+    safe = re.sub(r"[^a-zA-Z0-9-]", "-", run_name).strip("-")[:40] or "job"
+    return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
+
+
+def _ray_job(*args: str, address: str) -> list[str]:
+    return ["ray", "job", *args, "--address", address]
+
+
+def job_status(address: str, job_id: str) -> str:
+    from ray.job_submission import JobSubmissionClient
+
+    return str(JobSubmissionClient(address).get_job_status(job_id).value)
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """`tpu-launcher submit`'s options, read once."""
+
+    job_args: list[str]
+    address: str | None = None
+    submission_id: str | None = None
+    no_wait: bool = False
+    dry_run: bool = False
+    release: str | None = None
+    namespace: str = "default"
+    values: str | None = None  # a chart values file naming the target slice (preflight's)
+    skip_preflight: bool = False
+
+
+def _address(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
+    if request.release:
+        from launcher.client.helm_release import forwarded
+
+        return stack.enter_context(forwarded(request.release, request.namespace,
+                                             request.dry_run))
+    return resolve_address(request.address)
+
+
+def submit(request: SubmitRequest) -> int:
+    """Checks the job here (and, for a values file or a release, runs preflight for its slice),
+    submits it, follows it; 0 when it succeeded."""
+    options, maxtext_argv = parse_job_args(request.job_args)
+    plan = plan_job(options, maxtext_argv)
+    target = request.values or (request.release and f"release {request.release}")
+    if target and not request.skip_preflight and request.dry_run:
+        print(f"[dry-run] preflight: the job on the slice of {target}", flush=True)
+    elif target and not request.skip_preflight:
+        from launcher.preflight.command import PreflightRequest, preflight
+
+        code = preflight(PreflightRequest(request.job_args, values=request.values,
+                                          release=request.release, namespace=request.namespace))
+        if code:
+            return code
+    with contextlib.ExitStack() as stack:
+        return _submit(request, plan.run_name, _address(request, stack))
+
+
+def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
+    job_id = request.submission_id or submission_id_for(run_name)
+    entrypoint = [*ENTRYPOINT, *request.job_args]  # `ray job submit` shlex-joins what follows --
+    if not request.dry_run:
+        check_reachable(address)
+    run("submit the job", [*_ray_job("submit", address=address), "--submission-id", job_id,
+                           "--no-wait", "--", *entrypoint], dry_run=request.dry_run, capture=True)
+    if not request.dry_run:
+        STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+        STATE_FILE.write_text(f"{job_id}\n{address}\n")
+    print(f"{'would submit' if request.dry_run else 'submitted'} job {job_id} to {address}",
+          flush=True)
+    if request.no_wait or request.dry_run:
+        _next_steps(job_id)
+        return 0
+    run("follow the job's logs", _ray_job("logs", job_id, "--follow", address=address),
+        check=False)
+    status = job_status(address, job_id)
+    print(f"\njob {job_id}: {status}", flush=True)
+    _next_steps(job_id)
+    return 0 if status == "SUCCEEDED" else 1
+
+
+def _next_steps(job_id: str) -> None:
+    print("next steps:")
+    print(f"  make logs JOB={job_id}     # the job's logs")
+    print(f"  make status JOB={job_id}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
+    print(f"  make stop JOB={job_id}     # stop it; checkpoints stay, a resubmit resumes")
+
+
+def _last_job() -> tuple[str | None, str | None]:
+    if STATE_FILE.is_file():
+        job_id, _, address = STATE_FILE.read_text().partition("\n")
+        return job_id.strip() or None, address.strip() or None
+    return None, None
+
+
+def act_on_job(command: str, job: str | None, address: str | None,
+               follow: bool = False) -> int:
+    """`logs`, `status` or `stop` of a job (default: the last one submitted from here)."""
+    last_id, last_address = _last_job()
+    job_id = job or last_id
+    if not job_id:
+        raise UsageError("JOB", "no job id given and none submitted from here yet",
+                         "pass JOB=<submission id> (see `ray job list`)")
+    address = resolve_address(address or (last_address if not job else None))
+    check_reachable(address)
+    from ray.job_submission import JobSubmissionClient
+
+    try:
+        JobSubmissionClient(address).get_job_info(job_id)
+    except RuntimeError:
+        raise UsageError("JOB", f"no job {job_id!r} on the Ray cluster at {address}",
+                         f"list the jobs with `ray job list --address {address}`") from None
+    extra = ["--follow"] if command == "logs" and follow else []
+    proc = run(f"{command} job {job_id}", [*_ray_job(command, job_id, address=address), *extra],
+               check=False)
+    if command == "status":
+        print(f"job {job_id}: {job_status(address, job_id)}")  # one word a script can read
+    return proc.returncode
+
+
+def use_token_if_present() -> None:
+    """Ray's clients send the token only in token mode; the `ray job` children inherit it."""
+    if auth_token():
+        os.environ.setdefault("RAY_AUTH_MODE", "token")

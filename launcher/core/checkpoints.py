@@ -1,0 +1,43 @@
+"""Which checkpoints a run can resume from: one rule, Orbax's, for the local directory, the
+mounted bucket and a gs:// listing alike.
+
+Orbax writes `<step>/commit_success.txt` as the last act of a save (then, on a filesystem,
+renames `<step>.orbax-checkpoint-tmp-*` to `<step>`). A step directory without the marker is an
+interrupted save: MaxText must never resume from it, and nobody should count it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path, PurePosixPath
+
+COMMIT_MARKER = "commit_success.txt"
+CHECKPOINTS_SUBDIR = "checkpoints"
+
+
+def is_committed(step_dir: PurePosixPath | Path,
+                 exists: Callable[[PurePosixPath | Path], bool] | None = None) -> bool:
+    """A step directory (named by its step number) whose save finished. `exists` answers for
+    object stores; by default the local filesystem (the gcsfuse mount included) is asked."""
+    if not step_dir.name.isdigit():
+        return False
+    marker = step_dir / COMMIT_MARKER
+    return exists(marker) if exists else Path(marker).is_file()
+
+
+def committed_steps(run_dir: Path) -> list[int]:
+    """The committed steps under `<run_dir>/checkpoints`, oldest first."""
+    ckpt_dir = run_dir / CHECKPOINTS_SUBDIR
+    if not ckpt_dir.is_dir():
+        return []
+    return sorted(int(p.name) for p in ckpt_dir.iterdir() if p.is_dir() and is_committed(p))
+
+
+def committed_steps_in_listing(names: Iterable[str], run_prefix: str) -> list[int]:
+    """The committed steps of a run from an object listing (gs:// blob names under the run)."""
+    names = set(names)
+    ckpt = PurePosixPath(run_prefix.strip("/")) / CHECKPOINTS_SUBDIR
+    steps = {PurePosixPath(n).relative_to(ckpt).parts[0] for n in names
+             if PurePosixPath(n).is_relative_to(ckpt) and PurePosixPath(n) != ckpt}
+    return sorted(int(s) for s in steps
+                  if is_committed(ckpt / s, exists=lambda p: str(p) in names))

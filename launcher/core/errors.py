@@ -1,0 +1,61 @@
+"""The errors library code raises. Only entry points turn them into exit codes (`exit_code_for`),
+so a caller such as `up` can clean up after a failed step before the process ends."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+# MaxText exits 2 on config errors; we do the same so a bad config is never mistaken for a crash.
+CONFIG_ERROR_EXIT_CODE = 2
+# The shell's code for "command not found".
+NOT_FOUND_EXIT_CODE = 127
+TERMINATION_LOG = "/dev/termination-log"
+
+
+@dataclass
+class UsageError(Exception):
+    """A mistake in the user's input: what was wrong, where, and how to fix it. Never shown with
+    a traceback."""
+
+    field: str
+    problem: str
+    fix: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.problem}.\n  fix: {self.fix}"
+
+
+@dataclass
+class CommandError(Exception):
+    """An external command (ray, kubectl, helm) that failed or is not installed."""
+
+    step: str
+    argv: Sequence[str]
+    returncode: int
+    output: str = field(default="", repr=False)
+
+    def __str__(self) -> str:
+        if self.returncode == NOT_FOUND_EXIT_CODE:
+            return (f"{self.step}: `{self.argv[0]}` is not installed or not on PATH "
+                    "(run `make venv`)")
+        shown = shlex.join(self.argv)
+        tail = "\n".join(self.output.strip().splitlines()[-20:])
+        return f"{self.step} failed (exit {self.returncode}): {shown}" + (
+            f"\n{tail}" if tail else "")
+
+
+def report(error: UsageError | CommandError, prog: str) -> int:
+    """Prints the error (and records a usage error where kubelet reads termination messages);
+    returns the exit code the entry point should end with."""
+    message = f"{prog}: error: {error}"
+    print(message, file=sys.stderr, flush=True)
+    if isinstance(error, CommandError):
+        return error.returncode or 1
+    if os.path.exists(TERMINATION_LOG) and os.access(TERMINATION_LOG, os.W_OK):
+        with open(TERMINATION_LOG, "w") as f:
+            f.write(message + "\n")
+    return CONFIG_ERROR_EXIT_CODE

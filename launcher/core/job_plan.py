@@ -1,0 +1,173 @@
+"""A training job, parsed once and planned once.
+
+The launcher's own flags (`--accelerator_type=v6e --topology=4x4 ...`) come first in a job's
+arguments, MaxText's `[config.yml] key=value ...` follow. Each entry point parses them once
+into a frozen `JobOptions`, and `plan_job` does the rest the same way for all three callers:
+`tpu-launcher train` in the cluster (with the Ray cluster's nodes and the bucket mount),
+`tpu-launcher submit` on a workstation (before anything is sent), and preflight (with the
+target slice of a values file or a release).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, fields
+from pathlib import Path
+
+from absl import flags
+
+from launcher.core import slices as slices_mod
+from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
+from launcher.core.slices import Slices
+
+# The chart sets this to the gcsfuse mount path; the local cluster to its bucket directory.
+OUTPUT_DIR_ENV = "LAUNCHER_OUTPUT_DIR"
+DEFAULT_OUTPUT_DIR = "/data"
+# The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
+CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
+CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
+
+
+def _env_int(name: str) -> int | None:
+    value = os.environ.get(name, "")
+    return int(value) if value.isdigit() else None
+
+
+def define_flags(fv: flags.FlagValues) -> None:
+    """The launcher's flags, on `fv` (absl's global FLAGS in the entrypoint; a private set
+    where a workstation command parses a job's arguments)."""
+    flags.DEFINE_string("accelerator_type", None,
+                        "TPU generation: v4, v5e, v5p, v6e (or TPU-V6E).", flag_values=fv)
+    flags.DEFINE_string("topology", None, "TPU topology of one slice, e.g. 4x4 or 2x2x2.",
+                        flag_values=fv)
+    flags.DEFINE_integer("num_slices", 1, "Number of slices of that shape (multi-slice over "
+                         "DCN).", flag_values=fv)
+    flags.DEFINE_integer("chips_per_host", None, "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).",
+                         flag_values=fv)
+    flags.DEFINE_integer("cpu_hosts", _env_int(CPU_HOSTS_ENV),
+                         "CPU-only slice: number of hosts (Ray workers).", flag_values=fv)
+    flags.DEFINE_integer("cpu_devices_per_host", _env_int(CPU_DEVICES_ENV),
+                         "CPU-only slice: JAX devices per host.", flag_values=fv)
+    flags.DEFINE_integer("max_failures", 3, "Restarts of the worker group after a host fails; "
+                         "MaxText resumes from the latest checkpoint each time.", flag_values=fv)
+    flags.DEFINE_integer("steps_beyond_checkpoint", None,
+                         "Train this many steps past the run's latest checkpoint (sets MaxText's "
+                         "steps): a rerun of the same command trains further instead of "
+                         "stopping.", flag_values=fv)
+    flags.DEFINE_bool("dry_run", False, "Validate and print the plan as JSON; start no workers.",
+                      flag_values=fv)
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """The launcher's flags, read once."""
+
+    accelerator_type: str | None = None
+    topology: str | None = None
+    num_slices: int = 1
+    chips_per_host: int | None = None
+    cpu_hosts: int | None = None
+    cpu_devices_per_host: int | None = None
+    max_failures: int = 3
+    steps_beyond_checkpoint: int | None = None
+    dry_run: bool = False
+
+    @classmethod
+    def from_flags(cls, fv: flags.FlagValues) -> JobOptions:
+        return cls(**{f.name: fv[f.name].value for f in fields(cls)})
+
+    def slice_request(self) -> Slices | None:
+        """The slice these flags ask for, or None when they name none (the cluster decides)."""
+        return slices_mod.from_flags(self.accelerator_type, self.topology, self.num_slices,
+                                     self.chips_per_host, self.cpu_hosts,
+                                     self.cpu_devices_per_host)
+
+
+def parse_job_args(job_args: list[str]) -> tuple[JobOptions, list[str]]:
+    """Splits a job's arguments into the launcher's options and MaxText's arguments."""
+    fv = flags.FlagValues()
+    define_flags(fv)
+    try:
+        rest = fv(["tpu-launcher train", *job_args])
+    except flags.Error as e:
+        raise UsageError("flags", str(e), "see `tpu-launcher train --help`") from None
+    return JobOptions.from_flags(fv), rest[1:]
+
+
+@dataclass(frozen=True)
+class JobPlan:
+    """What will run: on which slices (None: the cluster decides at submission), with which
+    MaxText arguments (defaults added, nothing the user set changed)."""
+
+    slices: Slices | None
+    args: MaxTextArgs
+
+    @property
+    def run_name(self) -> str:
+        return str(self.args.get("run_name"))
+
+    @property
+    def run_dir(self) -> Path:
+        return Path(str(self.args.get("base_output_directory"))) / self.run_name
+
+
+def plan_job(options: JobOptions, maxtext_argv: list[str], *, nodes: list[dict] | None = None,
+             target: Slices | None = None, require_slice: bool = False,
+             output_dir: str | None = None) -> JobPlan:
+    """Parses and checks everything that can be checked before training. Raises UsageError.
+
+    nodes: the Ray cluster's nodes, when there is one to hold the job to;
+    target: the slice the job is meant for (preflight's values file or release);
+    output_dir: where checkpoints go unless base_output_directory= says otherwise; given where
+      the job runs (the bucket mount), so the directory and the steps are checked there.
+    """
+    args = MaxTextArgs.parse(maxtext_argv)
+    args.check_required()
+    slices = target or options.slice_request()
+    if nodes is not None:
+        if slices is None:
+            slices = slices_mod.from_cluster_nodes(nodes)
+        else:
+            slices_mod.check_fits_cluster(slices, nodes)
+    if slices is None and require_slice:
+        raise UsageError("accelerator_type", "no slice given and no Ray cluster to read it from",
+                         "pass --accelerator_type and --topology")
+    if slices is not None:
+        args.check_parallelism(slices.devices_per_slice, slices.num_slices, slices.describe())
+    if output_dir is not None:
+        args = args.with_defaults(base_output_directory=output_dir)
+        out_dir = str(args.get("base_output_directory"))
+        check_output_directory(out_dir)
+        args = resolve_steps(args, Path(out_dir) / str(args.get("run_name")),
+                             options.steps_beyond_checkpoint)
+    return JobPlan(slices, args)
+
+
+def resolve_steps(args: MaxTextArgs, run_dir: Path,
+                  steps_beyond_checkpoint: int | None) -> MaxTextArgs:
+    """Resolves --steps_beyond_checkpoint and refuses a run that would train nothing (MaxText
+    would fail on every host after minutes of start-up; this says it in a second). A gs://
+    run directory is read by preflight's bucket check, not here."""
+    done = [] if str(run_dir).startswith("gs:") else committed_steps(run_dir)
+    start = done[-1] + 1 if done else 0
+    more = steps_beyond_checkpoint
+    if more is not None:
+        if "steps" in args.overrides:
+            raise UsageError("steps_beyond_checkpoint", "was given together with steps=",
+                             "keep one: steps= (a total) or --steps_beyond_checkpoint (more)")
+        if more < 1:
+            raise UsageError("steps_beyond_checkpoint", f"must be at least 1, got {more}",
+                             "--steps_beyond_checkpoint=20")
+        args = args.with_defaults(steps=start + more)
+    steps = int(args.get("steps"))
+    if done and 0 < steps <= start:  # steps=-1: MaxText takes the schedule's length
+        raise UsageError(
+            "steps",
+            f"run {args.get('run_name')} already completed {start} steps (checkpoint "
+            f"{done[-1]} in {run_dir / CHECKPOINTS_SUBDIR}); steps={steps} asks for no more",
+            f"pass steps={start + steps} (or --steps_beyond_checkpoint=N) to train further, or "
+            "a new run_name to start over",
+        )
+    return args

@@ -1,0 +1,64 @@
+"""The TPU slices a chart values file asks for: one reader for preflight, the fake GKE node
+pools and the tests. `ray.worker.tpu` is the training slice group, `saxml.modelServer.tpu` the
+serving one; each is held to the TPU table."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from launcher.core.errors import UsageError
+from launcher.core.slices import Slices
+from launcher.core.tpu_table import slice_shape
+
+# Where in the values each slice group lives, and what turns it on.
+TPU_BLOCKS = {"ray": ("ray", "worker", "tpu"), "saxml": ("saxml", "modelServer", "tpu")}
+
+
+def load_values(*paths: str | Path) -> dict:
+    """Values files merged in Helm's order (maps merge, anything else: the later file wins)."""
+
+    def merge(base: dict, over: dict) -> dict:
+        for key, value in over.items():
+            if isinstance(value, dict) and isinstance(base.get(key), dict):
+                merge(base[key], value)
+            else:
+                base[key] = value
+        return base
+
+    merged: dict = {}
+    for path in paths:
+        merge(merged, yaml.safe_load(Path(path).read_text()) or {})
+    return merged
+
+
+def _block(values: dict, path: tuple[str, ...]) -> dict | None:
+    node: object = values
+    for key in path:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else None
+
+
+def tpu_slices(values: dict) -> dict[str, Slices]:
+    """The enabled TPU slice groups of (merged) values, by component: "ray", "saxml"."""
+    found = {}
+    for component, path in TPU_BLOCKS.items():
+        top, tpu = values.get(component, {}), _block(values, path)
+        enabled = top.get("enabled", component == "ray") if isinstance(top, dict) else False
+        if not enabled or not tpu or tpu.get("enabled") is False or "generation" not in tpu:
+            continue
+        shape = slice_shape(str(tpu["generation"]), str(tpu["topology"]),
+                            int(tpu["chipsPerHost"]) if tpu.get("chipsPerHost") else None)
+        found[component] = Slices(shape, int(tpu.get("slices", 1)))
+    return found
+
+
+def training_slices(path: str | Path) -> Slices:
+    """The training slice (ray.worker.tpu) a values file describes, for preflight."""
+    slices = tpu_slices(load_values(path)).get("ray")
+    if slices is None:
+        raise UsageError("values", f"{path} describes no TPU worker group (ray.worker.tpu)",
+                         "pass a TPU values file (values/v6e-16.yaml) or --accelerator_type "
+                         "and --topology")
+    return slices

@@ -1,0 +1,78 @@
+"""Preflight: will this MaxText job fit and run on that slice? Answered on a CPU workstation,
+before anyone pays for a TPU-hour.
+
+    tpu-launcher preflight --values values/v6e-16.yaml [--bucket gs://b/prefix] [--advise] \
+        -- [launcher flags] base.yml model_name=llama3-8b run_name=r per_device_batch_size=1 ...
+
+The job's arguments are the same as `tpu-launcher submit`'s. The target slice is a values
+file's, an installed release's, or the job's own --accelerator_type/--topology. The training
+step is compiled ahead of time for that TPU topology (see compile_engine) and its per-chip memory
+set against the chip's HBM from the TPU table. With --bucket it also checks the bucket (see
+bucket_check); with --advise it ranks candidate ICI splits by a roofline estimate (see
+sharding_advice).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.slices import Slices
+from launcher.core.values_file import training_slices
+from launcher.preflight.compile_engine import compile_report
+from launcher.preflight.memory_report import refuse_if_too_big
+
+
+@dataclass(frozen=True)
+class PreflightRequest:
+    """`tpu-launcher preflight`'s options, read once."""
+
+    job_args: list[str]
+    values: str | None = None  # a chart values file naming the slice
+    release: str | None = None  # or an installed release (kubectl's current context)
+    namespace: str = "default"
+    bucket: str | None = None  # gs://bucket/prefix to check
+    advise: bool = False
+    use_cache: bool = True
+
+
+def _target(request: PreflightRequest) -> Slices | None:
+    """The slice to compile for; None for a release without TPUs (nothing to compile for)."""
+    if request.values:
+        return training_slices(request.values)
+    if request.release:
+        from launcher.client.helm_release import release_slices
+
+        return release_slices(request.release, request.namespace)
+    return None
+
+
+def preflight(request: PreflightRequest) -> int:
+    """Prints the reports; raises UsageError when the job is wrong for the slice or too big."""
+    options, maxtext_argv = parse_job_args(request.job_args)
+    target = _target(request)
+    if target is None and request.release:  # `make submit RELEASE=` on a CPU cluster goes on
+        print(f"preflight: release {request.release} has no TPU worker group: nothing to "
+              "compile for")
+        return 0
+    plan = plan_job(options, maxtext_argv, target=target)
+    slices = plan.slices
+    if slices is None or not slices.is_tpu:
+        raise UsageError("values", "preflight needs a TPU slice to compile for",
+                         "pass VALUES=values/<slice>.yaml, RELEASE=<release>, or "
+                         "--accelerator_type and --topology in the job's arguments")
+    if request.bucket:
+        from launcher.preflight.bucket_check import check_bucket
+
+        print(check_bucket(request.bucket, plan.run_name).render())
+    report = compile_report(plan.args, slices, use_cache=request.use_cache)
+    print(report.render())
+    if request.advise:
+        from launcher.preflight import sharding_advice
+
+        candidates, best = sharding_advice.advise(plan.args, slices, use_cache=request.use_cache,
+                                                  given=report)
+        print(sharding_advice.render(candidates, best, slices))
+    refuse_if_too_big(report)
+    return 0

@@ -1,0 +1,150 @@
+"""The JaxTrainer entrypoint: run MaxText on every host of one or more TPU slices.
+
+    tpu-launcher train [--accelerator_type=v6e --topology=4x4 --num_slices=1]
+        [maxtext config.yml] key=value ...
+
+Every MaxText key=value passes through unchanged. The slice comes from the flags or, when they
+are absent, from the Ray cluster's TPU nodes. Before any worker starts, the launcher checks the
+parallelism against the slice, the output directory, and the required keys.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import sys
+import time
+import uuid
+from collections.abc import Sequence
+
+from absl import app, flags
+
+from launcher.core import job_plan
+from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.errors import UsageError, report
+from launcher.core.job_plan import (
+    DEFAULT_OUTPUT_DIR,
+    OUTPUT_DIR_ENV,
+    JobOptions,
+    JobPlan,
+    define_flags,
+    plan_job,
+)
+
+FLAGS = flags.FLAGS
+define_flags(FLAGS)
+
+
+def _print_summary(plan: JobPlan, metrics: dict, seconds: float) -> None:
+    run_dir = plan.run_dir
+    steps = committed_steps(run_dir)
+    first = metrics.get("first_step")
+    resumed = f"resumed at step {first}" if first else "started from step 0"
+    print("\n== training finished ==", flush=True)
+    print(f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
+          f"run in {seconds:.0f}s)")
+    print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
+    if "final_loss" in metrics:
+        print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
+    print(f"checkpoints:  {run_dir / CHECKPOINTS_SUBDIR} (steps "
+          f"{', '.join(map(str, steps)) or '-'})")
+    print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
+    print(f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
+          "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint")
+    print("LAUNCHER_RESULT " + json.dumps({"run_dir": str(run_dir), "checkpoints": steps,
+                                          **metrics}), flush=True)
+
+
+def _ray_nodes(options: JobOptions) -> list[dict] | None:
+    """The Ray cluster's nodes; a dry run outside a Ray job has none."""
+    if options.dry_run and not os.environ.get("RAY_ADDRESS"):
+        return None
+    # Ray folds "similar" lines from different workers into one; progress lines differ only in
+    # numbers, so folding would hide them.
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    import ray
+
+    ray.init(log_to_driver=True)
+    return ray.nodes()
+
+
+def train(options: JobOptions, maxtext_argv: list[str]) -> int:
+    """Plans the job, then (unless a dry run) trains it on the planned slices."""
+    plan = plan_job(options, maxtext_argv, nodes=_ray_nodes(options), require_slice=True,
+                    output_dir=os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR))
+    slices, args = plan.slices, plan.args
+    assert slices is not None  # require_slice
+    scaling = slices.scaling_config()
+    print(f"launcher: {slices.describe()}: {slices.num_workers} workers x "
+          f"{slices.devices_per_host} devices = {slices.num_devices} devices", flush=True)
+    print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
+    if options.dry_run:
+        print(json.dumps({
+            "num_workers": scaling.num_workers, "use_tpu": scaling.use_tpu,
+            "topology": scaling.topology, "accelerator_type": scaling.accelerator_type,
+            "resources_per_worker": scaling.resources_per_worker,
+            "placement_strategy": scaling.placement_strategy, "argv": args.argv(),
+        }))
+        return 0
+    return _fit(plan, options.max_failures, scaling)
+
+
+def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
+    from ray.train import FailureConfig, RunConfig
+    from ray.train.v2.jax import JaxTrainer
+
+    from launcher.runtime.cpu_backend import CpuJaxConfig
+    from launcher.runtime.worker import read_summary, train_loop_per_worker
+
+    slices, args = plan.slices, plan.args
+    assert slices is not None
+    out_dir = str(args.get("base_output_directory")).rstrip("/")
+    summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
+    env = {}
+    if not slices.is_tpu:
+        env = {"JAX_PLATFORMS": "cpu",
+               "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}"}
+    trainer = JaxTrainer(
+        train_loop_per_worker=train_loop_per_worker,
+        train_loop_config={"argv": args.argv(), "steps": args.get("steps"),
+                           "summary_key": summary_key},
+        scaling_config=scaling,
+        jax_config=None if slices.is_tpu else CpuJaxConfig(),
+        run_config=RunConfig(
+            name=plan.run_name,
+            storage_path=f"{out_dir}/ray_results",
+            failure_config=FailureConfig(max_failures=max_failures),
+            worker_runtime_env={"env_vars": env} if env else None,
+        ),
+    )
+    start = time.monotonic()
+    try:
+        result = trainer.fit()
+    except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
+        print(f"\nlauncher: training failed after {max_failures} restarts: "
+              f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
+        print(f"  checkpoints so far are kept under {plan.run_dir / CHECKPOINTS_SUBDIR}; fix "
+              "the cause and submit again with the same run_name to resume.",
+              file=sys.stderr, flush=True)
+        return 1
+    del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
+    _print_summary(plan, read_summary(summary_key), time.monotonic() - start)
+    return 0
+
+
+def _main(argv: Sequence[str]) -> int:
+    """absl's main: the flags are parsed; read them once and go."""
+    try:
+        return train(JobOptions.from_flags(FLAGS), list(argv[1:]))
+    except UsageError as e:
+        return report(e, prog="tpu-launcher train")
+
+
+def run(argv: list[str]) -> None:
+    """`tpu-launcher train ARGS`: the absl app (absl's logging flags, --helpfull), then exits."""
+    if {"-h", "--help", "--helpshort"} & set(argv):
+        # absl's --help lists the main module's flags; ours live in core.job_plan.
+        print(__doc__.strip() + "\n\nflags:\n" + FLAGS.module_help(job_plan.__name__))
+        sys.exit(0)
+    app.run(_main, argv=["tpu-launcher train", *argv])

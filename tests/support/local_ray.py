@@ -1,0 +1,45 @@
+"""A real local Ray cluster (head + simulated TPU hosts) driven through `tpu-launcher`, as a
+user drives it, for the end-to-end tests."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.support.paths import REPO
+
+
+def local_cluster_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO,
+                          text=True, capture_output=True, check=check)
+
+
+@dataclass
+class LocalCluster:
+    bucket: Path
+    started_here: bool
+
+    def submit(self, *job_args: str, extra: tuple[str, ...] = (), timeout: int = 540):
+        """Submits through the same code path as `make submit`; returns (exit code, output)."""
+        argv = [sys.executable, "-m", "launcher", "submit", *extra, "--", *job_args]
+        if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
+            argv.append(f"base_output_directory={self.bucket}")
+        env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
+        proc = subprocess.run(argv, cwd=REPO, text=True, capture_output=True, timeout=timeout,
+                              env=env)
+        return proc.returncode, proc.stdout + proc.stderr
+
+
+def launcher_result(output: str) -> dict:
+    lines = [ln for ln in output.splitlines() if "LAUNCHER_RESULT " in ln]
+    assert lines, f"the job printed no summary:\n{output[-4000:]}"
+    return json.loads(lines[-1].split("LAUNCHER_RESULT ", 1)[1])
+
+
+def run_name(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"

@@ -1,0 +1,71 @@
+"""The house by audience: what runs in the container (runtime) never imports what runs on a
+workstation (client, preflight); what both share (core) imports neither; and no module of the
+launcher is in an import circle. Imports inside functions count too: they run all the same."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.unit
+PACKAGE = REPO / "launcher"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(REPO).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+
+
+def _imports(path: Path) -> set[str]:
+    """The launcher modules `path` imports (a `from package import name` that names a module
+    counts as that module)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("launcher")}
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("launcher"):
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in MODULES else node.module)
+    return found
+
+
+GRAPH = {name: _imports(path) & set(MODULES) for name, path in MODULES.items()}
+
+
+def _reaches(start: str) -> set[str]:
+    seen, todo = set(), [start]
+    while todo:
+        for nxt in GRAPH[todo.pop()] - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return seen
+
+
+@pytest.mark.parametrize(("package", "forbidden"), [
+    ("launcher.runtime", ("launcher.client", "launcher.preflight", "launcher.cli")),
+    ("launcher.core", ("launcher.runtime", "launcher.client", "launcher.preflight",
+                       "launcher.cli")),
+])
+def test_a_package_never_reaches_the_other_audience(package, forbidden):
+    for name in (m for m in MODULES if m == package or m.startswith(package + ".")):
+        crossing = sorted(m for m in _reaches(name) if m.startswith(forbidden))
+        assert not crossing, f"{name} imports (directly or through others) {crossing}"
+
+
+def test_no_module_is_in_an_import_circle():
+    circles = sorted(name for name in MODULES if name in _reaches(name))
+    assert not circles, f"modules in an import circle: {circles}"
+
+
+def test_the_graph_sees_imports_at_all():
+    """Guards the two tests above against a walker that finds nothing."""
+    assert "launcher.core.job_plan" in GRAPH["launcher.runtime.entrypoint"]
+    assert "launcher.preflight.command" in GRAPH["launcher.client.ray_jobs"]
