@@ -47,33 +47,33 @@ demo: venv up ## Train the tiny model on the local simulated slice; run again to
 
 .PHONY: test
 test: venv helm cluster-build ## Every tier below, in one pytest run.
-	$(PY) -m pytest $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) $(PYTEST_ARGS)
 
 ##@ Test tiers (make test runs them all)
 
 .PHONY: test-unit
 test-unit: venv ## Seconds: no Go, no helm, no Ray cluster, no compile.
-	$(PY) -m pytest -m unit $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) -m unit $(PYTEST_ARGS)
 
 .PHONY: test-chart
 test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals, goldens.
-	$(PY) -m pytest -m chart $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) -m chart $(PYTEST_ARGS)
 
 .PHONY: test-cluster
 test-cluster: venv helm cluster-build ## The chart installed into the test control plane (KUBECONFIG_PATH= for another cluster).
-	$(PY) -m pytest -m cluster $(if $(KUBECONFIG_PATH),--kubeconfig $(KUBECONFIG_PATH)) $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) -m cluster $(if $(KUBECONFIG_PATH),--kubeconfig $(KUBECONFIG_PATH)) $(PYTEST_ARGS)
 
 .PHONY: test-e2e
 test-e2e: venv ## Real Ray cluster on loopback, real MaxText on CPU, faults and resumes.
-	$(PY) -m pytest -m e2e $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) -m e2e $(PYTEST_ARGS)
 
 .PHONY: test-preflight
 test-preflight: venv ## Ahead-of-time compiles for TPU topologies; the bucket check on the GCS emulator.
-	$(PY) -m pytest -m preflight $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) -m preflight $(PYTEST_ARGS)
 
 .PHONY: test-image
 test-image: venv ## The image's install steps from the built wheel in a fresh venv; hadolint; the lock.
-	$(PY) -m pytest -m image $(PYTEST_ARGS)
+	ci/pytest.sh $(PY) -m image $(PYTEST_ARGS)
 
 ##@ Jobs
 
@@ -165,6 +165,10 @@ uninstall: $(HELM) ## helm uninstall RELEASE (the bucket and its checkpoints sta
 chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
 	$(TL) tpu-table --json > $(CHART)/files/tpu-table.json
 
+.PHONY: goldens
+goldens: venv helm ## Rewrite the golden renders (tests/chart/goldens/) after an intended template change.
+	$(PY) -m tests.support.goldens --write
+
 .PHONY: docs
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --write $(CHART)/README.md
@@ -214,8 +218,14 @@ lock: | $(UV) ## Re-resolve the locks from pyproject.toml (linux x86_64, Python 
 	$(UV) pip compile --quiet pyproject.toml --extra dev $(LOCK_FLAGS) -c $(LOCK) -o $(DEV_LOCK)
 
 .PHONY: lint
-lint: venv ## ruff over the Python code.
+lint: venv ## ruff (lint and format) over the Python code, shellcheck over the shell scripts.
 	$(VENV)/bin/ruff check launcher tests ci benchmarks
+	$(VENV)/bin/ruff format --check launcher tests ci benchmarks
+	$(VENV)/bin/shellcheck -x -P SCRIPTDIR ci/*.sh ci/cluster/*.sh .ci/run
+
+.PHONY: format
+format: venv ## ruff format the Python code.
+	$(VENV)/bin/ruff format launcher tests ci benchmarks
 
 .PHONY: bench
 bench: venv helm cluster-build ## Benchmarks: launcher overhead, preflight/advice timing, install-to-ready.

@@ -43,16 +43,42 @@ def one_round(bins, values: str) -> float:
     kubectl(bins, "create", "namespace", ns)
     kubectl(bins, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(n) for n in nodes))
     started = time.monotonic()
-    subprocess.run([str(helm(3)), "--kubeconfig", str(control_plane.KUBECONFIG), "-n", ns,
-                    "install", "tpu", str(CHART), "-f", str(REPO / "values" / values), *BUCKET],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(helm(3)),
+            "--kubeconfig",
+            str(control_plane.KUBECONFIG),
+            "-n",
+            ns,
+            "install",
+            "tpu",
+            str(CHART),
+            "-f",
+            str(REPO / "values" / values),
+            *BUCKET,
+        ],
+        check=True,
+        capture_output=True,
+    )
     while not ready(bins, ns):
         if time.monotonic() - started > 120:
             raise SystemExit(f"{values}: not ready after 120 s")
         time.sleep(0.1)
     elapsed = time.monotonic() - started
-    subprocess.run([str(helm(3)), "--kubeconfig", str(control_plane.KUBECONFIG), "-n", ns,
-                    "uninstall", "tpu", "--wait"], check=True, capture_output=True)
+    subprocess.run(
+        [
+            str(helm(3)),
+            "--kubeconfig",
+            str(control_plane.KUBECONFIG),
+            "-n",
+            ns,
+            "uninstall",
+            "tpu",
+            "--wait",
+        ],
+        check=True,
+        capture_output=True,
+    )
     kubectl(bins, "delete", "namespace", ns, "--wait=true", "--timeout=120s")
     kubectl(bins, "delete", "node", *(n["metadata"]["name"] for n in nodes))
     return elapsed
@@ -70,10 +96,12 @@ def main() -> None:
         print(f"control plane: {'already up' if was_up else f'started in {up_s:.1f} s'}")
         for values in VALUES:
             times = [one_round(bins, values) for _ in range(rounds)]
-            print(f"{values:<16} helm install -> RayCluster ready: median "
-                  f"{statistics.median(times):.2f} s, max {max(times):.2f} s over {rounds} "
-                  f"(target <= 30 s: {'ok' if max(times) <= 30 else 'MISSED'}; "
-                  f"{30 / max(times):.0f}x under)")
+            print(
+                f"{values:<16} helm install -> RayCluster ready: median "
+                f"{statistics.median(times):.2f} s, max {max(times):.2f} s over {rounds} "
+                f"(target <= 30 s: {'ok' if max(times) <= 30 else 'MISSED'}; "
+                f"{30 / max(times):.0f}x under)"
+            )
     finally:
         if not was_up:
             control_plane.down()

@@ -110,22 +110,46 @@ def bare(args, out_dir: Path) -> Run:
     run_name = f"bare-{uuid.uuid4().hex[:6]}"  # one run: every process must agree on it
     run.started = time.monotonic()
     for i in range(args.hosts):
-        env = {**os.environ, "JAX_PLATFORMS": "cpu",
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}",
-               # MaxText's CPU multi-process contract (what XPK sets; the port is fixed: 1234).
-               "JAX_COORDINATOR_ADDRESS": "127.0.0.1",
-               "JOB_INDEX": "0", "JOB_COMPLETION_INDEX": str(i),
-               "PROCESSES_IN_JOB": str(args.hosts), "JAX_PROCESS_COUNT": str(args.hosts)}
-        procs.append(subprocess.Popen(
-            [sys.executable, "-m", "maxtext.trainers.pre_train.train", str(config),
-             f"run_name={run_name}", f"base_output_directory={out_dir}",
-             f"steps={args.steps}", "hardware=cpu"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+        env = {
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={args.devices}",
+            # MaxText's CPU multi-process contract (what XPK sets; the port is fixed: 1234).
+            "JAX_COORDINATOR_ADDRESS": "127.0.0.1",
+            "JOB_INDEX": "0",
+            "JOB_COMPLETION_INDEX": str(i),
+            "PROCESSES_IN_JOB": str(args.hosts),
+            "JAX_PROCESS_COUNT": str(args.hosts),
+        }
+        procs.append(
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "maxtext.trainers.pre_train.train",
+                    str(config),
+                    f"run_name={run_name}",
+                    f"base_output_directory={out_dir}",
+                    f"steps={args.steps}",
+                    "hardware=cpu",
+                ],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
     sampler = Sampler(run, lambda: [(psutil.Process(p.pid), 0) for p in procs if p.poll() is None])
     sampler.start()
-    readers = [threading.Thread(target=lambda p=p, first=(i == 0): [
-        run.see(line) if first else None for line in p.stdout], daemon=True)
-        for i, p in enumerate(procs)]
+    readers = [
+        threading.Thread(
+            target=lambda p=p, first=(i == 0): [
+                run.see(line) if first else None for line in p.stdout
+            ],
+            daemon=True,
+        )
+        for i, p in enumerate(procs)
+    ]
     for t in readers:
         t.start()
     codes = [p.wait() for p in procs]
@@ -149,12 +173,21 @@ def _ray_workers():
 
 def via_submit(args, out_dir: Path) -> Run:
     run = Run("make submit")
-    argv = [sys.executable, "-m", "launcher", "submit", "--", "tiny-llama.yml",
-            f"run_name=submit-{uuid.uuid4().hex[:6]}", f"base_output_directory={out_dir}",
-            f"steps={args.steps}"]
+    argv = [
+        sys.executable,
+        "-m",
+        "launcher",
+        "submit",
+        "--",
+        "tiny-llama.yml",
+        f"run_name=submit-{uuid.uuid4().hex[:6]}",
+        f"base_output_directory={out_dir}",
+        f"steps={args.steps}",
+    ]
     run.started = time.monotonic()
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     sampler = Sampler(run, _ray_workers)
     sampler.start()
     for line in proc.stdout:  # rank 0's lines carry pid=...; count each step once
@@ -182,28 +215,40 @@ def main() -> None:
         a = bare(args, Path(tmp) / "bare")
         b = via_submit(args, Path(tmp) / "submit")
     mb = 1024 * 1024
-    print(f"\nlauncher overhead, tiny-llama.yml, {args.steps} steps, {args.hosts} hosts x "
-          f"{args.devices} CPU devices (median over steps >= {WARMUP_STEPS})")
+    print(
+        f"\nlauncher overhead, tiny-llama.yml, {args.steps} steps, {args.hosts} hosts x "
+        f"{args.devices} CPU devices (median over steps >= {WARMUP_STEPS})"
+    )
     print(f"{'':16}{'step time':>12}{'first step':>12}{'peak RSS/host':>16}")
     for r in (a, b):
-        print(f"{r.label:16}{r.steady_step * 1000:>10.1f}ms{r.to_first_step:>11.1f}s"
-              f"{r.peak_per_host / mb:>13.0f} MB")
+        print(
+            f"{r.label:16}{r.steady_step * 1000:>10.1f}ms{r.to_first_step:>11.1f}s"
+            f"{r.peak_per_host / mb:>13.0f} MB"
+        )
     step_ratio = b.steady_step / a.steady_step
     first_ratio = b.to_first_step / a.to_first_step
     mem_delta = (b.peak_per_host - a.peak_per_host) / mb
-    print(f"\nstep time ratio   {step_ratio:.3f}  (target <= 1.02)  "
-          f"{'ok' if step_ratio <= 1.02 else 'MISSED'}")
-    print(f"first step ratio  {first_ratio:.3f}  (target <= 1.25)  "
-          f"{'ok' if first_ratio <= 1.25 else 'MISSED'}")
-    print(f"memory delta      {mem_delta:+.0f} MB (target within 300 MB)  "
-          f"{'ok' if abs(mem_delta) <= 300 else 'MISSED'}")
+    print(
+        f"\nstep time ratio   {step_ratio:.3f}  (target <= 1.02)  "
+        f"{'ok' if step_ratio <= 1.02 else 'MISSED'}"
+    )
+    print(
+        f"first step ratio  {first_ratio:.3f}  (target <= 1.25)  "
+        f"{'ok' if first_ratio <= 1.25 else 'MISSED'}"
+    )
+    print(
+        f"memory delta      {mem_delta:+.0f} MB (target within 300 MB)  "
+        f"{'ok' if abs(mem_delta) <= 300 else 'MISSED'}"
+    )
     print("\nwhere `make submit`'s time to the first step goes (seconds from the command):")
     for marker, what in MARKERS.items():
         if marker in b.marks:
             print(f"  {b.marks[marker] - b.started:6.1f}  {what}")
     print(f"  {b.to_first_step:6.1f}  first step completed (bare MaxText: {a.to_first_step:.1f})")
-    print(f"Ray's per-node daemons add about {(b.peak_rss_with_ray - b.peak_per_host) / mb:.0f} "
-          "MB per host on top of the worker (raylet, dashboard and runtime-env agents)")
+    print(
+        f"Ray's per-node daemons add about {(b.peak_rss_with_ray - b.peak_per_host) / mb:.0f} "
+        "MB per host on top of the worker (raylet, dashboard and runtime-env agents)"
+    )
 
 
 if __name__ == "__main__":

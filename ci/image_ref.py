@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Prints the launcher image reference the chart would run, from its values and a values file.
 
-    ci/image_ref.py charts/tpu-stack/values.yaml [values/v6e-16.yaml]
+ci/image_ref.py charts/tpu-stack/values.yaml [values/v6e-16.yaml]
 """
 
 from __future__ import annotations

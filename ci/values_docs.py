@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Generates the values reference (a Markdown table) from the `# --` comments in values.yaml.
 
-    ci/values_docs.py charts/tpu-stack/values.yaml            # print the table
-    ci/values_docs.py charts/tpu-stack/values.yaml --check F  # exit 1 if F's table differs
+ci/values_docs.py charts/tpu-stack/values.yaml            # print the table
+ci/values_docs.py charts/tpu-stack/values.yaml --check F  # exit 1 if F's table differs
 """
 
 from __future__ import annotations

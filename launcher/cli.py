@@ -29,24 +29,35 @@ def _job_args(values: list[str]) -> list[str]:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="tpu-launcher", description=__doc__.splitlines()[0],
+        prog="tpu-launcher",
+        description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Job args: the launcher's flags (see `tpu-launcher train --help`), then MaxText's "
-        "[config.yml] key=value ...")
+        "[config.yml] key=value ...",
+    )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("submit", help="check a training job, submit it, follow it")
-    p.add_argument("--address", help="Ray dashboard URL (default: RAY_API_SERVER_ADDRESS, "
-                   "RAY_ADDRESS, then the local cluster)")
+    p.add_argument(
+        "--address",
+        help="Ray dashboard URL (default: RAY_API_SERVER_ADDRESS, "
+        "RAY_ADDRESS, then the local cluster)",
+    )
     p.add_argument("--submission-id", help="job id (default <run_name>-<time>)")
     p.add_argument("--no-wait", action="store_true", help="return after submitting")
     p.add_argument("--dry-run", action="store_true", help="print the commands only")
-    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head, send its "
-                   "token, and preflight for its slice")
+    p.add_argument(
+        "--release",
+        help="a tpu-stack Helm release: port-forward its head, send its "
+        "token, and preflight for its slice",
+    )
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument("--values", help="a chart values file: preflight the job for its slice first")
-    p.add_argument("--skip-preflight", action="store_true",
-                   help="submit without preflight even with --values/--release")
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="submit without preflight even with --values/--release",
+    )
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments")
 
     for name, what in (("logs", "print"), ("status", "show"), ("stop", "stop")):
@@ -56,16 +67,22 @@ def _parser() -> argparse.ArgumentParser:
         if name == "logs":
             q.add_argument("--follow", action="store_true")
 
-    p = sub.add_parser("preflight", help="will the job fit the slice? (compiles for the TPU on "
-                       "CPU)")
+    p = sub.add_parser(
+        "preflight", help="will the job fit the slice? (compiles for the TPU on CPU)"
+    )
     target = p.add_mutually_exclusive_group()
     target.add_argument("--values", help="a chart values file naming the slice")
     target.add_argument("--release", help="an installed release whose RayCluster names the slice")
     p.add_argument("--namespace", default="default")
-    p.add_argument("--bucket", help="gs://bucket/prefix to check (exists, writable, latest "
-                   "checkpoint)")
-    p.add_argument("--advise", action="store_true", help="also rank candidate ICI splits by a "
-                   "roofline estimate (a few minutes per split, cold)")
+    p.add_argument(
+        "--bucket", help="gs://bucket/prefix to check (exists, writable, latest checkpoint)"
+    )
+    p.add_argument(
+        "--advise",
+        action="store_true",
+        help="also rank candidate ICI splits by a "
+        "roofline estimate (a few minutes per split, cold)",
+    )
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments")
 
@@ -75,18 +92,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--num-slices", type=int, default=1)
     p.add_argument("--cpu-hosts", type=int, help="a CPU-only slice of this many hosts instead")
     p.add_argument("--cpu-devices-per-host", type=int, default=2)
-    p.add_argument("--bucket-dir", default=".local/bucket",
-                   help="directory that stands for the mounted checkpoint bucket")
+    p.add_argument(
+        "--bucket-dir",
+        default=".local/bucket",
+        help="directory that stands for the mounted checkpoint bucket",
+    )
     p.add_argument("--object-store-mb", type=int, default=256)
     p.add_argument("--dry-run", action="store_true")
     p = sub.add_parser("down", help="stop the local Ray cluster")
     p.add_argument("--dry-run", action="store_true")
     sub.add_parser("local-status", help="exit 0 when the local Ray cluster answers")
 
-    sub.add_parser("train", add_help=False,
-                   help="the JaxTrainer entrypoint: run the job on the Ray cluster it is in")
-    p = sub.add_parser("cluster-check", help="helm test's check: the Ray head answers and every "
-                       "host joined")
+    sub.add_parser(
+        "train",
+        add_help=False,
+        help="the JaxTrainer entrypoint: run the job on the Ray cluster it is in",
+    )
+    p = sub.add_parser(
+        "cluster-check", help="helm test's check: the Ray head answers and every host joined"
+    )
     p.add_argument("--address", required=True)
     p.add_argument("--expect-nodes", type=int, required=True, help="head + workers")
     p.add_argument("--timeout", type=float, default=300)
@@ -100,10 +124,19 @@ def _dispatch(ns: argparse.Namespace) -> int:
         from launcher.client.ray_jobs import SubmitRequest, submit, use_token_if_present
 
         use_token_if_present()
-        return submit(SubmitRequest(
-            _job_args(ns.job_args), address=ns.address, submission_id=ns.submission_id,
-            no_wait=ns.no_wait, dry_run=ns.dry_run, release=ns.release, namespace=ns.namespace,
-            values=ns.values, skip_preflight=ns.skip_preflight))
+        return submit(
+            SubmitRequest(
+                _job_args(ns.job_args),
+                address=ns.address,
+                submission_id=ns.submission_id,
+                no_wait=ns.no_wait,
+                dry_run=ns.dry_run,
+                release=ns.release,
+                namespace=ns.namespace,
+                values=ns.values,
+                skip_preflight=ns.skip_preflight,
+            )
+        )
     if ns.command in ("logs", "status", "stop"):
         from launcher.client.ray_jobs import act_on_job, use_token_if_present
 
@@ -112,17 +145,33 @@ def _dispatch(ns: argparse.Namespace) -> int:
     if ns.command == "preflight":
         from launcher.preflight.command import PreflightRequest, preflight
 
-        return preflight(PreflightRequest(
-            _job_args(ns.job_args), values=ns.values, release=ns.release,
-            namespace=ns.namespace, bucket=ns.bucket, advise=ns.advise,
-            use_cache=not ns.no_cache))
+        return preflight(
+            PreflightRequest(
+                _job_args(ns.job_args),
+                values=ns.values,
+                release=ns.release,
+                namespace=ns.namespace,
+                bucket=ns.bucket,
+                advise=ns.advise,
+                use_cache=not ns.no_cache,
+            )
+        )
     if ns.command in ("up", "down", "local-status"):
         from launcher.client import local_cluster
 
         if ns.command == "up":
-            local_cluster.up(local_cluster.LocalClusterSpec(
-                ns.accelerator, ns.topology, ns.num_slices, ns.cpu_hosts,
-                ns.cpu_devices_per_host, ns.bucket_dir, ns.object_store_mb, ns.dry_run))
+            local_cluster.up(
+                local_cluster.LocalClusterSpec(
+                    ns.accelerator,
+                    ns.topology,
+                    ns.num_slices,
+                    ns.cpu_hosts,
+                    ns.cpu_devices_per_host,
+                    ns.bucket_dir,
+                    ns.object_store_mb,
+                    ns.dry_run,
+                )
+            )
             return 0
         if ns.command == "down":
             local_cluster.down(ns.dry_run)

@@ -14,4 +14,5 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if len(tiers) != 1:
             raise pytest.UsageError(
                 f"{item.nodeid} is marked {tiers or 'with no tier'}: give it exactly one of "
-                f"{', '.join(TIERS)} (pytestmark = pytest.mark.<tier>)")
+                f"{', '.join(TIERS)} (pytestmark = pytest.mark.<tier>)"
+            )

@@ -73,7 +73,10 @@ def free_port() -> int:
 def kubectl(bins: dict[str, Path], *args: str, stdin: str | None = None) -> str:
     return subprocess.run(
         [str(bins["kubernetes"] / "kubectl"), "--kubeconfig", str(KUBECONFIG), *args],
-        input=stdin, check=True, capture_output=True, text=True,
+        input=stdin,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout
 
 
@@ -95,19 +98,33 @@ def kwokctl(bins: dict[str, Path], *args: str) -> None:
 def create_cluster(bins: dict[str, Path]) -> None:
     k8s = bins["kubernetes"]
     runtime = os.environ.get("KWOK_RUNTIME", "binary")
-    args = ["create", "cluster", "--runtime", runtime, "--kubeconfig", str(KUBECONFIG),
-            "--wait", "120s", "--disable-qps-limits"]
+    args = [
+        "create",
+        "cluster",
+        "--runtime",
+        runtime,
+        "--kubeconfig",
+        str(KUBECONFIG),
+        "--wait",
+        "120s",
+        "--disable-qps-limits",
+    ]
     stages = RUN / "kwok-stages.yaml"
     stage_files = sorted((bins["kwok"] / "stages").glob("*.yaml"))
     stages.write_text("\n---\n".join(f.read_text() for f in stage_files))
     args += ["--config", str(stages)]
     if runtime == "binary":
         args += [
-            "--etcd-binary", str(bins["etcd"] / "etcd"),
-            "--kube-apiserver-binary", str(k8s / "kube-apiserver"),
-            "--kube-controller-manager-binary", str(k8s / "kube-controller-manager"),
-            "--kube-scheduler-binary", str(k8s / "kube-scheduler"),
-            "--kwok-controller-binary", str(bins["kwok"] / "kwok"),
+            "--etcd-binary",
+            str(bins["etcd"] / "etcd"),
+            "--kube-apiserver-binary",
+            str(k8s / "kube-apiserver"),
+            "--kube-controller-manager-binary",
+            str(k8s / "kube-controller-manager"),
+            "--kube-scheduler-binary",
+            str(k8s / "kube-scheduler"),
+            "--kwok-controller-binary",
+            str(bins["kwok"] / "kwok"),
         ]
     for extra in APISERVER_EXTRA_ARGS:
         args += ["--extra-args", extra]
@@ -116,8 +133,9 @@ def create_cluster(bins: dict[str, Path]) -> None:
 
 def apply_crds(bins: dict[str, Path]) -> None:
     for component in ("kuberay", "jobset"):
-        kubectl(bins, "apply", "--server-side", "--force-conflicts",
-                "-f", str(bins[component] / "crds"))
+        kubectl(
+            bins, "apply", "--server-side", "--force-conflicts", "-f", str(bins[component] / "crds")
+        )
     for _ in range(100):  # `kubectl wait` errors out while a new CRD has no status yet
         try:
             kubectl(bins, "wait", "--for=condition=Established", "--timeout=30s", "crd", "--all")
@@ -131,8 +149,9 @@ def start(name: str, argv: list[str]) -> None:
     """Starts a controller in its own session (it outlives this script); pid + log in RUN."""
     log = (RUN / f"{name}.log").open("ab")
     env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=RUN,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=RUN, start_new_session=True
+    )
     (RUN / f"{name}.pid").write_text(str(proc.pid))
 
 
@@ -174,20 +193,27 @@ def wait_http_ok(url: str, what: str, timeout: float = 60, **kw) -> None:
         except requests.RequestException:
             pass
         if time.monotonic() > deadline:
-            sys.exit(f"error: {what} did not become healthy at {url} in {timeout:.0f} s; "
-                     f"see {RUN}/*.log")
+            sys.exit(
+                f"error: {what} did not become healthy at {url} in {timeout:.0f} s; see {RUN}/*.log"
+            )
         time.sleep(0.3)
 
 
 def start_kuberay(bins: dict[str, Path]) -> None:
     health = free_port()
-    start("kuberay-operator", [
-        str(bins["kuberay"] / "kuberay-operator"),
-        "--kubeconfig", str(KUBECONFIG),
-        "--enable-leader-election=false",
-        "--metrics-addr", f"127.0.0.1:{free_port()}",
-        "--health-probe-bind-address", f"127.0.0.1:{health}",
-    ])
+    start(
+        "kuberay-operator",
+        [
+            str(bins["kuberay"] / "kuberay-operator"),
+            "--kubeconfig",
+            str(KUBECONFIG),
+            "--enable-leader-election=false",
+            "--metrics-addr",
+            f"127.0.0.1:{free_port()}",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{health}",
+        ],
+    )
     wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the KubeRay operator")
 
 
@@ -203,22 +229,30 @@ def self_signed_cert(cert_dir: Path) -> bytes:
     name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"jobset-webhook.{WEBHOOK_HOST}")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
-        x509.CertificateBuilder().subject_name(name).issuer_name(name)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
         .not_valid_after(now + datetime.timedelta(days=365))
-        .add_extension(x509.SubjectAlternativeName(
-            [x509.IPAddress(ipaddress.ip_address(WEBHOOK_HOST))]),
-                       critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(WEBHOOK_HOST))]),
+            critical=False,
+        )
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(key, hashes.SHA256())
     )
     pem = cert.public_bytes(serialization.Encoding.PEM)
     cert_dir.mkdir(parents=True, exist_ok=True)
     (cert_dir / "tls.crt").write_bytes(pem)
-    (cert_dir / "tls.key").write_bytes(key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption()))
+    (cert_dir / "tls.key").write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     return pem
 
 
@@ -226,8 +260,10 @@ def jobset_webhooks(jobset_dir: Path, port: int, ca_pem: bytes) -> list[dict]:
     """JobSet's own webhook configurations (with its kustomize patches), pointed at us."""
     webhook_dir = jobset_dir / "webhook"
     configs = list(yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text()))
-    patches = {"MutatingWebhookConfiguration": "mutating-patch.yaml",
-               "ValidatingWebhookConfiguration": "validating-patch.yaml"}
+    patches = {
+        "MutatingWebhookConfiguration": "mutating-patch.yaml",
+        "ValidatingWebhookConfiguration": "validating-patch.yaml",
+    }
     for cfg in configs:
         for op in yaml.safe_load((webhook_dir / "patches" / patches[cfg["kind"]]).read_text()):
             assert op["op"] == "replace" and op["path"].startswith("/webhooks/"), op
@@ -235,8 +271,10 @@ def jobset_webhooks(jobset_dir: Path, port: int, ca_pem: bytes) -> list[dict]:
         cfg["metadata"]["name"] = f"jobset-{cfg['metadata']['name']}"
         for hook in cfg["webhooks"]:
             path = hook["clientConfig"]["service"]["path"]
-            hook["clientConfig"] = {"url": f"https://{WEBHOOK_HOST}:{port}{path}",
-                                    "caBundle": base64.b64encode(ca_pem).decode()}
+            hook["clientConfig"] = {
+                "url": f"https://{WEBHOOK_HOST}:{port}{path}",
+                "caBundle": base64.b64encode(ca_pem).decode(),
+            }
     return configs
 
 
@@ -254,16 +292,28 @@ def start_jobset(bins: dict[str, Path]) -> None:
         "webhook": {"port": port, "host": WEBHOOK_HOST, "certDir": str(cert_dir)},
     }
     (RUN / "jobset-config.yaml").write_text(yaml.safe_dump(config))
-    start("jobset-controller", [
-        str(bins["jobset"] / "jobset-controller"),
-        "--config", str(RUN / "jobset-config.yaml"),
-        "--kubeconfig", str(KUBECONFIG),
-        "--metrics-bind-address", "0",
-        "--health-probe-bind-address", f"127.0.0.1:{health}",
-    ])
+    start(
+        "jobset-controller",
+        [
+            str(bins["jobset"] / "jobset-controller"),
+            "--config",
+            str(RUN / "jobset-config.yaml"),
+            "--kubeconfig",
+            str(KUBECONFIG),
+            "--metrics-bind-address",
+            "0",
+            "--health-probe-bind-address",
+            f"127.0.0.1:{health}",
+        ],
+    )
     wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the JobSet controller")
-    kubectl(bins, "apply", "-f", "-",
-            stdin="\n---\n".join(json.dumps(c) for c in jobset_webhooks(bins["jobset"], port, ca)))
+    kubectl(
+        bins,
+        "apply",
+        "-f",
+        "-",
+        stdin="\n---\n".join(json.dumps(c) for c in jobset_webhooks(bins["jobset"], port, ca)),
+    )
 
 
 def up() -> None:
@@ -279,8 +329,9 @@ def up() -> None:
         start_kuberay(bins)
     if not running("jobset-controller"):
         start_jobset(bins)
-    print(f"control plane up in {time.monotonic() - start_time:.1f} s; "
-          f"export KUBECONFIG={KUBECONFIG}")
+    print(
+        f"control plane up in {time.monotonic() - start_time:.1f} s; export KUBECONFIG={KUBECONFIG}"
+    )
 
 
 def down(quiet: bool = False) -> None:
@@ -288,10 +339,12 @@ def down(quiet: bool = False) -> None:
         stop(name)
     kwok = sorted((ROOT / ".tools" / "cluster").glob("kwok-*/kwokctl"))
     if kwok and (RUN / "kwok" / "clusters" / NAME).exists():
-        subprocess.run([str(kwok[-1]), "--name", NAME, "delete", "cluster",
-                        "--kubeconfig", str(KUBECONFIG)],
-                       env={**os.environ, "KWOK_WORKDIR": str(RUN / "kwok")},
-                       check=False, capture_output=quiet)
+        subprocess.run(
+            [str(kwok[-1]), "--name", NAME, "delete", "cluster", "--kubeconfig", str(KUBECONFIG)],
+            env={**os.environ, "KWOK_WORKDIR": str(RUN / "kwok")},
+            check=False,
+            capture_output=quiet,
+        )
     KUBECONFIG.unlink(missing_ok=True)
 
 
@@ -306,13 +359,16 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return _main(argv)
     except subprocess.CalledProcessError as e:
-        sys.exit(f"error: {' '.join(map(str, e.cmd))} failed (exit {e.returncode}):\n"
-                 f"{e.stderr or ''}\nlogs: {RUN}")
+        sys.exit(
+            f"error: {' '.join(map(str, e.cmd))} failed (exit {e.returncode}):\n"
+            f"{e.stderr or ''}\nlogs: {RUN}"
+        )
 
 
 def _main(argv: list[str] | None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("command", choices=["up", "down", "status"])
     args = parser.parse_args(argv)
     if args.command == "up":

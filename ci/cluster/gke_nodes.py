@@ -80,16 +80,20 @@ def tpu_pools(prefix: str, slices: Slices, suffix: str) -> list[dict]:
     nodes = []
     for s in range(slices.num_slices):
         pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}{suffix}"
-        nodes += [node(f"{pool}-{h}", pool, shape.machine_type, labels, shape.chips_per_host)
-                  for h in range(shape.hosts)]
+        nodes += [
+            node(f"{pool}-{h}", pool, shape.machine_type, labels, shape.chips_per_host)
+            for h in range(shape.hosts)
+        ]
     return nodes
 
 
 def nodes_for(values: dict, suffix: str = "") -> list[dict]:
     """Node (and pool) names end in `suffix`: nodes are cluster-wide, and several sets may
     coexist (one per test)."""
-    nodes = [node(f"cpu-pool{suffix}-{i}", f"cpu-pool{suffix}", CPU_POOL_MACHINE, {})
-             for i in range(CPU_POOL_NODES)]
+    nodes = [
+        node(f"cpu-pool{suffix}-{i}", f"cpu-pool{suffix}", CPU_POOL_MACHINE, {})
+        for i in range(CPU_POOL_NODES)
+    ]
     prefixes = {"ray": "ray", "saxml": "sax"}
     for component, slices in tpu_slices(values).items():
         nodes += tpu_pools(prefixes[component], slices, suffix)
@@ -97,8 +101,9 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("values", nargs="+", type=Path, help="values files, in helm's order")
     args = parser.parse_args(argv)
     print("\n---\n".join(json.dumps(n) for n in nodes_for(merged_values(*args.values))))

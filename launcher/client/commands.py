@@ -43,8 +43,12 @@ def run(
     except FileNotFoundError:
         raise CommandError(step, argv, NOT_FOUND_EXIT_CODE) from None
     if check and proc.returncode != 0:
-        raise CommandError(step, argv, proc.returncode,
-                           (proc.stdout or "") + (proc.stderr or "") if capture else "")
+        raise CommandError(
+            step,
+            argv,
+            proc.returncode,
+            (proc.stdout or "") + (proc.stderr or "") if capture else "",
+        )
     return proc
 
 

@@ -30,25 +30,47 @@ def _get(step: str, argv: list[str], dry_run: bool) -> str:
 def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[str]:
     """Yields a local dashboard address for `release`; sets RAY_AUTH_TOKEN when auth is on."""
     selector = f"app.kubernetes.io/instance={release}"
-    cluster = _get("find the release's RayCluster", _kubectl(
-        namespace, "get", "raycluster", "-l", selector, "-o", "jsonpath={.items[0].metadata.name}"),
-        dry_run) or ("<cluster>" if dry_run else "")
+    cluster = _get(
+        "find the release's RayCluster",
+        _kubectl(
+            namespace,
+            "get",
+            "raycluster",
+            "-l",
+            selector,
+            "-o",
+            "jsonpath={.items[0].metadata.name}",
+        ),
+        dry_run,
+    ) or ("<cluster>" if dry_run else "")
     if not cluster:
         raise UsageError(
-            "RELEASE", f"no RayCluster of release {release!r} in namespace {namespace!r}",
+            "RELEASE",
+            f"no RayCluster of release {release!r} in namespace {namespace!r}",
             f"check `helm list -n {namespace}` and pass NAMESPACE=..., or install it: "
-            f"make install RELEASE={release}")
-    secret = _get("find the token Secret", _kubectl(
-        namespace, "get", "raycluster", cluster, "-o",
-        "jsonpath={.spec.authOptions.secretName}"), dry_run)
+            f"make install RELEASE={release}",
+        )
+    secret = _get(
+        "find the token Secret",
+        _kubectl(
+            namespace, "get", "raycluster", cluster, "-o", "jsonpath={.spec.authOptions.secretName}"
+        ),
+        dry_run,
+    )
     if secret:
-        token = _get("read the Ray token", _kubectl(
-            namespace, "get", "secret", secret, "-o", "jsonpath={.data.auth_token}"), dry_run)
+        token = _get(
+            "read the Ray token",
+            _kubectl(namespace, "get", "secret", secret, "-o", "jsonpath={.data.auth_token}"),
+            dry_run,
+        )
         if token:
             os.environ["RAY_AUTH_TOKEN"] = base64.b64decode(token).decode()
             os.environ["RAY_AUTH_MODE"] = "token"
-    proc = start("port-forward the Ray head", _kubectl(
-        namespace, "port-forward", f"service/{cluster}-head-svc", ":8265"), dry_run=dry_run)
+    proc = start(
+        "port-forward the Ray head",
+        _kubectl(namespace, "port-forward", f"service/{cluster}-head-svc", ":8265"),
+        dry_run=dry_run,
+    )
     if proc is None:
         yield "http://127.0.0.1:<port>"
         return
@@ -56,9 +78,11 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
         line = proc.stdout.readline() if proc.stdout else ""
         m = re.search(r"127\.0\.0\.1:(\d+)", line)
         if not m:
-            raise UsageError("RELEASE", f"kubectl port-forward to {cluster}-head-svc failed: "
-                             f"{line.strip() or 'no output'}",
-                             f"check `kubectl -n {namespace} get pods -l ray.io/cluster={cluster}`")
+            raise UsageError(
+                "RELEASE",
+                f"kubectl port-forward to {cluster}-head-svc failed: {line.strip() or 'no output'}",
+                f"check `kubectl -n {namespace} get pods -l ray.io/cluster={cluster}`",
+            )
         yield f"http://127.0.0.1:{m[1]}"
     finally:
         proc.terminate()
@@ -69,21 +93,29 @@ def release_slices(release: str, namespace: str) -> Slices | None:
     (accelerator, topology), chips per host and replicas (one per slice); None for a release
     without TPUs (values/cpu.yaml)."""
     selector = f"app.kubernetes.io/instance={release}"
-    out = _get("read the release's RayCluster", _kubectl(
-        namespace, "get", "raycluster", "-l", selector, "-o", "json"), dry_run=False)
+    out = _get(
+        "read the release's RayCluster",
+        _kubectl(namespace, "get", "raycluster", "-l", selector, "-o", "json"),
+        dry_run=False,
+    )
     items = json.loads(out)["items"] if out else []
     if not items:
         raise UsageError(
-            "RELEASE", f"no RayCluster of release {release!r} in namespace {namespace!r}",
+            "RELEASE",
+            f"no RayCluster of release {release!r} in namespace {namespace!r}",
             f"check `helm list -n {namespace}` and pass NAMESPACE=..., or name the slice with "
-            "VALUES=values/<slice>.yaml")
+            "VALUES=values/<slice>.yaml",
+        )
     for group in items[0]["spec"].get("workerGroupSpecs", []):
         pod = group["template"]["spec"]
-        chips = sum(int(c.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
-                    for c in pod["containers"])
+        chips = sum(
+            int(c.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
+            for c in pod["containers"]
+        )
         selectors = pod.get("nodeSelector", {})
         if chips and GKE_TOPOLOGY_LABEL in selectors:
-            shape = slice_shape(selectors[GKE_ACCELERATOR_LABEL], selectors[GKE_TOPOLOGY_LABEL],
-                                chips)
+            shape = slice_shape(
+                selectors[GKE_ACCELERATOR_LABEL], selectors[GKE_TOPOLOGY_LABEL], chips
+            )
             return Slices(shape, int(group.get("replicas", 1)))
     return None

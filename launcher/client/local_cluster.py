@@ -52,45 +52,62 @@ def _node_ports(index: int) -> list[str]:
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    # Jobs run `python -m launcher.train`: put this environment's python first on PATH.
+    # Jobs run `python -m launcher train`: put this environment's python first on PATH.
     # Token auth is on, as in the chart: anyone who reaches a dashboard can run code.
     bin_dir = str(Path(sys.executable).parent)
-    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-            "RAY_AUTH_MODE": "token", **extra}
+    return {
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
+        "RAY_AUTH_MODE": "token",
+        **extra,
+    }
 
 
-def host_nodes(accelerator: str | None, topology: str | None, num_slices: int,
-               cpu_hosts: int | None, cpu_devices: int | None) -> list[dict]:
+def host_nodes(
+    accelerator: str | None,
+    topology: str | None,
+    num_slices: int,
+    cpu_hosts: int | None,
+    cpu_devices: int | None,
+) -> list[dict]:
     """The `ray start` resources, labels and env of each simulated host."""
     nodes = []
     if cpu_hosts:
-        env = {"JAX_PLATFORMS": "cpu",
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={cpu_devices}"}
+        env = {
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={cpu_devices}",
+        }
         return [{"resources": {}, "labels": {}, "env": env} for _ in range(cpu_hosts)]
     shape = slice_shape(accelerator or DEFAULT_ACCELERATOR, topology or DEFAULT_TOPOLOGY)
     for s in range(num_slices):
         for host in range(shape.hosts):
-            resources = {"TPU": shape.chips_per_host,
-                         f"accelerator_type:{shape.generation.ray_accelerator_type}": 1}
+            resources = {
+                "TPU": shape.chips_per_host,
+                f"accelerator_type:{shape.generation.ray_accelerator_type}": 1,
+            }
             if host == 0:
                 resources[f"TPU-{shape.pod_type}-head"] = 1
-            nodes.append({
-                "resources": resources,
-                "labels": {
-                    LABEL_SLICE: f"local-slice-{s}",
-                    LABEL_WORKER_ID: str(host),
-                    LABEL_TOPOLOGY: shape.topology,
-                    LABEL_ACCELERATOR: shape.generation.ray_accelerator_type,
-                    LABEL_POD_TYPE: shape.pod_type,
-                },
-                # What the GKE TPU webhook injects into a TPU pod; Ray reads the slice name here.
-                "env": {
-                    "TPU_NAME": f"local-slice-{s}",
-                    "TPU_WORKER_ID": str(host),
-                    "JAX_PLATFORMS": "cpu",
-                    "XLA_FLAGS": f"--xla_force_host_platform_device_count={shape.chips_per_host}",
-                },
-            })
+            nodes.append(
+                {
+                    "resources": resources,
+                    "labels": {
+                        LABEL_SLICE: f"local-slice-{s}",
+                        LABEL_WORKER_ID: str(host),
+                        LABEL_TOPOLOGY: shape.topology,
+                        LABEL_ACCELERATOR: shape.generation.ray_accelerator_type,
+                        LABEL_POD_TYPE: shape.pod_type,
+                    },
+                    # What the GKE TPU webhook injects into a TPU pod; Ray reads the slice
+                    # name here.
+                    "env": {
+                        "TPU_NAME": f"local-slice-{s}",
+                        "TPU_WORKER_ID": str(host),
+                        "JAX_PLATFORMS": "cpu",
+                        "XLA_FLAGS": (
+                            f"--xla_force_host_platform_device_count={shape.chips_per_host}"
+                        ),
+                    },
+                }
+            )
     return nodes
 
 
@@ -116,39 +133,72 @@ def up(spec: LocalClusterSpec) -> None:
         return
     bucket = Path(spec.bucket_dir).resolve()
     bucket.mkdir(parents=True, exist_ok=True)
-    nodes = host_nodes(spec.accelerator, spec.topology, spec.num_slices, spec.cpu_hosts,
-                       spec.cpu_devices_per_host)
+    nodes = host_nodes(
+        spec.accelerator, spec.topology, spec.num_slices, spec.cpu_hosts, spec.cpu_devices_per_host
+    )
     try:
         _start(spec, nodes, bucket)
     except CommandError:
         if not spec.dry_run:
             run("stop what was started", ["ray", "stop", "--force"], capture=True, check=False)
         raise
-    print(f"local Ray cluster up: dashboard {DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, "
-          f"bucket directory {bucket}")
+    print(
+        f"local Ray cluster up: dashboard {DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, "
+        f"bucket directory {bucket}"
+    )
 
 
 def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
     # Ray's own token file (~/.ray/auth_token): `ray job` clients on this machine find it.
-    run("create the Ray auth token", ["ray", "get-auth-token", "--generate"],
-        dry_run=spec.dry_run, capture=True)
-    common = [f"--node-ip-address={NODE_IP}", "--disable-usage-stats",
-              f"--object-store-memory={spec.object_store_mb * 1024 * 1024}"]
-    run("start the Ray head", [
-        "ray", "start", "--head", f"--port={HEAD_PORT}", "--dashboard-host=127.0.0.1",
-        f"--dashboard-port={DASHBOARD_PORT}", "--num-cpus=2", *common, *_node_ports(0),
-    ], env=_env({OUTPUT_DIR_ENV: str(bucket)}), dry_run=spec.dry_run, capture=True)
+    run(
+        "create the Ray auth token",
+        ["ray", "get-auth-token", "--generate"],
+        dry_run=spec.dry_run,
+        capture=True,
+    )
+    common = [
+        f"--node-ip-address={NODE_IP}",
+        "--disable-usage-stats",
+        f"--object-store-memory={spec.object_store_mb * 1024 * 1024}",
+    ]
+    run(
+        "start the Ray head",
+        [
+            "ray",
+            "start",
+            "--head",
+            f"--port={HEAD_PORT}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={DASHBOARD_PORT}",
+            "--num-cpus=2",
+            *common,
+            *_node_ports(0),
+        ],
+        env=_env({OUTPUT_DIR_ENV: str(bucket)}),
+        dry_run=spec.dry_run,
+        capture=True,
+    )
     for i, node in enumerate(nodes, start=1):
         labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
-        run(f"start simulated host {i - 1}", [
-            "ray", "start", f"--address={NODE_IP}:{HEAD_PORT}", "--num-cpus=2",
-            # All nodes here share the head's log directory, which its log monitor already
-            # streams; a monitor per node would print every worker line once per node.
-            "--include-log-monitor=False",
-            f"--resources={json.dumps(node['resources'])}",
-            *([f"--labels={labels}"] if labels else []), *common, *_node_ports(i),
-        ], env=_env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
-            dry_run=spec.dry_run, capture=True)
+        run(
+            f"start simulated host {i - 1}",
+            [
+                "ray",
+                "start",
+                f"--address={NODE_IP}:{HEAD_PORT}",
+                "--num-cpus=2",
+                # All nodes here share the head's log directory, which its log monitor already
+                # streams; a monitor per node would print every worker line once per node.
+                "--include-log-monitor=False",
+                f"--resources={json.dumps(node['resources'])}",
+                *([f"--labels={labels}"] if labels else []),
+                *common,
+                *_node_ports(i),
+            ],
+            env=_env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
+            dry_run=spec.dry_run,
+            capture=True,
+        )
 
 
 def down(dry_run: bool = False) -> None:

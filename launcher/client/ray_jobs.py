@@ -98,8 +98,7 @@ def _address(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
     if request.release:
         from launcher.client.helm_release import forwarded
 
-        return stack.enter_context(forwarded(request.release, request.namespace,
-                                             request.dry_run))
+        return stack.enter_context(forwarded(request.release, request.namespace, request.dry_run))
     return resolve_address(request.address)
 
 
@@ -114,8 +113,14 @@ def submit(request: SubmitRequest) -> int:
     elif target and not request.skip_preflight:
         from launcher.preflight.command import PreflightRequest, preflight
 
-        code = preflight(PreflightRequest(request.job_args, values=request.values,
-                                          release=request.release, namespace=request.namespace))
+        code = preflight(
+            PreflightRequest(
+                request.job_args,
+                values=request.values,
+                release=request.release,
+                namespace=request.namespace,
+            )
+        )
         if code:
             return code
     with contextlib.ExitStack() as stack:
@@ -127,18 +132,30 @@ def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
     entrypoint = [*ENTRYPOINT, *request.job_args]  # `ray job submit` shlex-joins what follows --
     if not request.dry_run:
         check_reachable(address)
-    run("submit the job", [*_ray_job("submit", address=address), "--submission-id", job_id,
-                           "--no-wait", "--", *entrypoint], dry_run=request.dry_run, capture=True)
+    run(
+        "submit the job",
+        [
+            *_ray_job("submit", address=address),
+            "--submission-id",
+            job_id,
+            "--no-wait",
+            "--",
+            *entrypoint,
+        ],
+        dry_run=request.dry_run,
+        capture=True,
+    )
     if not request.dry_run:
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         STATE_FILE.write_text(f"{job_id}\n{address}\n")
-    print(f"{'would submit' if request.dry_run else 'submitted'} job {job_id} to {address}",
-          flush=True)
+    print(
+        f"{'would submit' if request.dry_run else 'submitted'} job {job_id} to {address}",
+        flush=True,
+    )
     if request.no_wait or request.dry_run:
         _next_steps(job_id)
         return 0
-    run("follow the job's logs", _ray_job("logs", job_id, "--follow", address=address),
-        check=False)
+    run("follow the job's logs", _ray_job("logs", job_id, "--follow", address=address), check=False)
     status = job_status(address, job_id)
     print(f"\njob {job_id}: {status}", flush=True)
     _next_steps(job_id)
@@ -159,14 +176,16 @@ def _last_job() -> tuple[str | None, str | None]:
     return None, None
 
 
-def act_on_job(command: str, job: str | None, address: str | None,
-               follow: bool = False) -> int:
+def act_on_job(command: str, job: str | None, address: str | None, follow: bool = False) -> int:
     """`logs`, `status` or `stop` of a job (default: the last one submitted from here)."""
     last_id, last_address = _last_job()
     job_id = job or last_id
     if not job_id:
-        raise UsageError("JOB", "no job id given and none submitted from here yet",
-                         "pass JOB=<submission id> (see `ray job list`)")
+        raise UsageError(
+            "JOB",
+            "no job id given and none submitted from here yet",
+            "pass JOB=<submission id> (see `ray job list`)",
+        )
     address = resolve_address(address or (last_address if not job else None))
     check_reachable(address)
     from ray.job_submission import JobSubmissionClient
@@ -174,11 +193,17 @@ def act_on_job(command: str, job: str | None, address: str | None,
     try:
         JobSubmissionClient(address).get_job_info(job_id)
     except RuntimeError:
-        raise UsageError("JOB", f"no job {job_id!r} on the Ray cluster at {address}",
-                         f"list the jobs with `ray job list --address {address}`") from None
+        raise UsageError(
+            "JOB",
+            f"no job {job_id!r} on the Ray cluster at {address}",
+            f"list the jobs with `ray job list --address {address}`",
+        ) from None
     extra = ["--follow"] if command == "logs" and follow else []
-    proc = run(f"{command} job {job_id}", [*_ray_job(command, job_id, address=address), *extra],
-               check=False)
+    proc = run(
+        f"{command} job {job_id}",
+        [*_ray_job(command, job_id, address=address), *extra],
+        check=False,
+    )
     if command == "status":
         print(f"job {job_id}: {job_status(address, job_id)}")  # one word a script can read
     return proc.returncode

@@ -15,8 +15,9 @@ COMMIT_MARKER = "commit_success.txt"
 CHECKPOINTS_SUBDIR = "checkpoints"
 
 
-def is_committed(step_dir: PurePosixPath | Path,
-                 exists: Callable[[PurePosixPath | Path], bool] | None = None) -> bool:
+def is_committed(
+    step_dir: PurePosixPath | Path, exists: Callable[[PurePosixPath | Path], bool] | None = None
+) -> bool:
     """A step directory (named by its step number) whose save finished. `exists` answers for
     object stores; by default the local filesystem (the gcsfuse mount included) is asked."""
     if not step_dir.name.isdigit():
@@ -37,7 +38,9 @@ def committed_steps_in_listing(names: Iterable[str], run_prefix: str) -> list[in
     """The committed steps of a run from an object listing (gs:// blob names under the run)."""
     names = set(names)
     ckpt = PurePosixPath(run_prefix.strip("/")) / CHECKPOINTS_SUBDIR
-    steps = {PurePosixPath(n).relative_to(ckpt).parts[0] for n in names
-             if PurePosixPath(n).is_relative_to(ckpt) and PurePosixPath(n) != ckpt}
-    return sorted(int(s) for s in steps
-                  if is_committed(ckpt / s, exists=lambda p: str(p) in names))
+    steps = {
+        PurePosixPath(n).relative_to(ckpt).parts[0]
+        for n in names
+        if PurePosixPath(n).is_relative_to(ckpt) and PurePosixPath(n) != ckpt
+    }
+    return sorted(int(s) for s in steps if is_committed(ckpt / s, exists=lambda p: str(p) in names))

@@ -40,12 +40,14 @@ class CommandError(Exception):
 
     def __str__(self) -> str:
         if self.returncode == NOT_FOUND_EXIT_CODE:
-            return (f"{self.step}: `{self.argv[0]}` is not installed or not on PATH "
-                    "(run `make venv`)")
+            return (
+                f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (run `make venv`)"
+            )
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])
         return f"{self.step} failed (exit {self.returncode}): {shown}" + (
-            f"\n{tail}" if tail else "")
+            f"\n{tail}" if tail else ""
+        )
 
 
 def report(error: UsageError | CommandError, prog: str) -> int:

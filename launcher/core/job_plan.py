@@ -38,26 +38,48 @@ def _env_int(name: str) -> int | None:
 def define_flags(fv: flags.FlagValues) -> None:
     """The launcher's flags, on `fv` (absl's global FLAGS in the entrypoint; a private set
     where a workstation command parses a job's arguments)."""
-    flags.DEFINE_string("accelerator_type", None,
-                        "TPU generation: v4, v5e, v5p, v6e (or TPU-V6E).", flag_values=fv)
-    flags.DEFINE_string("topology", None, "TPU topology of one slice, e.g. 4x4 or 2x2x2.",
-                        flag_values=fv)
-    flags.DEFINE_integer("num_slices", 1, "Number of slices of that shape (multi-slice over "
-                         "DCN).", flag_values=fv)
-    flags.DEFINE_integer("chips_per_host", None, "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).",
-                         flag_values=fv)
-    flags.DEFINE_integer("cpu_hosts", _env_int(CPU_HOSTS_ENV),
-                         "CPU-only slice: number of hosts (Ray workers).", flag_values=fv)
-    flags.DEFINE_integer("cpu_devices_per_host", _env_int(CPU_DEVICES_ENV),
-                         "CPU-only slice: JAX devices per host.", flag_values=fv)
-    flags.DEFINE_integer("max_failures", 3, "Restarts of the worker group after a host fails; "
-                         "MaxText resumes from the latest checkpoint each time.", flag_values=fv)
-    flags.DEFINE_integer("steps_beyond_checkpoint", None,
-                         "Train this many steps past the run's latest checkpoint (sets MaxText's "
-                         "steps): a rerun of the same command trains further instead of "
-                         "stopping.", flag_values=fv)
-    flags.DEFINE_bool("dry_run", False, "Validate and print the plan as JSON; start no workers.",
-                      flag_values=fv)
+    flags.DEFINE_string(
+        "accelerator_type", None, "TPU generation: v4, v5e, v5p, v6e (or TPU-V6E).", flag_values=fv
+    )
+    flags.DEFINE_string(
+        "topology", None, "TPU topology of one slice, e.g. 4x4 or 2x2x2.", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "num_slices", 1, "Number of slices of that shape (multi-slice over DCN).", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "chips_per_host", None, "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "cpu_hosts",
+        _env_int(CPU_HOSTS_ENV),
+        "CPU-only slice: number of hosts (Ray workers).",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "cpu_devices_per_host",
+        _env_int(CPU_DEVICES_ENV),
+        "CPU-only slice: JAX devices per host.",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max_failures",
+        3,
+        "Restarts of the worker group after a host fails; "
+        "MaxText resumes from the latest checkpoint each time.",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "steps_beyond_checkpoint",
+        None,
+        "Train this many steps past the run's latest checkpoint (sets MaxText's "
+        "steps): a rerun of the same command trains further instead of "
+        "stopping.",
+        flag_values=fv,
+    )
+    flags.DEFINE_bool(
+        "dry_run", False, "Validate and print the plan as JSON; start no workers.", flag_values=fv
+    )
 
 
 @dataclass(frozen=True)
@@ -80,9 +102,14 @@ class JobOptions:
 
     def slice_request(self) -> Slices | None:
         """The slice these flags ask for, or None when they name none (the cluster decides)."""
-        return slices_mod.from_flags(self.accelerator_type, self.topology, self.num_slices,
-                                     self.chips_per_host, self.cpu_hosts,
-                                     self.cpu_devices_per_host)
+        return slices_mod.from_flags(
+            self.accelerator_type,
+            self.topology,
+            self.num_slices,
+            self.chips_per_host,
+            self.cpu_hosts,
+            self.cpu_devices_per_host,
+        )
 
 
 def parse_job_args(job_args: list[str]) -> tuple[JobOptions, list[str]]:
@@ -113,9 +140,15 @@ class JobPlan:
         return Path(str(self.args.get("base_output_directory"))) / self.run_name
 
 
-def plan_job(options: JobOptions, maxtext_argv: list[str], *, nodes: list[dict] | None = None,
-             target: Slices | None = None, require_slice: bool = False,
-             output_dir: str | None = None) -> JobPlan:
+def plan_job(
+    options: JobOptions,
+    maxtext_argv: list[str],
+    *,
+    nodes: list[dict] | None = None,
+    target: Slices | None = None,
+    require_slice: bool = False,
+    output_dir: str | None = None,
+) -> JobPlan:
     """Parses and checks everything that can be checked before training. Raises UsageError.
 
     nodes: the Ray cluster's nodes, when there is one to hold the job to;
@@ -125,28 +158,41 @@ def plan_job(options: JobOptions, maxtext_argv: list[str], *, nodes: list[dict] 
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
-    slices = target or options.slice_request()
+    request = options.slice_request()
+    if target is not None and request is not None and request != target:
+        raise UsageError(
+            "accelerator_type",
+            f"the job asks for {request.describe()} but its target is {target.describe()}",
+            "drop --accelerator_type/--topology/--num_slices from the job's arguments, or "
+            "preflight it for the slice they name",
+        )
+    slices = target or request
     if nodes is not None:
         if slices is None:
             slices = slices_mod.from_cluster_nodes(nodes)
         else:
             slices_mod.check_fits_cluster(slices, nodes)
     if slices is None and require_slice:
-        raise UsageError("accelerator_type", "no slice given and no Ray cluster to read it from",
-                         "pass --accelerator_type and --topology")
+        raise UsageError(
+            "accelerator_type",
+            "no slice given and no Ray cluster to read it from",
+            "pass --accelerator_type and --topology",
+        )
     if slices is not None:
         args.check_parallelism(slices.devices_per_slice, slices.num_slices, slices.describe())
     if output_dir is not None:
         args = args.with_defaults(base_output_directory=output_dir)
         out_dir = str(args.get("base_output_directory"))
         check_output_directory(out_dir)
-        args = resolve_steps(args, Path(out_dir) / str(args.get("run_name")),
-                             options.steps_beyond_checkpoint)
+        args = resolve_steps(
+            args, Path(out_dir) / str(args.get("run_name")), options.steps_beyond_checkpoint
+        )
     return JobPlan(slices, args)
 
 
-def resolve_steps(args: MaxTextArgs, run_dir: Path,
-                  steps_beyond_checkpoint: int | None) -> MaxTextArgs:
+def resolve_steps(
+    args: MaxTextArgs, run_dir: Path, steps_beyond_checkpoint: int | None
+) -> MaxTextArgs:
     """Resolves --steps_beyond_checkpoint and refuses a run that would train nothing (MaxText
     would fail on every host after minutes of start-up; this says it in a second). A gs://
     run directory is read by preflight's bucket check, not here."""
@@ -155,11 +201,17 @@ def resolve_steps(args: MaxTextArgs, run_dir: Path,
     more = steps_beyond_checkpoint
     if more is not None:
         if "steps" in args.overrides:
-            raise UsageError("steps_beyond_checkpoint", "was given together with steps=",
-                             "keep one: steps= (a total) or --steps_beyond_checkpoint (more)")
+            raise UsageError(
+                "steps_beyond_checkpoint",
+                "was given together with steps=",
+                "keep one: steps= (a total) or --steps_beyond_checkpoint (more)",
+            )
         if more < 1:
-            raise UsageError("steps_beyond_checkpoint", f"must be at least 1, got {more}",
-                             "--steps_beyond_checkpoint=20")
+            raise UsageError(
+                "steps_beyond_checkpoint",
+                f"must be at least 1, got {more}",
+                "--steps_beyond_checkpoint=20",
+            )
         args = args.with_defaults(steps=start + more)
     steps = int(args.get("steps"))
     if done and 0 < steps <= start:  # steps=-1: MaxText takes the schedule's length

@@ -19,9 +19,14 @@ import yaml
 from launcher.core.errors import UsageError
 
 LAUNCHER_CONFIGS_DIR = Path(__file__).parents[1] / "configs"
-# Prefixes under which MaxText's docs and the seeds name its configs.
-_CONFIG_PREFIXES = ("src/maxtext/configs/", "src/MaxText/configs/", "maxtext/configs/",
-                    "MaxText/configs/", "configs/")
+# Prefixes under which MaxText's docs and GKE's tutorials name its configs.
+_CONFIG_PREFIXES = (
+    "src/maxtext/configs/",
+    "src/MaxText/configs/",
+    "maxtext/configs/",
+    "MaxText/configs/",
+    "configs/",
+)
 _PARALLELISM = re.compile(r"^(ici|dcn)_(\w+)_parallelism$")
 REQUIRED_KEYS = {
     "run_name": "add run_name=<name>; a later run with the same name resumes from its latest "
@@ -54,7 +59,7 @@ def resolve_config(name: str | None) -> Path:
     candidates = [maxtext_configs_dir() / name, LAUNCHER_CONFIGS_DIR / name]
     for prefix in _CONFIG_PREFIXES:
         if name.startswith(prefix):
-            candidates.append(maxtext_configs_dir() / name[len(prefix):])
+            candidates.append(maxtext_configs_dir() / name[len(prefix) :])
     for candidate in candidates:
         if candidate.is_file():
             return candidate.resolve()
@@ -157,8 +162,11 @@ class MaxTextArgs:
         for key in self.overrides:
             if key not in known:
                 close = difflib.get_close_matches(key, known, n=3)
-                hint = f"did you mean {' or '.join(close)}?" if close else (
-                    f"see the keys in {maxtext_configs_dir() / 'base.yml'}")
+                hint = (
+                    f"did you mean {' or '.join(close)}?"
+                    if close
+                    else (f"see the keys in {maxtext_configs_dir() / 'base.yml'}")
+                )
                 raise UsageError(
                     field=key,
                     problem=f"unknown MaxText config key {key!r}",
@@ -212,8 +220,11 @@ class MaxTextArgs:
                 f"{' (and a -1 axis)' if fills else ''} does not match the {target} {unit}",
                 fix=f"make the {kind}_*_parallelism product {target}, e.g. "
                 f"{kind}_fsdp_parallelism={target if kind == 'ici' else 1}"
-                + (" (or -1 on one axis to fill it)" if kind == "ici" else
-                   f" and {kind}_data_parallelism={target}"),
+                + (
+                    " (or -1 on one axis to fill it)"
+                    if kind == "ici"
+                    else f" and {kind}_data_parallelism={target}"
+                ),
             )
 
 

@@ -56,8 +56,10 @@ class Slices:
             return f"CPU slice: {self.cpu_hosts} hosts x {self.cpu_devices_per_host} devices"
         s = self.shape
         many = f"{self.num_slices} x " if self.num_slices > 1 else ""
-        return (f"{many}{s.pod_type} (TPU {s.generation.name} {s.topology}: {s.hosts} hosts x "
-                f"{s.chips_per_host} chips)")
+        return (
+            f"{many}{s.pod_type} (TPU {s.generation.name} {s.topology}: {s.hosts} hosts x "
+            f"{s.chips_per_host} chips)"
+        )
 
     def scaling_config(self):
         """One Ray Train worker per host; on TPU, Ray's slice reservation gang-schedules them."""
@@ -108,8 +110,11 @@ def from_flags(
     if accelerator_type or topology:
         if not (accelerator_type and topology):
             missing = "topology" if accelerator_type else "accelerator_type"
-            raise UsageError(missing, "is required with the other TPU flag",
-                             f"pass --{missing}=..., e.g. --accelerator_type=v6e --topology=4x4")
+            raise UsageError(
+                missing,
+                "is required with the other TPU flag",
+                f"pass --{missing}=..., e.g. --accelerator_type=v6e --topology=4x4",
+            )
         return Slices(slice_shape(accelerator_type, topology, chips_per_host), num_slices)
     return None
 
@@ -165,7 +170,10 @@ def check_fits_cluster(slices: Slices, nodes: list[dict]) -> None:
     found = from_cluster_nodes(nodes)
     assert found.shape is not None and slices.shape is not None
     same = (found.shape.generation, found.shape.topology, found.shape.chips_per_host) == (
-        slices.shape.generation, slices.shape.topology, slices.shape.chips_per_host)
+        slices.shape.generation,
+        slices.shape.topology,
+        slices.shape.chips_per_host,
+    )
     if not same or found.num_slices < slices.num_slices:
         raise UsageError(
             "topology",

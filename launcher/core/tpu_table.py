@@ -95,6 +95,7 @@ GENERATIONS: dict[str, Generation] = {
     )
 }
 
+
 @dataclass(frozen=True)
 class Machine:
     """A GKE machine type's size, as its node reports capacity (the fake GKE nodes use it)."""

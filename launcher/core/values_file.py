@@ -40,16 +40,29 @@ def _block(values: dict, path: tuple[str, ...]) -> dict | None:
     return node if isinstance(node, dict) else None
 
 
-def tpu_slices(values: dict) -> dict[str, Slices]:
-    """The enabled TPU slice groups of (merged) values, by component: "ray", "saxml"."""
+def tpu_blocks(values: dict) -> dict[str, dict]:
+    """The enabled TPU blocks of values, as written, by component: "ray", "saxml" (Ray is on
+    unless disabled, Saxml off unless enabled, as in the chart's defaults)."""
     found = {}
     for component, path in TPU_BLOCKS.items():
         top, tpu = values.get(component, {}), _block(values, path)
         enabled = top.get("enabled", component == "ray") if isinstance(top, dict) else False
-        if not enabled or not tpu or tpu.get("enabled") is False or "generation" not in tpu:
+        if enabled and tpu and tpu.get("enabled") is not False:
+            found[component] = tpu
+    return found
+
+
+def tpu_slices(values: dict) -> dict[str, Slices]:
+    """The enabled TPU slice groups of (merged) values, by component, held to the TPU table."""
+    found = {}
+    for component, tpu in tpu_blocks(values).items():
+        if "generation" not in tpu:
             continue
-        shape = slice_shape(str(tpu["generation"]), str(tpu["topology"]),
-                            int(tpu["chipsPerHost"]) if tpu.get("chipsPerHost") else None)
+        shape = slice_shape(
+            str(tpu["generation"]),
+            str(tpu["topology"]),
+            int(tpu["chipsPerHost"]) if tpu.get("chipsPerHost") else None,
+        )
         found[component] = Slices(shape, int(tpu.get("slices", 1)))
     return found
 
@@ -58,7 +71,9 @@ def training_slices(path: str | Path) -> Slices:
     """The training slice (ray.worker.tpu) a values file describes, for preflight."""
     slices = tpu_slices(load_values(path)).get("ray")
     if slices is None:
-        raise UsageError("values", f"{path} describes no TPU worker group (ray.worker.tpu)",
-                         "pass a TPU values file (values/v6e-16.yaml) or --accelerator_type "
-                         "and --topology")
+        raise UsageError(
+            "values",
+            f"{path} describes no TPU worker group (ray.worker.tpu)",
+            "pass a TPU values file (values/v6e-16.yaml) or --accelerator_type and --topology",
+        )
     return slices

@@ -33,9 +33,13 @@ def main() -> None:
             from maxtext.utils import maxtext_utils
 
             total, weights, attention = maxtext_utils.calculate_tflops_training_per_device(
-                config, log=False)
-            (out / "analytic.json").write_text(json.dumps(
-                {"tflops": total, "weight_tflops": weights, "attention_tflops": attention}))
+                config, log=False
+            )
+            (out / "analytic.json").write_text(
+                json.dumps(
+                    {"tflops": total, "weight_tflops": weights, "attention_tflops": attention}
+                )
+            )
         except Exception as e:  # no compute term then: the advice leaves this split unranked
             (out / "analytic.json").write_text(json.dumps({"error": repr(e)}))
         return compiled

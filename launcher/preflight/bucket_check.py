@@ -18,16 +18,22 @@ class BucketReport:
     latest_checkpoint: int | None
 
     def render(self) -> str:
-        resume = (f"a run would resume from checkpoint {self.latest_checkpoint}"
-                  if self.latest_checkpoint is not None else "no checkpoint yet: a run starts at 0")
+        resume = (
+            f"a run would resume from checkpoint {self.latest_checkpoint}"
+            if self.latest_checkpoint is not None
+            else "no checkpoint yet: a run starts at 0"
+        )
         return f"preflight: {self.url} exists, is writable and listable; {resume}"
 
 
 def split_url(url: str) -> tuple[str, str]:
     m = re.fullmatch(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/.*)?", url)
     if not m:
-        raise UsageError("bucket", f"{url!r} is not a gs://bucket[/prefix] URL",
-                         "pass --bucket=gs://my-bucket/some/prefix")
+        raise UsageError(
+            "bucket",
+            f"{url!r} is not a gs://bucket[/prefix] URL",
+            "pass --bucket=gs://my-bucket/some/prefix",
+        )
     return m[1], (m[2] or "/").strip("/")
 
 
@@ -51,25 +57,35 @@ def check_bucket(url: str, run_name: str = "") -> BucketReport:
     try:
         bucket = client.lookup_bucket(bucket_name)
     except gexc.Forbidden as e:
-        raise UsageError("bucket", f"the job's identity may not read bucket {bucket_name} ({e})",
-                         "grant its Google service account roles/storage.objectUser on the "
-                         "bucket (Workload Identity: global.serviceAccount.gcpServiceAccount)"
-                         ) from None
+        raise UsageError(
+            "bucket",
+            f"the job's identity may not read bucket {bucket_name} ({e})",
+            "grant its Google service account roles/storage.objectUser on the "
+            "bucket (Workload Identity: global.serviceAccount.gcpServiceAccount)",
+        ) from None
     if bucket is None:
-        raise UsageError("bucket", f"bucket {bucket_name} does not exist",
-                         f"create it (gcloud storage buckets create gs://{bucket_name}) or fix "
-                         "global.gcsfuse.bucketName")
+        raise UsageError(
+            "bucket",
+            f"bucket {bucket_name} does not exist",
+            f"create it (gcloud storage buckets create gs://{bucket_name}) or fix "
+            "global.gcsfuse.bucketName",
+        )
     probe = bucket.blob(f"{run_prefix}/.preflight-{uuid.uuid4().hex}".lstrip("/"))
     try:
         probe.upload_from_string(b"preflight")
         list(client.list_blobs(bucket_name, prefix=run_prefix, max_results=1))
         probe.delete()
     except gexc.Forbidden as e:
-        raise UsageError("bucket", f"the job's identity cannot write or list under {url} ({e})",
-                         "grant its Google service account roles/storage.objectUser on the "
-                         "bucket, not only objectViewer") from None
-    return BucketReport(url=f"gs://{bucket_name}/{run_prefix}",
-                        latest_checkpoint=latest_checkpoint(client, bucket_name, run_prefix))
+        raise UsageError(
+            "bucket",
+            f"the job's identity cannot write or list under {url} ({e})",
+            "grant its Google service account roles/storage.objectUser on the "
+            "bucket, not only objectViewer",
+        ) from None
+    return BucketReport(
+        url=f"gs://{bucket_name}/{run_prefix}",
+        latest_checkpoint=latest_checkpoint(client, bucket_name, run_prefix),
+    )
 
 
 def latest_checkpoint(client, bucket_name: str, run_prefix: str) -> int | None:

@@ -53,15 +53,19 @@ def preflight(request: PreflightRequest) -> int:
     options, maxtext_argv = parse_job_args(request.job_args)
     target = _target(request)
     if target is None and request.release:  # `make submit RELEASE=` on a CPU cluster goes on
-        print(f"preflight: release {request.release} has no TPU worker group: nothing to "
-              "compile for")
+        print(
+            f"preflight: release {request.release} has no TPU worker group: nothing to compile for"
+        )
         return 0
     plan = plan_job(options, maxtext_argv, target=target)
     slices = plan.slices
     if slices is None or not slices.is_tpu:
-        raise UsageError("values", "preflight needs a TPU slice to compile for",
-                         "pass VALUES=values/<slice>.yaml, RELEASE=<release>, or "
-                         "--accelerator_type and --topology in the job's arguments")
+        raise UsageError(
+            "values",
+            "preflight needs a TPU slice to compile for",
+            "pass VALUES=values/<slice>.yaml, RELEASE=<release>, or "
+            "--accelerator_type and --topology in the job's arguments",
+        )
     if request.bucket:
         from launcher.preflight.bucket_check import check_bucket
 
@@ -71,8 +75,9 @@ def preflight(request: PreflightRequest) -> int:
     if request.advise:
         from launcher.preflight import sharding_advice
 
-        candidates, best = sharding_advice.advise(plan.args, slices, use_cache=request.use_cache,
-                                                  given=report)
+        candidates, best = sharding_advice.advise(
+            plan.args, slices, use_cache=request.use_cache, given=report
+        )
         print(sharding_advice.render(candidates, best, slices))
     refuse_if_too_big(report)
     return 0

@@ -23,8 +23,10 @@ from launcher.preflight.aot_probe import OUT_ENV
 from launcher.preflight.hlo_traffic import step_traffic
 from launcher.preflight.memory_report import GIB, MemoryReport
 
-CACHE_DIR = Path(os.environ.get("LAUNCHER_CACHE_DIR",
-                                Path.home() / ".cache" / "tpu-launcher")) / "preflight"
+CACHE_DIR = (
+    Path(os.environ.get("LAUNCHER_CACHE_DIR", Path.home() / ".cache" / "tpu-launcher"))
+    / "preflight"
+)
 _STAT = re.compile(r"(\w+_size_in_bytes)=(\d+)")
 _OOM = re.compile(r"(Ran out of memory in memory space hbm|RESOURCE_EXHAUSTED)[^\n]*", re.I)
 # XLA's TPU out-of-memory message, newer and older wording.
@@ -54,19 +56,34 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
         report.note = (report.note + "; " if report.note else "") + f"cached: {cached}"
         return report
     hbm = target.shape.generation.hbm_gib
-    label = f"{target.num_slices} x {target.shape.pod_type}" if target.num_slices > 1 else (
-        target.shape.pod_type)
+    label = (
+        f"{target.num_slices} x {target.shape.pod_type}"
+        if target.num_slices > 1
+        else (target.shape.pod_type)
+    )
     with tempfile.TemporaryDirectory(prefix="preflight-") as out:
-        overrides = {**args.overrides, "base_output_directory": out,
-                     "compile_topology": target.shape.compile_topology,
-                     "compile_topology_num_slices": str(target.num_slices)}
-        argv = [sys.executable, "-m", "launcher.preflight.aot_probe",
-                str(args.config), *(f"{k}={v}" for k, v in overrides.items())]
+        overrides = {
+            **args.overrides,
+            "base_output_directory": out,
+            "compile_topology": target.shape.compile_topology,
+            "compile_topology_num_slices": str(target.num_slices),
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "launcher.preflight.aot_probe",
+            str(args.config),
+            *(f"{k}={v}" for k, v in overrides.items()),
+        ]
         started = time.monotonic()
         # No TPU is used, only its compiler: let two preflights (or a preflight beside a job on
         # a TPU VM) load libtpu at once instead of failing on its lockfile.
-        env = {**os.environ, "JAX_PLATFORMS": "cpu", OUT_ENV: out,
-               "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
+        env = {
+            **os.environ,
+            "JAX_PLATFORMS": "cpu",
+            OUT_ENV: out,
+            "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+        }
         proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started
         traffic = _traffic(Path(out), target.devices_per_slice * target.num_slices)
@@ -74,12 +91,16 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
     stats = {k: int(v) for k, v in _STAT.findall(output.split("Memory analysis:")[-1])}
     if proc.returncode == 0 and "argument_size_in_bytes" in stats:
         report = MemoryReport(
-            target=label, hbm_gib=hbm,
+            target=label,
+            hbm_gib=hbm,
             arguments_gib=stats["argument_size_in_bytes"] / GIB,
             outputs_gib=stats.get("output_size_in_bytes", 0) / GIB,
             aliased_gib=stats.get("alias_size_in_bytes", 0) / GIB,
             temporaries_gib=stats.get("temp_size_in_bytes", 0) / GIB,
-            compile_seconds=seconds, fits=False, **traffic)
+            compile_seconds=seconds,
+            fits=False,
+            **traffic,
+        )
         report.fits = report.total_gib <= hbm
     elif (oom := _OOM.search(output)) is not None:
         # XLA refuses to compile a program that cannot fit: that is the answer, not an error.
@@ -88,13 +109,24 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
         if used:
             amount, unit = (used[1], used[2]) if used[1] else (used[3], used[4])
             need = float(amount) * {"M": 1 / 1024, "G": 1, "T": 1024}[unit]
-        report = MemoryReport(target=label, hbm_gib=hbm, arguments_gib=0, outputs_gib=0,
-                              aliased_gib=0, temporaries_gib=need, compile_seconds=seconds,
-                              fits=False, note=f"XLA: {oom[0].split('. ')[0]}")
+        report = MemoryReport(
+            target=label,
+            hbm_gib=hbm,
+            arguments_gib=0,
+            outputs_gib=0,
+            aliased_gib=0,
+            temporaries_gib=need,
+            compile_seconds=seconds,
+            fits=False,
+            note=f"XLA: {oom[0].split('. ')[0]}",
+        )
     else:
         tail = "\n".join(output.strip().splitlines()[-15:])
-        raise UsageError("maxtext arguments", f"the ahead-of-time compile for {label} failed:\n"
-                         f"{tail}", "fix the MaxText arguments it names, then run preflight again")
+        raise UsageError(
+            "maxtext arguments",
+            f"the ahead-of-time compile for {label} failed:\n{tail}",
+            "fix the MaxText arguments it names, then run preflight again",
+        )
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(report)))
     return report

@@ -20,8 +20,23 @@ import re
 from dataclasses import dataclass, field
 from math import prod
 
-_DTYPE_BYTES = {"pred": 1, "s8": 1, "u8": 1, "f8e4m3fn": 1, "f8e5m2": 1, "s16": 2, "u16": 2,
-                "bf16": 2, "f16": 2, "s32": 4, "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
+_DTYPE_BYTES = {
+    "pred": 1,
+    "s8": 1,
+    "u8": 1,
+    "f8e4m3fn": 1,
+    "f8e5m2": 1,
+    "s16": 2,
+    "u16": 2,
+    "bf16": 2,
+    "f16": 2,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+}
 _COMPUTATION = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s*\(.*\)\s*->\s*.*\{\s*$")
 _INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.+?)\s+([\w\-]+)\((.*)$")
 _SHAPE = re.compile(r"\b([a-z]\w*)\[([\d,]*)\](\{[^}]*\})?")
@@ -35,10 +50,25 @@ COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "coll
 
 
 # Instructions that move no data of their own.
-_NO_TRAFFIC = {"parameter", "constant", "tuple", "get-tuple-element", "bitcast", "while", "call",
-               "conditional", "after-all", "partition-id", "replica-id", "iota",
-               "collective-permute-done", "all-gather-done", "all-reduce-done", "copy-done",
-               "opt-barrier"}
+_NO_TRAFFIC = {
+    "parameter",
+    "constant",
+    "tuple",
+    "get-tuple-element",
+    "bitcast",
+    "while",
+    "call",
+    "conditional",
+    "after-all",
+    "partition-id",
+    "replica-id",
+    "iota",
+    "collective-permute-done",
+    "all-gather-done",
+    "all-reduce-done",
+    "copy-done",
+    "opt-barrier",
+}
 _OPERAND = re.compile(r"%([\w.\-]+)")
 
 
@@ -75,8 +105,9 @@ def _all_bytes(text: str, per_layer: int = 1) -> float:
         if _on_chip(layout):
             continue
         nbytes = _array_bytes(dtype, dims)
-        total += nbytes / per_layer if per_layer > 1 and dims.split(",")[0] == str(
-            per_layer) else nbytes
+        total += (
+            nbytes / per_layer if per_layer > 1 and dims.split(",")[0] == str(per_layer) else nbytes
+        )
     return total
 
 
@@ -127,8 +158,12 @@ def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
         raise ValueError("no ENTRY computation in the HLO text")
 
     def trip_count(condition: str) -> int:
-        consts = [int(c) for _, _, op, rest in computations.get(condition, [])
-                  if op == "constant" for c in _CONSTANT.findall(f"constant({rest}")]
+        consts = [
+            int(c)
+            for _, _, op, rest in computations.get(condition, [])
+            if op == "constant"
+            for c in _CONSTANT.findall(f"constant({rest}")
+        ]
         return max(consts, default=1)
 
     traffic = StepTraffic()
@@ -161,8 +196,14 @@ def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
             for role, callee in calls:
                 if callee in times:
                     times[callee] += times[name] * (loop if role in ("body", "condition") else 1)
-    fused = {callee for instrs in computations.values() for _, _, op, rest in instrs
-             if op == "fusion" for role, callee in _CALLEE.findall(rest) if role == "calls"}
+    fused = {
+        callee
+        for instrs in computations.values()
+        for _, _, op, rest in instrs
+        if op == "fusion"
+        for role, callee in _CALLEE.findall(rest)
+        if role == "calls"
+    }
     for name, instructions in computations.items():
         if not times[name]:
             continue
@@ -171,8 +212,9 @@ def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
         for _, shape, op, rest in instructions:
             if name not in fused and op not in _NO_TRAFFIC:
                 args = rest.split("), ", 1)[0]
-                nbytes = _all_bytes(shape, trips) + sum(_all_bytes(shapes.get(o, ""), trips)
-                                                        for o in _OPERAND.findall(args))
+                nbytes = _all_bytes(shape, trips) + sum(
+                    _all_bytes(shapes.get(o, ""), trips) for o in _OPERAND.findall(args)
+                )
                 traffic.hbm_bytes += nbytes * times[name]
                 traffic.hbm_bytes_unrolled_once += nbytes
             kind = op.removesuffix("-start")

@@ -38,10 +38,12 @@ class MemoryReport:
 
     def render(self) -> str:
         if self.note.startswith("XLA:"):  # the compiler stopped: it reports only the overflow
-            return (f"preflight: one training step on {self.target} needs "
-                    f"{self.temporaries_gib:.2f} GiB of temporaries alone per chip; a chip has "
-                    f"{self.hbm_gib:g} GiB (XLA ahead-of-time compile, "
-                    f"{self.compile_seconds:.0f}s)\n  verdict: DOES NOT FIT ({self.note})")
+            return (
+                f"preflight: one training step on {self.target} needs "
+                f"{self.temporaries_gib:.2f} GiB of temporaries alone per chip; a chip has "
+                f"{self.hbm_gib:g} GiB (XLA ahead-of-time compile, "
+                f"{self.compile_seconds:.0f}s)\n  verdict: DOES NOT FIT ({self.note})"
+            )
         rows = [
             ("parameters + optimizer state", self.arguments_gib),
             ("temporaries (activations, gradients)", self.temporaries_gib),
@@ -50,19 +52,26 @@ class MemoryReport:
             (f"HBM per chip ({self.target})", self.hbm_gib),
             ("margin", self.margin_gib),
         ]
-        lines = [f"preflight: per-chip memory of one training step on {self.target} "
-                 f"(XLA ahead-of-time compile, {self.compile_seconds:.0f}s):"]
+        lines = [
+            f"preflight: per-chip memory of one training step on {self.target} "
+            f"(XLA ahead-of-time compile, {self.compile_seconds:.0f}s):"
+        ]
         lines += [f"  {name:<40} {gib:8.2f} GiB" for name, gib in rows]
-        lines.append(f"  verdict: {'fits' if self.fits else 'DOES NOT FIT'}"
-                     + (f" ({self.note})" if self.note else ""))
+        lines.append(
+            f"  verdict: {'fits' if self.fits else 'DOES NOT FIT'}"
+            + (f" ({self.note})" if self.note else "")
+        )
         return "\n".join(lines)
 
 
 def refuse_if_too_big(report: MemoryReport) -> None:
     if report.fits:
         return
-    short = (f"needs at least {report.total_gib:.1f} GiB per chip" if report.total_gib
-             else "does not fit")
+    short = (
+        f"needs at least {report.total_gib:.1f} GiB per chip"
+        if report.total_gib
+        else "does not fit"
+    )
     raise UsageError(
         "per_device_batch_size",
         f"the job {short} but a {report.target} chip has {report.hbm_gib:g} GiB of HBM",

@@ -34,8 +34,11 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        shown = [f"{k.removeprefix('ici_').removesuffix('_parallelism')}={v}"
-                 for k, v in self.split.items() if v != 1]
+        shown = [
+            f"{k.removeprefix('ici_').removesuffix('_parallelism')}={v}"
+            for k, v in self.split.items()
+            if v != 1
+        ]
         return " x ".join(shown) or "none"
 
 
@@ -46,8 +49,10 @@ def candidate_splits(topology: str, chips_per_host: int) -> list[dict[str, int]]
     dims = [int(d) for d in topology.split("x") if int(d) > 1]
     splits: list[dict[str, int]] = []
     for assignment in itertools.product(("data", "fsdp", "tensor"), repeat=len(dims)):
-        sizes = {axis: prod(d for d, a in zip(dims, assignment, strict=True) if a == axis)
-                 for axis in ("data", "fsdp", "tensor")}
+        sizes = {
+            axis: prod(d for d, a in zip(dims, assignment, strict=True) if a == axis)
+            for axis in ("data", "fsdp", "tensor")
+        }
         split = {f"ici_{axis}_parallelism": n for axis, n in sizes.items() if n > 1}
         if sizes["fsdp"] > 1 and sizes["tensor"] <= chips_per_host and split not in splits:
             splits.append(split)
@@ -78,8 +83,7 @@ class Estimate:
 
     @property
     def bound(self) -> str:
-        return max((self.compute_s, "compute"), (self.memory_s, "HBM"),
-                   (self.network_s, "ICI"))[1]
+        return max((self.compute_s, "compute"), (self.memory_s, "HBM"), (self.network_s, "ICI"))[1]
 
     @property
     def mfu(self) -> float:
@@ -95,13 +99,19 @@ def estimate(report: MemoryReport, target: Slices) -> Estimate:
     )
 
 
-def advise(args: MaxTextArgs, target: Slices, use_cache: bool = True, log=print,
-           given: MemoryReport | None = None) -> tuple[list[Candidate], Candidate | None]:
+def advise(
+    args: MaxTextArgs,
+    target: Slices,
+    use_cache: bool = True,
+    log=print,
+    given: MemoryReport | None = None,
+) -> tuple[list[Candidate], Candidate | None]:
     """Compiles every candidate (cached like preflight); returns them and the recommended one.
     `given` is the job's own report: the candidate equal to the job's split reuses it."""
     assert target.shape is not None
-    candidates = [Candidate(s) for s in candidate_splits(target.shape.topology,
-                                                          target.shape.chips_per_host)]
+    candidates = [
+        Candidate(s) for s in candidate_splits(target.shape.topology, target.shape.chips_per_host)
+    ]
     own = {k: v for k, v in args.parallelism("ici").items() if v != 1}
     for i, cand in enumerate(candidates, 1):
         if given is not None and cand.split == own:
@@ -109,12 +119,14 @@ def advise(args: MaxTextArgs, target: Slices, use_cache: bool = True, log=print,
             continue
         log(f"advice: compiling {i}/{len(candidates)}: {cand.name} ...")
         try:
-            cand.report = compile_report(with_split(args, cand.split, target.num_slices), target,
-                                         use_cache=use_cache)
+            cand.report = compile_report(
+                with_split(args, cand.split, target.num_slices), target, use_cache=use_cache
+            )
         except UsageError as e:  # one split MaxText cannot build does not stop the others
             lines = e.problem.splitlines()
-            cand.failed = next((ln.strip() for ln in reversed(lines) if "Error" in ln),
-                               lines[-1])[:160]
+            cand.failed = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])[
+                :160
+            ]
     fitting = [c for c in candidates if c.report and c.report.fits and c.report.flops]
     best = min(fitting, key=lambda c: estimate(c.report, target).step_s, default=None)
     return candidates, best
@@ -134,15 +146,22 @@ def render(candidates: list[Candidate], best: Candidate | None, target: Slices) 
         f"  {'ICI split':<22}{'memory/chip':>12}{'fits':>6}{'compute':>10}{'HBM':>9}"
         f"{'ICI':>9}{'step >=':>10}{'bound':>9}{'MFU <=':>8}",
     ]
-    ranked = sorted(candidates, key=lambda c: (
-        not (c.report and c.report.fits), estimate(c.report, target).step_s if c.report else 0))
+    ranked = sorted(
+        candidates,
+        key=lambda c: (
+            not (c.report and c.report.fits),
+            estimate(c.report, target).step_s if c.report else 0,
+        ),
+    )
     for c in ranked:
         r = c.report
         mem = (f"{r.total_gib:.2f} GiB" if r and r.total_gib else "OOM") if r else "-"
         if r and r.fits and r.flops:
             e = estimate(r, target)
-            cols = (f"{_ms(e.compute_s):>10}{_ms(e.memory_s):>9}{_ms(e.network_s):>9}"
-                    f"{_ms(e.step_s):>10}{e.bound:>9}{e.mfu:8.0%}")
+            cols = (
+                f"{_ms(e.compute_s):>10}{_ms(e.memory_s):>9}{_ms(e.network_s):>9}"
+                f"{_ms(e.step_s):>10}{e.bound:>9}{e.mfu:8.0%}"
+            )
         elif c.failed:
             cols = f"  did not compile: {c.failed}"
         else:
@@ -150,12 +169,16 @@ def render(candidates: list[Candidate], best: Candidate | None, target: Slices) 
         mark = "  <- recommended" if c is best else ""
         lines.append(f"  {c.name:<22}{mem:>12}{'yes' if r and r.fits else 'no':>6}{cols}{mark}")
     if best:
-        lines.append("  recommended: " + " ".join(f"{k}={v}" for k, v in best.split.items())
-                     + (f" dcn_data_parallelism={target.num_slices}"
-                        if target.num_slices > 1 else ""))
+        lines.append(
+            "  recommended: "
+            + " ".join(f"{k}={v}" for k, v in best.split.items())
+            + (f" dcn_data_parallelism={target.num_slices}" if target.num_slices > 1 else "")
+        )
     else:
         lines.append("  no candidate split fits: see the preflight's knobs (batch, remat, slice)")
-    lines.append("  This is an estimate from the compiled program and the chip's peak figures, "
-                 "not a measurement: real steps are slower (overlap is never perfect; DCN and "
-                 "slower kernels are not modelled). Measure the top two on the slice.")
+    lines.append(
+        "  This is an estimate from the compiled program and the chip's peak figures, "
+        "not a measurement: real steps are slower (overlap is never perfect; DCN and "
+        "slower kernels are not modelled). Measure the top two on the slice."
+    )
     return "\n".join(lines)

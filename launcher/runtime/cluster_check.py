@@ -1,6 +1,6 @@
 """`helm test`'s check: the Ray head answers and the expected number of nodes joined.
 
-    tpu-launcher cluster-check --address http://<cluster>-head-svc:8265 --expect-nodes 5
+tpu-launcher cluster-check --address http://<cluster>-head-svc:8265 --expect-nodes 5
 """
 
 from __future__ import annotations
@@ -15,8 +15,9 @@ from launcher.core.ray_auth import auth_headers
 
 
 def alive_nodes(address: str) -> int:
-    request = urllib.request.Request(f"{address.rstrip('/')}/nodes?view=summary",
-                                     headers=auth_headers())
+    request = urllib.request.Request(
+        f"{address.rstrip('/')}/nodes?view=summary", headers=auth_headers()
+    )
     with urllib.request.urlopen(request, timeout=10) as resp:
         body = json.load(resp)
     summary = body.get("data", {}).get("summary", [])
@@ -37,6 +38,9 @@ def check(address: str, expect_nodes: int, timeout: float = 300) -> int:
             last_error = str(getattr(e, "reason", e))
         time.sleep(3)
     what = f"{seen} of {expect_nodes} nodes alive" if seen >= 0 else f"no answer ({last_error})"
-    print(f"FAILED: Ray head at {address}: {what} after {timeout:.0f}s; see "
-          "`kubectl get pods -l ray.io/cluster` and the worker pods' events", file=sys.stderr)
+    print(
+        f"FAILED: Ray head at {address}: {what} after {timeout:.0f}s; see "
+        "`kubectl get pods -l ray.io/cluster` and the worker pods' events",
+        file=sys.stderr,
+    )
     return 1

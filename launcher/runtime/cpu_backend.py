@@ -22,19 +22,21 @@ from ray.train.v2.jax.config import (
 class _CpuJaxBackend(_JaxBackend):
     def on_start(self, worker_group, backend_config) -> None:
         addr, port = worker_group.execute_single(0, get_address_and_port)
-        ray.get([
-            worker_group.execute_single_async(
-                i,
-                _setup_jax_distributed_environment,
-                master_addr_with_port=f"{addr}:{port}",
-                num_workers=len(worker_group),
-                index=i,
-                use_tpu=False,
-                use_gpu=False,
-                resources_per_worker={},
-            )
-            for i in range(len(worker_group))
-        ])
+        ray.get(
+            [
+                worker_group.execute_single_async(
+                    i,
+                    _setup_jax_distributed_environment,
+                    master_addr_with_port=f"{addr}:{port}",
+                    num_workers=len(worker_group),
+                    index=i,
+                    use_tpu=False,
+                    use_gpu=False,
+                    resources_per_worker={},
+                )
+                for i in range(len(worker_group))
+            ]
+        )
 
     def on_shutdown(self, worker_group, backend_config) -> None:
         worker_group.execute(_shutdown_jax_distributed)

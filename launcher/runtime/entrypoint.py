@@ -42,18 +42,25 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float) -> None:
     first = metrics.get("first_step")
     resumed = f"resumed at step {first}" if first else "started from step 0"
     print("\n== training finished ==", flush=True)
-    print(f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
-          f"run in {seconds:.0f}s)")
+    print(
+        f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
+        f"run in {seconds:.0f}s)"
+    )
     print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
     if "final_loss" in metrics:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
-    print(f"checkpoints:  {run_dir / CHECKPOINTS_SUBDIR} (steps "
-          f"{', '.join(map(str, steps)) or '-'})")
+    print(
+        f"checkpoints:  {run_dir / CHECKPOINTS_SUBDIR} (steps {', '.join(map(str, steps)) or '-'})"
+    )
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
-    print(f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
-          "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint")
-    print("LAUNCHER_RESULT " + json.dumps({"run_dir": str(run_dir), "checkpoints": steps,
-                                          **metrics}), flush=True)
+    print(
+        f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
+        "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint"
+    )
+    print(
+        "LAUNCHER_RESULT " + json.dumps({"run_dir": str(run_dir), "checkpoints": steps, **metrics}),
+        flush=True,
+    )
 
 
 def _ray_nodes(options: JobOptions) -> list[dict] | None:
@@ -71,21 +78,36 @@ def _ray_nodes(options: JobOptions) -> list[dict] | None:
 
 def train(options: JobOptions, maxtext_argv: list[str]) -> int:
     """Plans the job, then (unless a dry run) trains it on the planned slices."""
-    plan = plan_job(options, maxtext_argv, nodes=_ray_nodes(options), require_slice=True,
-                    output_dir=os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR))
+    plan = plan_job(
+        options,
+        maxtext_argv,
+        nodes=_ray_nodes(options),
+        require_slice=True,
+        output_dir=os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR),
+    )
     slices, args = plan.slices, plan.args
     assert slices is not None  # require_slice
     scaling = slices.scaling_config()
-    print(f"launcher: {slices.describe()}: {slices.num_workers} workers x "
-          f"{slices.devices_per_host} devices = {slices.num_devices} devices", flush=True)
+    print(
+        f"launcher: {slices.describe()}: {slices.num_workers} workers x "
+        f"{slices.devices_per_host} devices = {slices.num_devices} devices",
+        flush=True,
+    )
     print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
     if options.dry_run:
-        print(json.dumps({
-            "num_workers": scaling.num_workers, "use_tpu": scaling.use_tpu,
-            "topology": scaling.topology, "accelerator_type": scaling.accelerator_type,
-            "resources_per_worker": scaling.resources_per_worker,
-            "placement_strategy": scaling.placement_strategy, "argv": args.argv(),
-        }))
+        print(
+            json.dumps(
+                {
+                    "num_workers": scaling.num_workers,
+                    "use_tpu": scaling.use_tpu,
+                    "topology": scaling.topology,
+                    "accelerator_type": scaling.accelerator_type,
+                    "resources_per_worker": scaling.resources_per_worker,
+                    "placement_strategy": scaling.placement_strategy,
+                    "argv": args.argv(),
+                }
+            )
+        )
         return 0
     return _fit(plan, options.max_failures, scaling)
 
@@ -103,12 +125,17 @@ def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
     summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
     env = {}
     if not slices.is_tpu:
-        env = {"JAX_PLATFORMS": "cpu",
-               "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}"}
+        env = {
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}",
+        }
     trainer = JaxTrainer(
         train_loop_per_worker=train_loop_per_worker,
-        train_loop_config={"argv": args.argv(), "steps": args.get("steps"),
-                           "summary_key": summary_key},
+        train_loop_config={
+            "argv": args.argv(),
+            "steps": args.get("steps"),
+            "summary_key": summary_key,
+        },
         scaling_config=scaling,
         jax_config=None if slices.is_tpu else CpuJaxConfig(),
         run_config=RunConfig(
@@ -122,11 +149,17 @@ def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
     try:
         result = trainer.fit()
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
-        print(f"\nlauncher: training failed after {max_failures} restarts: "
-              f"{type(e).__name__}: {e}", file=sys.stderr, flush=True)
-        print(f"  checkpoints so far are kept under {plan.run_dir / CHECKPOINTS_SUBDIR}; fix "
-              "the cause and submit again with the same run_name to resume.",
-              file=sys.stderr, flush=True)
+        print(
+            f"\nlauncher: training failed after {max_failures} restarts: {type(e).__name__}: {e}",
+            file=sys.stderr,
+            flush=True,
+        )
+        print(
+            f"  checkpoints so far are kept under {plan.run_dir / CHECKPOINTS_SUBDIR}; fix "
+            "the cause and submit again with the same run_name to resume.",
+            file=sys.stderr,
+            flush=True,
+        )
         return 1
     del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
     _print_summary(plan, read_summary(summary_key), time.monotonic() - start)

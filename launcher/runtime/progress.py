@@ -60,8 +60,10 @@ class ProgressTracker(logging.Handler):
             return
         self.steps.append(rec)
         if self.echo:
-            line = (f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
-                    f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f}\n")
+            line = (
+                f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
+                f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f}\n"
+            )
             # Straight to the file descriptor: Ray Train's print capture would show it twice.
             os.write(sys.stderr.fileno(), line.encode())
 

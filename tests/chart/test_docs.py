@@ -29,8 +29,11 @@ def test_every_value_is_documented():
 
     documented = {key for key, _, _ in rows(CHART / "values.yaml")}
     values = yaml.safe_load((CHART / "values.yaml").read_text())
-    undocumented = [leaf for leaf in _leaves(values)
-                    if not any(leaf == d or leaf.startswith(d + ".") for d in documented)]
+    undocumented = [
+        leaf
+        for leaf in _leaves(values)
+        if not any(leaf == d or leaf.startswith(d + ".") for d in documented)
+    ]
     assert not undocumented
 
 
@@ -46,7 +49,15 @@ def test_every_value_is_in_the_schema():
 
 
 def test_readme_values_table_is_current():
-    proc = subprocess.run([sys.executable, str(REPO / "ci" / "values_docs.py"),
-                           str(CHART / "values.yaml"), "--check", str(CHART / "README.md")],
-                          capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "ci" / "values_docs.py"),
+            str(CHART / "values.yaml"),
+            "--check",
+            str(CHART / "README.md"),
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr

@@ -24,23 +24,36 @@ BUCKET = "ckpt-bucket"  # what tests.support.helm installs with
 # chips (topology 4x4, tpu-v6e-slice), the bucket through gcsfuse's CSI driver at /data with
 # implicit-dirs, an in-memory /dev/shm, and the gcsfuse sidecar annotations.
 TUTORIAL_GCSFUSE_ANNOTATIONS = {
-    "gke-gcsfuse/volumes": "true", "gke-gcsfuse/cpu-limit": "0",
-    "gke-gcsfuse/memory-limit": "0", "gke-gcsfuse/ephemeral-storage-limit": "0"}
+    "gke-gcsfuse/volumes": "true",
+    "gke-gcsfuse/cpu-limit": "0",
+    "gke-gcsfuse/memory-limit": "0",
+    "gke-gcsfuse/ephemeral-storage-limit": "0",
+}
 TUTORIAL_MOUNTS = [("dshm", "/dev/shm"), ("gcs-fuse-csi-ephemeral", "/data")]
 TUTORIAL_CSI = {"gcs-fuse-csi-ephemeral": ("gcsfuse.csi.storage.gke.io", BUCKET)}
 TUTORIAL_WORKER = {
-    "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
-                     "cloud.google.com/gke-tpu-topology": "4x4"},
+    "nodeSelector": {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+    },
     "tpu": {"limits": "4", "requests": "4"},
     "memory": {"limits": "200G", "requests": "200G"},
     "env": {"JAX_PLATFORMS": "tpu", "ENABLE_PJRT_COMPATIBILITY": "true"},
-    "mounts": TUTORIAL_MOUNTS, "csi": TUTORIAL_CSI, "implicit_dirs": True, "shm": ["Memory"],
+    "mounts": TUTORIAL_MOUNTS,
+    "csi": TUTORIAL_CSI,
+    "implicit_dirs": True,
+    "shm": ["Memory"],
     "annotations": TUTORIAL_GCSFUSE_ANNOTATIONS,
 }
 TUTORIAL_HEAD = {
-    "nodeSelector": {}, "tpu": {"limits": "None", "requests": "None"},
-    "memory": {"limits": "16Gi", "requests": "16Gi"}, "env": {},
-    "mounts": TUTORIAL_MOUNTS, "csi": TUTORIAL_CSI, "implicit_dirs": True, "shm": ["Memory"],
+    "nodeSelector": {},
+    "tpu": {"limits": "None", "requests": "None"},
+    "memory": {"limits": "16Gi", "requests": "16Gi"},
+    "env": {},
+    "mounts": TUTORIAL_MOUNTS,
+    "csi": TUTORIAL_CSI,
+    "implicit_dirs": True,
+    "shm": ["Memory"],
     "annotations": TUTORIAL_GCSFUSE_ANNOTATIONS,
 }
 TUTORIAL_HEAD_PORTS = [("client", 10001), ("dashboard", 8265), ("gcs-server", 6379)]
@@ -57,19 +70,27 @@ def _scheduling(template: dict) -> dict:
     (c,) = spec["containers"]
     csi = {v["name"]: v["csi"] for v in spec["volumes"] if "csi" in v}
     return {
-        "nodeSelector": {k: str(v) for k, v in spec.get("nodeSelector", {}).items()
-                         if k.startswith("cloud.google.com/gke-tpu")},
+        "nodeSelector": {
+            k: str(v)
+            for k, v in spec.get("nodeSelector", {}).items()
+            if k.startswith("cloud.google.com/gke-tpu")
+        },
         "tpu": {k: str(v.get("google.com/tpu")) for k, v in c["resources"].items()},
         "memory": {k: str(v.get("memory")) for k, v in c["resources"].items()},
-        "env": {k: v for k, v in _env(c).items()
-                if k in ("JAX_PLATFORMS", "ENABLE_PJRT_COMPATIBILITY")},
+        "env": {
+            k: v for k, v in _env(c).items() if k in ("JAX_PLATFORMS", "ENABLE_PJRT_COMPATIBILITY")
+        },
         "mounts": sorted((m["name"], m["mountPath"]) for m in c["volumeMounts"]),
         "csi": {k: (v["driver"], v["volumeAttributes"]["bucketName"]) for k, v in csi.items()},
-        "implicit_dirs": all("implicit-dirs" in v["volumeAttributes"]["mountOptions"]
-                             for v in csi.values()),
+        "implicit_dirs": all(
+            "implicit-dirs" in v["volumeAttributes"]["mountOptions"] for v in csi.values()
+        ),
         "shm": [v["emptyDir"]["medium"] for v in spec["volumes"] if v["name"] == "dshm"],
-        "annotations": {k: v for k, v in template["metadata"].get("annotations", {}).items()
-                        if k.startswith("gke-gcsfuse/")},
+        "annotations": {
+            k: v
+            for k, v in template["metadata"].get("annotations", {}).items()
+            if k.startswith("gke-gcsfuse/")
+        },
     }
 
 
@@ -87,13 +108,18 @@ def test_v6e_16_raycluster_matches_the_gke_tutorial(v6e_16):
     assert _scheduling(head) == TUTORIAL_HEAD
     (container,) = head["spec"]["containers"]
     assert sorted((p["name"], p["containerPort"]) for p in container["ports"]) == (
-        TUTORIAL_HEAD_PORTS)
+        TUTORIAL_HEAD_PORTS
+    )
     assert container["resources"] == TUTORIAL_HEAD_RESOURCES
 
 
 def test_v6e_16_raycluster_matches_kuberays_own_tpu_sample(v6e_16):
-    sample_path = module_dir(KUBERAY_MODULE) / "config" / "samples" / (
-        "ray-cluster.tpu-v6e-16-multihost.yaml")
+    sample_path = (
+        module_dir(KUBERAY_MODULE)
+        / "config"
+        / "samples"
+        / ("ray-cluster.tpu-v6e-16-multihost.yaml")
+    )
     (sample,) = [d for d in yaml.safe_load_all(sample_path.read_text()) if d]
     (ref,), (ours,) = sample["spec"]["workerGroupSpecs"], v6e_16["spec"]["workerGroupSpecs"]
     for key in ("groupName", "replicas", "numOfHosts"):
@@ -102,14 +128,19 @@ def test_v6e_16_raycluster_matches_kuberays_own_tpu_sample(v6e_16):
     assert our_pod["nodeSelector"] == ref_pod["nodeSelector"]
     (ref_c,), (our_c,) = ref_pod["containers"], our_pod["containers"]
     for kind in ("requests", "limits"):
-        assert (str(our_c["resources"][kind]["google.com/tpu"])
-                == str(ref_c["resources"][kind]["google.com/tpu"]))
+        assert str(our_c["resources"][kind]["google.com/tpu"]) == str(
+            ref_c["resources"][kind]["google.com/tpu"]
+        )
     assert _env(our_c)["ENABLE_PJRT_COMPATIBILITY"] == _env(ref_c)["ENABLE_PJRT_COMPATIBILITY"]
-    ref_ports = {(p["name"], p["containerPort"]) for p in
-                 sample["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
-                 if p["name"] in ("dashboard", "client")}
-    our_ports = {(p["name"], p["containerPort"]) for p in
-                 v6e_16["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]}
+    ref_ports = {
+        (p["name"], p["containerPort"])
+        for p in sample["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+        if p["name"] in ("dashboard", "client")
+    }
+    our_ports = {
+        (p["name"], p["containerPort"])
+        for p in v6e_16["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+    }
     assert ref_ports <= our_ports
 
 
@@ -120,20 +151,32 @@ SAX_ROOT = f"gs://{BUCKET}/sax-root"
 SAXML_JOBSET = {
     "annotations": {"alpha.jobset.sigs.k8s.io/exclusive-topology": "cloud.google.com/gke-nodepool"},
     "failurePolicy": {"maxRestarts": 4},
-    "replicas": 2, "parallelism": 8, "completions": 8, "backoffLimit": 0,
-    "nodeSelector": {"cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
-                     "cloud.google.com/gke-tpu-topology": "4x8"},
-    "hostNetwork": True, "dnsPolicy": "ClusterFirstWithHostNet",
+    "replicas": 2,
+    "parallelism": 8,
+    "completions": 8,
+    "backoffLimit": 0,
+    "nodeSelector": {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v5-lite-podslice",
+        "cloud.google.com/gke-tpu-topology": "4x8",
+    },
+    "hostNetwork": True,
+    "dnsPolicy": "ClusterFirstWithHostNet",
     "args": ["--port=10001", "--sax_cell=/sax/test", "--platform_chip=tpuv5e"],
     "ports": [8471, 10001],
     "env": {"SAX_ROOT": SAX_ROOT, "MEGASCALE_NUM_SLICES": ""},
     "limits": {"google.com/tpu": "4"},
 }
 SAXML_SERVERS = {  # component: (port, env, image)
-    "saxml-admin": (10000, {"GSBUCKET": BUCKET},
-                    "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0"),
-    "saxml-http": (8888, {"SAX_ROOT": SAX_ROOT},
-                   "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0"),
+    "saxml-admin": (
+        10000,
+        {"GSBUCKET": BUCKET},
+        "us-docker.pkg.dev/cloud-tpu-images/inference/sax-admin-server:v1.1.0",
+    ),
+    "saxml-http": (
+        8888,
+        {"SAX_ROOT": SAX_ROOT},
+        "us-docker.pkg.dev/cloud-tpu-images/inference/sax-http:v1.0.0",
+    ),
 }
 
 
@@ -147,20 +190,30 @@ def test_saxml_objects_match_the_saxml_tutorial():
     assert {
         "annotations": jobset["metadata"]["annotations"],
         "failurePolicy": jobset["spec"]["failurePolicy"],
-        "replicas": rj["replicas"], "parallelism": job["parallelism"],
-        "completions": job["completions"], "backoffLimit": job["backoffLimit"],
-        "nodeSelector": pod["nodeSelector"], "hostNetwork": pod["hostNetwork"],
-        "dnsPolicy": pod["dnsPolicy"], "args": c["args"],
-        "ports": sorted(p["containerPort"] for p in c["ports"]), "env": _env(c),
+        "replicas": rj["replicas"],
+        "parallelism": job["parallelism"],
+        "completions": job["completions"],
+        "backoffLimit": job["backoffLimit"],
+        "nodeSelector": pod["nodeSelector"],
+        "hostNetwork": pod["hostNetwork"],
+        "dnsPolicy": pod["dnsPolicy"],
+        "args": c["args"],
+        "ports": sorted(p["containerPort"] for p in c["ports"]),
+        "env": _env(c),
         "limits": {k: str(v) for k, v in c["resources"]["limits"].items()},
     } == SAXML_JOBSET
 
-    deployments = {d["metadata"]["labels"]["app.kubernetes.io/component"]: d
-                   for d in by_kind(docs, "Deployment")}
+    deployments = {
+        d["metadata"]["labels"]["app.kubernetes.io/component"]: d
+        for d in by_kind(docs, "Deployment")
+    }
     for component, (port, env, image) in SAXML_SERVERS.items():
         (ours,) = deployments[component]["spec"]["template"]["spec"]["containers"]
         assert ([p["containerPort"] for p in ours["ports"]], _env(ours), ours["image"]) == (
-            [port], env, image), component
+            [port],
+            env,
+            image,
+        ), component
     (svc,) = by_kind(docs, "Service")
     assert svc["spec"]["type"] == "LoadBalancer"
     assert [(p["port"], p["protocol"]) for p in svc["spec"]["ports"]] == [(8888, "TCP")]

@@ -29,23 +29,32 @@ def test_every_object_carries_the_standard_labels():
     docs = render(None, "--set", "saxml.enabled=true")
     for doc in docs:
         labels = doc["metadata"]["labels"]
-        for key in ("app.kubernetes.io/name", "app.kubernetes.io/instance",
-                    "app.kubernetes.io/component", "app.kubernetes.io/managed-by",
-                    "helm.sh/chart", "app.kubernetes.io/version"):
+        for key in (
+            "app.kubernetes.io/name",
+            "app.kubernetes.io/instance",
+            "app.kubernetes.io/component",
+            "app.kubernetes.io/managed-by",
+            "helm.sh/chart",
+            "app.kubernetes.io/version",
+        ):
             assert key in labels, f"{doc['kind']} {doc['metadata']['name']} lacks {key}"
 
 
 def test_ray_pods_carry_the_label_the_tpu_webhook_selects():
     (cluster,) = [d for d in render(None) if d["kind"] == "RayCluster"]
     templates = [cluster["spec"]["headGroupSpec"]["template"]] + [
-        g["template"] for g in cluster["spec"]["workerGroupSpecs"]]
+        g["template"] for g in cluster["spec"]["workerGroupSpecs"]
+    ]
     for template in templates:
         assert template["metadata"]["labels"]["app.kubernetes.io/name"] == "kuberay"
 
 
 def test_multislice_declares_megascale_for_the_webhook():
-    (cluster,) = [d for d in render(CHART.parents[1] / "values" / "v6e-16-x2.yaml")
-                  if d["kind"] == "RayCluster"]
+    (cluster,) = [
+        d
+        for d in render(CHART.parents[1] / "values" / "v6e-16-x2.yaml")
+        if d["kind"] == "RayCluster"
+    ]
     group = cluster["spec"]["workerGroupSpecs"][0]
     env = {e["name"]: e.get("value") for e in group["template"]["spec"]["containers"][0]["env"]}
     assert (group["replicas"], group["numOfHosts"], env["MEGASCALE_NUM_SLICES"]) == (2, 4, "2")
@@ -80,9 +89,15 @@ def _pod_specs(doc):
 
 
 def test_external_load_balancer_only_when_asked_with_source_ranges():
-    docs = render(None, "--set", "saxml.enabled=true", "--set",
-                  "saxml.http.service.internal=false", "--set",
-                  "saxml.http.service.loadBalancerSourceRanges={10.0.0.0/8}")
+    docs = render(
+        None,
+        "--set",
+        "saxml.enabled=true",
+        "--set",
+        "saxml.http.service.internal=false",
+        "--set",
+        "saxml.http.service.loadBalancerSourceRanges={10.0.0.0/8}",
+    )
     (svc,) = [d for d in docs if d["kind"] == "Service"]
     assert "annotations" not in svc["metadata"]
     assert svc["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]

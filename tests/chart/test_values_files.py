@@ -8,27 +8,28 @@ import json
 import pytest
 import yaml
 
+from launcher.client.ray_jobs import ENTRYPOINT
 from launcher.core.tpu_table import as_json_table, slice_shape
+from launcher.core.values_file import tpu_blocks
 from tests.support.helm import CHART, VALUES_FILES
 
 pytestmark = pytest.mark.chart
 
-NUMBERS = ("generation", "gkeAccelerator", "topology", "machineType", "chipsPerHost",
-           "hostsPerSlice", "slices")
-
-
-def _tpu_blocks(values: dict):
-    ray_tpu = values.get("ray", {}).get("worker", {}).get("tpu", {})
-    if values.get("ray", {}).get("enabled", True) and ray_tpu.get("enabled", True):
-        yield "ray.worker.tpu", ray_tpu
-    if values.get("saxml", {}).get("enabled"):
-        yield "saxml.modelServer.tpu", values["saxml"]["modelServer"]["tpu"]
+NUMBERS = (
+    "generation",
+    "gkeAccelerator",
+    "topology",
+    "machineType",
+    "chipsPerHost",
+    "hostsPerSlice",
+    "slices",
+)
 
 
 @pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)
 def test_values_file_numbers_agree_with_the_tpu_table(path):
     values = yaml.safe_load(path.read_text())
-    for where, tpu in _tpu_blocks(values):
+    for where, tpu in tpu_blocks(values).items():
         missing = [k for k in NUMBERS if k not in tpu]
         assert not missing, f"{path.name} {where} leaves {missing} to the defaults"
         shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
@@ -53,4 +54,10 @@ def test_chart_defaults_are_a_valid_slice():
 def test_chart_table_is_the_launchers_table():
     shipped = json.loads((CHART / "files" / "tpu-table.json").read_text())
     assert shipped == json.loads(json.dumps(as_json_table())), (
-        "charts/tpu-stack/files/tpu-table.json is stale: run `make chart-table`")
+        "charts/tpu-stack/files/tpu-table.json is stale: run `make chart-table`"
+    )
+
+
+def test_the_charts_job_command_is_what_submit_sends():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert values["ray"]["launcher"]["command"] == ENTRYPOINT

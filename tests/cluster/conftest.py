@@ -24,8 +24,12 @@ from tests.support.paths import REPO
 
 
 def _control_plane(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(REPO / "ci" / "cluster" / "control_plane.py"),
-                           *args], cwd=REPO, text=True, capture_output=True)
+    return subprocess.run(
+        [sys.executable, str(REPO / "ci" / "cluster" / "control_plane.py"), *args],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+    )
 
 
 @pytest.fixture(scope="session")
@@ -64,7 +68,10 @@ def release(kube_cluster) -> Iterator[Release]:
     rel.helm("uninstall", rel.name, "--wait", check=False)
     pykube.Namespace.objects(api).get(name=namespace).delete()
     # Pods are removed by kwok on behalf of their node: keep the nodes until they are gone.
-    wait_for(f"namespace {namespace} to be deleted",
-             lambda: not pykube.Namespace.objects(api).get_or_none(name=namespace), 90)
+    wait_for(
+        f"namespace {namespace} to be deleted",
+        lambda: not pykube.Namespace.objects(api).get_or_none(name=namespace),
+        90,
+    )
     for name in rel.nodes:
         pykube.Node.objects(api).get(name=name).delete()

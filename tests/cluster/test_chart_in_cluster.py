@@ -25,8 +25,12 @@ HEAD = {"ray.io/node-type": "head"}
 def wait_ready(rel: Release, timeout: float = 60) -> float:
     """Seconds until the RayCluster reports ready."""
     start = time.monotonic()
-    wait_for("the RayCluster to become ready", lambda: ready(rel.raycluster()), timeout,
-             explain=lambda: dump(rel.raycluster().get("status")) + "\n" + rel.events())
+    wait_for(
+        "the RayCluster to become ready",
+        lambda: ready(rel.raycluster()),
+        timeout,
+        explain=lambda: dump(rel.raycluster().get("status")) + "\n" + rel.events(),
+    )
     return time.monotonic() - start
 
 
@@ -49,8 +53,10 @@ def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
     start = time.monotonic()
     release.install(values_file)
     waited = wait_ready(release, timeout=60)
-    print(f"\n{values}: helm install -> RayCluster ready in {time.monotonic() - start:.1f} s "
-          f"(ready {waited:.1f} s after install returned)")
+    print(
+        f"\n{values}: helm install -> RayCluster ready in {time.monotonic() - start:.1f} s "
+        f"(ready {waited:.1f} s after install returned)"
+    )
 
     heads, workers = release.pods(**HEAD), release.pods(**WORKER)
     assert len(heads) == 1
@@ -69,8 +75,10 @@ def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
     assert GKE_TOPOLOGY_LABEL not in node_labels(release, heads[0])  # head off the TPU hosts
 
     name = release.raycluster()["metadata"]["name"]
-    services = {s.name: s.obj for s in pykube.Service.objects(release.api).filter(
-        namespace=release.namespace)}
+    services = {
+        s.name: s.obj
+        for s in pykube.Service.objects(release.api).filter(namespace=release.namespace)
+    }
     assert f"{name}-head-svc" in services, sorted(services)
     assert services[f"{name}-head-svc"]["spec"]["type"] == "ClusterIP"
     # KubeRay makes the headless service that multi-host workers resolve each other by.
@@ -78,7 +86,7 @@ def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
 
 
 def test_helm_test_pod_targets_the_head(release: Release):
-    """`helm test` runs launcher.cluster_check in a pod; under kwok no container runs, so the
+    """`helm test` runs `tpu-launcher cluster-check` in a pod; under kwok no container runs, so the
     check itself cannot pass or fail here (it is exercised against a live local Ray cluster in
     tests/e2e). What is checked: helm creates the test pod, it is scheduled, and it points at the
     head service that exists, with the expected node count and the auth token's secret."""
@@ -88,16 +96,22 @@ def test_helm_test_pod_targets_the_head(release: Release):
     proc = release.helm("test", release.name, "--timeout", "10s", check=False)
     assert proc.returncode != 0 and "timed out" in (proc.stdout + proc.stderr), (
         "the test pod cannot complete under kwok; if it did, something else ran it:\n"
-        + proc.stdout + proc.stderr)
+        + proc.stdout
+        + proc.stderr
+    )
     cluster = release.raycluster()["metadata"]["name"]
-    test_pod = pykube.Pod.objects(release.api).filter(namespace=release.namespace).get(
-        name=f"{cluster}-test")
+    test_pod = (
+        pykube.Pod.objects(release.api)
+        .filter(namespace=release.namespace)
+        .get(name=f"{cluster}-test")
+    )
     assert test_pod.obj["spec"].get("nodeName"), "the test pod was not scheduled"
     command = test_pod.obj["spec"]["containers"][0]["command"]
     assert f"--address=http://{cluster}-head-svc:8265" in command
     assert "--expect-nodes=5" in command  # head + 4 hosts
     pykube.Service.objects(release.api).filter(namespace=release.namespace).get(
-        name=f"{cluster}-head-svc")
+        name=f"{cluster}-head-svc"
+    )
     env = {e["name"]: e for e in test_pod.obj["spec"]["containers"][0]["env"]}
     secret = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]
     pykube.Secret.objects(release.api).filter(namespace=release.namespace).get(name=secret)
@@ -114,19 +128,28 @@ def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     def jobs():
         return [j.obj for j in pykube.Job.objects(release.api).filter(namespace=ns)]
 
-    wait_for("one Job per slice", lambda: len(jobs()) == 2, 60,
-             explain=lambda: dump(jobset.obj.get("status")) + release.events())
+    wait_for(
+        "one Job per slice",
+        lambda: len(jobs()) == 2,
+        60,
+        explain=lambda: dump(jobset.obj.get("status")) + release.events(),
+    )
     shape = slice_shape("v5e", "4x8", 4)
     for job in jobs():
         assert job["spec"]["parallelism"] == job["spec"]["completions"] == shape.hosts
     # The JobSet's headless service gives every host a stable DNS name.
     service = pykube.Service.objects(release.api).filter(namespace=ns).get(name=jobset.name)
     assert service.obj["spec"]["clusterIP"] == "None"
+
     # Every model-server pod landed on its own v5e 4x8 host.
     def placed():
         pods = release.pods(**{"jobset.sigs.k8s.io/jobset-name": jobset.name})
-        return len(pods) == 2 * shape.hosts and all(p.obj["spec"].get("nodeName") for p in pods) \
+        return (
+            len(pods) == 2 * shape.hosts
+            and all(p.obj["spec"].get("nodeName") for p in pods)
             and pods
+        )
+
     pods = wait_for("the model servers to be scheduled", placed, 60, explain=release.events)
     assert len({p.obj["spec"]["nodeName"] for p in pods}) == len(pods)
     for pod in pods:
@@ -136,8 +159,11 @@ def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     assert len(deployments) == 2, deployments  # admin + HTTP
     wait_for_deployments_to_run(release.api, deployments, ns, timeout_sec=60)
 
-    (lb,) = [s.obj for s in pykube.Service.objects(release.api).filter(namespace=ns)
-             if s.obj["spec"]["type"] == "LoadBalancer"]
+    (lb,) = [
+        s.obj
+        for s in pykube.Service.objects(release.api).filter(namespace=ns)
+        if s.obj["spec"]["type"] == "LoadBalancer"
+    ]
     assert lb["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
     # No cloud controller here gives it an address (that part is GKE's).
     assert lb["spec"]["ports"][0]["nodePort"] > 0
@@ -149,13 +175,22 @@ def test_topology_without_nodes_stays_pending_with_the_schedulers_reason(release
 
     def unschedulable():
         workers = release.pods(**WORKER)
-        conds = [c for p in workers for c in p.obj["status"].get("conditions", [])
-                 if c["type"] == "PodScheduled"]
-        return len(workers) == 4 and len(conds) == 4 and all(
-            c["status"] == "False" and c["reason"] == "Unschedulable" for c in conds) and conds
+        conds = [
+            c
+            for p in workers
+            for c in p.obj["status"].get("conditions", [])
+            if c["type"] == "PodScheduled"
+        ]
+        return (
+            len(workers) == 4
+            and len(conds) == 4
+            and all(c["status"] == "False" and c["reason"] == "Unschedulable" for c in conds)
+            and conds
+        )
 
-    conds = wait_for("the scheduler to give up on the workers", unschedulable, 60,
-                     explain=release.events)
+    conds = wait_for(
+        "the scheduler to give up on the workers", unschedulable, 60, explain=release.events
+    )
     for cond in conds:
         assert "didn't match Pod's node affinity/selector" in cond["message"], cond["message"]
     for pod in release.pods(**WORKER):
@@ -169,10 +204,15 @@ def test_upgrade_to_two_slices_then_uninstall_leaves_nothing(release: Release):
     wait_ready(release)
     token_before = _token(release)
     release.upgrade(VALUES / "v6e-16-x2.yaml")
-    wait_for("8 workers (2 slices x 4 hosts) running",
-             lambda: len([p for p in release.pods(**WORKER)
-                          if p.obj["status"].get("phase") == "Running"]) == 8, 60,
-             explain=release.events)
+    wait_for(
+        "8 workers (2 slices x 4 hosts) running",
+        lambda: (
+            len([p for p in release.pods(**WORKER) if p.obj["status"].get("phase") == "Running"])
+            == 8
+        ),
+        60,
+        explain=release.events,
+    )
     wait_ready(release)
     assert _token(release) == token_before, "an upgrade must keep the Ray auth token"
 
@@ -180,25 +220,53 @@ def test_upgrade_to_two_slices_then_uninstall_leaves_nothing(release: Release):
     ns = release.namespace
 
     def leftovers():
-        kinds = [pykube.Pod, pykube.Service, pykube.Secret, pykube.ServiceAccount,
-                 pykube.ConfigMap, pykube.Deployment, pykube.Job]
-        left = [f"{k.kind}/{o.name}" for k in kinds for o in k.objects(release.api).filter(
-            namespace=ns)
+        kinds = [
+            pykube.Pod,
+            pykube.Service,
+            pykube.Secret,
+            pykube.ServiceAccount,
+            pykube.ConfigMap,
+            pykube.Deployment,
+            pykube.Job,
+        ]
+        left = [
+            f"{k.kind}/{o.name}"
+            for k in kinds
+            for o in k.objects(release.api).filter(namespace=ns)
             if not (k is pykube.ConfigMap and o.name == "kube-root-ca.crt")
-            and not (k is pykube.ServiceAccount and o.name == "default")]
-        left += [f"RayCluster/{o.name}" for o in
-                 ray_clusters(release.api).objects(release.api).filter(namespace=ns)]
+            and not (k is pykube.ServiceAccount and o.name == "default")
+        ]
+        left += [
+            f"RayCluster/{o.name}"
+            for o in ray_clusters(release.api).objects(release.api).filter(namespace=ns)
+        ]
         return left
 
-    wait_for("uninstall to remove everything", lambda: not leftovers(), 60,
-             explain=lambda: str(leftovers()))
+    wait_for(
+        "uninstall to remove everything",
+        lambda: not leftovers(),
+        60,
+        explain=lambda: str(leftovers()),
+    )
 
 
 def _token(release: Release) -> str:
-    secrets = [s for s in pykube.Secret.objects(release.api).filter(namespace=release.namespace)
-               if s.name.endswith("-auth")]
+    secrets = [
+        s
+        for s in pykube.Secret.objects(release.api).filter(namespace=release.namespace)
+        if s.name.endswith("-auth")
+    ]
     assert len(secrets) == 1
     return secrets[0].obj["data"]["auth_token"]
+
+
+def _preflight(release: Release, name: str, *job_args: str) -> subprocess.CompletedProcess:
+    """`tpu-launcher preflight --release NAME` against this cluster (kubectl on PATH)."""
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "preflight", "--release", name,
+         "--namespace", release.namespace, "--", *job_args],
+        cwd=REPO, env=release.kubectl_env(), capture_output=True, text=True,
+    )  # fmt: skip
 
 
 def test_preflight_reads_the_slice_from_a_release(release: Release):
@@ -206,18 +274,12 @@ def test_preflight_reads_the_slice_from_a_release(release: Release):
     parallelism check runs before any compile, so a mismatch shows what was read)."""
     release.add_nodes_for(VALUES / "v6e-16-x2.yaml")
     release.install(VALUES / "v6e-16-x2.yaml")
-    env = release.kubectl_env()
-    proc = subprocess.run(
-        [sys.executable, "-m", "launcher.preflight", "--release", release.name, "--namespace",
-         release.namespace, "--", "base.yml", "run_name=r", "ici_fsdp_parallelism=8",
-         "dcn_data_parallelism=2"], cwd=REPO, env=env, capture_output=True, text=True)
+    job = ["base.yml", "run_name=r", "ici_fsdp_parallelism=8", "dcn_data_parallelism=2"]
+    proc = _preflight(release, release.name, *job)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "does not match the 16 devices per slice (2 x v6e-16 (TPU v6e 4x4" in proc.stderr
 
-    missing = subprocess.run(
-        [sys.executable, "-m", "launcher.preflight", "--release", "nope", "--namespace",
-         release.namespace, "--", "base.yml", "run_name=r"], cwd=REPO, env=env,
-        capture_output=True, text=True)
+    missing = _preflight(release, "nope", "base.yml", "run_name=r")
     assert missing.returncode == 2
     assert "no RayCluster of release 'nope'" in missing.stderr
 
@@ -227,10 +289,6 @@ def test_preflight_lets_a_cpu_release_through(release: Release):
     compile and must not stop the submission."""
     release.add_nodes_for(VALUES / "cpu.yaml")
     release.install(VALUES / "cpu.yaml")
-    env = release.kubectl_env()
-    proc = subprocess.run(
-        [sys.executable, "-m", "launcher.preflight", "--release", release.name, "--namespace",
-         release.namespace, "--", "tiny-llama.yml", "run_name=r"], cwd=REPO, env=env,
-        capture_output=True, text=True)
+    proc = _preflight(release, release.name, "tiny-llama.yml", "run_name=r")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no TPU worker group: nothing to compile" in proc.stdout

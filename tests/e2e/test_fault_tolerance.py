@@ -31,8 +31,9 @@ def _client():
     from ray.job_submission import JobSubmissionClient
 
     token = (Path.home() / ".ray" / "auth_token").read_text().strip()  # the local cluster's
-    return JobSubmissionClient("http://127.0.0.1:8265",
-                               headers={"Authorization": f"Bearer {token}"})
+    return JobSubmissionClient(
+        "http://127.0.0.1:8265", headers={"Authorization": f"Bearer {token}"}
+    )
 
 
 def _submit_no_wait(cluster, job_id: str, *job_args: str) -> None:
@@ -62,8 +63,9 @@ def _wait_until_done(client, job_id: str, timeout: float = 600) -> str:
     raise AssertionError(f"job {job_id} still running after {timeout}s")
 
 
-def _seconds_to_first_step_after_restore(client, job_id: str, offset: int, since: float,
-                                         timeout: float = 400) -> float:
+def _seconds_to_first_step_after_restore(
+    client, job_id: str, offset: int, since: float, timeout: float = 400
+) -> float:
     while time.monotonic() - since < timeout:
         after = client.get_job_logs(job_id)[offset:]
         restore = RESTORED.search(after)
@@ -78,18 +80,20 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     job_id = f"{name}-job"
     _submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=30")
     _wait_for_step(client, job_id, 12)
-    workers = [p for p in psutil.process_iter(["cmdline"])
-               if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])]
+    workers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])
+    ]
     assert len(workers) == 2, "expected one Ray Train worker per simulated host"
     before_kill = client.get_job_logs(job_id)
     killed_at = time.monotonic()
     os.kill(workers[-1].pid, signal.SIGKILL)  # a host dies mid-training
 
-    recovered_in = _seconds_to_first_step_after_restore(client, job_id, len(before_kill),
-                                                        killed_at)
+    recovered_in = _seconds_to_first_step_after_restore(client, job_id, len(before_kill), killed_at)
     assert _wait_until_done(client, job_id) == "SUCCEEDED"
     logs = client.get_job_logs(job_id)
-    after = logs[len(before_kill):]
+    after = logs[len(before_kill) :]
     last_before = max(int(s) for s in STEP.findall(before_kill))
     restored = [int(s) for s in RESTORED.findall(after)]
     assert restored, "the restarted worker group did not restore a checkpoint"
@@ -97,9 +101,11 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     assert 0 <= redone <= CHECKPOINT_PERIOD, (last_before, restored)
     result = launcher_result(logs)
     assert result["last_step"] == 29 and result["first_step"] == restored[-1] + 1
-    print(f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
-          f"{restored[-1]} ({redone} steps computed again); first step after the restore "
-          f"{recovered_in:.0f}s after the kill")
+    print(
+        f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
+        f"{restored[-1]} ({redone} steps computed again); first step after the restore "
+        f"{recovered_in:.0f}s after the kill"
+    )
 
 
 def test_a_stopped_job_resumes_when_submitted_again(local_cluster):
@@ -107,18 +113,24 @@ def test_a_stopped_job_resumes_when_submitted_again(local_cluster):
     job_id = f"{name}-job"
     _submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=400")
     _wait_for_step(client, job_id, 12)
-    stop = subprocess.run([sys.executable, "-m", "launcher", "stop", job_id], cwd=REPO,
-                          capture_output=True, text=True)
+    stop = subprocess.run(
+        [sys.executable, "-m", "launcher", "stop", job_id], cwd=REPO, capture_output=True, text=True
+    )
     assert stop.returncode == 0, stop.stderr
     assert _wait_until_done(client, job_id) == "STOPPED"
-    status = subprocess.run([sys.executable, "-m", "launcher", "status", job_id], cwd=REPO,
-                            capture_output=True, text=True)
+    status = subprocess.run(
+        [sys.executable, "-m", "launcher", "status", job_id],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert "STOPPED" in status.stdout + status.stderr
 
     latest = committed_steps(local_cluster.bucket / name)[-1]
     assert latest >= 10
-    code, out = local_cluster.submit("--steps_beyond_checkpoint=5", "tiny-llama.yml",
-                                     f"run_name={name}")
+    code, out = local_cluster.submit(
+        "--steps_beyond_checkpoint=5", "tiny-llama.yml", f"run_name={name}"
+    )
     assert code == 0, out[-4000:]
     result = launcher_result(out)
     assert result["first_step"] == latest + 1, "the resubmission did not resume"
@@ -144,7 +156,11 @@ def test_an_unfinished_checkpoint_is_never_resumed_from(local_cluster):
 
 
 def test_a_job_id_that_does_not_exist_is_named(local_cluster):
-    proc = subprocess.run([sys.executable, "-m", "launcher", "status", "no-such-job"],
-                          cwd=REPO, capture_output=True, text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher", "status", "no-such-job"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 2
     assert "JOB: no job 'no-such-job' on the Ray cluster" in proc.stderr

@@ -1,4 +1,4 @@
-"""End to end on a real local Ray cluster: `ray job submit` -> launcher.train -> JaxTrainer ->
+"""End to end on a real local Ray cluster: `ray job submit` -> `tpu-launcher train` -> JaxTrainer ->
 MaxText on every simulated TPU host (a v5p-16 slice: 2 hosts x 4 CPU devices), with real
 jax.distributed, real Orbax checkpoints and a resume from them."""
 
@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from tests.support.local_ray import launcher_result, run_name
+from tests.support.local_ray import launcher_result, local_cluster_command, run_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -37,8 +37,9 @@ def test_trains_checkpoints_and_resumes(local_cluster):
 def test_cpu_slice_of_two_hosts_by_two_devices(local_cluster):
     """The CPU-only path (clusters without TPUs): plain workers, jax.distributed on CPU."""
     name = run_name("cpu")
-    code, out = local_cluster.submit("--cpu_hosts=2", "--cpu_devices_per_host=2",
-                                     "tiny-llama.yml", f"run_name={name}", "steps=4")
+    code, out = local_cluster.submit(
+        "--cpu_hosts=2", "--cpu_devices_per_host=2", "tiny-llama.yml", f"run_name={name}", "steps=4"
+    )
     assert code == 0, out[-6000:]
     assert "CPU slice: 2 hosts x 2 devices: 2 workers x 2 devices = 4 devices" in out
     result = launcher_result(out)
@@ -48,8 +49,24 @@ def test_cpu_slice_of_two_hosts_by_two_devices(local_cluster):
 def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
     # The cluster is a v5p-16 (8 devices); 4 x 4 = 16 cannot fit. The launcher on the head sees
     # the cluster's slice and refuses before any worker starts.
-    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={run_name('bad')}",
-                                     "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4")
+    code, out = local_cluster.submit(
+        "tiny-llama.yml",
+        f"run_name={run_name('bad')}",
+        "ici_fsdp_parallelism=4",
+        "ici_tensor_parallelism=4",
+    )
     assert code == 1, out[-4000:]
     assert "does not match the 8 devices per slice (v5p-16" in out
     assert "FAILED" in out
+
+
+def test_helm_tests_check_passes_on_a_live_head_and_names_what_is_missing(local_cluster):
+    """What `helm test` runs in its pod (`tpu-launcher cluster-check`), against a live Ray head
+    with token auth: the local cluster's head and its 2 simulated hosts."""
+    check = ["cluster-check", "--address", "http://127.0.0.1:8265"]
+    ok = local_cluster_command(*check, "--expect-nodes", "3", "--timeout", "60", check=False)
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "3 nodes alive" in ok.stdout
+    short = local_cluster_command(*check, "--expect-nodes", "9", "--timeout", "4", check=False)
+    assert short.returncode == 1
+    assert "3 of 9 nodes alive" in short.stderr

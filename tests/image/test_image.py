@@ -9,11 +9,11 @@ import shutil
 import subprocess
 import sys
 import venv
+import zipfile
 
 import pytest
 
-from tests.support.helm import pins
-from tests.support.paths import REPO
+from tests.support.paths import REPO, pins
 
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"
@@ -39,8 +39,6 @@ def test_image_runs_as_non_root_and_installs_the_lock_with_hashes():
     text = DOCKERFILE.read_text()
     assert re.search(r"^USER 1000$", text, re.M)
     assert "--require-hashes -r /app/requirements.lock" in text
-    assert re.search(r"^ARG RAY_IMAGE=rayproject/ray:2\.60\.0-py312", text, re.M)
-    assert "ray==2.60.0" in LOCK.read_text()  # the base image's Ray is the locked Ray
 
 
 def test_lock_matches_the_declared_dependencies(tmp_path):
@@ -48,31 +46,115 @@ def test_lock_matches_the_declared_dependencies(tmp_path):
     out = tmp_path / "requirements.lock"
     shutil.copy(LOCK, out)
     proc = subprocess.run(
-        [_uv(), "pip", "compile", "--quiet", "pyproject.toml", "--python-version", "3.12",
-         "--python-platform", "x86_64-manylinux_2_31", "--generate-hashes", "-o", str(out)],
-        cwd=REPO, capture_output=True, text=True)
+        [
+            _uv(),
+            "pip",
+            "compile",
+            "--quiet",
+            "pyproject.toml",
+            "--python-version",
+            "3.12",
+            "--python-platform",
+            "x86_64-manylinux_2_31",
+            "--generate-hashes",
+            "-o",
+            str(out),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+    )
     assert proc.returncode == 0, proc.stderr
     pins = lambda p: sorted(re.findall(r"^([a-z0-9_.-]+==\S+)", p.read_text(), re.M))  # noqa: E731
     assert pins(out) == pins(LOCK), "images/launcher/requirements.lock is stale: run `make lock`"
 
 
+def _build_wheel(out_dir) -> str:
+    proc = subprocess.run(
+        [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir), str(REPO)],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    (wheel,) = out_dir.glob("tpu_launcher-*.whl")
+    return str(wheel)
+
+
+def test_the_wheel_carries_the_launchers_configs(tmp_path):
+    with zipfile.ZipFile(_build_wheel(tmp_path)) as wheel:
+        names = set(wheel.namelist())
+    assert "launcher/configs/tiny-llama.yml" in names
+    assert {
+        "launcher/cli.py",
+        "launcher/runtime/entrypoint.py",
+        "launcher/core/tpu_table.py",
+        "launcher/client/ray_jobs.py",
+        "launcher/preflight/command.py",
+    } <= names
+
+
 def test_install_steps_from_the_lock_give_a_working_launcher(tmp_path):
-    """What the Dockerfile's RUN steps do, in a fresh venv: the lock, then the launcher."""
-    env_dir = tmp_path / "venv"
+    """What the Dockerfile's RUN steps do, in a fresh venv: the lock, then the launcher's built
+    wheel (not the source tree, not editable); then the demo job's dry run from a directory
+    that holds no source, so every file it needs comes from the installed wheel."""
+    env_dir, outside = tmp_path / "venv", tmp_path / "elsewhere"
+    outside.mkdir()
     venv.create(env_dir, with_pip=False)
     python = str(env_dir / "bin" / "python")
-    for argv in ([_uv(), "pip", "sync", "--quiet", "--python", python, str(LOCK)],
-                 [_uv(), "pip", "install", "--quiet", "--python", python, "--no-deps", str(REPO)]):
+    wheel = _build_wheel(tmp_path)
+    for argv in (
+        [_uv(), "pip", "sync", "--quiet", "--python", python, str(LOCK)],
+        [_uv(), "pip", "install", "--quiet", "--python", python, "--no-deps", wheel],
+    ):
         proc = subprocess.run(argv, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
-    helped = subprocess.run([python, "-m", "launcher.train", "--help"], capture_output=True,
-                            text=True, cwd=tmp_path)
-    # absl prints usage and exits 1 for --help; the usage text is what shows the app starts.
-    assert "--accelerator_type" in helped.stdout and "Traceback" not in helped.stderr
+    clean_env = {
+        "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "JAX_PLATFORMS": "cpu",
+        "LAUNCHER_OUTPUT_DIR": str(tmp_path),
+    }
+    tpu_launcher = str(env_dir / "bin" / "tpu-launcher")
+    helped = subprocess.run(
+        [tpu_launcher, "train", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=clean_env,
+    )
+    assert helped.returncode == 0 and "--accelerator_type" in helped.stdout, helped.stderr
+    dry = subprocess.run(
+        [
+            tpu_launcher,
+            "train",
+            "--dry_run",
+            "--accelerator_type=v5p",
+            "--topology=2x2x2",
+            "--steps_beyond_checkpoint=40",
+            "tiny-llama.yml",
+            "run_name=demo",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=clean_env,
+    )
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    installed_config = f"{env_dir}/lib/python3.12/site-packages/launcher/configs/tiny-llama.yml"
+    assert installed_config in dry.stdout, dry.stdout
+    assert '"resources_per_worker": {"TPU": 4}' in dry.stdout
     imported = subprocess.run(
-        [python, "-c", "import maxtext, launcher.train; from maxtext.trainers.pre_train import "
-         "train; print(train.main.__module__)"],
-        capture_output=True, text=True, cwd=tmp_path, env={"JAX_PLATFORMS": "cpu"})
+        [
+            python,
+            "-c",
+            "import maxtext, launcher.runtime.worker; from maxtext.trainers.pre_train "
+            "import train; print(train.main.__module__)",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=outside,
+        env=clean_env,
+    )
     assert imported.returncode == 0, imported.stderr
     assert "maxtext.trainers.pre_train.train" in imported.stdout
     assert sys.version_info[:2] == (3, 12)

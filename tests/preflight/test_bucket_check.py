@@ -30,9 +30,22 @@ def _free_port() -> int:
 def emulator():
     port = _free_port()
     exe = Path(sys.executable).parent / "gcp-storage-emulator"
-    proc = subprocess.Popen([str(exe), "start", "--host", "127.0.0.1", "--port", str(port),
-                             "--in-memory", "--default-bucket", "ckpt", "-q"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            str(exe),
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--in-memory",
+            "--default-bucket",
+            "ckpt",
+            "-q",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     for _ in range(100):
         try:
@@ -58,10 +71,12 @@ def test_an_existing_writable_bucket_passes_and_names_the_resume_step(storage):
     bucket = storage.bucket("ckpt")
     # Checkpoints as Orbax leaves them on GCS: committed steps carry commit_success.txt;
     # step 20 was interrupted mid-save and has none.
-    for name in ("runs/r1/checkpoints/0/commit_success.txt",
-                 "runs/r1/checkpoints/10/commit_success.txt",
-                 "runs/r1/checkpoints/10/items/manifest.ocdbt",
-                 "runs/r1/checkpoints/20/items/manifest.ocdbt"):
+    for name in (
+        "runs/r1/checkpoints/0/commit_success.txt",
+        "runs/r1/checkpoints/10/commit_success.txt",
+        "runs/r1/checkpoints/10/items/manifest.ocdbt",
+        "runs/r1/checkpoints/20/items/manifest.ocdbt",
+    ):
         bucket.blob(name).upload_from_string(b"x")
     report = check_bucket("gs://ckpt/runs", "r1")
     assert report.latest_checkpoint == 10
@@ -88,8 +103,9 @@ class _ReadOnlyGcs(http.server.BaseHTTPRequestHandler):
 
     def _forward(self) -> None:
         body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-        req = urllib.request.Request(self.upstream + self.path, data=body or None,
-                                     method=self.command)
+        req = urllib.request.Request(
+            self.upstream + self.path, data=body or None, method=self.command
+        )
         with urllib.request.urlopen(req) as resp:
             data = resp.read()
             self.send_response(resp.status)
@@ -104,8 +120,10 @@ class _ReadOnlyGcs(http.server.BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         if self.path.startswith("/upload/"):
             self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-            data = (b'{"error": {"code": 403, "message": "does not have '
-                    b'storage.objects.create access"}}')
+            data = (
+                b'{"error": {"code": 403, "message": "does not have '
+                b'storage.objects.create access"}}'
+            )
             self.send_response(403)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -124,8 +142,11 @@ def test_a_read_only_prefix_is_reported_with_the_role_to_grant(emulator, monkeyp
     threading.Thread(target=server.serve_forever, daemon=True).start()
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", f"http://127.0.0.1:{server.server_port}")
     try:
-        with pytest.raises(UsageError, match=r"(?s)cannot write or list under gs://ckpt/runs.*"
-                           r"roles/storage.objectUser"):
+        with pytest.raises(
+            UsageError,
+            match=r"(?s)cannot write or list under gs://ckpt/runs.*"
+            r"roles/storage.objectUser",
+        ):
             check_bucket("gs://ckpt/runs", "r1")
     finally:
         server.shutdown()

@@ -30,8 +30,12 @@ print(f.lower(x).compile().as_text())
 
 
 def compiled_hlo(trips: int, n: int) -> str:
-    proc = subprocess.run([sys.executable, "-c", PROGRAM, str(trips), str(n)],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROGRAM, str(trips), str(n)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return proc.stdout
 
 

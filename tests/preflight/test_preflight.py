@@ -12,24 +12,28 @@ import time
 import pytest
 
 from tests.support.paths import REPO
+from tests.support.tutorial import TUTORIAL_JOB_ARGS
 
 pytestmark = [pytest.mark.preflight, pytest.mark.timeout(900)]
-SEED = ["base.yml", "dataset_type=synthetic", "per_device_batch_size=1",
-        "max_target_length=4096", "model_name=llama3-8b", "steps=100", "ici_fsdp_parallelism=4",
-        "ici_tensor_parallelism=4", "run_name=rayjob-8b-4096-tp4-4x4"]
+TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]
 
 
 def preflight(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher.preflight", *args], cwd=REPO,
-                          capture_output=True, text=True, env={**os.environ})
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", "preflight", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        env={**os.environ},
+    )
 
 
 def _gib(output: str, row: str) -> float:
     return float(re.search(rf"{re.escape(row)}\s+([-\d.]+) GiB", output)[1])
 
 
-def test_the_seed_job_fits_a_v6e_16_with_its_memory_figures():
-    first = preflight("--values", "values/v6e-16.yaml", "--", *SEED)
+def test_the_tutorial_job_fits_a_v6e_16_with_its_memory_figures():
+    first = preflight("--values", "values/v6e-16.yaml", "--", *TUTORIAL_JOB)
     assert first.returncode == 0, first.stdout + first.stderr
     out = first.stdout
     assert "per-chip memory of one training step on v6e-16" in out and "verdict: fits" in out
@@ -40,7 +44,7 @@ def test_the_seed_job_fits_a_v6e_16_with_its_memory_figures():
     assert _gib(out, "margin") > 0
 
     started = time.monotonic()
-    again = preflight("--values", "values/v6e-16.yaml", "--", *SEED)
+    again = preflight("--values", "values/v6e-16.yaml", "--", *TUTORIAL_JOB)
     elapsed = time.monotonic() - started
     assert again.returncode == 0 and "cached:" in again.stdout
     assert _gib(again.stdout, "total") == _gib(out, "total")
@@ -48,37 +52,68 @@ def test_the_seed_job_fits_a_v6e_16_with_its_memory_figures():
 
 
 def test_a_job_too_big_for_its_slice_is_refused_with_the_knobs():
-    too_big = preflight("--accelerator_type=v5e", "--topology=2x2", "--",
-                        "base.yml", "model_name=llama3-8b", "per_device_batch_size=4",
-                        "max_target_length=4096", "ici_fsdp_parallelism=4", "run_name=big",
-                        "dataset_type=synthetic")
+    too_big = preflight(
+        "--",
+        "--accelerator_type=v5e",
+        "--topology=2x2",
+        "base.yml",
+        "model_name=llama3-8b",
+        "per_device_batch_size=4",
+        "max_target_length=4096",
+        "ici_fsdp_parallelism=4",
+        "run_name=big",
+        "dataset_type=synthetic",
+    )
     assert too_big.returncode == 2, too_big.stdout + too_big.stderr
     assert "DOES NOT FIT" in too_big.stdout
-    assert re.search(r"needs at least \d+\.\d GiB per chip but a v5litepod-4 chip has 16 GiB",
-                     too_big.stderr)
+    assert re.search(
+        r"needs at least \d+\.\d GiB per chip but a v5litepod-4 chip has 16 GiB", too_big.stderr
+    )
     for knob in ("per_device_batch_size", "remat_policy=full", "ici_fsdp_parallelism"):
         assert knob in too_big.stderr
 
 
 def test_parallelism_is_checked_before_compiling():
-    bad = preflight("--values", "values/v6e-16.yaml", "--", "base.yml", "run_name=r",
-                    "ici_fsdp_parallelism=8", "ici_tensor_parallelism=4")
+    bad = preflight(
+        "--values",
+        "values/v6e-16.yaml",
+        "--",
+        "base.yml",
+        "run_name=r",
+        "ici_fsdp_parallelism=8",
+        "ici_tensor_parallelism=4",
+    )
     assert bad.returncode == 2 and "does not match the 16 devices per slice" in bad.stderr
 
 
 def test_sharding_advice_ranks_the_splits_that_fit_and_says_it_is_an_estimate():
-    # A model small enough to compile in seconds; the same code path as the seed's advice
+    # A model small enough to compile in seconds; the same code path as the tutorial job's advice
     # (benchmarks/preflight_timing.py runs that one: minutes per split).
-    out = preflight("--accelerator_type=v6e", "--topology=4x4", "--advise", "--",
-                    "tiny-llama.yml", "run_name=advice", "per_device_batch_size=2",
-                    "base_num_kv_heads=4", "base_emb_dim=256", "base_mlp_dim=1024",
-                    "max_target_length=512")
+    out = preflight(
+        "--advise",
+        "--",
+        "--accelerator_type=v6e",
+        "--topology=4x4",
+        "tiny-llama.yml",
+        "run_name=advice",
+        "per_device_batch_size=2",
+        "base_num_kv_heads=4",
+        "base_emb_dim=256",
+        "base_mlp_dim=1024",
+        "max_target_length=512",
+    )
     assert out.returncode == 0, out.stdout + out.stderr
-    text = out.stdout[out.stdout.index("sharding advice for"):]
+    text = out.stdout[out.stdout.index("sharding advice for") :]
     assert "ESTIMATE" in text and "not a measurement" in text
-    rows = {m[1].strip(): m for m in re.finditer(
-        r"^  ((?:\w+=\d+(?: x )?)+)\s+([\d.]+) GiB\s+(yes|no)\s+([\d.]+)ms\s+([\d.]+)ms\s+"
-        r"([\d.]+)ms\s+([\d.]+)ms\s+(\w+)", text, re.M)}
+    rows = {
+        m[1].strip(): m
+        for m in re.finditer(
+            r"^  ((?:\w+=\d+(?: x )?)+)\s+([\d.]+) GiB\s+(yes|no)\s+([\d.]+)ms\s+([\d.]+)ms\s+"
+            r"([\d.]+)ms\s+([\d.]+)ms\s+(\w+)",
+            text,
+            re.M,
+        )
+    }
     assert set(rows) == {"fsdp=16", "data=4 x fsdp=4", "fsdp=4 x tensor=4"}, text
     steps = {name: float(m[7]) for name, m in rows.items()}
     for m in rows.values():  # the step bound is the largest of its three terms, all > 0
@@ -86,6 +121,7 @@ def test_sharding_advice_ranks_the_splits_that_fit_and_says_it_is_an_estimate():
     recommended = re.search(r"recommended: (.+)", text)[1]
     best = min(steps, key=steps.get)
     assert recommended == " ".join(
-        f"ici_{kv.split('=')[0]}_parallelism={kv.split('=')[1]}" for kv in best.split(" x ")), text
+        f"ici_{kv.split('=')[0]}_parallelism={kv.split('=')[1]}" for kv in best.split(" x ")
+    ), text
     # The splits really differ: tensor parallelism moves activations, fsdp moves weights.
     assert len({m[6] for m in rows.values()}) > 1, text

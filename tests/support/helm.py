@@ -18,8 +18,7 @@ BUCKET = ["--set", "global.gcsfuse.bucketName=ckpt-bucket"]
 @cache
 def helm(major: int) -> Path:
     version = pins()[f"HELM{major}_VERSION"]
-    subprocess.run([str(REPO / "ci" / "install-helm.sh"), version], check=True,
-                   capture_output=True)
+    subprocess.run([str(REPO / "ci" / "install-helm.sh"), version], check=True, capture_output=True)
     return REPO / ".tools" / f"helm-{version}" / "helm"
 
 

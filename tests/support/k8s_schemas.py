@@ -30,26 +30,33 @@ KUBERNETES_MODULE = f"k8s.io/kubernetes@{pins()['K8S_VERSION']}"
 CRD_FILES = {
     ("ray.io", "RayCluster"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayclusters.yaml"),
     ("jobset.x-k8s.io", "JobSet"): (
-        JOBSET_MODULE, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+        JOBSET_MODULE,
+        "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+    ),
 }
 
 
 @cache
 def module_dir(module: str) -> Path:
     """The source of a pinned Go module (downloaded and checksum-verified by go)."""
-    proc = subprocess.run(["go", "mod", "download", "-json", module], capture_output=True,
-                          text=True, cwd="/")
+    proc = subprocess.run(
+        ["go", "mod", "download", "-json", module], capture_output=True, text=True, cwd="/"
+    )
     info = json.loads(proc.stdout) if proc.stdout.strip() else {}
     assert proc.returncode == 0 and "Dir" in info, (
-        f"go mod download {module} failed: {info.get('Error') or proc.stderr.strip()}")
+        f"go mod download {module} failed: {info.get('Error') or proc.stderr.strip()}"
+    )
     return Path(info["Dir"])
 
 
 def _strict(schema):
     if isinstance(schema, dict):
         schema = {k: _strict(v) for k, v in schema.items()}
-        if ("properties" in schema and "additionalProperties" not in schema
-                and not schema.get("x-kubernetes-preserve-unknown-fields")):
+        if (
+            "properties" in schema
+            and "additionalProperties" not in schema
+            and not schema.get("x-kubernetes-preserve-unknown-fields")
+        ):
             schema["additionalProperties"] = False
         # int-or-string fields have no type in the spec; accept both as the API server does.
         if schema.get("x-kubernetes-int-or-string"):
@@ -86,21 +93,27 @@ def core_validator(api_version: str, kind: str) -> jsonschema.Draft202012Validat
     text = text.replace('"#/components/', '"urn:k8s#/components/')  # refs into the registry
     schemas = _strict(json.loads(text))
     target = next(
-        key for key, s in schemas.items()
+        key
+        for key, s in schemas.items()
         for gvk in s.get("x-kubernetes-group-version-kind", [])
         if gvk["kind"] == kind and gvk["version"] == version and gvk["group"] == group
     )
     doc = {"components": {"schemas": schemas}}
     registry = Registry().with_resource("urn:k8s", Resource.opaque(doc))
-    return jsonschema.Draft202012Validator({"$ref": f"urn:k8s#/components/schemas/{target}"},
-                                           registry=registry)
+    return jsonschema.Draft202012Validator(
+        {"$ref": f"urn:k8s#/components/schemas/{target}"}, registry=registry
+    )
 
 
 def validate(obj: dict) -> list[str]:
     """Every schema error of `obj`, as 'path: message' lines."""
     api_version, kind = obj["apiVersion"], obj["kind"]
     group = api_version.split("/")[0] if "/" in api_version else ""
-    validator = (crd_validator(api_version, kind) if (group, kind) in CRD_FILES
-                 else core_validator(api_version, kind))
-    return [f"{'/'.join(map(str, e.absolute_path))}: {e.message}"
-            for e in validator.iter_errors(obj)]
+    validator = (
+        crd_validator(api_version, kind)
+        if (group, kind) in CRD_FILES
+        else core_validator(api_version, kind)
+    )
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator.iter_errors(obj)
+    ]

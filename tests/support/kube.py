@@ -18,8 +18,12 @@ from ci.cluster import control_plane, gke_nodes
 from tests.support.helm import BUCKET, CHART, helm
 
 
-def wait_for(what: str, check: Callable[[], object], timeout: float = 60,
-             explain: Callable[[], str] = lambda: "") -> object:
+def wait_for(
+    what: str,
+    check: Callable[[], object],
+    timeout: float = 60,
+    explain: Callable[[], str] = lambda: "",
+) -> object:
     deadline = time.monotonic() + timeout
     while True:
         result = check()
@@ -41,9 +45,18 @@ class Release:
     nodes: list[str] = field(default_factory=list)
 
     def helm(self, *args: str, check: bool = True, major: int = 3) -> subprocess.CompletedProcess:
-        proc = subprocess.run([str(helm(major)), "--kubeconfig", self.kubeconfig,
-                               "--namespace", self.namespace, *args],
-                              text=True, capture_output=True)
+        proc = subprocess.run(
+            [
+                str(helm(major)),
+                "--kubeconfig",
+                self.kubeconfig,
+                "--namespace",
+                self.namespace,
+                *args,
+            ],
+            text=True,
+            capture_output=True,
+        )
         if check:
             assert proc.returncode == 0, f"helm {' '.join(args)}:\n{proc.stdout}{proc.stderr}"
         return proc
@@ -52,8 +65,7 @@ class Release:
         return [a for v in values for a in ("-f", str(v))] + BUCKET
 
     def install(self, *values: Path, major: int = 3) -> subprocess.CompletedProcess:
-        return self.helm("install", self.name, str(CHART), *self.values_args(*values),
-                         major=major)
+        return self.helm("install", self.name, str(CHART), *self.values_args(*values), major=major)
 
     def upgrade(self, *values: Path) -> subprocess.CompletedProcess:
         return self.helm("upgrade", self.name, str(CHART), *self.values_args(*values))
@@ -69,12 +81,16 @@ class Release:
     def kubectl_env(self) -> dict[str, str]:
         """Environment for a launcher command that runs kubectl against this cluster."""
         kubectl_dir = control_plane.build()["kubernetes"]
-        return {**os.environ, "KUBECONFIG": self.kubeconfig,
-                "PATH": f"{kubectl_dir}{os.pathsep}{os.environ['PATH']}"}
+        return {
+            **os.environ,
+            "KUBECONFIG": self.kubeconfig,
+            "PATH": f"{kubectl_dir}{os.pathsep}{os.environ['PATH']}",
+        }
 
     def pods(self, **selector: str) -> list[pykube.Pod]:
-        return list(pykube.Pod.objects(self.api).filter(namespace=self.namespace,
-                                                        selector=selector or None))
+        return list(
+            pykube.Pod.objects(self.api).filter(namespace=self.namespace, selector=selector or None)
+        )
 
     def raycluster(self) -> dict:
         clusters = list(ray_clusters(self.api).objects(self.api).filter(namespace=self.namespace))
@@ -83,8 +99,10 @@ class Release:
 
     def events(self) -> str:
         events = pykube.Event.objects(self.api).filter(namespace=self.namespace)
-        return "\n".join(f"{e.obj['involvedObject']['name']}: {e.obj.get('reason')} "
-                         f"{e.obj.get('message')}" for e in events)
+        return "\n".join(
+            f"{e.obj['involvedObject']['name']}: {e.obj.get('reason')} {e.obj.get('message')}"
+            for e in events
+        )
 
 
 def ready(rc: dict) -> bool:

@@ -15,8 +15,13 @@ from tests.support.paths import REPO
 
 
 def local_cluster_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "launcher", *args], cwd=REPO,
-                          text=True, capture_output=True, check=check)
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        cwd=REPO,
+        text=True,
+        capture_output=True,
+        check=check,
+    )
 
 
 @dataclass
@@ -30,8 +35,9 @@ class LocalCluster:
         if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
             argv.append(f"base_output_directory={self.bucket}")
         env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
-        proc = subprocess.run(argv, cwd=REPO, text=True, capture_output=True, timeout=timeout,
-                              env=env)
+        proc = subprocess.run(
+            argv, cwd=REPO, text=True, capture_output=True, timeout=timeout, env=env
+        )
         return proc.returncode, proc.stdout + proc.stderr
 
 

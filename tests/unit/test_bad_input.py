@@ -15,32 +15,70 @@ pytestmark = pytest.mark.unit
 TPU = ["--accelerator_type=v6e", "--topology=4x4"]
 CASES = [
     # (id, program, args, the message)
-    ("unknown accelerator", "train", ["--accelerator_type=v7z", "--topology=4x4", "run_name=r"],
-     "accelerator_type: unknown TPU accelerator type 'v7z'"),
-    ("topology of another generation", "train",
-     ["--accelerator_type=v5p", "--topology=4x4", "run_name=r"],
-     "topology: '4x4' is not a v5p topology"),
-    ("host count mismatch", "train", [*TPU, "--chips_per_host=8", "run_name=r"],
-     "chips_per_host: v6e 4x4 cannot be built from hosts of 8 chips"),
-    ("parallelism product", "train", [*TPU, "run_name=r", "ici_fsdp_parallelism=4",
-                                      "ici_tensor_parallelism=2"],
-     "ici parallelism ici_fsdp_parallelism=4 x ici_tensor_parallelism=2 = 8 does not match the "
-     "16 devices per slice"),
-    ("dcn parallelism", "train", [*TPU, "--num_slices=2", "run_name=r", "dcn_data_parallelism=3"],
-     "dcn parallelism dcn_data_parallelism=3 = 3 does not match the 2 slices"),
-    ("missing output directory", "train", [*TPU, "run_name=r", "base_output_directory=/no/such"],
-     "base_output_directory: /no/such does not exist"),
-    ("unwritable output directory", "train", [*TPU, "run_name=r", "base_output_directory=/proc"],
-     "base_output_directory: /proc is not writable"),
-    ("unknown MaxText key", "train", [*TPU, "run_name=r", "per_device_batchsize=1"],
-     "per_device_batchsize: unknown MaxText config key 'per_device_batchsize'"),
+    (
+        "unknown accelerator",
+        "train",
+        ["--accelerator_type=v7z", "--topology=4x4", "run_name=r"],
+        "accelerator_type: unknown TPU accelerator type 'v7z'",
+    ),
+    (
+        "topology of another generation",
+        "train",
+        ["--accelerator_type=v5p", "--topology=4x4", "run_name=r"],
+        "topology: '4x4' is not a v5p topology",
+    ),
+    (
+        "host count mismatch",
+        "train",
+        [*TPU, "--chips_per_host=8", "run_name=r"],
+        "chips_per_host: v6e 4x4 cannot be built from hosts of 8 chips",
+    ),
+    (
+        "parallelism product",
+        "train",
+        [*TPU, "run_name=r", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=2"],
+        "ici parallelism ici_fsdp_parallelism=4 x ici_tensor_parallelism=2 = 8 does not match the "
+        "16 devices per slice",
+    ),
+    (
+        "dcn parallelism",
+        "train",
+        [*TPU, "--num_slices=2", "run_name=r", "dcn_data_parallelism=3"],
+        "dcn parallelism dcn_data_parallelism=3 = 3 does not match the 2 slices",
+    ),
+    (
+        "missing output directory",
+        "train",
+        [*TPU, "run_name=r", "base_output_directory=/no/such"],
+        "base_output_directory: /no/such does not exist",
+    ),
+    (
+        "unwritable output directory",
+        "train",
+        [*TPU, "run_name=r", "base_output_directory=/proc"],
+        "base_output_directory: /proc is not writable",
+    ),
+    (
+        "unknown MaxText key",
+        "train",
+        [*TPU, "run_name=r", "per_device_batchsize=1"],
+        "per_device_batchsize: unknown MaxText config key 'per_device_batchsize'",
+    ),
     ("missing run name", "train", [*TPU, "steps=3"], "run_name: is required"),
     ("key given twice", "cli", ["run_name=a", "run_name=b"], "run_name: set twice"),
     ("not key=value", "cli", ["run_name"], "must be key=value"),
-    ("ray address not answering", "cli-address", ["run_name=r"],
-     "address: no Ray dashboard answers at http://127.0.0.1:9"),
-    ("cpu and tpu slice at once", "train", [*TPU, "--cpu_hosts=2", "--cpu_devices_per_host=2",
-                                            "run_name=r"], "a CPU slice and a TPU slice"),
+    (
+        "ray address not answering",
+        "cli-address",
+        ["run_name=r"],
+        "address: no Ray dashboard answers at http://127.0.0.1:9",
+    ),
+    (
+        "cpu and tpu slice at once",
+        "train",
+        [*TPU, "--cpu_hosts=2", "--cpu_devices_per_host=2", "run_name=r"],
+        "a CPU slice and a TPU slice",
+    ),
 ]
 
 
@@ -67,8 +105,9 @@ def _no_cluster_env(monkeypatch):
     monkeypatch.setenv("LAUNCHER_OUTPUT_DIR", "/tmp")
 
 
-@pytest.mark.parametrize(("program", "args", "says"), [c[1:] for c in CASES],
-                         ids=[c[0] for c in CASES])
+@pytest.mark.parametrize(
+    ("program", "args", "says"), [c[1:] for c in CASES], ids=[c[0] for c in CASES]
+)
 def test_user_error_is_named_with_its_fix(program, args, says, capsys):
     code, out, err = _run(program, args, capsys)
     assert code == 2, out + err
@@ -80,9 +119,19 @@ def test_each_case_has_its_own_message():
     assert len({c[3] for c in CASES}) == len(CASES)
 
 
-def test_dry_run_of_the_seed_prints_the_plan(capsys):
-    code, out, err = _run("train", [*TPU, "base.yml", "model_name=llama3-8b", "run_name=seed",
-                                    "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4"], capsys)
+def test_dry_run_of_the_tutorial_job_prints_the_plan(capsys):
+    code, out, err = _run(
+        "train",
+        [
+            *TPU,
+            "base.yml",
+            "model_name=llama3-8b",
+            "run_name=seed",
+            "ici_fsdp_parallelism=4",
+            "ici_tensor_parallelism=4",
+        ],
+        capsys,
+    )
     assert code == 0, err
     assert "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips): 4 workers x 4 devices = 16 devices" in out
     assert '"resources_per_worker": {"TPU": 4}' in out

@@ -39,18 +39,32 @@ def test_submission_id_is_named_after_the_run():
 
 
 def test_dry_run_shows_the_exact_ray_command(capsys):
-    code, out, err = tpu_launcher(capsys, "submit", "--dry-run", "--submission-id", "j1", "--",
-                        "--accelerator_type=v6e", "--topology=4x4", "base.yml",
-                        "run_name=r", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4")
+    code, out, err = tpu_launcher(
+        capsys,
+        "submit",
+        "--dry-run",
+        "--submission-id",
+        "j1",
+        "--",
+        "--accelerator_type=v6e",
+        "--topology=4x4",
+        "base.yml",
+        "run_name=r",
+        "ici_fsdp_parallelism=4",
+        "ici_tensor_parallelism=4",
+    )
     assert code == 0, err
-    assert ("ray job submit --address http://127.0.0.1:8265 --submission-id j1 --no-wait -- "
-            "python -m launcher train --accelerator_type=v6e --topology=4x4 base.yml run_name=r "
-            "ici_fsdp_parallelism=4 ici_tensor_parallelism=4") in out
+    assert (
+        "ray job submit --address http://127.0.0.1:8265 --submission-id j1 --no-wait -- "
+        "python -m launcher train --accelerator_type=v6e --topology=4x4 base.yml run_name=r "
+        "ici_fsdp_parallelism=4 ici_tensor_parallelism=4"
+    ) in out
 
 
 def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
-    code, out, err = tpu_launcher(capsys, "submit", "--dry-run", "--release", "tpu",
-                                  "--namespace", "ml", "--", "run_name=r")
+    code, out, err = tpu_launcher(
+        capsys, "submit", "--dry-run", "--release", "tpu", "--namespace", "ml", "--", "run_name=r"
+    )
     assert code == 0, err
     assert out.index("preflight: the job on the slice of release tpu") < out.index("port-forward")
     assert "kubectl -n ml get raycluster -l app.kubernetes.io/instance=tpu" in out
@@ -60,11 +74,11 @@ def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
 
 def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):
     args = ["--", "--accelerator_type=v6e", "--topology=4x4", "base.yml", "run_name=r"]
-    _, out, _ = tpu_launcher(capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml",
-                             *args)
+    _, out, _ = tpu_launcher(capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml", *args)
     assert "[dry-run] preflight: the job on the slice of values/v6e-16.yaml" in out
-    _, out, _ = tpu_launcher(capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml",
-                             "--skip-preflight", *args)
+    _, out, _ = tpu_launcher(
+        capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml", "--skip-preflight", *args
+    )
     assert "preflight" not in out
 
 
@@ -83,13 +97,25 @@ def test_help_lists_every_subcommand(capsys):
         (["--", "run_nam=x"], "run_nam: unknown MaxText config key 'run_nam'"),
         (["--", "steps=3"], "run_name: is required"),
         (["--", "--topolgy=4x4", "run_name=x"], "Unknown command line flag 'topolgy'"),
-        (["--", "--accelerator_type=v9", "--topology=4x4", "run_name=x"],
-         "unknown TPU accelerator type 'v9'"),
-        (["--", "--accelerator_type=v6e", "--topology=4x4", "run_name=x",
-          "ici_fsdp_parallelism=8", "ici_tensor_parallelism=4"],
-         "= 32 does not match the 16 devices per slice"),
-        (["--address", "http://127.0.0.1:9", "--", "run_name=x"],
-         "no Ray dashboard answers at http://127.0.0.1:9"),
+        (
+            ["--", "--accelerator_type=v9", "--topology=4x4", "run_name=x"],
+            "unknown TPU accelerator type 'v9'",
+        ),
+        (
+            [
+                "--",
+                "--accelerator_type=v6e",
+                "--topology=4x4",
+                "run_name=x",
+                "ici_fsdp_parallelism=8",
+                "ici_tensor_parallelism=4",
+            ],
+            "= 32 does not match the 16 devices per slice",
+        ),
+        (
+            ["--address", "http://127.0.0.1:9", "--", "run_name=x"],
+            "no Ray dashboard answers at http://127.0.0.1:9",
+        ),
     ],
 )
 def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says, capsys):

@@ -10,20 +10,18 @@ from launcher.core.maxtext_args import (
     check_output_directory,
     maxtext_configs_dir,
 )
+from tests.support.tutorial import TUTORIAL_ARGV
 
 pytestmark = pytest.mark.unit
 
-# The seed's exact job arguments (v6e-16, fsdp 4 x tensor 4).
-SEED = ["MaxText/configs/base.yml", "base_output_directory=/data/", "dataset_type=synthetic",
-        "per_device_batch_size=1", "max_target_length=4096", "model_name=llama3-8b",
-        "steps=100", "ici_fsdp_parallelism=4", "ici_tensor_parallelism=4",
-        "run_name=rayjob-8b-4096-tp4-4x4"]
+# The GKE tutorial's exact job arguments (v6e-16, fsdp 4 x tensor 4).
+TUTORIAL = TUTORIAL_ARGV
 
 
-def test_passes_the_seed_arguments_through_unchanged():
-    args = MaxTextArgs.parse(SEED)
+def test_passes_the_tutorial_arguments_through_unchanged():
+    args = MaxTextArgs.parse(TUTORIAL)
     assert args.config == (maxtext_configs_dir() / "base.yml").resolve()
-    assert args.argv()[2:] == SEED[1:]
+    assert args.argv()[2:] == TUTORIAL[1:]
     args.check_parallelism(devices_per_slice=16, num_slices=1, slice_desc="v6e-16")
 
 

@@ -49,11 +49,16 @@ def _reaches(start: str) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize(("package", "forbidden"), [
-    ("launcher.runtime", ("launcher.client", "launcher.preflight", "launcher.cli")),
-    ("launcher.core", ("launcher.runtime", "launcher.client", "launcher.preflight",
-                       "launcher.cli")),
-])
+@pytest.mark.parametrize(
+    ("package", "forbidden"),
+    [
+        ("launcher.runtime", ("launcher.client", "launcher.preflight", "launcher.cli")),
+        (
+            "launcher.core",
+            ("launcher.runtime", "launcher.client", "launcher.preflight", "launcher.cli"),
+        ),
+    ],
+)
 def test_a_package_never_reaches_the_other_audience(package, forbidden):
     for name in (m for m in MODULES if m == package or m.startswith(package + ".")):
         crossing = sorted(m for m in _reaches(name) if m.startswith(forbidden))

@@ -14,8 +14,9 @@ from launcher.preflight.sharding_advice import Estimate, candidate_splits, with_
 pytestmark = pytest.mark.unit
 
 
-@pytest.mark.parametrize(("topology", "chips_per_host"), [("4x4", 4), ("2x2x2", 4), ("4x8", 4),
-                                                          ("2x4", 8), ("8x16", 4)])
+@pytest.mark.parametrize(
+    ("topology", "chips_per_host"), [("4x4", 4), ("2x2x2", 4), ("4x8", 4), ("2x4", 8), ("8x16", 4)]
+)
 def test_every_candidate_covers_the_slice_with_whole_physical_axes(topology, chips_per_host):
     dims = [int(d) for d in topology.split("x")]
     splits = candidate_splits(topology, chips_per_host)
@@ -26,19 +27,27 @@ def test_every_candidate_covers_the_slice_with_whole_physical_axes(topology, chi
         assert split["ici_fsdp_parallelism"] > 1
         assert split.get("ici_tensor_parallelism", 1) <= chips_per_host
         for size in split.values():  # a product of some of the physical axes
-            assert any(prod(c) == size for r in range(1, len(dims) + 1)
-                       for c in combinations(dims, r))
+            assert any(
+                prod(c) == size for r in range(1, len(dims) + 1) for c in combinations(dims, r)
+            )
 
 
-def test_the_seed_slice_gets_fsdp_and_fsdp_x_tensor_4():
+def test_the_tutorial_slice_gets_fsdp_and_fsdp_x_tensor_4():
     splits = candidate_splits("4x4", 4)
     assert {"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4} in splits
     assert {"ici_fsdp_parallelism": 16} in splits
 
 
 def test_with_split_resets_other_axes_and_puts_data_over_dcn():
-    args = MaxTextArgs.parse(["tiny-llama.yml", "run_name=r", "ici_tensor_parallelism=4",
-                              "ici_fsdp_parallelism=4", "per_device_batch_size=2"])
+    args = MaxTextArgs.parse(
+        [
+            "tiny-llama.yml",
+            "run_name=r",
+            "ici_tensor_parallelism=4",
+            "ici_fsdp_parallelism=4",
+            "per_device_batch_size=2",
+        ]
+    )
     split = with_split(args, {"ici_fsdp_parallelism": 16}, num_slices=2)
     assert int(split.get("ici_fsdp_parallelism")) == 16
     assert int(split.get("ici_tensor_parallelism")) == 1

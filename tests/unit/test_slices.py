@@ -11,12 +11,17 @@ from tests.support.ray_nodes import ray_nodes
 pytestmark = pytest.mark.unit
 
 
-def test_seed_slice_gives_the_seed_scaling_config():
+def test_the_tutorial_slice_gives_its_scaling_config():
     chosen = slices.from_flags("v6e", "4x4", 1, None, None, None)
     sc = chosen.scaling_config()
-    assert (sc.use_tpu, sc.num_workers, sc.topology, sc.accelerator_type,
-            sc.resources_per_worker, sc.placement_strategy) == (
-        True, 4, "4x4", "TPU-V6E", {"TPU": 4}, "SPREAD")
+    assert (
+        sc.use_tpu,
+        sc.num_workers,
+        sc.topology,
+        sc.accelerator_type,
+        sc.resources_per_worker,
+        sc.placement_strategy,
+    ) == (True, 4, "4x4", "TPU-V6E", {"TPU": 4}, "SPREAD")
 
 
 def test_multislice_workers_are_hosts_times_slices():

@@ -16,20 +16,25 @@ pytestmark = pytest.mark.unit
 @pytest.mark.parametrize(
     ("accel", "topology", "hosts", "chips_per_host", "machine", "pod_type"),
     [
-        ("v6e", "4x4", 4, 4, "ct6e-standard-4t", "v6e-16"),  # the seed's slice
+        ("v6e", "4x4", 4, 4, "ct6e-standard-4t", "v6e-16"),  # the GKE tutorial's slice
         ("TPU-V6E", "2x4", 1, 8, "ct6e-standard-8t", "v6e-8"),
         ("tpu-v6e-slice", "1x1", 1, 1, "ct6e-standard-1t", "v6e-1"),
-        ("v5e", "4x8", 8, 4, "ct5lp-hightpu-4t", "v5litepod-32"),  # seed 004's Saxml slice
+        ("v5e", "4x8", 8, 4, "ct5lp-hightpu-4t", "v5litepod-32"),  # the Saxml tutorial's slice
         ("v5litepod", "2x2", 1, 4, "ct5lp-hightpu-4t", "v5litepod-4"),
         ("v5p", "2x2x2", 2, 4, "ct5p-hightpu-4t", "v5p-16"),  # v5p-16 counts cores
         ("v4", "2x2x4", 4, 4, "ct4p-hightpu-4t", "v4-32"),
     ],
 )
-def test_derives_hosts_machine_and_pod_type(accel, topology, hosts, chips_per_host, machine,
-                                            pod_type):
+def test_derives_hosts_machine_and_pod_type(
+    accel, topology, hosts, chips_per_host, machine, pod_type
+):
     shape = slice_shape(accel, topology)
     assert (shape.hosts, shape.chips_per_host, shape.machine_type, shape.pod_type) == (
-        hosts, chips_per_host, machine, pod_type)
+        hosts,
+        chips_per_host,
+        machine,
+        pod_type,
+    )
 
 
 def test_v6e_2x4_can_be_two_four_chip_hosts():
@@ -74,8 +79,10 @@ def test_json_export_matches_the_table_and_the_cli(capsys):
     data = json.loads(capsys.readouterr().out)
     assert data == json.loads(json.dumps(as_json_table()))
     v6e_2x4 = data["v6e"]["topologies"]["2x4"]["chipsPerHost"]
-    assert v6e_2x4 == {"4": {"hosts": 2, "machineType": "ct6e-standard-4t"},
-                       "8": {"hosts": 1, "machineType": "ct6e-standard-8t"}}
+    assert v6e_2x4 == {
+        "4": {"hosts": 2, "machineType": "ct6e-standard-4t"},
+        "8": {"hosts": 1, "machineType": "ct6e-standard-8t"},
+    }
     assert data["v5e"]["gkeAccelerator"] == "tpu-v5-lite-podslice"
 
 

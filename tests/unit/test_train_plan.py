@@ -11,13 +11,23 @@ from launcher.core.maxtext_args import MaxTextArgs
 from tests.support.ray_nodes import ray_nodes
 
 pytestmark = pytest.mark.unit
-SEED = ["base.yml", "model_name=llama3-8b", "ici_fsdp_parallelism=4",
-        "ici_tensor_parallelism=4", "run_name=seed"]
+TUTORIAL_JOB = [
+    "base.yml",
+    "model_name=llama3-8b",
+    "ici_fsdp_parallelism=4",
+    "ici_tensor_parallelism=4",
+    "run_name=seed",
+]
 
 
-def test_plans_the_seed_job_on_the_seed_cluster(tmp_path):
-    plan = plan_job(JobOptions(), SEED, nodes=ray_nodes("v6e", "4x4"), require_slice=True,
-                    output_dir=str(tmp_path))
+def test_plans_the_tutorial_job_on_its_cluster(tmp_path):
+    plan = plan_job(
+        JobOptions(),
+        TUTORIAL_JOB,
+        nodes=ray_nodes("v6e", "4x4"),
+        require_slice=True,
+        output_dir=str(tmp_path),
+    )
     assert plan.slices.describe() == "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips)"
     assert plan.args.overrides["base_output_directory"] == str(tmp_path)
     assert plan.run_dir == tmp_path / "seed"
@@ -26,14 +36,17 @@ def test_plans_the_seed_job_on_the_seed_cluster(tmp_path):
 def test_explicit_flags_must_match_the_cluster(tmp_path):
     options = JobOptions(accelerator_type="v5p", topology="2x2x2")
     with pytest.raises(UsageError, match="offers v6e-16"):
-        plan_job(options, ["run_name=r"], nodes=ray_nodes("v6e", "4x4"),
-                 output_dir=str(tmp_path))
+        plan_job(options, ["run_name=r"], nodes=ray_nodes("v6e", "4x4"), output_dir=str(tmp_path))
 
 
 def test_default_output_directory_must_exist():
     with pytest.raises(UsageError, match="gcsfuse"):
-        plan_job(JobOptions(), ["run_name=r"], nodes=ray_nodes("v6e", "4x4"),
-                 output_dir="/no/such/bucket/mount")
+        plan_job(
+            JobOptions(),
+            ["run_name=r"],
+            nodes=ray_nodes("v6e", "4x4"),
+            output_dir="/no/such/bucket/mount",
+        )
 
 
 def test_a_slice_is_required_in_the_cluster_but_not_at_submission():
@@ -50,8 +63,9 @@ def test_a_preflight_target_is_held_to_the_parallelism():
 
 
 def test_job_args_are_parsed_once_into_frozen_options():
-    options, rest = parse_job_args(["--accelerator_type=v6e", "--topology=4x4",
-                                    "--num_slices=2", "base.yml", "run_name=r"])
+    options, rest = parse_job_args(
+        ["--accelerator_type=v6e", "--topology=4x4", "--num_slices=2", "base.yml", "run_name=r"]
+    )
     assert (options.accelerator_type, options.topology, options.num_slices) == ("v6e", "4x4", 2)
     assert rest == ["base.yml", "run_name=r"]
     with pytest.raises(AttributeError):
@@ -97,10 +111,20 @@ def test_refuses_a_rerun_that_would_train_nothing(tmp_path):
 
 
 def test_steps_beyond_checkpoint_extends_the_run(tmp_path):
-    args = resolve_steps(MaxTextArgs.parse(["run_name=r"]),
-                         _run_with_checkpoints(tmp_path, 0, 5, 39), 40)
+    args = resolve_steps(
+        MaxTextArgs.parse(["run_name=r"]), _run_with_checkpoints(tmp_path, 0, 5, 39), 40
+    )
     assert args.get("steps") == 80
     fresh = resolve_steps(MaxTextArgs.parse(["run_name=r"]), tmp_path / "new", 40)
     assert fresh.get("steps") == 40
     with pytest.raises(UsageError, match="keep one"):
         resolve_steps(MaxTextArgs.parse(["run_name=r", "steps=3"]), tmp_path / "new", 40)
+
+
+def test_a_job_whose_flags_name_another_slice_than_its_target_is_refused():
+    target = JobOptions(accelerator_type="v6e", topology="4x4").slice_request()
+    options = JobOptions(accelerator_type="v5p", topology="2x2x2")
+    with pytest.raises(UsageError, match=r"asks for v5p-16 .* but its target is v6e-16"):
+        plan_job(options, ["run_name=r"], target=target)
+    same = JobOptions(accelerator_type="v6e", topology="4x4")
+    assert plan_job(same, ["run_name=r"], target=target).slices == target

@@ -1,0 +1,53 @@
+"""Every template change is readable in review: the chart rendered with each values file equals
+its golden (tests/chart/goldens/, `make goldens` rewrites them), the token masked."""
+
+from __future__ import annotations
+
+import difflib
+
+import pytest
+
+from tests.support.goldens import GOLDENS, MASK, golden_path, render_golden
+from tests.support.helm import VALUES_FILES
+
+pytestmark = pytest.mark.chart
+
+
+@pytest.mark.parametrize("values", VALUES_FILES, ids=[v.name for v in VALUES_FILES])
+def test_render_equals_its_golden(values):
+    path = golden_path(values)
+    assert path.is_file(), f"{path} is missing: run `make goldens`"
+    rendered, golden = render_golden(values), path.read_text()
+    diff = "".join(
+        difflib.unified_diff(
+            golden.splitlines(True), rendered.splitlines(True), str(path), "helm template", n=2
+        )
+    )
+    assert not diff, f"the render differs from its golden (run `make goldens` if intended):\n{diff}"
+
+
+def test_every_golden_has_its_values_file():
+    assert {p.name for p in GOLDENS.glob("*.yaml")} == {v.name for v in VALUES_FILES}
+
+
+def test_the_token_is_masked_and_nothing_else_is_random():
+    """Two renders differ only in the token; the golden hides exactly that."""
+    values = next(v for v in VALUES_FILES if v.name == "v6e-16.yaml")
+    first, second = render_golden(values), render_golden(values)
+    assert first == second
+    assert f"auth_token: {MASK}" in first
+
+
+def test_a_template_change_shows_in_the_diff(tmp_path, monkeypatch):
+    """The check can fail: a chart with one edited template no longer equals the goldens."""
+    import shutil
+
+    from tests.support import goldens, helm
+
+    chart = tmp_path / "tpu-stack"
+    shutil.copytree(helm.CHART, chart)
+    template = chart / "charts" / "ray" / "templates" / "raycluster.yaml"
+    template.write_text(template.read_text().replace("numOfHosts:", "numOfHosts: 7 #", 1))
+    monkeypatch.setattr(goldens, "CHART", chart)
+    values = next(v for v in VALUES_FILES if v.name == "v6e-16.yaml")
+    assert render_golden(values) != golden_path(values).read_text()

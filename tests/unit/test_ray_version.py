@@ -1,0 +1,36 @@
+"""Ray's version is declared once, in pyproject.toml's dependency; everything else that names it
+follows: the locks the image and the tests install, the image's Ray base, the chart's
+spec.rayVersion and the ray subchart's appVersion."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+
+import pytest
+import yaml
+
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.unit
+
+
+def declared_ray_version() -> str:
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    (ray,) = [d for d in deps if re.match(r"ray\b", d)]
+    return re.fullmatch(r"ray\[[\w,]+\]==([\d.]+)", ray)[1]
+
+
+def test_every_place_that_names_ray_follows_pyproject():
+    version = declared_ray_version()
+    for lock in ("requirements.lock", "requirements-dev.lock"):
+        text = (REPO / "images" / "launcher" / lock).read_text()
+        assert re.findall(r"^ray==(\S+)", text, re.M) == [version], lock
+    dockerfile = (REPO / "images" / "launcher" / "Dockerfile").read_text()
+    assert re.search(
+        rf"^ARG RAY_IMAGE=rayproject/ray:{re.escape(version)}-py312-tpu$", dockerfile, re.M
+    ), "the image's Ray base is another Ray"
+    chart = REPO / "charts" / "tpu-stack"
+    assert yaml.safe_load((chart / "values.yaml").read_text())["ray"]["rayVersion"] == version
+    ray_chart = yaml.safe_load((chart / "charts" / "ray" / "Chart.yaml").read_text())
+    assert ray_chart["appVersion"] == version
