@@ -21,6 +21,9 @@ export PATH := $(VENV)/bin:$(PATH)
 DEMO_ARGS ?= --steps_beyond_checkpoint=40 tiny-llama.yml run_name=demo
 # What `make submit` sends: launcher flags, then MaxText's config and key=value arguments.
 ARGS ?= $(DEMO_ARGS)
+# The slice as Cloud TPU names it (v6e-16, v5p-16, v5litepod-32): the job's --tpu for submit and
+# preflight; the simulated slice for `make up` (default v5p-16).
+TPU ?=
 ADDRESS ?=
 JOB ?=
 PYTEST_ARGS ?=
@@ -42,7 +45,7 @@ help: ## Show the targets.
 	  /^##@/ { printf "\n\033[1m%s\033[0m\n", substr($$0, 5) }' $(MAKEFILE_LIST)
 
 .PHONY: demo
-demo: venv up ## Train the tiny model on the local simulated slice; run again to resume.
+demo: venv up ## Train the tiny model on the local simulated slice (TPU=v4-16: another); run again to resume.
 	$(TL) submit -- $(DEMO_ARGS)
 
 .PHONY: test
@@ -80,11 +83,12 @@ test-image: venv ## The image's install steps from the built wheel in a fresh ve
 # A values file given on the command line (or RELEASE) names the target slice: submit runs
 # preflight for it first (SKIP_PREFLIGHT=1 skips it). The local CPU slice needs no preflight.
 TARGET_FLAGS := $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE),$(if $(filter command line environment,$(origin VALUES)),--values $(VALUES)))
+JOB_ARGS = $(if $(TPU),--tpu=$(TPU)) $(ARGS)
 
 .PHONY: submit
 submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cluster; follow it.
 	$(TL) submit $(if $(ADDRESS),--address $(ADDRESS)) $(TARGET_FLAGS) \
-	  $(if $(SKIP_PREFLIGHT),--skip-preflight) -- $(ARGS)
+	  $(if $(SKIP_PREFLIGHT),--skip-preflight) -- $(JOB_ARGS)
 
 .PHONY: logs
 logs: venv ## Print the logs of JOB (default: the last job submitted from here).
@@ -99,14 +103,14 @@ stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
 	$(TL) stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
 
 .PHONY: preflight
-preflight: venv ## Will ARGS fit the slice of RELEASE (else VALUES)? AOT-compiles for that TPU here (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
-	$(TL) preflight $(or $(TARGET_FLAGS),--values $(VALUES)) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(ARGS)
+preflight: venv ## Will ARGS fit the slice of TPU, RELEASE or VALUES? AOT-compiles for that TPU on CPU (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
+	$(TL) preflight $(or $(TARGET_FLAGS),$(if $(TPU),,--values $(VALUES))) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(JOB_ARGS)
 
 ##@ Local cluster
 
 .PHONY: up
-up: venv ## Start the local Ray cluster (head + simulated TPU hosts) unless it runs.
-	$(TL) up
+up: venv ## Start the local Ray cluster (head + simulated TPU hosts of TPU, default v5p-16) unless it runs.
+	$(TL) up $(if $(TPU),--tpu $(TPU))
 
 .PHONY: down
 down: venv ## Stop the local Ray cluster.

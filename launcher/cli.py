@@ -87,8 +87,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments")
 
     p = sub.add_parser("up", help="start the local Ray cluster (a simulated TPU slice on CPU)")
-    p.add_argument("--accelerator", help="TPU generation (default v5p)")
-    p.add_argument("--topology", help="default 2x2x2 (v5p-16: 2 hosts x 4 chips)")
+    p.add_argument(
+        "--tpu",
+        help="the simulated slice, as Cloud TPU names it (default v5p-16: 2 "
+        "hosts x 4 chips); each host's chips are CPU devices",
+    )
+    p.add_argument("--accelerator", help="long form: TPU generation (with --topology)")
+    p.add_argument("--topology", help="long form: the slice's topology")
     p.add_argument("--num-slices", type=int, default=1)
     p.add_argument("--cpu-hosts", type=int, help="a CPU-only slice of this many hosts instead")
     p.add_argument("--cpu-devices-per-host", type=int, default=2)
@@ -162,6 +167,7 @@ def _dispatch(ns: argparse.Namespace) -> int:
         if ns.command == "up":
             local_cluster.up(
                 local_cluster.LocalClusterSpec(
+                    ns.tpu,
                     ns.accelerator,
                     ns.topology,
                     ns.num_slices,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.core.errors import CommandError
+from launcher.core.errors import CommandError, UsageError
 from launcher.core.job_plan import OUTPUT_DIR_ENV
 from launcher.core.slices import (
     LABEL_ACCELERATOR,
@@ -26,8 +26,9 @@ from launcher.core.slices import (
     LABEL_SLICE,
     LABEL_TOPOLOGY,
     LABEL_WORKER_ID,
+    from_flags,
 )
-from launcher.core.tpu_table import slice_shape
+from launcher.core.tpu_table import GENERATIONS, slice_shape
 
 # Ray swaps 127.0.0.1 for the machine's network address; another loopback address it keeps,
 # so the whole cluster stays on loopback.
@@ -37,8 +38,10 @@ DASHBOARD_PORT = 8265
 DASHBOARD_ADDRESS = f"http://127.0.0.1:{DASHBOARD_PORT}"
 # Each node on one machine needs its own agent ports.
 _PORT_BASE = 52400
-DEFAULT_ACCELERATOR = "v5p"  # v5p-16: 2 hosts x 4 chips, the smallest real multi-host slice
-DEFAULT_TOPOLOGY = "2x2x2"
+DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
+# Each simulated host is a Ray node whose training worker holds a JAX process with MaxText
+# (about 1.5 GB): more than this many does not fit a workstation's memory.
+MAX_SIMULATED_HOSTS = 8
 
 
 def _node_ports(index: int) -> list[str]:
@@ -62,12 +65,22 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     }
 
 
+def _smallest_multi_host(generation_name: str) -> str:
+    topologies = GENERATIONS[generation_name].topologies
+    return next(
+        shape.pod_type
+        for shape in (slice_shape(generation_name, topo) for topo in topologies)
+        if shape.multi_host
+    )
+
+
 def host_nodes(
     accelerator: str | None,
     topology: str | None,
     num_slices: int,
     cpu_hosts: int | None,
     cpu_devices: int | None,
+    tpu: str | None = None,
 ) -> list[dict]:
     """The `ray start` resources, labels and env of each simulated host."""
     nodes = []
@@ -77,7 +90,19 @@ def host_nodes(
             "XLA_FLAGS": f"--xla_force_host_platform_device_count={cpu_devices}",
         }
         return [{"resources": {}, "labels": {}, "env": env} for _ in range(cpu_hosts)]
-    shape = slice_shape(accelerator or DEFAULT_ACCELERATOR, topology or DEFAULT_TOPOLOGY)
+    if not (tpu or accelerator or topology):
+        tpu = DEFAULT_TPU
+    slices = from_flags(accelerator, topology, num_slices, None, None, None, tpu=tpu)
+    assert slices is not None and slices.shape is not None
+    shape = slices.shape
+    if slices.num_workers > MAX_SIMULATED_HOSTS:
+        raise UsageError(
+            "tpu",
+            f"{slices.describe()} has {slices.num_workers} hosts; the local cluster simulates at "
+            f"most {MAX_SIMULATED_HOSTS} (each runs a JAX process with MaxText)",
+            f"simulate the smallest multi-host slice of the same generation: "
+            f"--tpu={_smallest_multi_host(shape.generation.name)}",
+        )
     for s in range(num_slices):
         for host in range(shape.hosts):
             resources = {
@@ -115,6 +140,7 @@ def host_nodes(
 class LocalClusterSpec:
     """What `tpu-launcher up` starts: one simulated slice shape (TPU) or a CPU-only slice."""
 
+    tpu: str | None = None  # the simulated slice's name; default v5p-16
     accelerator: str | None = None
     topology: str | None = None
     num_slices: int = 1
@@ -134,7 +160,12 @@ def up(spec: LocalClusterSpec) -> None:
     bucket = Path(spec.bucket_dir).resolve()
     bucket.mkdir(parents=True, exist_ok=True)
     nodes = host_nodes(
-        spec.accelerator, spec.topology, spec.num_slices, spec.cpu_hosts, spec.cpu_devices_per_host
+        spec.accelerator,
+        spec.topology,
+        spec.num_slices,
+        spec.cpu_hosts,
+        spec.cpu_devices_per_host,
+        tpu=spec.tpu,
     )
     try:
         _start(spec, nodes, bucket)

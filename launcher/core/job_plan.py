@@ -39,6 +39,13 @@ def define_flags(fv: flags.FlagValues) -> None:
     """The launcher's flags, on `fv` (absl's global FLAGS in the entrypoint; a private set
     where a workstation command parses a job's arguments)."""
     flags.DEFINE_string(
+        "tpu",
+        None,
+        "The slice, as Cloud TPU names it: v6e-16, v5p-16, v5litepod-32 (v4/v5p count "
+        "TensorCores, v5e/v6e chips). The long form is --accelerator_type and --topology.",
+        flag_values=fv,
+    )
+    flags.DEFINE_string(
         "accelerator_type", None, "TPU generation: v4, v5e, v5p, v6e (or TPU-V6E).", flag_values=fv
     )
     flags.DEFINE_string(
@@ -86,6 +93,7 @@ def define_flags(fv: flags.FlagValues) -> None:
 class JobOptions:
     """The launcher's flags, read once."""
 
+    tpu: str | None = None
     accelerator_type: str | None = None
     topology: str | None = None
     num_slices: int = 1
@@ -109,6 +117,7 @@ class JobOptions:
             self.chips_per_host,
             self.cpu_hosts,
             self.cpu_devices_per_host,
+            tpu=self.tpu,
         )
 
 
@@ -163,7 +172,7 @@ def plan_job(
         raise UsageError(
             "accelerator_type",
             f"the job asks for {request.describe()} but its target is {target.describe()}",
-            "drop --accelerator_type/--topology/--num_slices from the job's arguments, or "
+            "drop --tpu/--accelerator_type/--topology/--num_slices from the job's arguments, or "
             "preflight it for the slice they name",
         )
     slices = target or request

@@ -8,7 +8,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import SliceShape, slice_shape
+from launcher.core.tpu_table import SliceShape, generation, slice_shape, tpu_type
 
 # Labels Ray puts on TPU nodes (KubeRay + the GKE webhook on GKE, our local cluster here).
 LABEL_SLICE = "ray.io/tpu-slice-name"
@@ -88,12 +88,14 @@ def from_flags(
     chips_per_host: int | None,
     cpu_hosts: int | None,
     cpu_devices_per_host: int | None,
+    tpu: str | None = None,
 ) -> Slices | None:
-    """The slice the flags name, or None when they name none (then the cluster decides)."""
+    """The slice the flags name, or None when they name none (then the cluster decides).
+    `tpu` is the slice's name (v6e-16); --accelerator_type/--topology are its long form."""
     if num_slices < 1:
         raise UsageError("num_slices", f"must be at least 1, got {num_slices}", "--num_slices=1")
     if cpu_hosts or cpu_devices_per_host:
-        if accelerator_type or topology:
+        if accelerator_type or topology or tpu:
             raise UsageError(
                 "cpu_hosts",
                 "a CPU slice and a TPU slice were both given",
@@ -107,6 +109,18 @@ def from_flags(
                 "pass --cpu_hosts=2 --cpu_devices_per_host=2",
             )
         return Slices(None, 1, cpu_hosts, cpu_devices_per_host)
+    if tpu:
+        shape = tpu_type(tpu, chips_per_host)
+        if (accelerator_type and generation(accelerator_type) != shape.generation) or (
+            topology and topology.strip().lower() != shape.topology
+        ):
+            raise UsageError(
+                "tpu",
+                f"{tpu} is TPU {shape.generation.name} {shape.topology}, but "
+                f"--accelerator_type={accelerator_type} --topology={topology} say otherwise",
+                f"pass --tpu={tpu} alone (or only the long form)",
+            )
+        return Slices(shape, num_slices)
     if accelerator_type or topology:
         if not (accelerator_type and topology):
             missing = "topology" if accelerator_type else "accelerator_type"

@@ -7,6 +7,7 @@ rule the GKE TPU webhook enforces on a RayCluster. The chart reads a JSON export
 
 from __future__ import annotations
 
+import difflib
 import json
 import sys
 from dataclasses import dataclass, field
@@ -220,16 +221,37 @@ def slice_shape(accelerator: str, topology: str, chips_per_host: int | None = No
     return SliceShape(gen, topo, chips_per_host)
 
 
-def shape_for_pod_type(pod_type: str) -> SliceShape | None:
-    """The default slice shape Ray calls `pod_type` (v6e-16, v5p-16), or None when not tabled."""
-    name, _, count = pod_type.lower().rpartition("-")
-    if not count.isdigit() or name not in _ALIASES:
-        return None
-    gen = generation(name)
-    for topo in gen.topologies:
-        if topology_chips(topo) * gen.cores_per_chip == int(count):
-            return slice_shape(gen.name, topo)
-    return None
+def tpu_type_names() -> dict[str, tuple[str, str]]:
+    """Every slice name users type, as Cloud TPU's accelerator types and Ray's pod types spell
+    them, -> (generation, topology). v4 and v5p names count TensorCores (v5p-16 = 8 chips), v5e
+    and v6e names count chips; v5e is `v5litepod-N`, and `v5e-N` is accepted too."""
+    names = {}
+    for gen in GENERATIONS.values():
+        prefixes = {gen.ray_version, gen.name}
+        for topo in gen.topologies:
+            count = topology_chips(topo) * gen.cores_per_chip
+            names.update({f"{prefix}-{count}": (gen.name, topo) for prefix in prefixes})
+    return names
+
+
+def tpu_type(name: str, chips_per_host: int | None = None) -> SliceShape:
+    """The slice a name such as v6e-16, v5p-16 or v5litepod-32 stands for. Where GKE builds the
+    shape from two host sizes (v5e/v6e 2x4: one host of 8 chips or two of 4), one host is the
+    default and `chips_per_host` chooses."""
+    names = tpu_type_names()
+    key = name.strip().lower()
+    if key not in names:
+        close = difflib.get_close_matches(key, names, n=4, cutoff=0.5)
+        raise UsageError(
+            field="tpu",
+            problem=f"unknown TPU type {name!r}",
+            fix=f"did you mean {' or '.join(close)}?"
+            if close
+            else "name a slice as Cloud TPU does: v4-16, v5p-16, v5litepod-32, v6e-16 "
+            "(`tpu-launcher tpu-table` lists them)",
+        )
+    generation_name, topology = names[key]
+    return slice_shape(generation_name, topology, chips_per_host)
 
 
 def as_json_table() -> dict:

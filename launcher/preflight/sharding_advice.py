@@ -124,9 +124,8 @@ def advise(
             )
         except UsageError as e:  # one split MaxText cannot build does not stop the others
             lines = e.problem.splitlines()
-            cand.failed = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])[
-                :160
-            ]
+            last_error = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])
+            cand.failed = last_error[:160]
     fitting = [c for c in candidates if c.report and c.report.fits and c.report.flops]
     best = min(fitting, key=lambda c: estimate(c.report, target).step_s, default=None)
     return candidates, best

@@ -79,6 +79,18 @@ CASES = [
         [*TPU, "--cpu_hosts=2", "--cpu_devices_per_host=2", "run_name=r"],
         "a CPU slice and a TPU slice",
     ),
+    (
+        "unknown slice name",
+        "cli",
+        ["--tpu=v6e-15", "run_name=r"],
+        "tpu: unknown TPU type 'v6e-15'.\n  fix: did you mean v6e-1 or v6e-16",
+    ),
+    (
+        "slice name against its long form",
+        "train",
+        ["--tpu=v6e-16", "--topology=2x4", "run_name=r"],
+        "tpu: v6e-16 is TPU v6e 4x4, but",
+    ),
 ]
 
 

@@ -75,3 +75,24 @@ def test_asking_for_more_than_the_cluster_has_fails_early():
     with pytest.raises(UsageError, match="offers v6e-16"):
         slices.check_fits_cluster(chosen, ray_nodes("v6e", "4x4"))
     slices.check_fits_cluster(chosen, ray_nodes("v6e", "4x4", num_slices=2))
+
+
+def test_the_tpu_flag_names_the_slice_as_users_do():
+    by_name = slices.from_flags(None, None, 2, None, None, None, tpu="v6e-16")
+    assert by_name == slices.from_flags("v6e", "4x4", 2, None, None, None)
+    assert slices.from_flags("v6e", "4x4", 1, None, None, None, tpu="v6e-16").num_workers == 4
+
+
+@pytest.mark.parametrize(
+    ("long_form", "says"),
+    [
+        (("v5p", None), "v6e-16 is TPU v6e 4x4, but --accelerator_type=v5p"),
+        ((None, "2x4"), "v6e-16 is TPU v6e 4x4, but --accelerator_type=None --topology=2x4"),
+    ],
+)
+def test_the_tpu_flag_and_a_disagreeing_long_form_are_refused(long_form, says):
+    with pytest.raises(UsageError, match="say otherwise") as err:
+        slices.from_flags(*long_form, 1, None, None, None, tpu="v6e-16")
+    assert says in str(err.value)
+    with pytest.raises(UsageError, match="a CPU slice and a TPU slice"):
+        slices.from_flags(None, None, 1, None, 2, 2, tpu="v6e-16")

@@ -8,7 +8,7 @@ import pytest
 
 from launcher import cli
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import GENERATIONS, as_json_table, shape_for_pod_type, slice_shape
+from launcher.core.tpu_table import GENERATIONS, as_json_table, slice_shape, tpu_type
 
 pytestmark = pytest.mark.unit
 
@@ -70,8 +70,46 @@ def test_pod_type_round_trips():
     for gen in GENERATIONS.values():
         for topo in gen.topologies:
             shape = slice_shape(gen.name, topo)
-            assert shape_for_pod_type(shape.pod_type) == shape
-    assert shape_for_pod_type("v9-8") is None
+            assert tpu_type(shape.pod_type) == shape
+
+
+@pytest.mark.parametrize(
+    ("name", "chips", "hosts", "chips_per_host"),
+    [
+        ("v5p-16", 8, 2, 4),  # v4 and v5p names count TensorCores
+        ("v4-16", 8, 2, 4),
+        ("v4-8", 4, 1, 4),
+        ("v6e-16", 16, 4, 4),  # v5e and v6e names count chips
+        ("v6e-256", 256, 64, 4),
+        ("v5litepod-32", 32, 8, 4),
+        ("v5e-32", 32, 8, 4),
+        ("V6E-8", 8, 1, 8),  # 2x4: one host of 8 by default
+    ],
+)
+def test_tpu_type_names_as_users_type_them(name, chips, hosts, chips_per_host):
+    shape = tpu_type(name)
+    assert (shape.chips, shape.hosts, shape.chips_per_host) == (chips, hosts, chips_per_host)
+
+
+def test_a_tpu_type_with_two_host_sizes_takes_the_one_asked_for():
+    assert tpu_type("v6e-8", chips_per_host=4).hosts == 2
+    with pytest.raises(UsageError, match="cannot be built from hosts of 2 chips"):
+        tpu_type("v6e-8", chips_per_host=2)
+
+
+@pytest.mark.parametrize(
+    ("name", "suggests"),
+    [
+        ("v6e-15", "v6e-16"),
+        ("v5p-8x", "v5p-8"),
+        ("v5lite-32", "v5litepod-32"),
+        ("xyz", "tpu-table"),
+    ],
+)
+def test_an_unknown_tpu_type_names_the_closest_valid_ones(name, suggests):
+    with pytest.raises(UsageError, match="unknown TPU type") as err:
+        tpu_type(name)
+    assert suggests in str(err.value) and "fix:" in str(err.value)
 
 
 def test_json_export_matches_the_table_and_the_cli(capsys):

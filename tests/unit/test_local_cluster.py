@@ -1,0 +1,40 @@
+"""The simulated hosts `tpu-launcher up` starts: what a real TPU host advertises to Ray."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.client.local_cluster import MAX_SIMULATED_HOSTS, host_nodes
+from launcher.core.errors import UsageError
+
+pytestmark = pytest.mark.unit
+
+
+def _slice_labels(node: dict) -> tuple:
+    labels = node["labels"]
+    return (labels["ray.io/tpu-pod-type"], labels["ray.io/tpu-topology"],
+            labels["ray.io/tpu-worker-id"])  # fmt: skip
+
+
+def test_the_default_is_a_v5p_16_with_the_slice_head_on_worker_0():
+    nodes = host_nodes(None, None, 1, None, None)
+    assert [_slice_labels(n) for n in nodes] == [("v5p-16", "2x2x2", "0"), ("v5p-16", "2x2x2", "1")]
+    assert nodes[0]["resources"] == {"TPU": 4, "accelerator_type:TPU-V5P": 1, "TPU-v5p-16-head": 1}
+    assert "TPU-v5p-16-head" not in nodes[1]["resources"]
+    assert nodes[1]["env"]["XLA_FLAGS"] == "--xla_force_host_platform_device_count=4"
+
+
+def test_any_named_multi_host_slice_the_machine_can_hold():
+    nodes = host_nodes(None, None, 2, None, None, tpu="v4-16")
+    assert [_slice_labels(n) for n in nodes] == [("v4-16", "2x2x2", w) for w in "0101"]
+    assert {n["labels"]["ray.io/tpu-slice-name"] for n in nodes} == {
+        "local-slice-0", "local-slice-1"}  # fmt: skip
+    assert host_nodes(None, None, 1, None, None, tpu="v6e-16")[0]["resources"]["TPU"] == 4
+
+
+def test_a_slice_too_large_to_simulate_names_one_that_fits():
+    with pytest.raises(UsageError, match=f"at most {MAX_SIMULATED_HOSTS}") as err:
+        host_nodes(None, None, 1, None, None, tpu="v6e-256")
+    assert "--tpu=v6e-16" in str(err.value)
+    with pytest.raises(UsageError, match="unknown TPU type 'v6e-15'"):
+        host_nodes(None, None, 1, None, None, tpu="v6e-15")
