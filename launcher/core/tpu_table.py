@@ -208,10 +208,9 @@ def slice_shape(accelerator: str, topology: str, chips_per_host: int | None = No
             problem=f"{topology!r} is not a {gen.name} topology",
             fix=f"use one of {', '.join(gen.topologies)}",
         )
-    chips = topology_chips(topo)
     valid = host_sizes(gen, topo)
     if chips_per_host is None:
-        chips_per_host = chips if chips in valid else gen.multi_host_chips
+        chips_per_host = default_chips_per_host(gen, topo)
     if chips_per_host not in valid:
         raise UsageError(
             field="chips_per_host",
@@ -221,17 +220,58 @@ def slice_shape(accelerator: str, topology: str, chips_per_host: int | None = No
     return SliceShape(gen, topo, chips_per_host)
 
 
+def _name_prefixes(gen: Generation) -> tuple[str, ...]:
+    """How users write a generation in a slice name: Cloud TPU's prefix first (v5litepod), then
+    the short name where it differs (v5e)."""
+    return tuple(dict.fromkeys((gen.ray_version, gen.name)))
+
+
 def tpu_type_names() -> dict[str, tuple[str, str]]:
     """Every slice name users type, as Cloud TPU's accelerator types and Ray's pod types spell
     them, -> (generation, topology). v4 and v5p names count TensorCores (v5p-16 = 8 chips), v5e
     and v6e names count chips; v5e is `v5litepod-N`, and `v5e-N` is accepted too."""
     names = {}
     for gen in GENERATIONS.values():
-        prefixes = {gen.ray_version, gen.name}
         for topo in gen.topologies:
             count = topology_chips(topo) * gen.cores_per_chip
-            names.update({f"{prefix}-{count}": (gen.name, topo) for prefix in prefixes})
+            names.update({f"{prefix}-{count}": (gen.name, topo) for prefix in _name_prefixes(gen)})
     return names
+
+
+def names_by_prefix() -> dict[str, list[str]]:
+    """The valid names of each prefix (v6e, v5litepod, v5e, ...), smallest slice first."""
+    out: dict[str, list[str]] = {}
+    for name in tpu_type_names():
+        out.setdefault(name.rsplit("-", 1)[0], []).append(name)
+    return {p: sorted(n, key=lambda n: int(n.rsplit("-", 1)[1])) for p, n in out.items()}
+
+
+def closest_names(name: str) -> list[str]:
+    """The valid names next to an unknown one: the neighbours below and above its count in the
+    same generation (v6e-20 -> v6e-16, v6e-32). The chart applies the same rule to the same
+    lists (`names` in its copy of the table), so both refuse a typo with the same suggestion."""
+    by_prefix = names_by_prefix()
+    prefix, _, count = name.strip().lower().rpartition("-")
+    if prefix not in by_prefix:
+        close = difflib.get_close_matches(prefix, by_prefix, n=1, cutoff=0.5)
+        if not close:
+            return []
+        prefix = close[0]
+    names = by_prefix[prefix]
+    if f"{prefix}-{count}" in names:  # only the prefix was mistyped: v6-16
+        return [f"{prefix}-{count}"]
+    if not count.isdigit():
+        return names[:4]
+    counts = [int(n.rsplit("-", 1)[1]) for n in names]
+    below = [n for n, c in zip(names, counts, strict=True) if c < int(count)][-1:]
+    above = [n for n, c in zip(names, counts, strict=True) if c > int(count)][:1]
+    return below + above
+
+
+UNKNOWN_TPU_FIX = (
+    "name a slice as Cloud TPU does: v4-16, v5p-16, v5litepod-32, v6e-16 "
+    "(`tpu-launcher tpu-table` lists them)"
+)
 
 
 def tpu_type(name: str, chips_per_host: int | None = None) -> SliceShape:
@@ -241,41 +281,60 @@ def tpu_type(name: str, chips_per_host: int | None = None) -> SliceShape:
     names = tpu_type_names()
     key = name.strip().lower()
     if key not in names:
-        close = difflib.get_close_matches(key, names, n=4, cutoff=0.5)
+        close = closest_names(key)
         raise UsageError(
             field="tpu",
             problem=f"unknown TPU type {name!r}",
-            fix=f"did you mean {' or '.join(close)}?"
-            if close
-            else "name a slice as Cloud TPU does: v4-16, v5p-16, v5litepod-32, v6e-16 "
-            "(`tpu-launcher tpu-table` lists them)",
+            fix=f"did you mean {' or '.join(close)}?" if close else UNKNOWN_TPU_FIX,
         )
     generation_name, topology = names[key]
     return slice_shape(generation_name, topology, chips_per_host)
 
 
+def default_chips_per_host(gen: Generation, topology: str) -> int:
+    """One host where one machine holds the topology, else the generation's multi-host size."""
+    chips = topology_chips(topology)
+    return chips if chips in host_sizes(gen, topology) else gen.multi_host_chips
+
+
 def as_json_table() -> dict:
-    """The table as the chart consumes it (charts/tpu-stack/files/tpu-table.json)."""
-    out: dict = {}
+    """The table as the chart consumes it (charts/tpu-stack/files/tpu-table.json): the
+    generations with their topologies and hosts, and every slice name with the topologies it
+    may stand for (the first is the default) and the names of each prefix for suggestions."""
+    generations: dict = {}
     for gen in GENERATIONS.values():
         shapes = {}
         for topo in gen.topologies:
             chips = topology_chips(topo)
-            per_host = host_sizes(gen, topo)
             shapes[topo] = {
                 "chips": chips,
+                "defaultChipsPerHost": default_chips_per_host(gen, topo),
                 "chipsPerHost": {
-                    str(c): {"hosts": chips // c, "machineType": gen.machines[c]} for c in per_host
+                    str(c): {"hosts": chips // c, "machineType": gen.machines[c]}
+                    for c in host_sizes(gen, topo)
                 },
             }
-        out[gen.name] = {
+        generations[gen.name] = {
             "gkeAccelerator": gen.gke_accelerator,
             "rayAcceleratorType": gen.ray_accelerator_type,
             "hbmGiB": gen.hbm_gib,
             "peakBf16TFLOPs": gen.peak_bf16_tflops,
             "topologies": shapes,
         }
-    return out
+    names: dict = {}
+    for name, (gen_name, topo) in tpu_type_names().items():
+        gen = GENERATIONS[gen_name]
+        canonical = f"{gen.ray_version}-{topology_chips(topo) * gen.cores_per_chip}"
+        entry = names.setdefault(
+            name, {"generation": gen_name, "canonical": canonical, "topologies": []}
+        )
+        entry["topologies"].append(topo)
+    return {
+        "generations": generations,
+        "names": names,
+        "namesByPrefix": names_by_prefix(),
+        "unknownNameFix": UNKNOWN_TPU_FIX,
+    }
 
 
 def print_table(as_json: bool = False) -> None:

@@ -10,7 +10,7 @@ import yaml
 
 from launcher.core.errors import UsageError
 from launcher.core.slices import Slices
-from launcher.core.tpu_table import slice_shape
+from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
 # Where in the values each slice group lives, and what turns it on.
 TPU_BLOCKS = {"ray": ("ray", "worker", "tpu"), "saxml": ("saxml", "modelServer", "tpu")}
@@ -52,18 +52,28 @@ def tpu_blocks(values: dict) -> dict[str, dict]:
     return found
 
 
+def block_shape(tpu: dict) -> SliceShape | None:
+    """The slice one `tpu:` block names: `type` (v6e-16), or the long form generation +
+    topology; `topology` / `chipsPerHost` choose among a name's shapes. The chart applies the
+    same rule to the same table and also refuses derived keys that disagree (`helm template`)."""
+    per_host = int(tpu["chipsPerHost"]) if tpu.get("chipsPerHost") else None
+    if tpu.get("type"):
+        shape = tpu_type(str(tpu["type"]), per_host)
+        if tpu.get("topology"):
+            shape = slice_shape(shape.generation.name, str(tpu["topology"]), per_host)
+        return shape
+    if tpu.get("generation") and tpu.get("topology"):
+        return slice_shape(str(tpu["generation"]), str(tpu["topology"]), per_host)
+    return None
+
+
 def tpu_slices(values: dict) -> dict[str, Slices]:
     """The enabled TPU slice groups of (merged) values, by component, held to the TPU table."""
     found = {}
     for component, tpu in tpu_blocks(values).items():
-        if "generation" not in tpu:
-            continue
-        shape = slice_shape(
-            str(tpu["generation"]),
-            str(tpu["topology"]),
-            int(tpu["chipsPerHost"]) if tpu.get("chipsPerHost") else None,
-        )
-        found[component] = Slices(shape, int(tpu.get("slices", 1)))
+        shape = block_shape(tpu)
+        if shape is not None:
+            found[component] = Slices(shape, int(tpu.get("slices") or 1))
     return found
 
 
@@ -74,6 +84,6 @@ def training_slices(path: str | Path) -> Slices:
         raise UsageError(
             "values",
             f"{path} describes no TPU worker group (ray.worker.tpu)",
-            "pass a TPU values file (values/v6e-16.yaml) or --accelerator_type and --topology",
+            "name the slice in it (ray.worker.tpu.type: v6e-16), or pass --tpu=v6e-16",
         )
     return slices

@@ -43,6 +43,8 @@ def test_every_value_is_in_the_schema():
     for leaf in _leaves(values):
         node = schema
         for key in leaf.split("."):
+            if "$ref" in node:  # "#/definitions/<name>", shared by the TPU blocks
+                node = schema["definitions"][node["$ref"].rsplit("/", 1)[1]]
             free_form = node.get("type") == "object" and "properties" not in node
             assert free_form or key in node.get("properties", {}), leaf
             node = node.get("properties", {}).get(key, {})

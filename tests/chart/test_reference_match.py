@@ -5,8 +5,8 @@ decides scheduling, mounts and env:
   GKE", Google Cloud's kubernetes-engine-samples, ai-ml/gke-ray/raytrain/maxtext: a RayCluster
   on one v6e-16) and its Saxml serving tutorial ("Serve LLMs with Saxml on multi-host TPUs on
   GKE", ai-ml/llm-multihost-tpus-saxml), written below as facts;
-- KubeRay's own TPU sample for the same slice, read from the pinned ray-operator module
-  (config/samples/ray-cluster.tpu-v6e-16-multihost.yaml at KUBERAY_VERSION).
+- KubeRay's own multi-host TPU samples (v6e-16, v4-16, v6e-256), read from the pinned
+  ray-operator module (config/samples/ray-cluster.tpu-*-multihost.yaml at KUBERAY_VERSION).
 """
 
 from __future__ import annotations
@@ -113,15 +113,21 @@ def test_v6e_16_raycluster_matches_the_gke_tutorial(v6e_16):
     assert container["resources"] == TUTORIAL_HEAD_RESOURCES
 
 
-def test_v6e_16_raycluster_matches_kuberays_own_tpu_sample(v6e_16):
-    sample_path = (
-        module_dir(KUBERAY_MODULE)
-        / "config"
-        / "samples"
-        / ("ray-cluster.tpu-v6e-16-multihost.yaml")
-    )
-    (sample,) = [d for d in yaml.safe_load_all(sample_path.read_text()) if d]
-    (ref,), (ours,) = sample["spec"]["workerGroupSpecs"], v6e_16["spec"]["workerGroupSpecs"]
+# KubeRay's multi-host TPU samples (config/samples in the pinned ray-operator module) and the
+# values file that names the same slice.
+KUBERAY_SAMPLES = {
+    "v6e-16.yaml": "ray-cluster.tpu-v6e-16-multihost.yaml",
+    "v4-16.yaml": "ray-cluster.tpu-v4-multihost.yaml",
+    "v6e-256.yaml": "ray-cluster.tpu-v6e-256-multihost.yaml",
+}
+
+
+@pytest.mark.parametrize(("values", "sample"), KUBERAY_SAMPLES.items())
+def test_raycluster_matches_kuberays_own_tpu_sample_in_every_scheduling_field(values, sample):
+    sample_path = module_dir(KUBERAY_MODULE) / "config" / "samples" / sample
+    (ref_cluster,) = [d for d in yaml.safe_load_all(sample_path.read_text()) if d]
+    (ours_cluster,) = by_kind(render(REPO / "values" / values), "RayCluster")
+    (ref,), (ours,) = (c["spec"]["workerGroupSpecs"] for c in (ref_cluster, ours_cluster))
     for key in ("groupName", "replicas", "numOfHosts"):
         assert ours[key] == ref[key], key
     ref_pod, our_pod = ref["template"]["spec"], ours["template"]["spec"]
@@ -131,15 +137,17 @@ def test_v6e_16_raycluster_matches_kuberays_own_tpu_sample(v6e_16):
         assert str(our_c["resources"][kind]["google.com/tpu"]) == str(
             ref_c["resources"][kind]["google.com/tpu"]
         )
-    assert _env(our_c)["ENABLE_PJRT_COMPATIBILITY"] == _env(ref_c)["ENABLE_PJRT_COMPATIBILITY"]
+    ref_env = _env(ref_c)
+    if "ENABLE_PJRT_COMPATIBILITY" in ref_env:
+        assert _env(our_c)["ENABLE_PJRT_COMPATIBILITY"] == ref_env["ENABLE_PJRT_COMPATIBILITY"]
     ref_ports = {
         (p["name"], p["containerPort"])
-        for p in sample["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+        for p in ref_cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
         if p["name"] in ("dashboard", "client")
     }
     our_ports = {
         (p["name"], p["containerPort"])
-        for p in v6e_16["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
+        for p in ours_cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]["ports"]
     }
     assert ref_ports <= our_ports
 

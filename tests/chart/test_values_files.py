@@ -1,5 +1,6 @@
-"""Each values file states its TPU numbers explicitly; each is held to the launcher's table, and
-the chart's copy of the table is the launcher's, regenerated, not edited by hand."""
+"""Each values file names its slice (`type: v6e-16`) and nothing the table derives; the chart
+derives every name exactly as the launcher does; the chart's copy of the table is the
+launcher's, regenerated, not edited by hand."""
 
 from __future__ import annotations
 
@@ -9,33 +10,29 @@ import pytest
 import yaml
 
 from launcher.client.ray_jobs import ENTRYPOINT
-from launcher.core.tpu_table import as_json_table, slice_shape
+from launcher.core.tpu_table import (
+    GKE_ACCELERATOR_LABEL,
+    GKE_TOPOLOGY_LABEL,
+    as_json_table,
+    tpu_type,
+    tpu_type_names,
+)
 from launcher.core.values_file import tpu_blocks
-from tests.support.helm import CHART, VALUES_FILES
+from tests.support.helm import CHART, VALUES_FILES, by_kind, render
 
 pytestmark = pytest.mark.chart
 
-NUMBERS = (
-    "generation",
-    "gkeAccelerator",
-    "topology",
-    "machineType",
-    "chipsPerHost",
-    "hostsPerSlice",
-    "slices",
-)
+# What the TPU table derives from a slice's name; a values file that states one is not shrunk.
+DERIVED = ("generation", "gkeAccelerator", "machineType", "hostsPerSlice")
 
 
 @pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)
-def test_values_file_numbers_agree_with_the_tpu_table(path):
+def test_values_file_names_its_slice_and_nothing_derived(path):
     values = yaml.safe_load(path.read_text())
     for where, tpu in tpu_blocks(values).items():
-        missing = [k for k in NUMBERS if k not in tpu]
-        assert not missing, f"{path.name} {where} leaves {missing} to the defaults"
-        shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
-        assert tpu["gkeAccelerator"] == shape.generation.gke_accelerator
-        assert tpu["machineType"] == shape.machine_type
-        assert tpu["hostsPerSlice"] == shape.hosts
+        assert "type" in tpu, f"{path.name} {where} does not name its slice (type: v6e-16)"
+        assert not [k for k in DERIVED if k in tpu], f"{path.name} {where} restates the table"
+        tpu_type(tpu["type"], tpu.get("chipsPerHost"))  # a name the table knows
 
 
 def test_cpu_values_file_keeps_several_hosts():
@@ -47,8 +44,60 @@ def test_cpu_values_file_keeps_several_hosts():
 def test_chart_defaults_are_a_valid_slice():
     values = yaml.safe_load((CHART / "values.yaml").read_text())
     for tpu in (values["ray"]["worker"]["tpu"], values["saxml"]["modelServer"]["tpu"]):
-        shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
-        assert (tpu["hostsPerSlice"], tpu["machineType"]) == (shape.hosts, shape.machine_type)
+        tpu_type(tpu["type"], tpu["chipsPerHost"])
+        assert not [k for k in DERIVED if tpu[k]], "the chart's defaults restate the table"
+
+
+def _worker_group(*sets: str) -> dict:
+    (cluster,) = by_kind(render(None, *[a for s in sets for a in ("--set", s)]), "RayCluster")
+    (group,) = cluster["spec"]["workerGroupSpecs"]
+    return group
+
+
+def _scheduling(group: dict) -> tuple:
+    pod = group["template"]["spec"]
+    (container,) = pod["containers"]
+    return (
+        group["numOfHosts"],
+        pod["nodeSelector"],
+        container["resources"]["limits"]["google.com/tpu"],
+        container["resources"]["requests"]["google.com/tpu"],
+    )
+
+
+@pytest.mark.parametrize("name", sorted(tpu_type_names()))
+def test_the_chart_derives_every_name_as_the_launcher_does(name):
+    shape = tpu_type(name)
+    assert _scheduling(_worker_group(f"ray.worker.tpu.type={name}")) == (
+        shape.hosts,
+        {
+            GKE_ACCELERATOR_LABEL: shape.generation.gke_accelerator,
+            GKE_TOPOLOGY_LABEL: shape.topology,
+        },
+        str(shape.chips_per_host),
+        str(shape.chips_per_host),
+    )
+
+
+def test_the_long_form_with_every_key_renders_what_the_name_does():
+    shape = tpu_type("v6e-16")
+    long_form = _worker_group(
+        "ray.worker.tpu.type=",
+        f"ray.worker.tpu.generation={shape.generation.name}",
+        f"ray.worker.tpu.gkeAccelerator={shape.generation.gke_accelerator}",
+        f"ray.worker.tpu.topology={shape.topology}",
+        f"ray.worker.tpu.machineType={shape.machine_type}",
+        f"ray.worker.tpu.chipsPerHost={shape.chips_per_host}",
+        f"ray.worker.tpu.hostsPerSlice={shape.hosts}",
+    )
+    assert long_form == _worker_group("ray.worker.tpu.type=v6e-16")
+
+
+def test_chips_per_host_chooses_between_a_names_shapes():
+    assert _scheduling(_worker_group("ray.worker.tpu.type=v6e-8"))[0] == 1
+    assert _scheduling(_worker_group("ray.worker.tpu.type=v6e-8", "ray.worker.tpu.chipsPerHost=4"))[
+        ::2
+    ] == (2, "4")
 
 
 def test_chart_table_is_the_launchers_table():

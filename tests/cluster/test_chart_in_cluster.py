@@ -11,7 +11,8 @@ import pytest
 from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 
 from ci.cluster import gke_nodes
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
+from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
+from launcher.core.values_file import tpu_slices
 from tests.support.kube import Release, dump, ray_clusters, ready, wait_for
 from tests.support.paths import REPO
 
@@ -38,15 +39,16 @@ def node_labels(rel: Release, pod: pykube.Pod) -> dict:
     return pykube.Node.objects(rel.api).get(name=pod.obj["spec"]["nodeName"]).labels
 
 
-@pytest.mark.parametrize("values", ["v6e-16.yaml", "v6e-16-x2.yaml", "cpu.yaml"])
+@pytest.mark.parametrize(
+    "values", ["v6e-16.yaml", "v6e-16-x2.yaml", "v4-16.yaml", "v6e-256.yaml", "cpu.yaml"]
+)
 def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
     values_file = VALUES / values
     release.add_nodes_for(values_file)
     merged = gke_nodes.merged_values(values_file)
-    tpu = merged["ray"]["worker"]["tpu"]
-    if tpu["enabled"]:
-        shape = slice_shape(tpu["generation"], tpu["topology"], tpu["chipsPerHost"])
-        expected_workers = shape.hosts * tpu["slices"]
+    slices = tpu_slices(merged).get("ray")
+    if slices:
+        shape, expected_workers = slices.shape, slices.shape.hosts * slices.num_slices
     else:
         shape, expected_workers = None, merged["ray"]["worker"]["cpu"]["hosts"]
 
@@ -134,7 +136,7 @@ def test_saxml_jobset_deployments_and_load_balancer(release: Release):
         60,
         explain=lambda: dump(jobset.obj.get("status")) + release.events(),
     )
-    shape = slice_shape("v5e", "4x8", 4)
+    shape = tpu_type("v5litepod-32")
     for job in jobs():
         assert job["spec"]["parallelism"] == job["spec"]["completions"] == shape.hosts
     # The JobSet's headless service gives every host a stable DNS name.

@@ -83,7 +83,7 @@ CASES = [
         "unknown slice name",
         "cli",
         ["--tpu=v6e-15", "run_name=r"],
-        "tpu: unknown TPU type 'v6e-15'.\n  fix: did you mean v6e-1 or v6e-16",
+        "tpu: unknown TPU type 'v6e-15'.\n  fix: did you mean v6e-8 or v6e-16",
     ),
     (
         "slice name against its long form",

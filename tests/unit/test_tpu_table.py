@@ -100,7 +100,9 @@ def test_a_tpu_type_with_two_host_sizes_takes_the_one_asked_for():
 @pytest.mark.parametrize(
     ("name", "suggests"),
     [
-        ("v6e-15", "v6e-16"),
+        ("v6e-15", "v6e-8 or v6e-16"),
+        ("v6e-20", "v6e-16 or v6e-32"),
+        ("v6-16", "v6e-16"),
         ("v5p-8x", "v5p-8"),
         ("v5lite-32", "v5litepod-32"),
         ("xyz", "tpu-table"),
@@ -116,12 +118,21 @@ def test_json_export_matches_the_table_and_the_cli(capsys):
     assert cli.main(["tpu-table", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data == json.loads(json.dumps(as_json_table()))
-    v6e_2x4 = data["v6e"]["topologies"]["2x4"]["chipsPerHost"]
-    assert v6e_2x4 == {
+    v6e_2x4 = data["generations"]["v6e"]["topologies"]["2x4"]
+    assert v6e_2x4["chipsPerHost"] == {
         "4": {"hosts": 2, "machineType": "ct6e-standard-4t"},
         "8": {"hosts": 1, "machineType": "ct6e-standard-8t"},
     }
-    assert data["v5e"]["gkeAccelerator"] == "tpu-v5-lite-podslice"
+    assert v6e_2x4["defaultChipsPerHost"] == 8  # one host where one machine holds the slice
+    assert data["generations"]["v5e"]["gkeAccelerator"] == "tpu-v5-lite-podslice"
+    # Cloud TPU's names: v5e is v5litepod-N (v5e-N accepted), v4/v5p count TensorCores.
+    assert data["names"]["v5e-32"] == {
+        "generation": "v5e",
+        "canonical": "v5litepod-32",
+        "topologies": ["4x8"],
+    }
+    assert data["names"]["v5p-16"]["topologies"] == ["2x2x2"]
+    assert data["namesByPrefix"]["v6e"][:3] == ["v6e-1", "v6e-4", "v6e-8"]
 
 
 def test_every_machine_type_has_a_size():

@@ -1,20 +1,21 @@
 {{/*
-ray.podTemplate: the one pod template of head and workers (KubeRay's own chart copies it per
-group and the copies drift). Call with (dict "ctx" $ "component" "head|worker" "group" <values>
-"container" "ray-head|ray-worker" "tpu" <tpu block or nil> "env" <list>).
+tpu-stack.rayPodTemplate: the one pod template of head and workers (KubeRay's own chart copies
+it per group and the copies drift). Call with (dict "ctx" $ "component" "head|worker" "group"
+<values> "container" "ray-head|ray-worker" "tpu" <resolved slice or nil> "env" <list>).
 */}}
-{{- define "ray.podTemplate" -}}
+{{- define "tpu-stack.rayPodTemplate" -}}
 {{- $ctx := .ctx -}}
-{{- $v := $ctx.Values -}}
+{{- $v := $ctx.Values.ray -}}
+{{- $global := $ctx.Values.global -}}
 metadata:
   labels:
-    {{- include "tpu-common.rayPodLabels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
-  {{- with (include "tpu-common.gcsfuseAnnotations" $ctx | trim) }}
+    {{- include "tpu-stack.rayPodLabels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
+  {{- with (include "tpu-stack.gcsfuseAnnotations" $ctx | trim) }}
   annotations:
     {{- . | nindent 4 }}
   {{- end }}
 spec:
-  serviceAccountName: {{ include "tpu-common.serviceAccountName" $ctx }}
+  serviceAccountName: {{ include "tpu-stack.serviceAccountName" $ctx }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
@@ -26,16 +27,16 @@ spec:
     fsGroup: 1000
   containers:
     - name: {{ .container }}
-      image: {{ include "tpu-common.image" (dict "image" $v.image "global" $v.global) }}
+      image: {{ include "tpu-stack.image" (dict "image" $v.image "global" $global "defaultTag" $ctx.Chart.AppVersion) }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
       {{- with .ports }}
       ports:
         {{- toYaml . | nindent 8 }}
       {{- end }}
       env:
-        {{- if $v.global.gcsfuse.enabled }}
+        {{- if $global.gcsfuse.enabled }}
         - name: LAUNCHER_OUTPUT_DIR
-          value: {{ $v.global.gcsfuse.mountPath | quote }}
+          value: {{ $global.gcsfuse.mountPath | quote }}
         {{- end }}
         {{- with .env }}
         {{- toYaml . | nindent 8 }}
@@ -52,16 +53,16 @@ spec:
         {{- toYaml $res | nindent 8 }}
       securityContext:
         allowPrivilegeEscalation: false
-        {{- if and .tpu .tpu.privileged }}
+        {{- if and .tpu $v.worker.tpu.privileged }}
         privileged: true
         {{- end }}
       volumeMounts:
-        {{- include "tpu-common.volumeMounts" $ctx | nindent 8 }}
+        {{- include "tpu-stack.volumeMounts" $ctx | nindent 8 }}
   volumes:
-    {{- include "tpu-common.volumes" $ctx | nindent 4 }}
+    {{- include "tpu-stack.volumes" $ctx | nindent 4 }}
   {{- $selector := deepCopy (default dict .group.nodeSelector) }}
   {{- if .tpu }}
-  {{- $selector = merge (include "tpu-common.tpuNodeSelector" .tpu | fromYaml) $selector }}
+  {{- $selector = merge (include "tpu-stack.tpuNodeSelector" .tpu | fromYaml) $selector }}
   {{- end }}
   {{- with $selector }}
   nodeSelector:

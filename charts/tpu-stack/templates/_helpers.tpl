@@ -1,0 +1,137 @@
+{{/*
+Helpers of the tpu-stack chart. Every name carries the chart's prefix: a chart that vendors
+this one as a subchart shares its template namespace.
+*/}}
+
+{{/* tpu-stack.name: the chart's name (the standard app.kubernetes.io/name label). */}}
+{{- define "tpu-stack.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* tpu-stack.componentFullname: <release>-<component> (or the block's nameOverride for the
+component, or its fullnameOverride); not truncated, so a name that is too long fails validation
+instead of being silently cut (KubeRay and the TPU webhook append to it). Call with (dict "ctx" $
+"block" .Values.ray "component" "ray"). */}}
+{{- define "tpu-stack.componentFullname" -}}
+{{- if .block.fullnameOverride -}}
+{{- .block.fullnameOverride | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .component .block.nameOverride -}}
+{{- if contains $name .ctx.Release.Name -}}
+{{- .ctx.Release.Name | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .ctx.Release.Name $name | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* tpu-stack.rayClusterName: the RayCluster's name; its head Service, auth Secret and the TPU
+hostnames are built from it. */}}
+{{- define "tpu-stack.rayClusterName" -}}
+{{- include "tpu-stack.componentFullname" (dict "ctx" . "block" .Values.ray "component" "ray") -}}
+{{- end -}}
+
+{{/* tpu-stack.saxmlName: the prefix of the Saxml objects' names. */}}
+{{- define "tpu-stack.saxmlName" -}}
+{{- include "tpu-stack.componentFullname" (dict "ctx" . "block" .Values.saxml "component" "saxml") -}}
+{{- end -}}
+
+{{/* tpu-stack.chart: chart name and version for the helm.sh/chart label. */}}
+{{- define "tpu-stack.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* tpu-stack.selectorLabels: the immutable selector set; call with (dict "ctx" $ "component" "head"). */}}
+{{- define "tpu-stack.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "tpu-stack.name" .ctx }}
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+{{- with .component }}
+app.kubernetes.io/component: {{ . }}
+{{- end }}
+{{- end -}}
+
+{{/* tpu-stack.labels: the standard label set; call with (dict "ctx" $ "component" "..."). */}}
+{{- define "tpu-stack.labels" -}}
+helm.sh/chart: {{ include "tpu-stack.chart" .ctx }}
+{{ include "tpu-stack.selectorLabels" . }}
+app.kubernetes.io/version: {{ .ctx.Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .ctx.Release.Service }}
+app.kubernetes.io/part-of: tpu-stack
+{{- end -}}
+
+{{/* tpu-stack.rayPodLabels: Ray pod labels. The GKE TPU webhook mutates only pods labelled
+app.kubernetes.io/name=kuberay, so that name replaces the chart's on Ray pods. */}}
+{{- define "tpu-stack.rayPodLabels" -}}
+app.kubernetes.io/name: kuberay
+app.kubernetes.io/instance: {{ .ctx.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+app.kubernetes.io/part-of: tpu-stack
+{{- end -}}
+
+{{/* tpu-stack.serviceAccountName: the account every pod runs as (Workload Identity). */}}
+{{- define "tpu-stack.serviceAccountName" -}}
+{{- $sa := .Values.global.serviceAccount -}}
+{{- if $sa.name -}}
+{{- $sa.name -}}
+{{- else if contains "tpu-stack" .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-tpu-stack" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{/* tpu-stack.image: registry/repository:tag@digest. global.imageRegistry replaces the
+registry (a mirror holds the same repositories); an empty tag falls back to defaultTag. Call with
+(dict "image" .Values.ray.image "global" .Values.global "defaultTag" .Chart.AppVersion). */}}
+{{- define "tpu-stack.image" -}}
+{{- $registry := default .image.registry .global.imageRegistry -}}
+{{- $repo := ternary (printf "%s/%s" $registry .image.repository) .image.repository (ne $registry "") -}}
+{{- $tag := default .defaultTag (toString .image.tag) -}}
+{{- $ref := ternary (printf "%s:%s" $repo $tag) $repo (ne $tag "") -}}
+{{- if .image.digest -}}
+{{- printf "%s@%s" $ref .image.digest -}}
+{{- else -}}
+{{- $ref -}}
+{{- end -}}
+{{- end -}}
+
+{{/* tpu-stack.gcsfuseAnnotations: what the GKE gcsfuse CSI driver needs to inject its sidecar. */}}
+{{- define "tpu-stack.gcsfuseAnnotations" -}}
+{{- $g := .Values.global.gcsfuse -}}
+{{- if $g.enabled }}
+gke-gcsfuse/volumes: "true"
+gke-gcsfuse/cpu-limit: {{ $g.sidecar.cpuLimit | quote }}
+gke-gcsfuse/memory-limit: {{ $g.sidecar.memoryLimit | quote }}
+gke-gcsfuse/ephemeral-storage-limit: {{ $g.sidecar.ephemeralStorageLimit | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* tpu-stack.volumes: the bucket (CSI ephemeral volume) and an in-memory /dev/shm. */}}
+{{- define "tpu-stack.volumes" -}}
+{{- $g := .Values.global.gcsfuse -}}
+- name: dshm
+  emptyDir:
+    medium: Memory
+    {{- with .Values.global.shmSizeLimit }}
+    sizeLimit: {{ . }}
+    {{- end }}
+{{- if $g.enabled }}
+- name: gcs-fuse-csi-ephemeral
+  csi:
+    driver: gcsfuse.csi.storage.gke.io
+    volumeAttributes:
+      bucketName: {{ $g.bucketName | quote }}
+      mountOptions: {{ $g.mountOptions | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* tpu-stack.volumeMounts: where the bucket and /dev/shm appear in the containers. */}}
+{{- define "tpu-stack.volumeMounts" -}}
+{{- $g := .Values.global.gcsfuse -}}
+- name: dshm
+  mountPath: /dev/shm
+{{- if $g.enabled }}
+- name: gcs-fuse-csi-ephemeral
+  mountPath: {{ $g.mountPath }}
+{{- end }}
+{{- end -}}

@@ -1,0 +1,130 @@
+{{/*
+TPU slices from the launcher's TPU table (files/tpu-table.json, exported by `tpu-launcher
+tpu-table --json` and checked for drift by a test): a `tpu:` block names its slice as Cloud TPU
+does (`type: v6e-16`) and everything else is derived here, once, for every template.
+*/}}
+
+{{/* tpu-stack.tpuTable: the table, parsed. */}}
+{{- define "tpu-stack.tpuTable" -}}
+{{- .Files.Get "files/tpu-table.json" -}}
+{{- end -}}
+
+{{/*
+tpu-stack.slice: one `tpu:` block resolved against the table. The slice is the one `type` names
+(v6e-16, v5p-16, v5litepod-32), or, in the long form without `type`, `generation` + `topology`.
+`topology` and `chipsPerHost` choose where a name allows more than one shape (v6e-8: one host of
+8 chips by default, or two of 4); `generation`, `gkeAccelerator`, `machineType` and
+`hostsPerSlice` are derived and, when set, must agree (the GKE TPU webhook rejects a RayCluster
+whose hosts x chips is not the topology). Call with (dict "tpu" <block> "path" "ray.worker.tpu"
+"ctx" $); returns YAML: name, generation, gkeAccelerator, topology, chips, chipsPerHost, hosts,
+machineType, slices, and errors (one message per problem, each naming the key and the fix).
+*/}}
+{{- define "tpu-stack.slice" -}}
+{{- $t := .tpu -}}
+{{- $p := .path -}}
+{{- $table := include "tpu-stack.tpuTable" .ctx | fromJson -}}
+{{- $errs := list -}}
+{{- $out := dict "slices" (int (default 1 $t.slices)) -}}
+{{- $gen := "" -}}
+{{- $topos := list -}}
+{{- $type := toString (default "" $t.type) | trim | lower -}}
+{{- if $type -}}
+  {{- $entry := get $table.names $type -}}
+  {{- if $entry -}}
+    {{- $gen = $entry.generation -}}
+    {{- $topos = $entry.topologies -}}
+    {{- if and $t.generation (ne (toString $t.generation) $gen) -}}
+      {{- $errs = append $errs (printf "%s.generation: %q is not the generation of type %s (a %s slice); remove %s.generation, the type decides it." $p (toString $t.generation) $t.type $gen $p) -}}
+    {{- end -}}
+  {{- else -}}
+    {{- $errs = append $errs (printf "%s.type: unknown TPU type %q; %s" $p (toString $t.type) (include "tpu-stack.closestNames" (dict "name" $type "table" $table "path" $p))) -}}
+  {{- end -}}
+{{- else if $t.generation -}}
+  {{- $gen = toString $t.generation -}}
+  {{- if not (hasKey $table.generations $gen) -}}
+    {{- $errs = append $errs (printf "%s.generation: unknown TPU generation %q; name the slice instead: --set %s.type=v6e-16 (generations: %s)." $p $gen $p (keys $table.generations | sortAlpha | join ", ")) -}}
+    {{- $gen = "" -}}
+  {{- else if not $t.topology -}}
+    {{- $errs = append $errs (printf "%s.topology: the long form (generation without type) needs a topology; --set %s.type=<name> instead, e.g. %s." $p $p (index (get $table.namesByPrefix $gen) 0)) -}}
+    {{- $gen = "" -}}
+  {{- else -}}
+    {{- $topos = keys (get $table.generations $gen).topologies | sortAlpha -}}
+  {{- end -}}
+{{- else -}}
+  {{- $errs = append $errs (printf "%s.type: the slice is not named; --set %s.type=v6e-16 (any name of `tpu-launcher tpu-table`)." $p $p) -}}
+{{- end -}}
+{{- if $gen -}}
+  {{- $g := get $table.generations $gen -}}
+  {{- $topo := toString (default (first $topos) $t.topology) -}}
+  {{- if not (has $topo $topos) -}}
+    {{- if $type -}}
+      {{- $errs = append $errs (printf "%s.topology: %q is not a shape of %s; use %s, or remove %s.topology." $p $topo $t.type (join " or " $topos) $p) -}}
+    {{- else -}}
+      {{- $errs = append $errs (printf "%s.topology: %q is not a %s topology; use one of %s." $p $topo $gen (join ", " $topos)) -}}
+    {{- end -}}
+  {{- else -}}
+    {{- $shape := get $g.topologies $topo -}}
+    {{- $cph := int (default $shape.defaultChipsPerHost $t.chipsPerHost) -}}
+    {{- $host := get $shape.chipsPerHost (toString $cph) -}}
+    {{- $sizes := keys $shape.chipsPerHost | sortAlpha -}}
+    {{- if not $host -}}
+      {{- $errs = append $errs (printf "%s.chipsPerHost: a %s %s slice cannot be built from hosts of %d chips; use %s (--set %s.chipsPerHost=%s)." $p $gen $topo $cph (join " or " $sizes) $p (first $sizes)) -}}
+    {{- else -}}
+      {{- if and $t.hostsPerSlice (ne (int $t.hostsPerSlice) (int $host.hosts)) -}}
+        {{- $errs = append $errs (printf "%s.hostsPerSlice: %v hosts x %d chips is not the %v chips of topology %s (the GKE TPU webhook would reject the RayCluster); remove %s.hostsPerSlice or --set %s.hostsPerSlice=%v." $p $t.hostsPerSlice $cph $shape.chips $topo $p $p $host.hosts) -}}
+      {{- end -}}
+      {{- if and $t.machineType (ne (toString $t.machineType) $host.machineType) -}}
+        {{- $errs = append $errs (printf "%s.machineType: %q does not hold %d %s chips; remove %s.machineType or --set %s.machineType=%s." $p (toString $t.machineType) $cph $gen $p $p $host.machineType) -}}
+      {{- end -}}
+      {{- if and $t.gkeAccelerator (ne (toString $t.gkeAccelerator) $g.gkeAccelerator) -}}
+        {{- $errs = append $errs (printf "%s.gkeAccelerator: %q is not the GKE node label of %s; nodes carry cloud.google.com/gke-tpu-accelerator=%s; remove %s.gkeAccelerator or --set %s.gkeAccelerator=%s." $p (toString $t.gkeAccelerator) $gen $g.gkeAccelerator $p $p $g.gkeAccelerator) -}}
+      {{- end -}}
+      {{- $name := "" -}}
+      {{- range $n, $e := $table.names -}}
+        {{- if and (eq $e.generation $gen) (has $topo $e.topologies) (eq $n $e.canonical) -}}
+          {{- $name = $n -}}
+        {{- end -}}
+      {{- end -}}
+      {{- $_ := merge $out (dict "name" $name "generation" $gen "gkeAccelerator" $g.gkeAccelerator "topology" $topo "chips" (int $shape.chips) "chipsPerHost" $cph "hosts" (int $host.hosts) "machineType" $host.machineType) -}}
+    {{- end -}}
+  {{- end -}}
+{{- end -}}
+{{- $_ := set $out "errors" $errs -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/*
+tpu-stack.closestNames: what to say about an unknown name: its neighbours in the same generation
+(v6e-20 -> v6e-16 or v6e-32), the launcher's rule (launcher.core.tpu_table.closest_names) over
+the same lists. Call with (dict "name" <lowercased name> "table" <table> "path" <key>).
+*/}}
+{{- define "tpu-stack.closestNames" -}}
+{{- $prefix := regexReplaceAll "-[^-]*$" .name "" -}}
+{{- $count := regexFind "[^-]*$" .name -}}
+{{- $names := get .table.namesByPrefix $prefix -}}
+{{- $close := list -}}
+{{- if and $names (regexMatch "^[0-9]+$" $count) -}}
+  {{- $below := list -}}
+  {{- $above := list -}}
+  {{- range $names -}}
+    {{- $n := regexFind "[0-9]+$" . | atoi -}}
+    {{- if lt $n (atoi $count) }}{{ $below = list . }}{{ end -}}
+    {{- if and (gt $n (atoi $count)) (not $above) }}{{ $above = list . }}{{ end -}}
+  {{- end -}}
+  {{- $close = concat $below $above -}}
+{{- else if $names -}}
+  {{- $close = slice $names 0 (min 4 (len $names)) -}}
+{{- end -}}
+{{- if $close -}}
+did you mean {{ join " or " $close }}? (--set {{ .path }}.type={{ first $close }})
+{{- else -}}
+{{ .table.unknownNameFix }}.
+{{- end -}}
+{{- end -}}
+
+{{/* tpu-stack.tpuNodeSelector: the GKE node labels a slice of this shape lands on; call with a
+resolved slice. */}}
+{{- define "tpu-stack.tpuNodeSelector" -}}
+cloud.google.com/gke-tpu-accelerator: {{ .gkeAccelerator }}
+cloud.google.com/gke-tpu-topology: {{ .topology }}
+{{- end -}}
