@@ -160,6 +160,27 @@ install: $(HELM) ## helm install/upgrade RELEASE with VALUES and BUCKET into NAM
 	$(HELM) upgrade --install $(RELEASE) $(CHART) -n $(NAMESPACE) --create-namespace \
 	  -f $(VALUES) $(if $(BUCKET),--set global.gcsfuse.bucketName=$(BUCKET))
 
+# GKE: where a release goes (gke-plan prints ${VARS} for what is not given).
+PROJECT ?=
+CLUSTER ?=
+LOCATION ?=
+NODE_ZONE ?=
+SPOT ?=
+RESERVATION ?=
+GKE_FLAGS = --values $(VALUES) --release $(or $(RELEASE),tpu) --namespace $(NAMESPACE) \
+  --chart $(CHART) --helm $(HELM) $(if $(PROJECT),--project $(PROJECT)) \
+  $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(LOCATION),--location $(LOCATION)) \
+  $(if $(NODE_ZONE),--node-zone $(NODE_ZONE)) $(if $(BUCKET),--bucket $(BUCKET)) \
+  $(if $(SPOT),--spot) $(if $(RESERVATION),--reservation $(RESERVATION))
+
+.PHONY: gke-plan
+gke-plan: venv $(HELM) ## Print the gcloud commands that create what VALUES needs on GKE: TPU node pools, bucket, IAM, add-ons.
+	@$(TL) gke-plan $(GKE_FLAGS)
+
+.PHONY: gke-up
+gke-up: venv $(HELM) ## Run them with gcloud (PROJECT= CLUSTER= LOCATION=); stops at the first failure, skips what exists.
+	$(TL) gke-up $(GKE_FLAGS)
+
 .PHONY: uninstall
 uninstall: $(HELM) ## helm uninstall RELEASE (the bucket and its checkpoints stay).
 	@[ -n "$(RELEASE)" ] || { echo "error: RELEASE is required: make uninstall RELEASE=tpu"; exit 2; }

@@ -119,6 +119,24 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--address", required=True)
     p.add_argument("--expect-nodes", type=int, required=True, help="head + workers")
     p.add_argument("--timeout", type=float, default=300)
+    for name, what in (
+        ("gke-plan", "print the gcloud commands that create what a release needs on GKE"),
+        ("gke-up", "run them (stops at the first failure; what exists is skipped)"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("--values", action="append", default=[], help="values files, as for helm")
+        p.add_argument("--release", default="tpu", help="the release name helm install will use")
+        p.add_argument("--namespace", default="default")
+        p.add_argument("--chart", default="charts/tpu-stack")
+        p.add_argument("--helm", default="helm", help="the helm binary")
+        p.add_argument("--project", help="Google Cloud project (default: ${PROJECT_ID})")
+        p.add_argument("--cluster", help="GKE cluster (default: ${CLUSTER_NAME})")
+        p.add_argument("--location", help="the cluster's region or zone (default: ${LOCATION})")
+        p.add_argument("--node-zone", help="zone of the TPU node pools (default: --location)")
+        p.add_argument("--bucket", help="checkpoint bucket (default: the values' bucketName)")
+        p.add_argument("--bucket-location", help="default: the region of --location")
+        p.add_argument("--spot", action="store_true", help="Spot TPU nodes")
+        p.add_argument("--reservation", help="consume this specific reservation")
     p = sub.add_parser("tpu-table", help="print the TPU table (--json: the chart's copy)")
     p.add_argument("--json", action="store_true")
     return parser
@@ -187,6 +205,33 @@ def _dispatch(ns: argparse.Namespace) -> int:
         from launcher.runtime.cluster_check import check
 
         return check(ns.address, ns.expect_nodes, ns.timeout)
+    if ns.command in ("gke-plan", "gke-up"):
+        from launcher.client.gke_plan import GkePlanRequest, GkeTarget, gke_plan
+
+        given = {
+            k: v
+            for k, v in {
+                "project": ns.project,
+                "cluster": ns.cluster,
+                "location": ns.location,
+                "node_zone": ns.node_zone,
+                "bucket_location": ns.bucket_location,
+                "reservation": ns.reservation,
+            }.items()
+            if v
+        }
+        return gke_plan(
+            GkePlanRequest(
+                ns.values,
+                ns.release,
+                ns.namespace,
+                ns.chart,
+                ns.helm,
+                ns.bucket,
+                GkeTarget(**given, spot=ns.spot),
+                execute=ns.command == "gke-up",
+            )
+        )
     if ns.command == "tpu-table":
         from launcher.core.tpu_table import print_table
 

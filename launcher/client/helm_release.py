@@ -13,8 +13,7 @@ from collections.abc import Iterator
 
 from launcher.client.commands import run, start
 from launcher.core.errors import UsageError
-from launcher.core.slices import Slices
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, slice_shape
+from launcher.core.slices import Slices, from_pod_spec
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
@@ -107,15 +106,7 @@ def release_slices(release: str, namespace: str) -> Slices | None:
             "VALUES=values/<slice>.yaml",
         )
     for group in items[0]["spec"].get("workerGroupSpecs", []):
-        pod = group["template"]["spec"]
-        chips = sum(
-            int(c.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
-            for c in pod["containers"]
-        )
-        selectors = pod.get("nodeSelector", {})
-        if chips and GKE_TOPOLOGY_LABEL in selectors:
-            shape = slice_shape(
-                selectors[GKE_ACCELERATOR_LABEL], selectors[GKE_TOPOLOGY_LABEL], chips
-            )
-            return Slices(shape, int(group.get("replicas", 1)))
+        found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
+        if found:
+            return found
     return None

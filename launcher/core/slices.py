@@ -8,7 +8,14 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import SliceShape, generation, slice_shape, tpu_type
+from launcher.core.tpu_table import (
+    GKE_ACCELERATOR_LABEL,
+    GKE_TOPOLOGY_LABEL,
+    SliceShape,
+    generation,
+    slice_shape,
+    tpu_type,
+)
 
 # Labels Ray puts on TPU nodes (KubeRay + the GKE webhook on GKE, our local cluster here).
 LABEL_SLICE = "ray.io/tpu-slice-name"
@@ -175,6 +182,21 @@ def from_cluster_nodes(nodes: list[dict]) -> Slices:
         )
     (gen, topo, chips), names = next(iter(shapes.items()))
     return Slices(slice_shape(gen, topo, chips), len(names))
+
+
+def from_pod_spec(pod: dict, replicas: int) -> Slices | None:
+    """The slices a Kubernetes pod template asks for (a RayCluster worker group, a JobSet's
+    replicated Job): its GKE TPU node selectors, its google.com/tpu limit (chips per host) and
+    `replicas` (one per slice); None for a pod without TPUs."""
+    chips = sum(
+        int(c.get("resources", {}).get("limits", {}).get("google.com/tpu", 0))
+        for c in pod.get("containers", [])
+    )
+    selectors = pod.get("nodeSelector") or {}
+    if not chips or GKE_TOPOLOGY_LABEL not in selectors:
+        return None
+    shape = slice_shape(selectors[GKE_ACCELERATOR_LABEL], selectors[GKE_TOPOLOGY_LABEL], chips)
+    return Slices(shape, int(replicas))
 
 
 def check_fits_cluster(slices: Slices, nodes: list[dict]) -> None:
