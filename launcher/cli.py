@@ -119,6 +119,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--address", required=True)
     p.add_argument("--expect-nodes", type=int, required=True, help="head + workers")
     p.add_argument("--timeout", type=float, default=300)
+    p.add_argument(
+        "--ray-cluster", help="also check the TPU webhook's work on this RayCluster's pods"
+    )
     for name, what in (
         ("gke-plan", "print the gcloud commands that create what a release needs on GKE"),
         ("gke-up", "run them (stops at the first failure; what exists is skipped)"),
@@ -204,7 +207,7 @@ def _dispatch(ns: argparse.Namespace) -> int:
     if ns.command == "cluster-check":
         from launcher.runtime.cluster_check import check
 
-        return check(ns.address, ns.expect_nodes, ns.timeout)
+        return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster)
     if ns.command in ("gke-plan", "gke-up"):
         from launcher.client.gke_plan import GkePlanRequest, GkeTarget, gke_plan
 

@@ -101,15 +101,19 @@ def render(
 
 def needs(docs: list[dict], namespace: str, release: str) -> ReleaseNeeds:
     pools: list[NodePool] = []
-    service_account, gsa = "", None
+    service_account, pods_account, gsa = "", "", None
     ray = jobset = False
     for doc in docs:
         kind = doc.get("kind")
+        if "helm.sh/hook" in doc["metadata"].get("annotations", {}):
+            continue  # helm test's objects are not the release's
         if kind == "ServiceAccount":
             service_account = doc["metadata"]["name"]
             gsa = doc["metadata"].get("annotations", {}).get("iam.gke.io/gcp-service-account")
         elif kind == "RayCluster":
             ray = True
+            # With serviceAccount.create=false the account exists already: the pods name it.
+            pods_account = doc["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"]
             for group in doc["spec"].get("workerGroupSpecs", []):
                 found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
                 if found:
@@ -118,12 +122,11 @@ def needs(docs: list[dict], namespace: str, release: str) -> ReleaseNeeds:
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:
                 pod = rj["template"]["spec"]["template"]["spec"]
+                pods_account = pods_account or pod.get("serviceAccountName", "")
                 found = from_pod_spec(pod, rj.get("replicas", 1))
                 if found:
                     pools.append(NodePool(f"{release}-sax-{found.shape.pod_type}", found))
-        elif kind == "Pod" and not service_account:
-            service_account = doc["spec"].get("serviceAccountName", "")
-    return ReleaseNeeds(pools, namespace, service_account, gsa, ray, jobset)
+    return ReleaseNeeds(pools, namespace, service_account or pods_account, gsa, ray, jobset)
 
 
 def _is_zone(location: str) -> bool:

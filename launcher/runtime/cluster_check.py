@@ -1,17 +1,101 @@
-"""`helm test`'s check: the Ray head answers and the expected number of nodes joined.
+"""`helm test`'s check: the Ray head answers and the expected number of nodes joined; and, from
+the RayCluster's own pods, whether the GKE TPU webhook did its part.
 
-tpu-launcher cluster-check --address http://<cluster>-head-svc:8265 --expect-nodes 5
+tpu-launcher cluster-check --address http://<cluster>-head-svc:8265 --expect-nodes 5 \
+    --ray-cluster <cluster>
 """
 
 from __future__ import annotations
 
 import json
+import os
+import ssl
 import sys
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
+from pathlib import Path
 
 from launcher.core.ray_auth import auth_headers
+from launcher.core.slices import from_pod_spec
+
+# The pod's own credentials (helm test's service account may list the release's pods).
+IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+WEBHOOK_FIX = (
+    "on GKE enable the Ray operator add-on, which installs it (`make gke-plan` prints the "
+    "command); elsewhere install kuberay-tpu-webhook v1.3.2 or newer"
+)
+
+
+def kube_pods(
+    ray_cluster: str,
+    api: str | None = None,
+    token: str | None = None,
+    ca_file: str | None = None,
+    namespace: str | None = None,
+) -> list[dict]:
+    """The RayCluster's pods, read from the API server (in a pod: with its own credentials)."""
+    if api is None:
+        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
+        api = f"https://{host}:{port}"
+    token = token or (IN_CLUSTER / "token").read_text().strip()
+    namespace = namespace or (IN_CLUSTER / "namespace").read_text().strip()
+    selector = urllib.parse.quote(f"ray.io/cluster={ray_cluster}")
+    request = urllib.request.Request(
+        f"{api}/api/v1/namespaces/{namespace}/pods?labelSelector={selector}",
+        headers={"Authorization": f"Bearer {token}"},
+    )
+    context = ssl.create_default_context(cafile=ca_file or str(IN_CLUSTER / "ca.crt"))
+    with urllib.request.urlopen(request, context=context, timeout=10) as resp:
+        return json.load(resp)["items"]
+
+
+def _affinity_keys(pod: dict) -> set[str]:
+    affinity = pod["spec"].get("affinity") or {}
+    terms = (affinity.get("podAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution", []
+    )
+    keys = set()
+    for term in terms:
+        selector = term.get("labelSelector") or {}
+        keys |= set(selector.get("matchLabels", {}))
+        keys |= {e["key"] for e in selector.get("matchExpressions", [])}
+    return keys
+
+
+def webhook_problems(pods: list[dict]) -> list[str]:
+    """What the pods show of the GKE TPU webhook: a multi-host TPU worker without the
+    TPU_WORKER_HOSTNAMES it sets was never mutated (no webhook); a Pending one whose required
+    pod affinity names a `replicaIndex` label it does not carry met a webhook older than v1.3.2
+    (with KubeRay >= 1.6 such a webhook waits for a label nobody sets)."""
+    unmutated, stranded = [], []
+    for pod in pods:
+        slices = from_pod_spec(pod["spec"], 1)
+        if slices is None or not slices.shape.multi_host:
+            continue
+        name = pod["metadata"]["name"]
+        env = {e["name"] for c in pod["spec"]["containers"] for e in c.get("env", [])}
+        if "TPU_WORKER_HOSTNAMES" not in env:
+            unmutated.append(name)
+        labels = pod["metadata"].get("labels", {})
+        phase = pod.get("status", {}).get("phase", "Pending")
+        if phase == "Pending" and "replicaIndex" in _affinity_keys(pod) - set(labels):
+            stranded.append(name)
+    problems = []
+    if unmutated:
+        problems.append(
+            f"{len(unmutated)} multi-host TPU worker pod(s) ({', '.join(sorted(unmutated)[:3])}"
+            f"{', ...' if len(unmutated) > 3 else ''}) have no TPU_WORKER_HOSTNAMES: the KubeRay "
+            "TPU webhook did not mutate them, so JAX cannot join the slice's hosts; " + WEBHOOK_FIX
+        )
+    if stranded:
+        problems.append(
+            f"{len(stranded)} TPU worker pod(s) ({', '.join(sorted(stranded)[:3])}) stay Pending "
+            "on a pod affinity for a `replicaIndex` label no pod carries: the TPU webhook is "
+            "older than v1.3.2, which KubeRay >= 1.6 needs; upgrade it to v1.3.2 or newer"
+        )
+    return problems
 
 
 def alive_nodes(address: str) -> int:
@@ -24,11 +108,25 @@ def alive_nodes(address: str) -> int:
     return sum(1 for node in summary if node.get("raylet", {}).get("state") == "ALIVE")
 
 
-def check(address: str, expect_nodes: int, timeout: float = 300) -> int:
-    """0 once `expect_nodes` nodes (head + workers) are alive; 1 after `timeout` seconds."""
+def check(
+    address: str, expect_nodes: int, timeout: float = 300, ray_cluster: str | None = None
+) -> int:
+    """0 once `expect_nodes` nodes (head + workers) are alive; 1 after `timeout` seconds, or
+    as soon as the RayCluster's pods show that the TPU webhook is missing or too old."""
     deadline = time.monotonic() + timeout
     seen, last_error = -1, ""
+    read_pods = ray_cluster is not None
     while time.monotonic() < deadline:
+        if read_pods:
+            try:
+                problems = webhook_problems(kube_pods(ray_cluster))
+            except (OSError, KeyError, ValueError) as e:  # no API access: skip this part
+                print(f"note: cannot read the RayCluster's pods ({e}); webhook not checked")
+                read_pods, problems = False, []
+            if problems:
+                for problem in problems:
+                    print(f"FAILED: {problem}", file=sys.stderr)
+                return 1
         try:
             seen = alive_nodes(address)
             if seen == expect_nodes:

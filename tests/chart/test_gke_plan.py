@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 
 import pytest
 
@@ -110,14 +109,11 @@ def test_the_whole_plan_for_the_tutorials_slice(capsys):
     assert "Set " not in script  # nothing left to fill in
 
 
-def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys):
+def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_path):
     gsa = "trainer@my-proj.iam.gserviceaccount.com"
-    values = REPO / "values" / "v6e-16.yaml"
-    args = ["gke-plan", "--values", str(values), "--chart", str(CHART), "--helm", str(helm(3))]
-    extra = Path(os.environ.get("TMPDIR", "/tmp")) / "gsa-values.yaml"
+    extra = tmp_path / "gsa-values.yaml"
     extra.write_text(f"global:\n  serviceAccount:\n    gcpServiceAccount: {gsa}\n")
-    assert cli.main([*args, "--values", str(extra), "--project=my-proj"]) == 0
-    script = capsys.readouterr().out
+    script = _plan(capsys, "v6e-16.yaml", "--values", str(extra), "--project=my-proj")
     assert f"--member=serviceAccount:{gsa}" in script
     assert "--role=roles/iam.workloadIdentityUser" in script
     assert "--member=serviceAccount:my-proj.svc.id.goog[default/tpu-tpu-stack]" in script
@@ -219,3 +215,10 @@ def test_gke_up_refuses_an_unfinished_plan(fake_gcloud, capsys):
     err = capsys.readouterr().err
     assert "CLUSTER_NAME" in err and "PROJECT=" in err
     assert not fake_gcloud.exists()  # nothing ran
+
+
+def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
+    existing = tmp_path / "existing-sa.yaml"
+    existing.write_text("global:\n  serviceAccount:\n    create: false\n    name: trainer-ksa\n")
+    script = _plan(capsys, "v6e-16.yaml", "--values", str(existing))
+    assert script.count("/subject/ns/default/sa/trainer-ksa") == 1

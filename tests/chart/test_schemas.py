@@ -26,6 +26,6 @@ def test_the_validators_catch_an_unknown_field():
     (cluster,) = [d for d in render(None) if d["kind"] == "RayCluster"]
     cluster["spec"]["workerGroupSpecs"][0]["numOfHost"] = 4
     assert any("numOfHost" in e for e in validate(cluster))
-    (sa,) = [d for d in render(None) if d["kind"] == "ServiceAccount"]
+    sa = next(d for d in render(None) if d["kind"] == "ServiceAccount")
     sa["metadata"]["labelz"] = {}
     assert any("labelz" in e for e in validate(sa))

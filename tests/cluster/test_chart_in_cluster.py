@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import ssl
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
 
 import pykube
 import pytest
@@ -13,6 +17,7 @@ from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 from ci.cluster import gke_nodes
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 from launcher.core.values_file import tpu_slices
+from launcher.runtime.cluster_check import kube_pods, webhook_problems
 from tests.support.kube import Release, dump, ray_clusters, ready, wait_for
 from tests.support.paths import REPO
 
@@ -117,6 +122,133 @@ def test_helm_test_pod_targets_the_head(release: Release):
     env = {e["name"]: e for e in test_pod.obj["spec"]["containers"][0]["env"]}
     secret = env["RAY_AUTH_TOKEN"]["valueFrom"]["secretKeyRef"]["name"]
     pykube.Secret.objects(release.api).filter(namespace=release.namespace).get(name=secret)
+
+    # The check's own identity reads the release's pods, as it does in the pod (same request,
+    # same token kind), and from what KubeRay created here, with no TPU webhook in this control
+    # plane, it names the missing webhook.
+    assert f"--ray-cluster={cluster}" in command
+    account = test_pod.obj["spec"]["serviceAccountName"]
+    assert account == f"{cluster}-test"
+    token = subprocess.run(
+        [*release.kubectl(), "create", "token", account, "-n", release.namespace],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    config = pykube.KubeConfig.from_file(release.kubeconfig)
+    ca = config.cluster["certificate-authority"].filename()
+    pods = kube_pods(cluster, config.cluster["server"], token, ca, release.namespace)
+    workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
+    assert len(workers) == 4
+    (problem,) = webhook_problems(pods)
+    assert "4 multi-host TPU worker pod(s)" in problem and "no TPU_WORKER_HOSTNAMES" in problem
+    # ...and nothing beyond pods: the account may not read the auth Secret.
+    with pytest.raises(urllib.error.HTTPError, match="403"):
+        _read(config.cluster["server"], token, ca, release.namespace, f"secrets/{secret}")
+
+
+def _read(api: str, token: str, ca: str, namespace: str, what: str) -> dict:
+    request = urllib.request.Request(
+        f"{api}/api/v1/namespaces/{namespace}/{what}", headers={"Authorization": f"Bearer {token}"}
+    )
+    with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=ca)) as r:
+        return json.load(r)
+
+
+# The KubeRay TPU webhook's registration name and, in its Deployment, its image (whose tag is its
+# version), as the webhook's own Helm chart installs them. This control plane has no webhook:
+# the two objects below are a FAKE of what NOTES looks up; the registration selects no pod, so
+# nothing ever calls it.
+FAKE_WEBHOOK_IMAGE = "us-docker.pkg.dev/ai-on-gke/kuberay-tpu-webhook/tpu-webhook:v{}-gke.0"
+
+
+def _fake_webhook(release: Release, namespace: str, version: str) -> None:
+    manifests = [
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+        {
+            "apiVersion": "apps/v1",
+            "kind": "Deployment",
+            "metadata": {"name": "kuberay-tpu-webhook", "namespace": namespace},
+            "spec": {
+                "replicas": 0,
+                "selector": {"matchLabels": {"app": "kuberay-tpu-webhook"}},
+                "template": {
+                    "metadata": {"labels": {"app": "kuberay-tpu-webhook"}},
+                    "spec": {
+                        "containers": [
+                            {"name": "webhook", "image": FAKE_WEBHOOK_IMAGE.format(version)}
+                        ]
+                    },
+                },
+            },
+        },
+        {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "MutatingWebhookConfiguration",
+            "metadata": {"name": "kuberay-tpu-mutating-webhook-cfg"},
+            "webhooks": [
+                {
+                    "name": "mutate-pods.tpu-webhook.fake",
+                    "clientConfig": {
+                        "service": {
+                            "namespace": namespace,
+                            "name": "kuberay-tpu-webhook",
+                            "path": "/mutate",
+                        }
+                    },
+                    "objectSelector": {"matchLabels": {"fake-tpu-webhook": "selects-nothing"}},
+                    "rules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE"],
+                            "resources": ["pods"],
+                        }
+                    ],
+                    "failurePolicy": "Ignore",
+                    "sideEffects": "None",
+                    "admissionReviewVersions": ["v1"],
+                }
+            ],
+        },
+    ]
+    subprocess.run(
+        [*release.kubectl(), "apply", "-f", "-"],
+        input="\n---\n".join(json.dumps(m) for m in manifests),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+
+
+def test_notes_name_a_missing_or_too_old_tpu_webhook(release: Release):
+    release.add_nodes_for(VALUES / "v6e-16.yaml")
+    notes = release.install(VALUES / "v6e-16.yaml").stdout
+    assert "WARNING: this cluster has no KubeRay TPU webhook" in notes
+    webhook_ns = f"{release.namespace}-tpu-webhook"
+    try:
+        _fake_webhook(release, webhook_ns, "1.2.5")
+        notes = release.upgrade(VALUES / "v6e-16.yaml").stdout
+        assert "WARNING: the KubeRay TPU webhook is v1.2.5" in notes
+        assert "Upgrade it to v1.3.2 or newer" in notes
+        _fake_webhook(release, webhook_ns, "1.3.5")
+        notes = release.upgrade(VALUES / "v6e-16.yaml").stdout
+        assert "TPU webhook" not in notes, notes
+    finally:
+        subprocess.run(
+            [
+                *release.kubectl(),
+                "delete",
+                "mutatingwebhookconfiguration",
+                "kuberay-tpu-mutating-webhook-cfg",
+                "--ignore-not-found",
+            ],
+            capture_output=True,
+        )
+        subprocess.run(
+            [*release.kubectl(), "delete", "namespace", webhook_ns, "--wait=false"],
+            capture_output=True,
+        )
 
 
 def test_saxml_jobset_deployments_and_load_balancer(release: Release):

@@ -78,6 +78,11 @@ class Release:
             self.nodes.append(node["metadata"]["name"])
         return nodes
 
+    def kubectl(self) -> list[str]:
+        """The pinned kubectl, pointed at this cluster."""
+        kubectl_dir = control_plane.build()["kubernetes"]
+        return [str(kubectl_dir / "kubectl"), "--kubeconfig", self.kubeconfig]
+
     def kubectl_env(self) -> dict[str, str]:
         """Environment for a launcher command that runs kubectl against this cluster."""
         kubectl_dir = control_plane.build()["kubernetes"]

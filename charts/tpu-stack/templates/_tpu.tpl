@@ -128,3 +128,37 @@ resolved slice. */}}
 cloud.google.com/gke-tpu-accelerator: {{ .gkeAccelerator }}
 cloud.google.com/gke-tpu-topology: {{ .topology }}
 {{- end -}}
+
+{{/*
+tpu-stack.webhookWarning: what the cluster lacks of the KubeRay TPU webhook, read at install
+with `lookup` (empty offline, as under `helm template`, and when all is well). The webhook sets
+each multi-host TPU worker's TPU_WORKER_* and MEGASCALE_* env; with KubeRay >= 1.6 (multi-host
+indexing on by default) webhooks before v1.3.2 add a pod affinity on a `replicaIndex` label no
+pod carries, so every multi-host worker stays Pending.
+*/}}
+{{- define "tpu-stack.webhookWarning" -}}
+{{- $fix := "On GKE enable the Ray operator add-on, which installs it (`make gke-plan` prints the command); elsewhere install kuberay-tpu-webhook v1.3.2 or newer." -}}
+{{- if lookup "v1" "Namespace" "" "kube-system" -}}
+{{- $hook := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" "kuberay-tpu-mutating-webhook-cfg" -}}
+{{- if not $hook -}}
+WARNING: this cluster has no KubeRay TPU webhook (MutatingWebhookConfiguration kuberay-tpu-mutating-webhook-cfg): multi-host TPU workers will get no TPU_WORKER_HOSTNAMES and cannot form a slice. {{ $fix }}
+{{- else -}}
+{{- $service := (first $hook.webhooks).clientConfig.service | default dict -}}
+{{- $version := "" -}}
+{{- if $service.namespace -}}
+{{- range (lookup "apps/v1" "Deployment" $service.namespace "").items -}}
+{{- range .spec.template.spec.containers -}}
+{{- if contains "tpu-webhook" .image -}}
+{{- $version = regexFind "[0-9]+[.][0-9]+[.][0-9]+" (regexFind ":[^:@]+" .image) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $version -}}
+NOTE: the KubeRay TPU webhook's version could not be read from its Deployment; it must be v1.3.2 or newer (older ones leave multi-host workers Pending with KubeRay >= 1.6).
+{{- else if semverCompare "<1.3.2" $version -}}
+WARNING: the KubeRay TPU webhook is v{{ $version }}; with KubeRay >= 1.6 versions before v1.3.2 add a pod affinity on a `replicaIndex` label no pod carries, and every multi-host worker stays Pending. Upgrade it to v1.3.2 or newer.
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
