@@ -187,6 +187,58 @@ CASES = [
         "--set ray.image.registry=us-docker.pkg.dev --set ray.image.repository=p/tpu-stack/",
     ),
     (
+        "external Saxml load balancer open to all",
+        ["saxml.enabled=true", "saxml.http.service.internal=false"],
+        "saxml.http.service.loadBalancerSourceRanges",
+        "--set saxml.http.service.loadBalancerSourceRanges={203.0.113.0/24}",
+    ),
+    # What the API server would reject after the install started (each names the value given;
+    # an `anyOf` failure, whose wording differs between Helm 3 and 4, only the key):
+    (
+        "memory quantity",
+        ["ray.head.resources.requests.memory=16GB"],
+        "ray.head.resources.requests.memory",
+        "",
+    ),
+    ("negative cpu", ["ray.worker.resources.limits.cpu=-1"], "ray.worker.resources.limits.cpu", ""),
+    ("shm size", ["global.shmSizeLimit=lots"], "global.shmSizeLimit", ""),
+    (
+        "sidecar memory",
+        ["global.gcsfuse.sidecar.memoryLimit=1GB"],
+        "global.gcsfuse.sidecar.memoryLimit",
+        "1GB",
+    ),
+    (
+        "registry with a scheme",
+        ["global.imageRegistry=https://mirror"],
+        "global.imageRegistry",
+        "https://mirror",
+    ),
+    ("image tag", ["ray.image.tag=v1 beta"], "ray.image.tag", "v1 beta"),
+    (
+        "repository in capitals",
+        ["ray.image.repository=Repo/Launcher"],
+        "ray.image.repository",
+        "Repo/Launcher",
+    ),
+    (
+        "service account name",
+        ["global.serviceAccount.name=My_SA"],
+        "global.serviceAccount.name",
+        "My_SA",
+    ),
+    ("ray version", ["ray.rayVersion=latest"], "ray.rayVersion", "latest"),
+    ("env var name", ["ray.worker.env[0].name=1BAD"], "ray.worker.env.0.name", "1BAD"),
+    (
+        "node label value",
+        ["ray.head.nodeSelector.pool=bad value"],
+        "ray.head.nodeSelector.pool",
+        "bad value",
+    ),
+    ("saxml name", ["saxml.fullnameOverride=Sax_1"], "saxml.fullnameOverride", "Sax_1"),
+    ("saxml cell", ["saxml.cell=test"], "saxml.cell", "test"),
+    ("model server port", ["saxml.modelServer.port=70000"], "saxml.modelServer.port", "65,535"),
+    (
         "source range not a CIDR",
         ["saxml.http.service.loadBalancerSourceRanges={everyone}"],
         "saxml.http.service.loadBalancerSourceRanges.0",
@@ -210,7 +262,7 @@ def test_refuses_naming_the_key_and_the_fix(sets, key, says, major):
 
 
 def test_every_case_has_its_own_message():
-    assert len({(c[2], c[3]) for c in CASES}) == len(CASES) >= 30
+    assert len({(c[2], c[3]) for c in CASES}) == len(CASES) >= 40
 
 
 def test_all_template_refusals_come_at_once():

@@ -58,11 +58,17 @@ def kube_config(control_plane_kubeconfig: Path) -> str:
     return str(control_plane_kubeconfig)
 
 
+PSA_MODES = ("enforce", "warn")
+
+
 @pytest.fixture
 def release(kube_cluster) -> Iterator[Release]:
     api = kube_cluster.kube_client
     namespace = f"chart-{uuid.uuid4().hex[:6]}"
-    pykube.Namespace(api, {"metadata": {"name": namespace}}).create()
+    # Every release goes where Pod Security Admission enforces `restricted`, as a platform
+    # team's shared cluster would: a pod the chart makes that breaks it is never created.
+    labels = {f"pod-security.kubernetes.io/{mode}": "restricted" for mode in PSA_MODES}
+    pykube.Namespace(api, {"metadata": {"name": namespace, "labels": labels}}).create()
     rel = Release(api, kube_cluster.kube_config_path, namespace)
     yield rel
     rel.helm("uninstall", rel.name, "--wait", check=False)

@@ -18,6 +18,7 @@ from ci.cluster import gke_nodes
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 from launcher.core.values_file import tpu_slices
 from launcher.runtime.cluster_check import kube_pods, webhook_problems
+from tests.support.helm import CHART
 from tests.support.kube import Release, dump, ray_clusters, ready, wait_for
 from tests.support.paths import REPO
 
@@ -254,6 +255,8 @@ def test_notes_name_a_missing_or_too_old_tpu_webhook(release: Release):
 def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     values_file = VALUES / "v5e-32-saxml.yaml"
     release.add_nodes_for(values_file)
+    # The tutorial's model servers use the host's network, which only `privileged` admits.
+    release.pod_security("privileged")
     release.install(values_file)
     ns = release.namespace
     jobsets = pykube.object_factory(release.api, "jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -426,3 +429,36 @@ def test_preflight_lets_a_cpu_release_through(release: Release):
     proc = _preflight(release, release.name, "tiny-llama.yml", "run_name=r")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no TPU worker group: nothing to compile" in proc.stdout
+
+
+def test_saxml_without_host_network_meets_baseline(release: Release):
+    values_file = VALUES / "v5e-32-saxml.yaml"
+    release.add_nodes_for(values_file)
+    release.pod_security("baseline")
+    release.helm(
+        "install",
+        release.name,
+        str(CHART),
+        *release.values_args(values_file),
+        "--set",
+        "saxml.modelServer.hostNetwork=false",
+    )
+    # 2 slices x 8 hosts of model servers, the admin and the HTTP server: all admitted, placed.
+    wait_for(
+        "every Saxml pod to be admitted and scheduled",
+        lambda: len([p for p in release.pods() if p.obj["spec"].get("nodeName")]) == 18,
+        90,
+        explain=release.events,
+    )
+
+
+def test_the_release_namespaces_enforce_restricted(release: Release):
+    """The admission the tests above rely on is live: a pod `restricted` forbids is refused."""
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "root-pod", "namespace": release.namespace},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]},  # root, no seccomp
+    }
+    with pytest.raises(pykube.exceptions.HTTPError, match="violates PodSecurity"):
+        pykube.Pod(release.api, pod).create()

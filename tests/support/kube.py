@@ -78,6 +78,13 @@ class Release:
             self.nodes.append(node["metadata"]["name"])
         return nodes
 
+    def pod_security(self, level: str) -> None:
+        """Sets the level Pod Security Admission enforces in the release's namespace."""
+        ns = pykube.Namespace.objects(self.api).get(name=self.namespace)
+        for mode in ("enforce", "warn"):
+            ns.labels[f"pod-security.kubernetes.io/{mode}"] = level
+        ns.update()
+
     def kubectl(self) -> list[str]:
         """The pinned kubectl, pointed at this cluster."""
         kubectl_dir = control_plane.build()["kubernetes"]

@@ -135,3 +135,27 @@ gke-gcsfuse/ephemeral-storage-limit: {{ $g.sidecar.ephemeralStorageLimit | quote
   mountPath: {{ $g.mountPath }}
 {{- end }}
 {{- end -}}
+
+
+{{/* tpu-stack.podSecurityContext: Pod Security Admission's `restricted` profile for the
+launcher image (uid 1000, Ray's image user); fsGroup lets it write the mounted volumes. */}}
+{{- define "tpu-stack.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 1000
+runAsGroup: 1000
+fsGroup: 1000
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+
+{{/* tpu-stack.containerSecurityContext: `restricted` for one container. TPU chips need no
+privileged mode on GKE 1.28 and later (GKE: "Deploy TPU workloads in GKE Standard", which
+asks privileged only before 1.28; the chart requires 1.29). Call with (dict
+"readOnlyRootFilesystem" <bool>). */}}
+{{- define "tpu-stack.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+runAsNonRoot: true
+capabilities:
+  drop: ["ALL"]
+readOnlyRootFilesystem: {{ .readOnlyRootFilesystem | default false }}
+{{- end -}}

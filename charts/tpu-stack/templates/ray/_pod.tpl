@@ -20,11 +20,11 @@ spec:
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  # Ray reaches nothing of the Kubernetes API (no in-tree autoscaler); gcsfuse and Workload
+  # Identity get their tokens without the pod's own.
+  automountServiceAccountToken: false
   securityContext:
-    runAsNonRoot: true
-    runAsUser: 1000
-    runAsGroup: 1000
-    fsGroup: 1000
+    {{- include "tpu-stack.podSecurityContext" $ctx | nindent 4 }}
   containers:
     - name: {{ .container }}
       image: {{ include "tpu-stack.image" (dict "image" $v.image "global" $global "defaultTag" $ctx.Chart.AppVersion) }}
@@ -52,14 +52,20 @@ spec:
         {{- end }}
         {{- toYaml $res | nindent 8 }}
       securityContext:
-        allowPrivilegeEscalation: false
-        {{- if and .tpu $v.worker.tpu.privileged }}
-        privileged: true
-        {{- end }}
+        {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" $v.readOnlyRootFilesystem) | nindent 8 }}
       volumeMounts:
         {{- include "tpu-stack.volumeMounts" $ctx | nindent 8 }}
+        {{- if $v.readOnlyRootFilesystem }}
+        - name: tmp
+          mountPath: /tmp
+        {{- end }}
   volumes:
     {{- include "tpu-stack.volumes" $ctx | nindent 4 }}
+    {{- if $v.readOnlyRootFilesystem }}
+    # Ray's session directory (/tmp/ray: sockets, logs, spilled objects) must be writable.
+    - name: tmp
+      emptyDir: {}
+    {{- end }}
   {{- $selector := deepCopy (default dict .group.nodeSelector) }}
   {{- if .tpu }}
   {{- $selector = merge (include "tpu-stack.tpuNodeSelector" .tpu | fromYaml) $selector }}

@@ -8,10 +8,12 @@
 {{- printf "%s-%s" (include "tpu-stack.saxmlName" .ctx) .component -}}
 {{- end -}}
 
-{{/* tpu-stack.saxmlContainerSecurity: containers run without privilege unless a TPU generation needs it. */}}
-{{- define "tpu-stack.saxmlContainerSecurity" -}}
-allowPrivilegeEscalation: {{ .privileged | default false }}
-{{- if .privileged }}
-privileged: true
-{{- end }}
+{{/* tpu-stack.saxmlPodSecurity: Saxml's images are Google's and run as they were built (their
+user is not ours to choose), so Saxml meets Pod Security's `baseline`, not `restricted`; and
+`baseline` only with modelServer.hostNetwork off. */}}
+{{- define "tpu-stack.saxmlPodSecurity" -}}
+automountServiceAccountToken: false
+securityContext:
+  seccompProfile:
+    type: RuntimeDefault
 {{- end -}}
