@@ -49,7 +49,7 @@ demo: venv up ## Train the tiny model on the local simulated slice (TPU=v4-16: a
 	$(TL) submit -- $(DEMO_ARGS)
 
 .PHONY: test
-test: venv helm cluster-build ## Every tier below, in one pytest run.
+test: venv helm cluster-build scanner ## Every tier below, in one pytest run.
 	ci/pytest.sh $(PY) $(PYTEST_ARGS)
 
 ##@ Test tiers (make test runs them all)
@@ -63,7 +63,7 @@ test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals,
 	ci/pytest.sh $(PY) -m chart $(PYTEST_ARGS)
 
 .PHONY: test-cluster
-test-cluster: venv helm cluster-build ## The chart installed into the test control plane (KUBECONFIG_PATH= for another cluster).
+test-cluster: venv helm cluster-build scanner ## The chart installed into the test control plane (KUBECONFIG_PATH= for another cluster).
 	ci/pytest.sh $(PY) -m cluster $(if $(KUBECONFIG_PATH),--kubeconfig $(KUBECONFIG_PATH)) $(PYTEST_ARGS)
 
 .PHONY: test-e2e
@@ -142,6 +142,10 @@ helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from t
 
 $(TOOLS)/helm-%/helm:
 	ci/install-helm.sh $*
+
+.PHONY: scanner
+scanner: venv ## Install the pinned checkov the cluster tests scan the live objects with.
+	ci/install-checkov.sh $(CHECKOV_VERSION)
 
 .PHONY: template
 template: $(HELM) ## Render the chart with VALUES (and BUCKET).
