@@ -227,6 +227,12 @@ CASES = [
         "global.serviceAccount.name",
         "My_SA",
     ),
+    (
+        "service account: empty label",
+        ["global.serviceAccount.name=a..b"],
+        "global.serviceAccount.name",
+        "a..b",
+    ),
     ("ray version", ["ray.rayVersion=latest"], "ray.rayVersion", "latest"),
     ("env var name", ["ray.worker.env[0].name=1BAD"], "ray.worker.env.0.name", "1BAD"),
     (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.helm import BUCKET, CHART, VALUES_FILES, render, run_helm
+from tests.support.helm import BUCKET, CHART, VALUES_FILES, by_kind, render, run_helm
 
 pytestmark = pytest.mark.chart
 
@@ -108,3 +108,22 @@ def test_helm_test_expects_every_host_of_every_slice():
     (pod,) = [d for d in docs if d["kind"] == "Pod"]
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     assert "--expect-nodes=9" in pod["spec"]["containers"][0]["command"]  # head + 2 x 4
+
+
+def test_quantities_and_names_render_as_strings():
+    """A YAML number where a CRD wants int-or-string is refused (KubeRay's `0.5` CPU, a `0`
+    account name): found by the control plane's dry run of drawn values; rendered quoted."""
+    docs = render(
+        None,
+        "--set",
+        "ray.worker.resources.requests.cpu=0.5",
+        "--set",
+        "global.shmSizeLimit=0.5",
+        "--set-string",
+        "global.serviceAccount.name=0",
+    )
+    (cluster,) = by_kind(docs, "RayCluster")
+    pod = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert pod["containers"][0]["resources"]["requests"]["cpu"] == "0.5"
+    assert [v["emptyDir"]["sizeLimit"] for v in pod["volumes"] if v["name"] == "dshm"] == ["0.5"]
+    assert pod["serviceAccountName"] == "0"

@@ -113,7 +113,7 @@ gke-gcsfuse/ephemeral-storage-limit: {{ $g.sidecar.ephemeralStorageLimit | quote
   emptyDir:
     medium: Memory
     {{- with .Values.global.shmSizeLimit }}
-    sizeLimit: {{ . }}
+    sizeLimit: {{ toString . | quote }}
     {{- end }}
 {{- if $g.enabled }}
 - name: gcs-fuse-csi-ephemeral
@@ -132,7 +132,7 @@ gke-gcsfuse/ephemeral-storage-limit: {{ $g.sidecar.ephemeralStorageLimit | quote
   mountPath: /dev/shm
 {{- if $g.enabled }}
 - name: gcs-fuse-csi-ephemeral
-  mountPath: {{ $g.mountPath }}
+  mountPath: {{ $g.mountPath | quote }}
 {{- end }}
 {{- end -}}
 
@@ -158,4 +158,30 @@ runAsNonRoot: true
 capabilities:
   drop: ["ALL"]
 readOnlyRootFilesystem: {{ .readOnlyRootFilesystem | default false }}
+{{- end -}}
+
+
+{{/* tpu-stack.resources: a container's resources with every quantity a quoted string (a YAML
+float such as 0.5 or +.1 is not a quantity to a CRD's int-or-string schema, so KubeRay's and
+JobSet's objects would be refused), and google.com/tpu added when `chips` is set. Call with
+(dict "resources" <values> "chips" <chips per host or 0>). */}}
+{{- define "tpu-stack.resources" -}}
+{{- $res := deepCopy (default dict .resources) -}}
+{{- if .chips -}}
+{{- $_ := set $res "requests" (merge (dict "google.com/tpu" .chips) (default dict $res.requests)) -}}
+{{- $_ := set $res "limits" (merge (dict "google.com/tpu" .chips) (default dict $res.limits)) -}}
+{{- end -}}
+{{- if not (or $res.requests $res.limits $res.claims) }}{}{{ end -}}
+{{- range $kind := list "requests" "limits" }}
+{{- with get $res $kind }}
+{{ $kind }}:
+{{- range $name, $quantity := . }}
+  {{ $name }}: {{ toString $quantity | quote }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $res.claims }}
+claims:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}

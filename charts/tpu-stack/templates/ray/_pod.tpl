@@ -15,7 +15,7 @@ metadata:
     {{- . | nindent 4 }}
   {{- end }}
 spec:
-  serviceAccountName: {{ include "tpu-stack.serviceAccountName" $ctx }}
+  serviceAccountName: {{ include "tpu-stack.serviceAccountName" $ctx | quote }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
@@ -45,12 +45,7 @@ spec:
         {{- toYaml . | nindent 8 }}
         {{- end }}
       resources:
-        {{- $res := deepCopy (default dict .group.resources) -}}
-        {{- if .tpu }}
-        {{- $_ := set $res "requests" (merge (dict "google.com/tpu" (toString .tpu.chipsPerHost)) (default dict $res.requests)) -}}
-        {{- $_ := set $res "limits" (merge (dict "google.com/tpu" (toString .tpu.chipsPerHost)) (default dict $res.limits)) -}}
-        {{- end }}
-        {{- toYaml $res | nindent 8 }}
+        {{- include "tpu-stack.resources" (dict "resources" .group.resources "chips" (dig "chipsPerHost" 0 (default dict .tpu))) | trim | nindent 8 }}
       securityContext:
         {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" $v.readOnlyRootFilesystem) | nindent 8 }}
       volumeMounts:

@@ -1,0 +1,122 @@
+"""Whatever the chart accepts, the API server accepts: Hypothesis draws, from values.schema.json's
+own patterns, values for the keys a user types by hand (names, quantities, ports, tags, labels,
+env, the bucket); each draw is rendered, and either the chart's own checks refuse it with a
+message naming a key, or every object it renders passes a server-side dry-run create in the
+control plane (the API server's validation, KubeRay's and JobSet's CRD schemas, JobSet's
+webhooks). Invalid values are the refusal table's (tests/chart/test_invalid_values.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+import yaml
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.support.helm import CHART, helm
+from tests.support.kube import Release
+
+pytestmark = pytest.mark.cluster
+
+SCHEMA = json.loads((CHART / "values.schema.json").read_text())
+
+
+def _resolve(node: dict) -> dict:
+    while "$ref" in node:
+        node = SCHEMA["definitions"][node["$ref"].rsplit("/", 1)[1]]
+    return node
+
+
+def _node(path: str) -> dict:
+    """The schema of a value path (a.b.c; `*` a map's values, `items` a list's)."""
+    node = SCHEMA
+    for key in path.split("."):
+        node = _resolve(
+            node["additionalProperties"]
+            if key == "*"
+            else node["items"]
+            if key == "items"
+            else node["properties"][key]
+        )
+    return node
+
+
+def _strings(node: dict) -> st.SearchStrategy[str]:
+    node = _resolve(node)
+    if "anyOf" in node:  # quantities: a number or a pattern
+        return st.one_of(*(_strings(n) for n in node["anyOf"]))
+    if node.get("type") == "number":
+        return st.integers(min_value=0, max_value=10**6).map(str)
+    limit = node.get("maxLength", 64)
+    return st.from_regex(node.get("pattern", ".*"), fullmatch=True).filter(
+        lambda s: len(s) <= limit
+    )
+
+
+def schema_strings(path: str) -> st.SearchStrategy[str]:
+    """Strings the schema accepts at `path`: its pattern, its length bound."""
+    return _strings(_node(path))
+
+
+@st.composite
+def values(draw) -> dict:
+    """Values the schema accepts for the keys users type by hand."""
+    return {
+        "ray": {
+            "worker": {
+                "groupName": draw(schema_strings("ray.worker.groupName")),
+                "env": [{"name": draw(schema_strings("ray.worker.env.items.name")), "value": "x"}],
+                "resources": {
+                    "requests": {"memory": draw(schema_strings("ray.worker.resources.requests.*"))}
+                },
+            },
+            "head": {"nodeSelector": {"pool": draw(schema_strings("ray.head.nodeSelector.*"))}},
+            "image": {"tag": draw(schema_strings("ray.image.tag"))},
+            "fullnameOverride": draw(schema_strings("ray.fullnameOverride")),
+        },
+        "global": {
+            "serviceAccount": {"name": draw(schema_strings("global.serviceAccount.name"))},
+            "shmSizeLimit": draw(schema_strings("global.shmSizeLimit")),
+            "gcsfuse": {"bucketName": draw(schema_strings("global.gcsfuse.bucketName"))},
+        },
+        "saxml": {
+            "enabled": True,
+            "http": {"service": {"port": draw(st.integers(min_value=1, max_value=65535))}},
+        },
+    }
+
+
+@settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,  # the same draws on every run: a failure reproduces
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(drawn=values())
+def test_what_the_chart_accepts_the_api_server_accepts(release: Release, tmp_path, drawn):
+    path = tmp_path / "drawn.yaml"
+    path.write_text(yaml.safe_dump(drawn))
+    # (--skip-tests: helm test's objects are created by helm test, with their account)
+    argv = [str(helm(3)), "template", release.name, str(CHART), "-n", release.namespace]
+    rendered = subprocess.run(
+        [*argv, "-f", str(path), "--skip-tests"],
+        capture_output=True,
+        text=True,
+    )
+    if rendered.returncode:
+        # Refused: the message names a key, as every refusal does.
+        assert "VALUES REFUSED" in rendered.stderr or "at '/" in rendered.stderr, rendered.stderr
+        return
+    created = subprocess.run(
+        [*release.kubectl(), "create", "--dry-run=server", "-n", release.namespace, "-f", "-"],
+        input=rendered.stdout,
+        capture_output=True,
+        text=True,
+    )
+    assert created.returncode == 0, (
+        "the chart accepted values the API server rejects:\n"
+        + yaml.safe_dump(drawn)
+        + created.stderr
+    )
