@@ -15,6 +15,7 @@ failed command's code for an external command, 1 for a failed job.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
 from launcher.core.errors import CommandError, UsageError, report
@@ -57,6 +58,13 @@ def _parser() -> argparse.ArgumentParser:
         "--skip-preflight",
         action="store_true",
         help="submit without preflight even with --values/--release",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        default=os.environ.get("VERBOSE", "") not in ("", "0"),
+        help="show every line of the job live (default: the plan, progress, checkpoints, "
+        "restarts and the summary; the whole log goes to a file) [env VERBOSE=1]",
     )
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments")
 
@@ -161,6 +169,7 @@ def _dispatch(ns: argparse.Namespace) -> int:
                 namespace=ns.namespace,
                 values=ns.values,
                 skip_preflight=ns.skip_preflight,
+                verbose=ns.verbose,
             )
         )
     if ns.command in ("logs", "status", "stop"):

@@ -11,7 +11,9 @@ job fails or is stopped; --no-wait returns after submission.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import logging
 import os
 import re
 import time
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
+from launcher.client.job_output import JobOutput
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
@@ -92,6 +95,7 @@ class SubmitRequest:
     namespace: str = "default"
     values: str | None = None  # a chart values file naming the target slice (preflight's)
     skip_preflight: bool = False
+    verbose: bool = False  # every line of the job live, not only what matters
 
 
 def _address(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
@@ -155,16 +159,62 @@ def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
     if request.no_wait or request.dry_run:
         _next_steps(job_id)
         return 0
-    run("follow the job's logs", _ray_job("logs", job_id, "--follow", address=address), check=False)
+    output = JobOutput(log_path(job_id), verbose=request.verbose)
+    print(f"full log: {output.log_path}", flush=True)
+    try:
+        _follow(address, job_id, output)
+    except KeyboardInterrupt:
+        output.close()
+        print(f"\nstopped following; job {job_id} goes on (make stop JOB={job_id} stops it)")
+        return 130
+    output.close()
     status = job_status(address, job_id)
+    if status != "SUCCEEDED" and not request.verbose:
+        print(f"\nthe job's last lines ({output.log_path} has them all):")
+        for line in output.failure_tail():
+            print(f"  {line}")
     print(f"\njob {job_id}: {status}", flush=True)
     _next_steps(job_id)
     return 0 if status == "SUCCEEDED" else 1
 
 
+def log_path(job_id: str) -> Path:
+    """Where a job's whole log is kept on this machine."""
+    return STATE_FILE.parent / "logs" / f"{job_id}.log"
+
+
+def _follow(address: str, job_id: str, output: JobOutput) -> None:
+    """Streams the job's log into `output` until the job ends (Ray's log websocket; where a
+    proxy refuses websockets, polling)."""
+    from ray.job_submission import JobSubmissionClient
+
+    # Its "WebSocket closed" INFO line would be the last thing on the screen.
+    logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
+    client = JobSubmissionClient(address, headers=auth_headers())
+
+    async def tail() -> None:
+        async for chunk in client.tail_job_logs(job_id):
+            output.feed(chunk)
+
+    try:
+        asyncio.run(tail())
+        return
+    except (OSError, RuntimeError, ValueError):  # no websocket: poll
+        pass
+    seen = output.fed  # what the websocket already delivered
+    while True:
+        logs = client.get_job_logs(job_id)
+        output.feed(logs[seen:])
+        seen = len(logs)
+        if str(client.get_job_status(job_id).value) in ("SUCCEEDED", "FAILED", "STOPPED"):
+            output.feed(client.get_job_logs(job_id)[seen:])
+            return
+        time.sleep(2)
+
+
 def _next_steps(job_id: str) -> None:
     print("next steps:")
-    print(f"  make logs JOB={job_id}     # the job's logs")
+    print(f"  make logs JOB={job_id}     # the job's whole log (VERBOSE=1 make submit: live)")
     print(f"  make status JOB={job_id}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
     print(f"  make stop JOB={job_id}     # stop it; checkpoints stay, a resubmit resumes")
 

@@ -31,12 +31,15 @@ from launcher.core.job_plan import (
     define_flags,
     plan_job,
 )
+from launcher.runtime.goodput import breakdown, format_breakdown
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
+# When this driver started: the goodput breakdown's wall time runs from here.
+STARTED_AT = time.time()
 
 
-def _print_summary(plan: JobPlan, metrics: dict, seconds: float) -> None:
+def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> None:
     run_dir = plan.run_dir
     steps = committed_steps(run_dir)
     first = metrics.get("first_step")
@@ -52,13 +55,28 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float) -> None:
     print(
         f"checkpoints:  {run_dir / CHECKPOINTS_SUBDIR} (steps {', '.join(map(str, steps)) or '-'})"
     )
+    if outcome.get("sparkline"):
+        print(f"loss curve:   {outcome['sparkline']}")
+    for line in format_breakdown(outcome["goodput"]):
+        print(line)
+    if outcome.get("plot"):
+        print(f"plot:         {outcome['plot']}")
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
     print(
         f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
         "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint"
     )
     print(
-        "LAUNCHER_RESULT " + json.dumps({"run_dir": str(run_dir), "checkpoints": steps, **metrics}),
+        "LAUNCHER_RESULT "
+        + json.dumps(
+            {
+                "run_dir": str(run_dir),
+                "checkpoints": steps,
+                **metrics,
+                "goodput": outcome["goodput"],
+                "plot": outcome.get("plot"),
+            }
+        ),
         flush=True,
     )
 
@@ -135,6 +153,8 @@ def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
             "argv": args.argv(),
             "steps": args.get("steps"),
             "summary_key": summary_key,
+            # MFU in the progress lines where the TPU table knows the chip's peak.
+            "peak_tflops": slices.shape.generation.peak_bf16_tflops if slices.is_tpu else None,
         },
         scaling_config=scaling,
         jax_config=None if slices.is_tpu else CpuJaxConfig(),
@@ -149,6 +169,8 @@ def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
     try:
         result = trainer.fit()
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
+        for line in format_breakdown(_outcome(plan, summary_key)["goodput"]):
+            print(line, flush=True)
         print(
             f"\nlauncher: training failed after {max_failures} restarts: {type(e).__name__}: {e}",
             file=sys.stderr,
@@ -162,8 +184,30 @@ def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
         )
         return 1
     del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
-    _print_summary(plan, read_summary(summary_key), time.monotonic() - start)
+    _print_summary(
+        plan, read_summary(summary_key), time.monotonic() - start, _outcome(plan, summary_key)
+    )
     return 0
+
+
+def _outcome(plan: JobPlan, summary_key: str) -> dict:
+    """Goodput from every start's events, the loss curve as a sparkline, and the plot (PNG,
+    next to the TensorBoard logs) when there were steps."""
+    from launcher.runtime.plots import loss_sparkline, write_plot
+    from launcher.runtime.worker import read_attempts
+
+    attempts = read_attempts(summary_key)
+    outcome = {"goodput": breakdown(attempts, STARTED_AT, time.time())}
+    # The last computation of each step (a restart computes some again).
+    points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
+    if points:
+        outcome["sparkline"] = loss_sparkline([p.loss for p in points])
+        try:
+            plot = write_plot(points, plan.run_dir / "tensorboard" / "launcher.png")
+            outcome["plot"] = str(plot)
+        except OSError as e:  # a plot is not worth failing the job over
+            print(f"launcher: could not write the plot: {e}", file=sys.stderr)
+    return outcome
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -1,12 +1,18 @@
-"""Reads MaxText's per-step log line into numbers, for progress lines and the final summary."""
+"""Reads MaxText's per-step and checkpoint log lines into numbers: the progress lines, the
+attempt's events for goodput, and the final summary."""
 
 from __future__ import annotations
 
 import logging
 import os
 import re
+import statistics
 import sys
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from launcher.runtime.goodput import Attempt, StepPoint
 
 # MaxText's metric_logger: "completed step: 5, seconds: 0.060, TFLOP/s/device: 0.001,
 # Tokens/s/device: 2133.760, total_weights: 512, loss: 5.960, ..."
@@ -39,13 +45,26 @@ def parse_step_line(line: str) -> StepRecord | None:
     )
 
 
+# MaxText's checkpointing.print_save_message, for a synchronous and an asynchronous save.
+CHECKPOINT_LINE = re.compile(
+    r"(?:Saved a checkpoint at step|Started an asynchronous checkpoint save for step) (\d+)"
+)
+
+
 @dataclass
 class ProgressTracker(logging.Handler):
-    """A logging handler that watches MaxText's step lines and prints one compact line each."""
+    """A logging handler on MaxText's logger: one compact `[progress]` line per step and a
+    `[checkpoint]` line per save (rank 0 echoes them), and the attempt's events for goodput,
+    handed to `publish` every `publish_every` seconds and at every checkpoint."""
 
     total_steps: int = 0
     echo: bool = True
+    peak_tflops: float | None = None  # per device, where the TPU table knows it: MFU
+    attempt: Attempt | None = None
+    publish: Callable[[Attempt], None] | None = None
+    publish_every: float = 10.0
     steps: list[StepRecord] = field(default_factory=list)
+    _published_at: float = 0.0
 
     def __post_init__(self) -> None:
         logging.Handler.__init__(self, level=logging.INFO)
@@ -54,18 +73,50 @@ class ProgressTracker(logging.Handler):
         return id(self)
 
     def emit(self, record: logging.LogRecord) -> None:
-        rec = parse_step_line(record.getMessage())
+        message = record.getMessage()
+        rec = parse_step_line(message)
+        if rec is None:
+            if m := CHECKPOINT_LINE.search(message):
+                self._checkpoint(int(m[1]))
+            return
         # MaxText's line can reach this logger more than once; count each step once.
-        if rec is None or (self.steps and rec.step <= self.steps[-1].step):
+        if self.steps and rec.step <= self.steps[-1].step:
             return
         self.steps.append(rec)
-        if self.echo:
-            line = (
-                f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
-                f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f}\n"
+        now = time.time()
+        if self.attempt is not None:
+            self.attempt.steps.append(
+                StepPoint(rec.step, rec.seconds, now, rec.loss, rec.tokens_per_device)
             )
+        self.say(self.progress_line(rec))
+        if now - self._published_at >= self.publish_every:
+            self.flush_events()
+
+    def progress_line(self, rec: StepRecord) -> str:
+        recent = [s.seconds for s in self.steps[-10:]]
+        eta = max(0, self.total_steps - rec.step - 1) * statistics.median(recent)
+        mfu = f" MFU {rec.tflops_per_device / self.peak_tflops:.1%}" if self.peak_tflops else ""
+        return (
+            f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
+            f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f} "
+            f"TFLOP/s/device {rec.tflops_per_device:.3f}{mfu} ETA {eta:.0f}s"
+        )
+
+    def _checkpoint(self, step: int) -> None:
+        if self.attempt is not None:
+            self.attempt.checkpoints.append((step, time.time()))
+        self.say(f"[checkpoint] saved step {step}")
+        self.flush_events()
+
+    def say(self, line: str) -> None:
+        if self.echo:
             # Straight to the file descriptor: Ray Train's print capture would show it twice.
-            os.write(sys.stderr.fileno(), line.encode())
+            os.write(sys.stderr.fileno(), (line + "\n").encode())
+
+    def flush_events(self) -> None:
+        if self.publish is not None and self.attempt is not None:
+            self.publish(self.attempt)
+            self._published_at = time.time()
 
     def summary(self) -> dict:
         if not self.steps:

@@ -5,6 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
+
+from ray.experimental import internal_kv
+
+from launcher.runtime.goodput import Attempt
 
 KV_NAMESPACE = "tpu-launcher"
 
@@ -22,12 +27,32 @@ def train_loop_per_worker(config: dict) -> None:
     ):
         argv.append("hardware=cpu")
 
-    rank = ray.train.get_context().get_world_rank()
+    context = ray.train.get_context()
+    rank = context.get_world_rank()
     if not os.environ.get("LAUNCHER_ORBAX_INFO"):
         # Orbax logs a dozen INFO lines per host per checkpoint and buries MaxText's own lines;
         # its warnings and errors still show. LAUNCHER_ORBAX_INFO=1 keeps everything.
         logging.getLogger("absl").addFilter(_drop_orbax_info)
-    tracker = ProgressTracker(total_steps=int(config.get("steps", 0)), echo=rank == 0)
+    tracker = ProgressTracker(
+        total_steps=int(config.get("steps", 0)),
+        echo=rank == 0,
+        peak_tflops=config.get("peak_tflops"),
+    )
+    if rank == 0:  # rank 0 speaks for the worker group: its events are the job's
+        tracker.attempt = Attempt(started_at=time.time(), workers=context.get_world_size())
+        key = f"{config['summary_key']}/attempts/{time.time_ns()}"
+        earlier = len(
+            internal_kv._internal_kv_list(
+                f"{config['summary_key']}/attempts/", namespace=KV_NAMESPACE
+            )
+        )
+        if earlier:
+            tracker.say(
+                f"[restart] the worker group started again (start {earlier + 1}) on "
+                f"{context.get_world_size()} hosts; MaxText resumes from the latest checkpoint"
+            )
+        tracker.publish = lambda attempt: _put(key, attempt.to_json())
+        _count_compile_time(tracker.attempt)
     absl_logger = logging.getLogger("absl")
     absl_logger.addHandler(tracker)
     try:
@@ -37,23 +62,56 @@ def train_loop_per_worker(config: dict) -> None:
         maxtext_train.main(argv)
     finally:
         absl_logger.removeHandler(tracker)
+        if tracker.attempt is not None:
+            tracker.attempt.ended_at = time.time()
+            tracker.flush_events()
     if rank == 0:
         publish_summary(config["summary_key"], tracker.summary())
+
+
+# JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile.
+COMPILE_EVENTS = (
+    "/jax/core/compile/jaxpr_trace_duration",
+    "/jax/core/compile/jaxpr_to_mlir_module_duration",
+    "/jax/core/compile/backend_compile_duration",
+)
+
+
+def _count_compile_time(attempt: Attempt) -> None:
+    import jax
+
+    def listen(event: str, duration: float, **_: object) -> None:
+        if event in COMPILE_EVENTS:
+            attempt.compile_seconds += duration
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
 
 
 def _drop_orbax_info(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING or "/orbax/" not in record.pathname
 
 
+def _put(key: str, value: dict) -> None:
+    internal_kv._internal_kv_put(key, json.dumps(value), overwrite=True, namespace=KV_NAMESPACE)
+
+
 def publish_summary(key: str, summary: dict) -> None:
     """Hands rank 0's numbers to the driver (Ray Train keeps metrics only with checkpoints)."""
-    from ray.experimental import internal_kv
-
-    internal_kv._internal_kv_put(key, json.dumps(summary), overwrite=True, namespace=KV_NAMESPACE)
+    _put(key, summary)
 
 
 def read_summary(key: str) -> dict:
-    from ray.experimental import internal_kv
-
     raw = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
     return json.loads(raw) if raw else {}
+
+
+def read_attempts(key: str) -> list[Attempt]:
+    """Every start's events (the first and each restart), in Ray's KV store on the head: a
+    killed host's events survive it, up to its last publish."""
+    prefix = f"{key}/attempts/"
+    found = []
+    for name in internal_kv._internal_kv_list(prefix, namespace=KV_NAMESPACE):
+        raw = internal_kv._internal_kv_get(name, namespace=KV_NAMESPACE)
+        if raw:
+            found.append(Attempt.from_json(json.loads(raw)))
+    return found

@@ -101,6 +101,11 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     assert 0 <= redone <= CHECKPOINT_PERIOD, (last_before, restored)
     result = launcher_result(logs)
     assert result["last_step"] == 29 and result["first_step"] == restored[-1] + 1
+    assert "[restart] the worker group started again (start 2)" in logs
+    # Goodput counts the restart: the redone steps and the recovery; the parts add up.
+    goodput = result["goodput"]
+    assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
+    assert goodput["parts"]["restarts"] > 0, goodput
     print(
         f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
         f"{restored[-1]} ({redone} steps computed again); first step after the restore "

@@ -5,10 +5,11 @@ jax.distributed, real Orbax checkpoints and a resume from them."""
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from tests.support.local_ray import launcher_result, local_cluster_command, run_name
+from tests.support.local_ray import full_log, launcher_result, local_cluster_command, run_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -24,6 +25,14 @@ def test_trains_checkpoints_and_resumes(local_cluster):
     # tiny-llama.yml checkpoints every 5 steps; MaxText also saves the last step.
     assert first["checkpoints"] == [0, 5, 9]
     assert "[progress] step 10/10 loss" in out
+    # A quiet terminal: the plan, progress, saves and the summary; the rest in the log file.
+    assert len(out.splitlines()) <= 60, out
+    assert "Config param" not in out and "completed step: 9," in full_log(out)
+    assert "goodput:" in out and "loss curve:" in out
+    assert Path(first["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    goodput = first["goodput"]
+    assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
+    assert goodput["parts"]["productive"] > 0 and goodput["parts"]["compile"] > 0
 
     code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=15")
     assert code == 0, out[-6000:]
@@ -38,9 +47,15 @@ def test_cpu_slice_of_two_hosts_by_two_devices(local_cluster):
     """The CPU-only path (clusters without TPUs): plain workers, jax.distributed on CPU."""
     name = run_name("cpu")
     code, out = local_cluster.submit(
-        "--cpu_hosts=2", "--cpu_devices_per_host=2", "tiny-llama.yml", f"run_name={name}", "steps=4"
+        "--cpu_hosts=2",
+        "--cpu_devices_per_host=2",
+        "tiny-llama.yml",
+        f"run_name={name}",
+        "steps=4",
+        extra=("--verbose",),
     )
     assert code == 0, out[-6000:]
+    assert "Config param" in out and "LAUNCHER_RESULT" in out  # --verbose (VERBOSE=1): all
     assert "CPU slice: 2 hosts x 2 devices: 2 workers x 2 devices = 4 devices" in out
     result = launcher_result(out)
     assert (result["first_step"], result["last_step"]) == (0, 3)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -41,7 +42,15 @@ class LocalCluster:
         return proc.returncode, proc.stdout + proc.stderr
 
 
+def full_log(output: str) -> str:
+    """The job's whole log, which `submit` keeps in the file it names ("full log: PATH")."""
+    paths = re.findall(r"^full log: (\S+)$", output, re.M)
+    return Path(paths[-1]).read_text() if paths else output
+
+
 def launcher_result(output: str) -> dict:
+    """The job's machine-readable result, from its whole log (the terminal does not show it)."""
+    output = full_log(output) if "LAUNCHER_RESULT " not in output else output
     lines = [ln for ln in output.splitlines() if "LAUNCHER_RESULT " in ln]
     assert lines, f"the job printed no summary:\n{output[-4000:]}"
     return json.loads(lines[-1].split("LAUNCHER_RESULT ", 1)[1])

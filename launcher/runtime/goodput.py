@@ -1,0 +1,137 @@
+"""Where a job's wall time went, from its own events: each attempt's start, every step MaxText
+logged (its number, its `seconds` and when it was logged) and every checkpoint save.
+
+MaxText's `seconds` for a step runs from the previous step's completion to this one's, so the
+first step after a (re)start carries what was not done before the loop, and the step after a
+checkpoint carries the save's blocking part. A steady step is the median of the others; what a
+step takes beyond it is start-up or checkpoint time. Compile time is JAX's own measure (its
+monitoring events), taken out of the start-up it happened in. Steps computed again after a
+restart (those from the step the next start resumed at) are lost, not productive. Every
+interval between consecutive events is counted once, so the parts add up to the wall time;
+`unaccounted` shows any overlap (it stays near zero unless attempts overlap).
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class StepPoint:
+    step: int
+    seconds: float
+    logged_at: float
+    loss: float
+    tokens_per_device: float
+
+
+@dataclass
+class Attempt:
+    """One worker group's run (the first, or one after a restart), as rank 0 saw it. Every step
+    is kept (about 100 bytes of JSON each: 10 MB for 100k steps), so every second is counted."""
+
+    started_at: float
+    workers: int = 0
+    steps: list[StepPoint] = field(default_factory=list)
+    checkpoints: list[tuple[int, float]] = field(default_factory=list)  # (step, logged at)
+    compile_seconds: float = 0.0  # JAX's own measure: tracing, lowering, XLA compile
+    ended_at: float | None = None
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict) -> Attempt:
+        return cls(
+            started_at=data["started_at"],
+            workers=data.get("workers", 0),
+            steps=[StepPoint(**s) for s in data.get("steps", [])],
+            checkpoints=[tuple(c) for c in data.get("checkpoints", [])],
+            compile_seconds=data.get("compile_seconds", 0.0),
+            ended_at=data.get("ended_at"),
+        )
+
+
+PARTS = (
+    ("startup", "scheduling and start-up"),
+    ("compile", "compile (JAX's own measure)"),
+    ("productive", "productive steps"),
+    ("checkpoint", "checkpoint saves that blocked"),
+    ("restarts", "restarts (lost steps + recovery)"),
+    ("other", "other (logging, evaluation, shutdown)"),
+)
+
+
+def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> dict:
+    """Seconds per part (PARTS), the wall time, goodput and what the clocks leave unaccounted."""
+    parts = dict.fromkeys((key for key, _ in PARTS), 0.0)
+    attempts = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
+    if not attempts:
+        parts["startup"] = ended_at - started_at
+        return _result(parts, ended_at - started_at)
+    steady = _steady_seconds(attempts)
+    parts["startup"] = attempts[0].started_at - started_at
+    for i, attempt in enumerate(attempts):
+        nxt = attempts[i + 1] if i + 1 < len(attempts) else None
+        resumed_at = nxt.steps[0].step if nxt else None  # from this step on, redone later
+        saved = {step for step, _ in attempt.checkpoints}
+        first = attempt.steps[0]
+        # Before the first step's clock started (restore, model and data set-up, and compiles
+        # outside the loop), plus what the first step took beyond a steady one: start-up (or
+        # recovery, after a restart), of which JAX's measured compile time is compile.
+        setup = (first.logged_at - first.seconds - attempt.started_at) + max(
+            0.0, first.seconds - steady
+        )
+        compiled = min(attempt.compile_seconds, max(0.0, setup))
+        parts["compile"] += compiled
+        parts["startup" if i == 0 else "restarts"] += setup - compiled
+        previous_logged = first.logged_at - first.seconds
+        for n, point in enumerate(attempt.steps):
+            # Signed: MaxText logs a step one step late, so the intervals between log lines
+            # and the step times are shifted by one; their sums agree.
+            parts["other"] += point.logged_at - previous_logged - point.seconds
+            previous_logged = point.logged_at
+            work, blocked = point.seconds, 0.0
+            if n == 0:
+                work = min(point.seconds, steady)
+            elif point.step - 1 in saved:
+                work = min(point.seconds, steady)
+                blocked = point.seconds - work
+            if resumed_at is not None and point.step >= resumed_at:
+                parts["restarts"] += work + blocked
+            else:
+                parts["productive"] += work
+                parts["checkpoint"] += blocked
+        # After the last step: a failure until the next start, or the end of the job.
+        tail_end = nxt.started_at if nxt else ended_at
+        parts["restarts" if nxt else "other"] += tail_end - attempt.steps[-1].logged_at
+    return _result(parts, ended_at - started_at)
+
+
+def _steady_seconds(attempts: list[Attempt]) -> float:
+    plain = []
+    for attempt in attempts:
+        saved = {step for step, _ in attempt.checkpoints}
+        plain += [p.seconds for p in attempt.steps[1:] if p.step - 1 not in saved]
+    every = [p.seconds for a in attempts for p in a.steps]
+    return statistics.median(plain or every)
+
+
+def _result(parts: dict, wall: float) -> dict:
+    accounted = sum(parts.values())
+    return {
+        "wall_seconds": wall,
+        "parts": parts,
+        "goodput": parts["productive"] / wall if wall > 0 else 0.0,
+        "unaccounted_seconds": wall - accounted,
+    }
+
+
+def format_breakdown(result: dict) -> list[str]:
+    wall = result["wall_seconds"] or 1.0
+    lines = [f"goodput:      {result['goodput']:.0%} of {result['wall_seconds']:.0f}s wall time"]
+    for key, label in PARTS:
+        seconds = result["parts"][key]
+        lines.append(f"  {label:<40} {seconds:7.1f}s {seconds / wall:6.1%}")
+    return lines

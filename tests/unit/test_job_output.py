@@ -1,0 +1,98 @@
+"""What `make submit` shows of a job, fed the lines a real job prints (as Ray relays them, with
+its process prefixes and colours): the plan, progress every tenth of the run, checkpoint saves,
+restarts and Ray Train's reason, the summary; the rest only in the log file, which keeps every
+line."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+
+from launcher.client.job_output import JobOutput, clean
+
+pytestmark = pytest.mark.unit
+
+W = "\x1b[36m(RayTrainWorker pid=6014)\x1b[0m "
+C = "\x1b[36m(TrainController pid=5831)\x1b[0m "
+JOB = [
+    "2026-11-22 14:48:28,653\tINFO worker.py:1691 -- Using address 127.0.0.2:6379",
+    "launcher: v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips): 2 workers x 4 devices = 8 devices",
+    C + "Requesting resources: {'TPU': 4} * 2",
+    *(W + f"Config param adam_b{i}: 0.9" for i in range(300)),
+    W + "[transformers] PyTorch was not found. Models won't be available",
+    C + "Traceback (most recent call last):",
+    C + "  Failed to send resource request ... safe to ignore",
+    *(
+        W + f"[progress] step {s}/40 loss {5 - s / 10:.4f} step time 0.300s tokens/s/device 400 "
+        "TFLOP/s/device 0.001 ETA 3s"
+        for s in range(1, 41)
+    ),
+    W + "[checkpoint] saved step 4",
+    C + "[FailurePolicy] RETRY",
+    C + "  Source: worker group",
+    C + "  Error count: 1 (max allowed: 3)",
+    C + "Error: ActorDiedError: the actor died unexpectedly",
+    C + '  File "ray/train/...", line 1, in <module>',
+    W + "[restart] the worker group started again (start 2) on 2 hosts",
+    "== training finished ==",
+    "run:          demo (started from step 0; 40 steps run in 60s)",
+    'LAUNCHER_RESULT {"run_dir": "/data/demo"}',
+]
+
+
+def _run(tmp_path, verbose=False) -> tuple[list[str], str]:
+    stream = io.StringIO()
+    out = JobOutput(tmp_path / "job.log", verbose=verbose, stream=stream)
+    text = "\n".join(JOB) + "\n"
+    for i in range(0, len(text), 777):  # chunks cut mid-line, as a websocket delivers them
+        out.feed(text[i : i + 777])
+    out.close()
+    return stream.getvalue().splitlines(), (tmp_path / "job.log").read_text()
+
+
+def test_the_terminal_shows_what_matters_and_the_log_keeps_everything(tmp_path):
+    shown, log = _run(tmp_path)
+    assert log == "\n".join(JOB) + "\n"
+    assert shown[0].startswith("launcher: v5p-16")
+    progress = [line for line in shown if line.startswith("[progress]")]
+    assert [line.split()[2] for line in progress] == [f"{s}/40" for s in range(4, 41, 4)]
+    for wanted in (
+        "[checkpoint] saved step 4",
+        "[FailurePolicy] RETRY",
+        "Error: ActorDiedError: the actor died unexpectedly",
+        "[restart] the worker group started again (start 2) on 2 hosts",
+        "== training finished ==",
+        "run:          demo (started from step 0; 40 steps run in 60s)",
+    ):
+        assert wanted in shown
+    joined = "\n".join(shown)
+    for hidden in (
+        "Config param",
+        "PyTorch",
+        "Traceback",
+        "safe to ignore",
+        "LAUNCHER_RESULT",
+        "Using address",
+        "Requesting resources",
+        'File "ray/train',
+    ):
+        assert hidden not in joined
+    assert len(shown) < 30
+
+
+def test_verbose_shows_every_line(tmp_path):
+    shown, _ = _run(tmp_path, verbose=True)
+    assert len(shown) == len(JOB)
+
+
+def test_a_failing_jobs_last_lines_come_from_the_log(tmp_path):
+    out = JobOutput(tmp_path / "job.log", stream=io.StringIO())
+    out.feed("".join(W + f"line {i}\n" for i in range(100)) + W + "[progress] step 1/2 loss 1\n")
+    out.close()
+    tail = out.failure_tail()
+    assert tail[-1] == "line 99" and len(tail) == 40  # without prefixes or progress lines
+
+
+def test_clean_strips_rays_prefix_and_colours():
+    assert clean(W + "\x1b[1mhello\x1b[22m") == "hello"
