@@ -92,15 +92,15 @@ submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cl
 
 .PHONY: logs
 logs: venv ## Print the logs of JOB (default: the last job submitted from here).
-	$(TL) logs $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+	$(TL) logs $(JOB) $(if $(ADDRESS),--address $(ADDRESS)) $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE))
 
 .PHONY: status
 status: venv ## Show the status of JOB.
-	$(TL) status $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+	$(TL) status $(JOB) $(if $(ADDRESS),--address $(ADDRESS)) $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE))
 
 .PHONY: stop
 stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
-	$(TL) stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS))
+	$(TL) stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS)) $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE))
 
 .PHONY: preflight
 preflight: venv ## Will ARGS fit the slice of TPU, RELEASE or VALUES? AOT-compiles for that TPU on CPU (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).

@@ -72,6 +72,8 @@ def _parser() -> argparse.ArgumentParser:
         q = sub.add_parser(name, help=f"{what} a job (default: the last one submitted from here)")
         q.add_argument("job", nargs="?", help="submission id")
         q.add_argument("--address")
+        q.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
+        q.add_argument("--namespace", default="default", help="the release's namespace")
         if name == "logs":
             q.add_argument("--follow", action="store_true")
 
@@ -176,7 +178,14 @@ def _dispatch(ns: argparse.Namespace) -> int:
         from launcher.client.ray_jobs import act_on_job, use_token_if_present
 
         use_token_if_present()
-        return act_on_job(ns.command, ns.job, ns.address, getattr(ns, "follow", False))
+        return act_on_job(
+            ns.command,
+            ns.job,
+            ns.address,
+            getattr(ns, "follow", False),
+            release=ns.release,
+            namespace=ns.namespace,
+        )
     if ns.command == "preflight":
         from launcher.preflight.command import PreflightRequest, preflight
 

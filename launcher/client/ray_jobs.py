@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import re
@@ -23,8 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.job_output import JobOutput
+from launcher.client.job_output import RESULT_MARK, JobOutput
 from launcher.core.errors import UsageError
+from launcher.core.goodput import format_breakdown
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
 
@@ -160,6 +162,10 @@ def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
         _next_steps(job_id)
         return 0
     output = JobOutput(log_path(job_id), verbose=request.verbose)
+    if request.release:  # the forwarded port closes with this command
+        print(f"dashboard: `helm status {request.release}` shows its port-forward", flush=True)
+    else:
+        print(f"dashboard: {address}/#/jobs/{job_id}", flush=True)
     print(f"full log: {output.log_path}", flush=True)
     try:
         _follow(address, job_id, output)
@@ -226,8 +232,16 @@ def _last_job() -> tuple[str | None, str | None]:
     return None, None
 
 
-def act_on_job(command: str, job: str | None, address: str | None, follow: bool = False) -> int:
-    """`logs`, `status` or `stop` of a job (default: the last one submitted from here)."""
+def act_on_job(
+    command: str,
+    job: str | None,
+    address: str | None,
+    follow: bool = False,
+    release: str | None = None,
+    namespace: str = "default",
+) -> int:
+    """`logs`, `status` or `stop` of a job (default: the last one submitted from here), on
+    `address`, or on a chart release's head (port-forwarded, its token sent)."""
     last_id, last_address = _last_job()
     job_id = job or last_id
     if not job_id:
@@ -236,7 +250,17 @@ def act_on_job(command: str, job: str | None, address: str | None, follow: bool 
             "no job id given and none submitted from here yet",
             "pass JOB=<submission id> (see `ray job list`)",
         )
-    address = resolve_address(address or (last_address if not job else None))
+    with contextlib.ExitStack() as stack:
+        if release:
+            from launcher.client.helm_release import forwarded
+
+            address = stack.enter_context(forwarded(release, namespace))
+        else:
+            address = resolve_address(address or (last_address if not job else None))
+        return _act_on_job(command, job_id, address, follow)
+
+
+def _act_on_job(command: str, job_id: str, address: str, follow: bool) -> int:
     check_reachable(address)
     from ray.job_submission import JobSubmissionClient
 
@@ -255,8 +279,21 @@ def act_on_job(command: str, job: str | None, address: str | None, follow: bool 
         check=False,
     )
     if command == "status":
+        _print_goodput(address, job_id)
         print(f"job {job_id}: {job_status(address, job_id)}")  # one word a script can read
     return proc.returncode
+
+
+def _print_goodput(address: str, job_id: str) -> None:
+    """Where the job's time went, from its result line (once it has one)."""
+    from ray.job_submission import JobSubmissionClient
+
+    logs = JobSubmissionClient(address, headers=auth_headers()).get_job_logs(job_id)
+    results = [line for line in logs.splitlines() if line.startswith(RESULT_MARK)]
+    if results:
+        result = json.loads(results[-1][len(RESULT_MARK) :])
+        if "goodput" in result:
+            print("\n".join(format_breakdown(result["goodput"])))
 
 
 def use_token_if_present() -> None:

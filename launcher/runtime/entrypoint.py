@@ -23,6 +23,7 @@ from absl import app, flags
 from launcher.core import job_plan
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
 from launcher.core.errors import UsageError, report
+from launcher.core.goodput import breakdown, format_breakdown
 from launcher.core.job_plan import (
     DEFAULT_OUTPUT_DIR,
     OUTPUT_DIR_ENV,
@@ -31,7 +32,6 @@ from launcher.core.job_plan import (
     define_flags,
     plan_job,
 )
-from launcher.runtime.goodput import breakdown, format_breakdown
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)

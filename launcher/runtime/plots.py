@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.runtime.goodput import StepPoint
+from launcher.core.goodput import StepPoint
 
 BARS = "▁▂▃▄▅▆▇█"
 

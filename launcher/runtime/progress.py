@@ -12,7 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from launcher.runtime.goodput import Attempt, StepPoint
+from launcher.core.goodput import Attempt, StepPoint
 
 # MaxText's metric_logger: "completed step: 5, seconds: 0.060, TFLOP/s/device: 0.001,
 # Tokens/s/device: 2133.760, total_weights: 512, loss: 5.960, ..."

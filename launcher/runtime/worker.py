@@ -9,7 +9,7 @@ import time
 
 from ray.experimental import internal_kv
 
-from launcher.runtime.goodput import Attempt
+from launcher.core.goodput import Attempt
 
 KV_NAMESPACE = "tpu-launcher"
 

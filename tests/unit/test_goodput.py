@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.goodput import Attempt, StepPoint, breakdown, format_breakdown
+from launcher.core.goodput import Attempt, StepPoint, breakdown, format_breakdown
 from launcher.runtime.plots import loss_sparkline
 
 pytestmark = pytest.mark.unit
