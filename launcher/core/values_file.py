@@ -59,8 +59,12 @@ def block_shape(tpu: dict) -> SliceShape | None:
     per_host = int(tpu["chipsPerHost"]) if tpu.get("chipsPerHost") else None
     if tpu.get("type"):
         shape = tpu_type(str(tpu["type"]), per_host)
-        if tpu.get("topology"):
-            shape = slice_shape(shape.generation.name, str(tpu["topology"]), per_host)
+        if tpu.get("topology") and str(tpu["topology"]) != shape.topology:
+            raise UsageError(
+                "topology",
+                f"{tpu['topology']!r} is not a shape of {tpu['type']}",
+                f"use {shape.topology}, or remove the topology",
+            )
         return shape
     if tpu.get("generation") and tpu.get("topology"):
         return slice_shape(str(tpu["generation"]), str(tpu["topology"]), per_host)

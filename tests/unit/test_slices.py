@@ -96,3 +96,13 @@ def test_the_tpu_flag_and_a_disagreeing_long_form_are_refused(long_form, says):
     assert says in str(err.value)
     with pytest.raises(UsageError, match="a CPU slice and a TPU slice"):
         slices.from_flags(None, None, 1, None, 2, 2, tpu="v6e-16")
+
+
+def test_a_values_blocks_slice_is_its_name_and_its_choices():
+    from launcher.core.values_file import block_shape
+
+    assert block_shape({"type": "v6e-8"}).hosts == 1
+    assert block_shape({"type": "v6e-8", "chipsPerHost": 4}).hosts == 2
+    assert block_shape({"generation": "v5p", "topology": "2x2x2"}).pod_type == "v5p-16"
+    with pytest.raises(UsageError, match="'2x4' is not a shape of v6e-16"):
+        block_shape({"type": "v6e-16", "topology": "2x4"})
