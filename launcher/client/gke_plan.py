@@ -94,12 +94,14 @@ def render(
     argv += ["--set", f"global.gcsfuse.bucketName={bucket or _RENDER_BUCKET}"]
     proc = run("render the release", argv, capture=True, check=False)
     if proc.returncode:
-        raise CommandError("render the release", proc.returncode, proc.stderr.strip())
+        raise CommandError("render the release", argv, proc.returncode, proc.stderr)
     docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
     return docs, (bucket or _RENDER_BUCKET) if gcsfuse.get("enabled", True) else None
 
 
 def needs(docs: list[dict], namespace: str, release: str) -> ReleaseNeeds:
+    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster) and
+    per replicated Job (Saxml's JobSet), the account the pods run as, the add-ons."""
     pools: list[NodePool] = []
     service_account, pods_account, gsa = "", "", None
     ray = jobset = False

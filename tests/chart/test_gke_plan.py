@@ -222,3 +222,12 @@ def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
     existing.write_text("global:\n  serviceAccount:\n    create: false\n    name: trainer-ksa\n")
     script = _plan(capsys, "v6e-16.yaml", "--values", str(existing))
     assert script.count("/subject/ns/default/sa/trainer-ksa") == 1
+
+
+def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tmp_path):
+    wrong = tmp_path / "wrong.yaml"
+    wrong.write_text("ray:\n  worker:\n    tpu:\n      type: v6e-20\n")
+    args = ["gke-plan", "--values", str(wrong), "--chart", str(CHART), "--helm", str(helm(3))]
+    assert cli.main(args) != 0
+    err = capsys.readouterr().err
+    assert "render the release failed" in err and "did you mean v6e-16 or v6e-32?" in err
