@@ -77,21 +77,17 @@ def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> di
         resumed_at = nxt.steps[0].step if nxt else None  # from this step on, redone later
         saved = {step for step, _ in attempt.checkpoints}
         first = attempt.steps[0]
+        ends = _step_ends(attempt.steps)
         # Before the first step's clock started (restore, model and data set-up, and compiles
         # outside the loop), plus what the first step took beyond a steady one: start-up (or
         # recovery, after a restart), of which JAX's measured compile time is compile.
-        setup = (first.logged_at - first.seconds - attempt.started_at) + max(
-            0.0, first.seconds - steady
-        )
+        setup = (ends[0] - first.seconds - attempt.started_at) + max(0.0, first.seconds - steady)
         compiled = min(attempt.compile_seconds, max(0.0, setup))
         parts["compile"] += compiled
         parts["startup" if i == 0 else "restarts"] += setup - compiled
-        previous_logged = first.logged_at - first.seconds
         for n, point in enumerate(attempt.steps):
-            # Signed: MaxText logs a step one step late, so the intervals between log lines
-            # and the step times are shifted by one; their sums agree.
-            parts["other"] += point.logged_at - previous_logged - point.seconds
-            previous_logged = point.logged_at
+            if n:  # what the step's own clock does not cover: logging, evaluation
+                parts["other"] += ends[n] - ends[n - 1] - point.seconds
             work, blocked = point.seconds, 0.0
             if n == 0:
                 work = min(point.seconds, steady)
@@ -105,8 +101,17 @@ def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> di
                 parts["checkpoint"] += blocked
         # After the last step: a failure until the next start, or the end of the job.
         tail_end = nxt.started_at if nxt else ended_at
-        parts["restarts" if nxt else "other"] += tail_end - attempt.steps[-1].logged_at
+        parts["restarts" if nxt else "other"] += tail_end - ends[-1]
     return _result(parts, ended_at - started_at)
+
+
+def _step_ends(steps: list[StepPoint]) -> list[float]:
+    """When each step ended. MaxText writes a step's line one step late (its metric logger
+    flushes step N-1 while finishing step N, and the last step after the loop), so step N ended
+    when step N-1's line came; the first step ended one step-time before its own line."""
+    if len(steps) == 1:
+        return [steps[0].logged_at]
+    return [steps[0].logged_at - steps[1].seconds] + [p.logged_at for p in steps[:-1]]
 
 
 def _steady_seconds(attempts: list[Attempt]) -> float:

@@ -21,17 +21,19 @@ def _attempt(
     setup: float = 10.0,
     compile_seconds: float = 6.0,
 ) -> Attempt:
-    """Steps of 1 s; the one after a checkpoint takes 1.5 s; each logged as it ends."""
+    """Steps of 1 s; the one after a checkpoint takes 1.5 s. As MaxText logs them: a step's line
+    comes when the next step ends, the last one's at the end of the loop."""
     attempt = Attempt(started_at=start, workers=2, compile_seconds=compile_seconds)
-    t = start + setup
+    t, ends, durations = start + setup, [], []
     for n, step in enumerate(steps):
-        seconds = first_seconds if n == 0 else 1.5 if (step - 1) % ckpt_every == 0 else 1.0
-        t += seconds
-        attempt.steps.append(
-            StepPoint(step, seconds, t, loss=5.0 / (step + 1), tokens_per_device=100)
-        )
+        durations.append(first_seconds if n == 0 else 1.5 if (step - 1) % ckpt_every == 0 else 1.0)
+        t += durations[-1]
+        ends.append(t)
         if step % ckpt_every == 0:
             attempt.checkpoints.append((step, t))
+    for n, step in enumerate(steps):
+        logged = ends[n + 1] if n + 1 < len(ends) else ends[n]
+        attempt.steps.append(StepPoint(step, durations[n], logged, 5.0 / (step + 1), 100.0))
     return attempt
 
 
