@@ -108,7 +108,9 @@ def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> di
 def _step_ends(steps: list[StepPoint]) -> list[float]:
     """When each step ended. MaxText writes a step's line one step late (its metric logger
     flushes step N-1 while finishing step N, and the last step after the loop), so step N ended
-    when step N-1's line came; the first step ended one step-time before its own line."""
+    when step N-1's line came; the first step ended about one step-time before its own line
+    (short by what that step's iteration spent after its clock stopped: a save, a log write,
+    which then shows as a little less "other")."""
     if len(steps) == 1:
         return [steps[0].logged_at]
     return [steps[0].logged_at - steps[1].seconds] + [p.logged_at for p in steps[:-1]]

@@ -105,7 +105,8 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     # Goodput counts the restart: the redone steps and the recovery; the parts add up.
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
-    assert min(goodput["parts"].values()) >= -0.01 * goodput["wall_seconds"], goodput
+    # No part below zero beyond the estimate of the first step's end (its save: seconds).
+    assert min(goodput["parts"].values()) >= -0.05 * goodput["wall_seconds"], goodput
     assert goodput["parts"]["restarts"] > 0, goodput
     print(
         f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
