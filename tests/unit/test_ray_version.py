@@ -1,6 +1,6 @@
 """Ray's version is declared once, in pyproject.toml's dependency; everything else that names it
-follows: the locks the image and the tests install, the image's Ray base, the chart's
-spec.rayVersion and the ray subchart's appVersion."""
+follows: the locks the image and the tests install, the image's Ray base and the chart's
+spec.rayVersion."""
 
 from __future__ import annotations
 
