@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from launcher.core.job_plan import RESULT_MARK
+
 # Ray prefixes a worker's lines with "(RayTrainWorker pid=123)" (coloured on a terminal).
 _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]*m)?\s?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -26,7 +28,6 @@ PROGRESS = re.compile(
 # The lines always shown, by how they start once Ray's prefix is gone.
 _SHOWN = ("launcher:", "tpu-launcher", "[checkpoint]", "[restart]", "[FailurePolicy]")
 _SUMMARY_START = "== training finished =="
-RESULT_MARK = "LAUNCHER_RESULT "
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 
 

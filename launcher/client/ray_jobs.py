@@ -24,10 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.job_output import RESULT_MARK, JobOutput
+from launcher.client.job_output import JobOutput
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown
-from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.job_plan import RESULT_MARK, parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"

@@ -27,6 +27,7 @@ from launcher.core.goodput import breakdown, format_breakdown
 from launcher.core.job_plan import (
     DEFAULT_OUTPUT_DIR,
     OUTPUT_DIR_ENV,
+    RESULT_MARK,
     JobOptions,
     JobPlan,
     define_flags,
@@ -67,7 +68,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
         "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint"
     )
     print(
-        "LAUNCHER_RESULT "
+        RESULT_MARK
         + json.dumps(
             {
                 "run_dir": str(run_dir),

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.core.job_plan import RESULT_MARK
 from tests.support.paths import REPO
 
 
@@ -50,10 +51,10 @@ def full_log(output: str) -> str:
 
 def launcher_result(output: str) -> dict:
     """The job's machine-readable result, from its whole log (the terminal does not show it)."""
-    output = full_log(output) if "LAUNCHER_RESULT " not in output else output
-    lines = [ln for ln in output.splitlines() if "LAUNCHER_RESULT " in ln]
+    output = full_log(output) if RESULT_MARK not in output else output
+    lines = [ln for ln in output.splitlines() if RESULT_MARK in ln]
     assert lines, f"the job printed no summary:\n{output[-4000:]}"
-    return json.loads(lines[-1].split("LAUNCHER_RESULT ", 1)[1])
+    return json.loads(lines[-1].split(RESULT_MARK, 1)[1])
 
 
 def run_name(prefix: str) -> str:
