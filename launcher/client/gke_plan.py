@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -154,24 +153,22 @@ def _node_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     options = ["--spot"] if target.spot else []
     if target.reservation:
         options += ["--reservation-affinity=specific", f"--reservation={target.reservation}"]
-    if not shape.multi_host:
-        # One node per single-host slice; GKE refuses --tpu-topology on single-host pools.
-        names = [pool.name]
-        per_pool = [[*common, f"--num-nodes={pool.slices.num_slices}", *options]]
-    else:
+    if shape.multi_host:
         # A multi-host slice is a whole node pool: one pool per slice.
         names = [f"{pool.name}-{i}" for i in range(pool.slices.num_slices)]
-        per_pool = [
-            [
-                *common,
-                f"--tpu-topology={shape.topology}",
-                f"--num-nodes={shape.hosts}",
-                "--placement-type=COMPACT",
-                *options,
-            ]
-        ] * len(names)
+        flags = [
+            *common,
+            f"--tpu-topology={shape.topology}",
+            f"--num-nodes={shape.hosts}",
+            "--placement-type=COMPACT",
+            *options,
+        ]
+    else:
+        # One node per single-host slice; GKE refuses --tpu-topology on single-host pools.
+        names = [pool.name]
+        flags = [*common, f"--num-nodes={pool.slices.num_slices}", *options]
     steps = []
-    for name, flags in zip(names, per_pool, strict=True):
+    for i, name in enumerate(names, 1):
         if not POOL_NAME.match(name):
             raise UsageError(
                 "RELEASE",
@@ -183,7 +180,7 @@ def _node_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
         steps.append(
             Step(
                 f"node pool {name}: {pool.slices.describe()}"
-                + (f", slice {names.index(name) + 1} of {len(names)}" if len(names) > 1 else ""),
+                + (f", slice {i} of {len(names)}" if len(names) > 1 else ""),
                 ["gcloud", "container", "node-pools", "create", name, *flags],
                 exists=[
                     "gcloud",
@@ -386,7 +383,10 @@ def up(steps: list[Step], notes: list[str]) -> int:
     captured: dict[str, str] = {}
     for i, step in enumerate(steps, 1):
         argv = [PLACEHOLDER.sub(lambda m: captured.get(m[1], m[0]), a) for a in step.argv]
-        if step.exists and subprocess.run(step.exists, capture_output=True).returncode == 0:
+        if (
+            step.exists
+            and run(f"look for {step.what}", step.exists, check=False, capture=True).returncode == 0
+        ):
             print(f"[{i}/{len(steps)}] {step.what}: exists, skipped", flush=True)
             continue
         print(f"[{i}/{len(steps)}] {step.what}", flush=True)
