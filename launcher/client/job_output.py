@@ -16,15 +16,11 @@ from pathlib import Path
 from typing import TextIO
 
 from launcher.core.job_plan import RESULT_MARK
+from launcher.core.progress_line import PROGRESS_LINE
 
 # Ray prefixes a worker's lines with "(RayTrainWorker pid=123)" (coloured on a terminal).
 _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]*m)?\s?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-PROGRESS = re.compile(
-    r"\[progress\] step (?P<step>\d+)/(?P<total>\d+) loss (?P<loss>\S+) step time "
-    r"(?P<seconds>\S+)s tokens/s/device (?P<tokens>\S+)(?: TFLOP/s/device (?P<tflops>\S+))?"
-    r"(?: MFU (?P<mfu>\S+))?(?: ETA (?P<eta>\S+))?"
-)
 # The lines always shown, by how they start once Ray's prefix is gone.
 _SHOWN = ("launcher:", "tpu-launcher", "[checkpoint]", "[restart]", "[FailurePolicy]")
 _SUMMARY_START = "== training finished =="
@@ -95,7 +91,7 @@ class JobOutput:
         line = clean(raw)
         if not line:
             return
-        if m := PROGRESS.search(line):
+        if m := PROGRESS_LINE.search(line):
             self._progress(m, line)
         elif line.startswith(_SUMMARY_START):
             self._in_summary = True

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from launcher.core.goodput import Attempt, StepPoint
+from launcher.core.progress_line import format_progress_line
 
 # MaxText's metric_logger: "completed step: 5, seconds: 0.060, TFLOP/s/device: 0.001,
 # Tokens/s/device: 2133.760, total_weights: 512, loss: 5.960, ..."
@@ -95,11 +96,15 @@ class ProgressTracker(logging.Handler):
     def progress_line(self, rec: StepRecord) -> str:
         recent = [s.seconds for s in self.steps[-10:]]
         eta = max(0, self.total_steps - rec.step - 1) * statistics.median(recent)
-        mfu = f" MFU {rec.tflops_per_device / self.peak_tflops:.1%}" if self.peak_tflops else ""
-        return (
-            f"[progress] step {rec.step + 1}/{self.total_steps} loss {rec.loss:.4f} "
-            f"step time {rec.seconds:.3f}s tokens/s/device {rec.tokens_per_device:.0f} "
-            f"TFLOP/s/device {rec.tflops_per_device:.3f}{mfu} ETA {eta:.0f}s"
+        return format_progress_line(
+            rec.step + 1,
+            self.total_steps,
+            rec.loss,
+            rec.seconds,
+            rec.tokens_per_device,
+            rec.tflops_per_device,
+            rec.tflops_per_device / self.peak_tflops if self.peak_tflops else None,
+            eta,
         )
 
     def _checkpoint(self, step: int) -> None:

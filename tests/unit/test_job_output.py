@@ -96,3 +96,14 @@ def test_a_failing_jobs_last_lines_come_from_the_log(tmp_path):
 
 def test_clean_strips_rays_prefix_and_colours():
     assert clean(W + "\x1b[1mhello\x1b[22m") == "hello"
+
+
+def test_the_progress_line_reads_back_as_written():
+    from launcher.core.progress_line import PROGRESS_LINE, format_progress_line
+
+    line = format_progress_line(12, 40, 3.5231, 0.4312, 1234.4, 0.0125, 0.4567, 12.2)
+    m = PROGRESS_LINE.search(clean(W + line))
+    assert (m["step"], m["total"], m["loss"], m["seconds"]) == ("12", "40", "3.5231", "0.431")
+    assert (m["tokens"], m["tflops"], m["mfu"], m["eta"]) == ("1234", "0.013", "45.7%", "12")
+    bare = PROGRESS_LINE.search(format_progress_line(1, 2, 1.0, 1.0, 1.0, 0.0, None, 0.0))
+    assert bare["mfu"] is None and bare["eta"] == "0"
