@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """Launcher overhead: the same tiny MaxText job (a) as bare MaxText processes and (b) through
-`make submit` on the local Ray cluster (JaxTrainer on the simulated v5p-16 slice), in one run.
+`make submit` on the local Ray cluster (JaxTrainer on the simulated v5p-16 slice), in turn,
+--runs times.
 
-Prints, for each, the median steady-state step time, the time from the command to the first
-completed step, and the peak RSS per simulated host, then the ratios against the targets
-(step time <= 1.02x, first step <= 1.25x, memory within 300 MB).
+Prints, per run, the median steady-state step time, the time from the command to the first
+completed step and the peak RSS per simulated host, then the median ratios against the targets
+(step time <= 1.02x, first step <= 1.25x, memory within 300 MB). The last run is profiled: when
+each stage of `make submit` began, the CPU seconds every process group spent before the first
+step, and each group's share of the cores while training is steady (every process on the
+machine, read once a second).
 
-    .venv/bin/python benchmarks/launcher_overhead.py [--steps 30] [--hosts 2] [--devices 4]
+    .venv/bin/python benchmarks/launcher_overhead.py [--runs 3] [--steps 30] [--hosts 2]
 """
 
 from __future__ import annotations
@@ -28,9 +32,11 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from launcher.core.job_plan import compile_cache_for  # noqa: E402
 from launcher.runtime.progress import parse_step_line  # noqa: E402
 
 WARMUP_STEPS = 5  # compile, first checkpoint
+FULL_LOG = "full log: "  # how submit names the job's log file
 # Where the time to the first step goes under `make submit`: the first line of each stage.
 MARKERS = {
     "submitted job": "ray job submit returned (precheck + CLI)",
@@ -40,9 +46,95 @@ MARKERS = {
 }
 
 
+# Ray's actor processes by their title ("ray::Name"); the rest by executable or script.
+RAY_ACTORS = {
+    "RayTrainWorker": "training workers",
+    "TrainController": "Ray Train controller",
+    "IDLE": "idle Ray workers",
+    "DashboardAgent": "Ray dashboard agents",
+    "RuntimeEnvAgent": "Ray runtime-env agents",
+    "JobSupervisor": "Ray job supervisor",
+}
+SCRIPTS = (
+    ("maxtext.trainers", "training workers"),
+    ("-m launcher train", "job driver (entrypoint)"),
+    ("-m launcher submit", "submit client (follows the log)"),
+    ("log_monitor.py", "Ray log monitor (streams worker lines)"),
+    ("dashboard", "Ray dashboard"),
+    ("autoscaler", "Ray autoscaler monitor"),
+    ("ray.util.client", "Ray client server"),
+    ("launcher_overhead.py", "this benchmark (samples memory)"),
+)
+
+
+def process_group(cmdline: list[str]) -> str:
+    first = cmdline[0] if cmdline else ""
+    if first.startswith("ray::"):
+        name = first[5:].split(".")[0].split()[0] if first[5:] else ""
+        return RAY_ACTORS.get(name, f"Ray actor {name}")
+    if os.path.basename(first) in ("raylet", "gcs_server"):
+        return f"Ray {os.path.basename(first)}"
+    joined = " ".join(cmdline)
+    return next((g for key, g in SCRIPTS if key in joined), "everything else")
+
+
+def cpu_snapshot() -> dict[int, tuple[str, float]]:
+    """pid -> (group, user+system CPU seconds) for every process this user can read."""
+    snap = {}
+    for proc in psutil.process_iter(["cmdline", "cpu_times"]):
+        times = proc.info["cpu_times"]
+        if times is None:
+            continue
+        snap[proc.pid] = (process_group(proc.info["cmdline"] or []), times.user + times.system)
+    return snap
+
+
+class CpuProfile(threading.Thread):
+    """Snapshots every process's CPU time once a second; `cores()` is each group's share of
+    the machine while training is steady: from the first step seen until the last snapshot
+    in which every training worker still ran."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.done = threading.Event()
+        self.snaps: list[tuple[float, dict]] = []
+
+    def run(self) -> None:
+        self.snaps.append((time.monotonic(), cpu_snapshot()))
+        while not self.done.wait(1.0):
+            self.snaps.append((time.monotonic(), cpu_snapshot()))
+
+    def before(self, moment: float) -> dict[str, float]:
+        """CPU seconds each group spent from the first snapshot to the last before `moment`."""
+        taken = [(t, s) for t, s in self.snaps if t <= moment]
+        if len(taken) < 2:
+            return {}
+        return _spent(taken[0][1], taken[-1][1])
+
+    def cores(self, steady_from: float) -> dict[str, float]:
+        def workers(snap: dict) -> int:
+            return sum(1 for group, _ in snap.values() if group == "training workers")
+
+        steady = [(t, s) for t, s in self.snaps if t >= steady_from]
+        if not steady:
+            return {}
+        peak = max(workers(s) for _, s in steady)
+        steady = [(t, s) for t, s in steady if workers(s) == peak]
+        (t0, before), (t1, after) = steady[0], steady[-1]
+        return {g: v / (t1 - t0) for g, v in _spent(before, after).items()} if t1 > t0 else {}
+
+
+def _spent(before: dict, after: dict) -> dict[str, float]:
+    spent: dict[str, float] = {}
+    for pid, (group, seconds) in after.items():
+        spent[group] = spent.get(group, 0.0) + seconds - before.get(pid, (group, 0.0))[1]
+    return spent
+
+
 @dataclass
 class Run:
     label: str
+    profile: CpuProfile = field(default_factory=CpuProfile)
     started: float = 0.0
     first_step_at: float | None = None
     step_seconds: dict[int, float] = field(default_factory=dict)
@@ -62,6 +154,9 @@ class Run:
         if self.first_step_at is None:
             self.first_step_at = time.monotonic()
         self.step_seconds.setdefault(rec.step, rec.seconds)
+
+    def cores(self) -> dict[str, float]:
+        return self.profile.cores(steady_from=(self.first_step_at or 0) + 2.0)
 
     @property
     def steady_step(self) -> float:
@@ -108,6 +203,7 @@ def bare(args, out_dir: Path) -> Run:
     config = REPO / "launcher" / "configs" / "tiny-llama.yml"
     procs = []
     run_name = f"bare-{uuid.uuid4().hex[:6]}"  # one run: every process must agree on it
+    run.profile.start()
     run.started = time.monotonic()
     for i in range(args.hosts):
         env = {
@@ -132,6 +228,8 @@ def bare(args, out_dir: Path) -> Run:
                     f"base_output_directory={out_dir}",
                     f"steps={args.steps}",
                     "hardware=cpu",
+                    # The launcher's compilation cache, fresh in the run's directory, as submit's.
+                    f"jax_cache_dir={compile_cache_for(str(out_dir), run_name)}",
                 ],
                 env=env,
                 stdout=subprocess.PIPE,
@@ -156,19 +254,61 @@ def bare(args, out_dir: Path) -> Run:
     for t in readers:
         t.join()
     sampler.done.set()
+    run.profile.done.set()
     if any(codes):
         sys.stderr.write("".join(run.output[-60:]))
         raise SystemExit(f"bare MaxText failed: exit codes {codes}")
     return run
 
 
+_found: dict[str, object] = {"at": 0.0, "workers": []}
+
+
 def _ray_workers():
-    """The RayTrainWorker processes, each with the RSS of its node's Ray daemons."""
+    """The RayTrainWorker processes, each with the RSS of its node's Ray daemons (the process
+    table is read every 2 s: reading it costs CPU the job would otherwise have)."""
+    if time.monotonic() - _found["at"] < 2.0:
+        return _found["workers"]
+    _found["at"] = time.monotonic()
+    _found["workers"] = _find_ray_workers()
+    return _found["workers"]
+
+
+def _find_ray_workers():
     cmdlines = [(p, " ".join(p.info["cmdline"] or [])) for p in psutil.process_iter(["cmdline"])]
     raylets = [p for p, c in cmdlines if "/raylet " in c or c.endswith("/raylet")]
     agents = [p for p, c in cmdlines if "dashboard/agent.py" in c or "runtime_env/agent" in c]
     per_node = sum(p.memory_info().rss for p in raylets + agents) // max(1, len(raylets))
     return [(p, per_node) for p, c in cmdlines if "RayTrainWorker" in c]
+
+
+class LogFollower(threading.Thread):
+    """Feeds each line appended to `path` to `run` as it is written (tail -f)."""
+
+    def __init__(self, path: Path, record: Run) -> None:
+        super().__init__(daemon=True)
+        self.path, self.record, self.done = path, record, threading.Event()
+
+    def run(self) -> None:
+        while not self.path.exists() and not self.done.is_set():
+            time.sleep(0.05)
+        with self.path.open() as f:
+            partial = ""
+            while True:
+                chunk = f.readline()
+                if chunk:
+                    partial += chunk
+                    if partial.endswith("\n"):
+                        self.record.see(partial)
+                        partial = ""
+                elif self.done.is_set():
+                    return
+                else:
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
 
 
 def via_submit(args, out_dir: Path) -> Run:
@@ -184,20 +324,49 @@ def via_submit(args, out_dir: Path) -> Run:
         f"base_output_directory={out_dir}",
         f"steps={args.steps}",
     ]
+    run.profile.start()
     run.started = time.monotonic()
     proc = subprocess.Popen(
         argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
     sampler = Sampler(run, _ray_workers)
     sampler.start()
-    for line in proc.stdout:  # rank 0's lines carry pid=...; count each step once
+    # The terminal shows a progress line per tenth of the run; every worker line is in the
+    # job's log file, whose path submit prints first: read the step lines there, as they come.
+    follower = None
+    for line in proc.stdout:
         run.see(line)
+        if follower is None and line.startswith(FULL_LOG):
+            follower = LogFollower(Path(line[len(FULL_LOG) :].strip()), run)
+            follower.start()
     code = proc.wait()
+    if follower is not None:
+        follower.stop()
     sampler.done.set()
+    run.profile.done.set()
     if code:
         sys.stderr.write("".join(run.output[-60:]))
         raise SystemExit(f"make submit failed: exit {code}")
     return run
+
+
+def _table(bare: dict[str, float], submit: dict[str, float], fmt: str, least: float) -> None:
+    print(f"  {'':40}{'bare':>8}{'submit':>8}")
+    for group in sorted(set(bare) | set(submit), key=lambda g: -submit.get(g, 0)):
+        if max(bare.get(group, 0), submit.get(group, 0)) >= least:
+            print(f"  {group:40}{fmt.format(bare.get(group, 0))}{fmt.format(submit.get(group, 0))}")
+    print(f"  {'total':40}{fmt.format(sum(bare.values()))}{fmt.format(sum(submit.values()))}")
+
+
+def _pair(args) -> tuple[Run, Run]:
+    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+        for name in ("bare", "submit"):
+            (Path(tmp) / name).mkdir()
+        return bare(args, Path(tmp) / "bare"), via_submit(args, Path(tmp) / "submit")
+
+
+def _verdict(value: float, target: float) -> str:
+    return "ok" if value <= target else "MISSED"
 
 
 def main() -> None:
@@ -205,46 +374,59 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--devices", type=int, default=4)
+    parser.add_argument("--runs", type=int, default=3, help="pairs, bare then submit, in turn")
     args = parser.parse_args()
     status = subprocess.run([sys.executable, "-m", "launcher", "local-status"], cwd=REPO)
     if status.returncode:
         raise SystemExit("start the local cluster first: make up")
-    with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
-        for name in ("bare", "submit"):
-            (Path(tmp) / name).mkdir()
-        a = bare(args, Path(tmp) / "bare")
-        b = via_submit(args, Path(tmp) / "submit")
     mb = 1024 * 1024
     print(
         f"\nlauncher overhead, tiny-llama.yml, {args.steps} steps, {args.hosts} hosts x "
-        f"{args.devices} CPU devices (median over steps >= {WARMUP_STEPS})"
-    )
-    print(f"{'':16}{'step time':>12}{'first step':>12}{'peak RSS/host':>16}")
-    for r in (a, b):
-        print(
-            f"{r.label:16}{r.steady_step * 1000:>10.1f}ms{r.to_first_step:>11.1f}s"
-            f"{r.peak_per_host / mb:>13.0f} MB"
-        )
-    step_ratio = b.steady_step / a.steady_step
-    first_ratio = b.to_first_step / a.to_first_step
-    mem_delta = (b.peak_per_host - a.peak_per_host) / mb
-    print(
-        f"\nstep time ratio   {step_ratio:.3f}  (target <= 1.02)  "
-        f"{'ok' if step_ratio <= 1.02 else 'MISSED'}"
+        f"{args.devices} CPU devices (step time: median over steps >= {WARMUP_STEPS})",
+        flush=True,
     )
     print(
-        f"first step ratio  {first_ratio:.3f}  (target <= 1.25)  "
-        f"{'ok' if first_ratio <= 1.25 else 'MISSED'}"
+        f"{'run':5}{'':16}{'step time':>12}{'first step':>12}{'peak RSS/host':>16}"
+        f"{'step ratio':>12}{'first ratio':>13}",
+        flush=True,
     )
+    ratios = []
+    for i in range(1, args.runs + 1):
+        a, b = _pair(args)
+        step_ratio = b.steady_step / a.steady_step
+        first_ratio = b.to_first_step / a.to_first_step
+        ratios.append((step_ratio, first_ratio, (b.peak_per_host - a.peak_per_host) / mb))
+        for r, tail in ((a, ""), (b, f"{step_ratio:>12.3f}{first_ratio:>13.3f}")):
+            print(
+                f"{i:<5}{r.label:16}{r.steady_step * 1000:>10.1f}ms{r.to_first_step:>11.1f}s"
+                f"{r.peak_per_host / mb:>13.0f} MB{tail}",
+                flush=True,
+            )
+    step_ratio = statistics.median(x[0] for x in ratios)
+    first_ratio = statistics.median(x[1] for x in ratios)
+    mem_delta = statistics.median(x[2] for x in ratios)
+    print(f"\nmedian of {args.runs} runs")
+    print(f"step time ratio   {step_ratio:.3f}  (target <= 1.02)  {_verdict(step_ratio, 1.02)}")
+    print(f"first step ratio  {first_ratio:.3f}  (target <= 1.25)  {_verdict(first_ratio, 1.25)}")
     print(
         f"memory delta      {mem_delta:+.0f} MB (target within 300 MB)  "
-        f"{'ok' if abs(mem_delta) <= 300 else 'MISSED'}"
+        f"{_verdict(abs(mem_delta), 300)}"
     )
-    print("\nwhere `make submit`'s time to the first step goes (seconds from the command):")
+    print("\nthe last run, profiled. where `make submit`'s time to the first step goes:")
     for marker, what in MARKERS.items():
         if marker in b.marks:
-            print(f"  {b.marks[marker] - b.started:6.1f}  {what}")
-    print(f"  {b.to_first_step:6.1f}  first step completed (bare MaxText: {a.to_first_step:.1f})")
+            print(f"  {b.marks[marker] - b.started:6.1f}s {what}")
+    print(f"  {b.to_first_step:6.1f}s first step completed (bare MaxText: {a.to_first_step:.1f}s)")
+    print(
+        f"\nCPU seconds spent from the command to the first step, per process group (the "
+        f"start-up is CPU-bound on {os.cpu_count()} cores):"
+    )
+    _table(*(r.profile.before(r.first_step_at or 0) for r in (a, b)), "{:8.1f}", 0.1)
+    print(
+        f"\nwhere the CPU goes while training is steady, in cores of {os.cpu_count()} "
+        "(user + system seconds per second):"
+    )
+    _table(a.cores(), b.cores(), "{:8.3f}", 0.001)
     print(
         f"Ray's per-node daemons add about {(b.peak_rss_with_ray - b.peak_per_host) / mb:.0f} "
         "MB per host on top of the worker (raylet, dashboard and runtime-env agents)"
