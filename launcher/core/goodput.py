@@ -36,6 +36,10 @@ class Attempt:
     steps: list[StepPoint] = field(default_factory=list)
     checkpoints: list[tuple[int, float]] = field(default_factory=list)  # (step, logged at)
     compile_seconds: float = 0.0  # JAX's own measure: tracing, lowering, XLA compile
+    # Programs JAX loaded from the persistent compilation cache, and the compile time they
+    # took when they were first compiled (JAX's own figures).
+    compile_cache_hits: int = 0
+    compile_seconds_saved: float = 0.0
     ended_at: float | None = None
 
     def to_json(self) -> dict:
@@ -49,6 +53,8 @@ class Attempt:
             steps=[StepPoint(**s) for s in data.get("steps", [])],
             checkpoints=[tuple(c) for c in data.get("checkpoints", [])],
             compile_seconds=data.get("compile_seconds", 0.0),
+            compile_cache_hits=data.get("compile_cache_hits", 0),
+            compile_seconds_saved=data.get("compile_seconds_saved", 0.0),
             ended_at=data.get("ended_at"),
         )
 

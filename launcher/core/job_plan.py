@@ -30,6 +30,12 @@ RESULT_MARK = "LAUNCHER_RESULT "
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
+# JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the run's directory on
+# the bucket, next to the checkpoints: every restart, and every resize to a size seen before,
+# loads the compiled step instead of compiling it again. MaxText's own default (base.yml) is a
+# directory in the pod, which a restarted pod no longer has.
+COMPILE_CACHE_SUBDIR = "jax_cache"
+MAXTEXT_DEFAULT_CACHE_DIR = "~/jax_cache"
 
 
 def _env_int(name: str) -> int | None:
@@ -195,10 +201,16 @@ def plan_job(
         args = args.with_defaults(base_output_directory=output_dir)
         out_dir = str(args.get("base_output_directory"))
         check_output_directory(out_dir)
-        args = resolve_steps(
-            args, Path(out_dir) / str(args.get("run_name")), options.steps_beyond_checkpoint
-        )
+        run_name = str(args.get("run_name"))
+        args = resolve_steps(args, Path(out_dir) / run_name, options.steps_beyond_checkpoint)
+        if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
+            args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
     return JobPlan(slices, args)
+
+
+def compile_cache_for(output_dir: str, run_name: str) -> str:
+    # Joined as text: a gs:// directory is no local Path.
+    return f"{output_dir.rstrip('/')}/{run_name}/{COMPILE_CACHE_SUBDIR}"
 
 
 def resolve_steps(

@@ -60,6 +60,11 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
         print(f"loss curve:   {outcome['sparkline']}")
     for line in format_breakdown(outcome["goodput"]):
         print(line)
+    cache = outcome["compile_cache"]
+    print(
+        f"compile cache: {cache['dir']} ({cache['hits']} programs loaded from it, "
+        f"{cache['saved_seconds']:.1f}s of compiling saved)"
+    )
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
@@ -75,6 +80,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
                 "checkpoints": steps,
                 **metrics,
                 "goodput": outcome["goodput"],
+                "compile_cache": outcome["compile_cache"],
                 "plot": outcome.get("plot"),
             }
         ),
@@ -197,8 +203,17 @@ def _outcome(plan: JobPlan, summary_key: str) -> dict:
     from launcher.runtime.plots import loss_sparkline, write_plot
     from launcher.runtime.worker import read_attempts
 
-    attempts = read_attempts(summary_key)
-    outcome = {"goodput": breakdown(attempts, STARTED_AT, time.time())}
+    attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
+    outcome = {
+        "goodput": breakdown(attempts, STARTED_AT, time.time()),
+        "compile_cache": {
+            "dir": plan.args.get("jax_cache_dir") or "off",
+            "hits": sum(a.compile_cache_hits for a in attempts),
+            "hits_per_start": [a.compile_cache_hits for a in attempts],
+            "compile_seconds_per_start": [round(a.compile_seconds, 2) for a in attempts],
+            "saved_seconds": sum(a.compile_seconds_saved for a in attempts),
+        },
+    }
     # The last computation of each step (a restart computes some again).
     points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
     if points:

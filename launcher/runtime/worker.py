@@ -69,22 +69,32 @@ def train_loop_per_worker(config: dict) -> None:
         publish_summary(config["summary_key"], tracker.summary())
 
 
-# JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile.
+# JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile (which
+# includes reading the persistent cache), and the cache's hits with the time each one saved.
 COMPILE_EVENTS = (
     "/jax/core/compile/jaxpr_trace_duration",
     "/jax/core/compile/jaxpr_to_mlir_module_duration",
     "/jax/core/compile/backend_compile_duration",
 )
+CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
+CACHE_SAVED_EVENT = "/jax/compilation_cache/compile_time_saved_sec"
 
 
 def _count_compile_time(attempt: Attempt) -> None:
     import jax
 
-    def listen(event: str, duration: float, **_: object) -> None:
+    def duration(event: str, seconds: float, **_: object) -> None:
         if event in COMPILE_EVENTS:
-            attempt.compile_seconds += duration
+            attempt.compile_seconds += seconds
+        elif event == CACHE_SAVED_EVENT:
+            attempt.compile_seconds_saved += seconds
 
-    jax.monitoring.register_event_duration_secs_listener(listen)
+    def count(event: str, **_: object) -> None:
+        if event == CACHE_HIT_EVENT:
+            attempt.compile_cache_hits += 1
+
+    jax.monitoring.register_event_duration_secs_listener(duration)
+    jax.monitoring.register_event_listener(count)
 
 
 def _drop_orbax_info(record: logging.LogRecord) -> bool:

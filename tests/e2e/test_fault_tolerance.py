@@ -1,97 +1,47 @@
 """Nothing is lost on failure, on the real local cluster: a killed host (Ray worker process) is
-replaced by Ray Train's retry and MaxText resumes from the latest committed checkpoint; a stopped
-job resumes when submitted again; an unfinished (uncommitted) checkpoint is never resumed from."""
+replaced by Ray Train's retry and MaxText resumes from the latest committed checkpoint, loading
+its compiled step from the run's compilation cache; a stopped job resumes when submitted again;
+an unfinished (uncommitted) checkpoint is never resumed from."""
 
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import signal
 import subprocess
 import sys
-import time
+from pathlib import Path
 
-import psutil
 import pytest
 
 from launcher.core.checkpoints import committed_steps
+from launcher.core.job_plan import COMPILE_CACHE_SUBDIR
+from tests.support.job_control import (
+    RESTORED,
+    STEP,
+    jobs_client,
+    kill_a_host,
+    seconds_to_first_step_after_restore,
+    submit_no_wait,
+    wait_for_step,
+    wait_until_done,
+)
 from tests.support.local_ray import launcher_result, run_name
 from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-STEP = re.compile(r"completed step: (\d+),")
-RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
 
 
-def _client():
-    from pathlib import Path
-
-    from ray.job_submission import JobSubmissionClient
-
-    token = (Path.home() / ".ray" / "auth_token").read_text().strip()  # the local cluster's
-    return JobSubmissionClient(
-        "http://127.0.0.1:8265", headers={"Authorization": f"Bearer {token}"}
-    )
-
-
-def _submit_no_wait(cluster, job_id: str, *job_args: str) -> None:
-    code, out = cluster.submit(*job_args, extra=("--no-wait", "--submission-id", job_id))
-    assert code == 0, out
-
-
-def _wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        logs = client.get_job_logs(job_id)
-        steps = [int(s) for s in STEP.findall(logs)]
-        if steps and max(steps) >= step:
-            return logs
-        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED"), logs[-3000:]
-        time.sleep(1)
-    raise AssertionError(f"job {job_id} did not reach step {step} in {timeout}s")
-
-
-def _wait_until_done(client, job_id: str, timeout: float = 600) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        status = str(client.get_job_status(job_id).value)
-        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
-            return status
-        time.sleep(2)
-    raise AssertionError(f"job {job_id} still running after {timeout}s")
-
-
-def _seconds_to_first_step_after_restore(
-    client, job_id: str, offset: int, since: float, timeout: float = 400
-) -> float:
-    while time.monotonic() - since < timeout:
-        after = client.get_job_logs(job_id)[offset:]
-        restore = RESTORED.search(after)
-        if restore and STEP.search(after, restore.end()):
-            return time.monotonic() - since
-        time.sleep(0.5)
-    raise AssertionError(f"no step after a restore within {timeout}s of the kill")
-
-
 def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
-    client, name = _client(), run_name("kill")
+    client, name = jobs_client(), run_name("kill")
     job_id = f"{name}-job"
-    _submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=30")
-    _wait_for_step(client, job_id, 12)
-    workers = [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])
-    ]
-    assert len(workers) == 2, "expected one Ray Train worker per simulated host"
+    submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=30")
+    wait_for_step(client, job_id, 12)
     before_kill = client.get_job_logs(job_id)
-    killed_at = time.monotonic()
-    os.kill(workers[-1].pid, signal.SIGKILL)  # a host dies mid-training
+    killed_at = kill_a_host()
 
-    recovered_in = _seconds_to_first_step_after_restore(client, job_id, len(before_kill), killed_at)
-    assert _wait_until_done(client, job_id) == "SUCCEEDED"
+    recovered_in = seconds_to_first_step_after_restore(client, job_id, len(before_kill), killed_at)
+    assert wait_until_done(client, job_id) == "SUCCEEDED"
     logs = client.get_job_logs(job_id)
     after = logs[len(before_kill) :]
     last_before = max(int(s) for s in STEP.findall(before_kill))
@@ -108,6 +58,12 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     # No part below zero beyond the estimate of the first step's end (its save: seconds).
     assert min(goodput["parts"].values()) >= -0.05 * goodput["wall_seconds"], goodput
     assert goodput["parts"]["restarts"] > 0, goodput
+    # The restart loaded the train step JAX compiled the first time, from the run's directory.
+    cache = result["compile_cache"]
+    assert cache["dir"] == f"{result['run_dir']}/{COMPILE_CACHE_SUBDIR}", cache
+    assert any(Path(cache["dir"]).iterdir()), cache
+    assert cache["hits_per_start"][0] == 0 and cache["hits_per_start"][-1] >= 1, cache
+    assert cache["saved_seconds"] > 0, cache
     print(
         f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
         f"{restored[-1]} ({redone} steps computed again); first step after the restore "
@@ -116,15 +72,15 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
 
 
 def test_a_stopped_job_resumes_when_submitted_again(local_cluster):
-    client, name = _client(), run_name("stop")
+    client, name = jobs_client(), run_name("stop")
     job_id = f"{name}-job"
-    _submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=400")
-    _wait_for_step(client, job_id, 12)
+    submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=400")
+    wait_for_step(client, job_id, 12)
     stop = subprocess.run(
         [sys.executable, "-m", "launcher", "stop", job_id], cwd=REPO, capture_output=True, text=True
     )
     assert stop.returncode == 0, stop.stderr
-    assert _wait_until_done(client, job_id) == "STOPPED"
+    assert wait_until_done(client, job_id) == "STOPPED"
     status = subprocess.run(
         [sys.executable, "-m", "launcher", "status", job_id],
         cwd=REPO,

@@ -6,7 +6,14 @@ import pytest
 
 from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import JobOptions, parse_job_args, plan_job, resolve_steps
+from launcher.core.job_plan import (
+    COMPILE_CACHE_SUBDIR,
+    JobOptions,
+    compile_cache_for,
+    parse_job_args,
+    plan_job,
+    resolve_steps,
+)
 from launcher.core.maxtext_args import MaxTextArgs
 from tests.support.ray_nodes import ray_nodes
 
@@ -128,3 +135,16 @@ def test_a_job_whose_flags_name_another_slice_than_its_target_is_refused():
         plan_job(options, ["run_name=r"], target=target)
     same = JobOptions(accelerator_type="v6e", topology="4x4")
     assert plan_job(same, ["run_name=r"], target=target).slices == target
+
+
+def test_the_compilation_cache_lives_in_the_run_directory(tmp_path):
+    plan = plan_job(JobOptions(), ["tiny-llama.yml", "run_name=r"], output_dir=str(tmp_path))
+    assert plan.args.overrides["jax_cache_dir"] == f"{tmp_path}/r/{COMPILE_CACHE_SUBDIR}"
+    # A bucket URL stays one: a Path would fold gs:// into gs:/.
+    assert compile_cache_for("gs://b/runs/", "r") == f"gs://b/runs/r/{COMPILE_CACHE_SUBDIR}"
+
+
+def test_a_compilation_cache_the_user_chose_is_kept(tmp_path):
+    for chosen in ("jax_cache_dir=/elsewhere", "jax_cache_dir="):  # "" turns the cache off
+        plan = plan_job(JobOptions(), ["run_name=r", chosen], output_dir=str(tmp_path))
+        assert plan.args.overrides["jax_cache_dir"] == chosen.split("=")[1]

@@ -1,0 +1,81 @@
+"""Watching and disturbing a job on the local Ray cluster from outside, as an operator would:
+its log through Ray's job API, its hosts as processes (the fault tests and the recovery
+benchmark)."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+STEP = re.compile(r"completed step: (\d+),")
+RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
+
+
+def jobs_client():
+    from ray.job_submission import JobSubmissionClient
+
+    token = (Path.home() / ".ray" / "auth_token").read_text().strip()  # the local cluster's
+    return JobSubmissionClient(
+        "http://127.0.0.1:8265", headers={"Authorization": f"Bearer {token}"}
+    )
+
+
+def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
+    """The job's log once a host has logged `step`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = client.get_job_logs(job_id)
+        steps = [int(s) for s in STEP.findall(logs)]
+        if steps and max(steps) >= step:
+            return logs
+        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED"), logs[-3000:]
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} did not reach step {step} in {timeout}s")
+
+
+def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        status = str(client.get_job_status(job_id).value)
+        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+            return status
+        time.sleep(2)
+    raise AssertionError(f"job {job_id} still running after {timeout}s")
+
+
+def kill_a_host() -> float:
+    """SIGKILLs one of the two Ray Train workers (a host dies mid-training); returns when."""
+    workers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])
+    ]
+    assert len(workers) == 2, "expected one Ray Train worker per simulated host"
+    killed_at = time.monotonic()
+    os.kill(workers[-1].pid, signal.SIGKILL)
+    return killed_at
+
+
+def seconds_to_first_step_after_restore(
+    client, job_id: str, offset: int, since: float, timeout: float = 400
+) -> float:
+    """From `since` (the kill) to the first step logged after a restore, in the log past
+    `offset`."""
+    while time.monotonic() - since < timeout:
+        after = client.get_job_logs(job_id)[offset:]
+        restore = RESTORED.search(after)
+        if restore and STEP.search(after, restore.end()):
+            return time.monotonic() - since
+        time.sleep(0.5)
+    raise AssertionError(f"no step after a restore within {timeout}s of the kill")
+
+
+def submit_no_wait(cluster, job_id: str, *job_args: str) -> None:
+    """Submits through `tpu-launcher submit --no-wait` (the LocalCluster's) under `job_id`."""
+    code, out = cluster.submit(*job_args, extra=("--no-wait", "--submission-id", job_id))
+    assert code == 0, out
