@@ -26,7 +26,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.job_output import JobOutput
 from launcher.core.errors import UsageError
-from launcher.core.goodput import format_breakdown
+from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_plan import RESULT_MARK, parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
 
@@ -294,6 +294,8 @@ def _print_goodput(address: str, job_id: str) -> None:
         result = json.loads(results[-1][len(RESULT_MARK) :])
         if "goodput" in result:
             print("\n".join(format_breakdown(result["goodput"])))
+        if "compile_cache" in result:
+            print(format_compile_cache(result["compile_cache"]))
 
 
 def use_token_if_present() -> None:

@@ -148,3 +148,11 @@ def format_breakdown(result: dict) -> list[str]:
         seconds = result["parts"][key]
         lines.append(f"  {label:<40} {seconds:7.1f}s {seconds / wall:6.1%}")
     return lines
+
+
+def format_compile_cache(cache: dict) -> str:
+    """The summary's line on JAX's persistent compilation cache (the result's compile_cache)."""
+    return (
+        f"compile cache: {cache['dir']} ({cache['hits']} programs loaded from it, "
+        f"{cache['saved_seconds']:.1f}s of compiling saved)"
+    )

@@ -23,7 +23,7 @@ from absl import app, flags
 from launcher.core import job_plan
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
 from launcher.core.errors import UsageError, report
-from launcher.core.goodput import breakdown, format_breakdown
+from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
 from launcher.core.job_plan import (
     DEFAULT_OUTPUT_DIR,
     OUTPUT_DIR_ENV,
@@ -60,11 +60,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
         print(f"loss curve:   {outcome['sparkline']}")
     for line in format_breakdown(outcome["goodput"]):
         print(line)
-    cache = outcome["compile_cache"]
-    print(
-        f"compile cache: {cache['dir']} ({cache['hits']} programs loaded from it, "
-        f"{cache['saved_seconds']:.1f}s of compiling saved)"
-    )
+    print(format_compile_cache(outcome["compile_cache"]))
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")

@@ -43,6 +43,9 @@ def test_trains_checkpoints_and_resumes(local_cluster):
     assert second["last_step"] == 14
     assert second["checkpoints"] == [0, 5, 9, 10, 14]
     assert second["final_loss"] < first["first_loss"]
+    # The resumed run loaded its train step from the run's compilation cache.
+    assert first["compile_cache"]["hits"] == 0 and second["compile_cache"]["hits"] >= 1
+    assert "compile cache:" in out and "programs loaded from it" in out
 
 
 def test_cpu_slice_of_two_hosts_by_two_devices(local_cluster):
