@@ -132,6 +132,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ray-cluster", help="also check the TPU webhook's work on this RayCluster's pods"
     )
+    p = sub.add_parser(
+        "serving-check", help="helm test's check of vLLM: the model is listed and answers"
+    )
+    p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
+    p.add_argument("--model", required=True, help="the served model name")
+    p.add_argument("--timeout", type=float, default=300)
     for name, what in (
         ("gke-plan", "print the gcloud commands that create what a release needs on GKE"),
         ("gke-up", "run them (stops at the first failure; what exists is skipped)"),
@@ -226,6 +232,10 @@ def _dispatch(ns: argparse.Namespace) -> int:
         from launcher.runtime.cluster_check import check
 
         return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster)
+    if ns.command == "serving-check":
+        from launcher.runtime.serving_check import check as serving_check
+
+        return serving_check(ns.url, ns.model, ns.timeout)
     if ns.command in ("gke-plan", "gke-up"):
         from launcher.client.gke_plan import GkePlanRequest, GkeTarget, gke_plan
 

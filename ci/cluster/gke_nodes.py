@@ -94,7 +94,7 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
         node(f"cpu-pool{suffix}-{i}", f"cpu-pool{suffix}", CPU_POOL_MACHINE, {})
         for i in range(CPU_POOL_NODES)
     ]
-    prefixes = {"ray": "ray", "saxml": "sax"}
+    prefixes = {"ray": "ray", "saxml": "sax", "vllm": "vllm"}
     for component, slices in tpu_slices(values).items():
         nodes += tpu_pools(prefixes[component], slices, suffix)
     return nodes

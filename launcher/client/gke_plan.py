@@ -99,8 +99,9 @@ def render(
 
 
 def needs(docs: list[dict], namespace: str, release: str) -> ReleaseNeeds:
-    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster) and
-    per replicated Job (Saxml's JobSet), the account the pods run as, the add-ons."""
+    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster),
+    per replicated Job (Saxml's JobSet) and per TPU Deployment (vLLM), the account the pods run
+    as, the add-ons."""
     pools: list[NodePool] = []
     service_account, pods_account, gsa = "", "", None
     ray = jobset = False
@@ -127,6 +128,12 @@ def needs(docs: list[dict], namespace: str, release: str) -> ReleaseNeeds:
                 found = from_pod_spec(pod, rj.get("replicas", 1))
                 if found:
                     pools.append(NodePool(f"{release}-sax-{found.shape.pod_type}", found))
+        elif kind == "Deployment":  # vLLM: each replica one single-host slice
+            pod = doc["spec"]["template"]["spec"]
+            found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
+            if found:
+                pods_account = pods_account or pod.get("serviceAccountName", "")
+                pools.append(NodePool(f"{release}-vllm-{found.shape.pod_type}", found))
     return ReleaseNeeds(pools, namespace, service_account or pods_account, gsa, ray, jobset)
 
 

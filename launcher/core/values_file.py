@@ -13,7 +13,11 @@ from launcher.core.slices import Slices
 from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
 # Where in the values each slice group lives, and what turns it on.
-TPU_BLOCKS = {"ray": ("ray", "worker", "tpu"), "saxml": ("saxml", "modelServer", "tpu")}
+TPU_BLOCKS = {
+    "ray": ("ray", "worker", "tpu"),
+    "saxml": ("saxml", "modelServer", "tpu"),
+    "vllm": ("vllm", "tpu"),
+}
 
 
 def load_values(*paths: str | Path) -> dict:
@@ -41,12 +45,17 @@ def _block(values: dict, path: tuple[str, ...]) -> dict | None:
 
 
 def tpu_blocks(values: dict) -> dict[str, dict]:
-    """The enabled TPU blocks of values, as written, by component: "ray", "saxml" (Ray is on
-    unless disabled, Saxml off unless enabled, as in the chart's defaults)."""
+    """The enabled TPU blocks of values, as written, by component: "ray", "saxml", "vllm" (Ray
+    is on unless disabled; a serving engine only when serving.engine names it, as in the
+    chart)."""
     found = {}
+    engine = (values.get("serving") or {}).get("engine", "")
     for component, path in TPU_BLOCKS.items():
         top, tpu = values.get(component, {}), _block(values, path)
-        enabled = top.get("enabled", component == "ray") if isinstance(top, dict) else False
+        if component == "ray":
+            enabled = top.get("enabled", True) if isinstance(top, dict) else False
+        else:
+            enabled = engine == component
         if enabled and tpu and tpu.get("enabled") is not False:
             found[component] = tpu
     return found

@@ -12,7 +12,7 @@ import stat
 import pytest
 
 from launcher import cli
-from tests.support.helm import CHART, helm
+from tests.support.helm import CHART, VALUES_FILES, helm
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.chart
@@ -36,6 +36,8 @@ POOLS = {
     "v6e-256.yaml": [("tpu-ray-v6e-256-0", "ct6e-standard-4t", "16x16", "64")],
     # single host: no --tpu-topology (GKE refuses it on single-host pools)
     "v6e-8-single-host.yaml": [("tpu-ray-v6e-8", "ct6e-standard-8t", None, "1")],
+    # vLLM: one single-host node per replica (the Deployment's pods)
+    "v6e-8-vllm.yaml": [("tpu-vllm-v6e-8", "ct6e-standard-8t", None, "1")],
     "cpu.yaml": [],
 }
 
@@ -231,3 +233,7 @@ def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tm
     assert cli.main(args) != 0
     err = capsys.readouterr().err
     assert "render the release failed" in err and "did you mean v6e-16 or v6e-32?" in err
+
+
+def test_every_values_file_has_its_expected_pools():
+    assert set(POOLS) == {p.name for p in VALUES_FILES}

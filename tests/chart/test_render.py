@@ -26,7 +26,7 @@ def test_helm3_and_helm4_render_the_same_objects(values):
 
 
 def test_every_object_carries_the_standard_labels():
-    docs = render(None, "--set", "saxml.enabled=true")
+    docs = render(None, "--set", "serving.engine=saxml")
     for doc in docs:
         labels = doc["metadata"]["labels"]
         for key in (
@@ -61,7 +61,7 @@ def test_multislice_declares_megascale_for_the_webhook():
 
 
 def test_security_defaults():
-    docs = render(None, "--set", "saxml.enabled=true")
+    docs = render(None, "--set", "serving.engine=saxml")
     (cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
     assert cluster["spec"]["authOptions"]["mode"] == "token"
     assert cluster["spec"]["headGroupSpec"]["serviceType"] == "ClusterIP"
@@ -92,7 +92,7 @@ def test_external_load_balancer_only_when_asked_with_source_ranges():
     docs = render(
         None,
         "--set",
-        "saxml.enabled=true",
+        "serving.engine=saxml",
         "--set",
         "saxml.http.service.internal=false",
         "--set",

@@ -81,9 +81,14 @@ def values(draw) -> dict:
             "shmSizeLimit": draw(schema_strings("global.shmSizeLimit")),
             "gcsfuse": {"bucketName": draw(schema_strings("global.gcsfuse.bucketName"))},
         },
+        "serving": {"engine": draw(st.sampled_from(["saxml", "vllm"]))},
         "saxml": {
-            "enabled": True,
             "http": {"service": {"port": draw(st.integers(min_value=1, max_value=65535))}},
+        },
+        "vllm": {
+            "model": "/data/" + draw(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True)),
+            "servedModelName": draw(schema_strings("vllm.servedModelName")),
+            "service": {"port": draw(st.integers(min_value=1, max_value=65535))},
         },
     }
 

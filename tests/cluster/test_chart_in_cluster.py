@@ -47,7 +47,8 @@ def node_labels(rel: Release, pod: pykube.Pod) -> dict:
 
 # Every values file with Ray, each into a namespace that enforces Pod Security's `restricted`.
 @pytest.mark.parametrize(
-    "values", sorted(p.name for p in VALUES.glob("*.yaml") if "saxml" not in p.name)
+    "values",
+    sorted(p.name for p in VALUES.glob("*.yaml") if gke_nodes.merged_values(p)["ray"]["enabled"]),
 )
 def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
     values_file = VALUES / values
@@ -310,6 +311,39 @@ def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     assert lb["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
     # No cloud controller here gives it an address (that part is GKE's).
     assert lb["spec"]["ports"][0]["nodePort"] > 0
+
+
+def test_vllm_serves_from_one_tpu_host_behind_a_cluster_ip(release: Release):
+    values_file = VALUES / "v6e-8-vllm.yaml"
+    release.add_nodes_for(values_file)  # a v6e 2x4 pool beside the CPU pool
+    installed = release.install(values_file)  # into a namespace enforcing `restricted`
+    ns = release.namespace
+    (deployment,) = pykube.Deployment.objects(release.api).filter(namespace=ns)
+    wait_for_deployments_to_run(release.api, [deployment.name], ns, timeout_sec=60)
+    (pod,) = release.pods(**{"app.kubernetes.io/component": "vllm"})
+    labels = node_labels(release, pod)
+    shape = tpu_type("v6e-8")
+    assert labels[GKE_TOPOLOGY_LABEL] == shape.topology
+    assert labels[GKE_ACCELERATOR_LABEL] == shape.generation.gke_accelerator
+    (container,) = pod.obj["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    service = pykube.Service.objects(release.api).filter(namespace=ns).get(name=deployment.name)
+    assert service.obj["spec"]["type"] == "ClusterIP"
+    assert service.obj["spec"]["ports"][0]["port"] == 8000
+    # The install's notes say how to reach it without exposing it.
+    assert f"port-forward service/{deployment.name} 8000:8000" in installed.stdout
+    # helm test's pod is admitted and scheduled (under kwok no container runs the check: it
+    # is tested against a FAKE vLLM server in tests/unit/test_serving_check.py).
+    release.helm("test", release.name, "--timeout", "5s", check=False)
+    wait_for(
+        "helm test's pod to be scheduled",
+        lambda: any(
+            p.obj["spec"].get("nodeName")
+            for p in release.pods(**{"app.kubernetes.io/component": "test"})
+        ),
+        60,
+        explain=release.events,
+    )
 
 
 def test_topology_without_nodes_stays_pending_with_the_schedulers_reason(release: Release):

@@ -44,6 +44,8 @@ def part_of(resource: str, release: str) -> str:
     name = resource.split(".", 2)[2]
     for prefix, part in (
         (f"{release}-ray-test", "test"),
+        (f"{release}-vllm-test", "test"),
+        (f"{release}-vllm", "vllm"),
         (f"{release}-saxml", "saxml"),
         (f"{release}-ray", "ray"),
     ):
@@ -102,6 +104,7 @@ def scan(objects: list[dict], tmp_path) -> list[tuple[str, str]]:
     [
         ("v6e-16.yaml", "restricted", 6),  # head, 4 hosts, helm test's pod
         ("v5e-32-saxml.yaml", "privileged", 18),  # the tutorial's host-network model servers
+        ("v6e-8-vllm.yaml", "restricted", 2),  # the vLLM server, helm test's pod
     ],
 )
 def test_live_objects_have_no_finding_the_readme_does_not_accept(

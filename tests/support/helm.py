@@ -11,7 +11,8 @@ import yaml
 from tests.support.paths import REPO, pins
 
 CHART = REPO / "charts" / "tpu-stack"
-VALUES_FILES = sorted((REPO / "values").glob("*.yaml"))
+VALUES = REPO / "values"
+VALUES_FILES = sorted(VALUES.glob("*.yaml"))
 BUCKET = ["--set", "global.gcsfuse.bucketName=ckpt-bucket"]
 
 

@@ -36,6 +36,16 @@ hostnames are built from it. */}}
 {{- include "tpu-stack.componentFullname" (dict "ctx" . "block" .Values.saxml "component" "saxml") -}}
 {{- end -}}
 
+{{/* tpu-stack.vllmName: the vLLM Deployment's and Service's name. */}}
+{{- define "tpu-stack.vllmName" -}}
+{{- include "tpu-stack.componentFullname" (dict "ctx" . "block" .Values.vllm "component" "vllm") -}}
+{{- end -}}
+
+{{/* tpu-stack.vllmModelName: the model's name in the OpenAI API ("model" in a request; default: the release's name). */}}
+{{- define "tpu-stack.vllmModelName" -}}
+{{- default .Release.Name .Values.vllm.servedModelName -}}
+{{- end -}}
+
 {{/* tpu-stack.chart: chart name and version for the helm.sh/chart label. */}}
 {{- define "tpu-stack.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}

@@ -1,0 +1,102 @@
+"""The vLLM serving option: one single-host TPU slice per replica, the model read from the
+bucket mount, an OpenAI-compatible endpoint behind a ClusterIP Service, readiness on the model
+answering, and `helm test` asking it for a completion."""
+
+from __future__ import annotations
+
+import pytest
+
+from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
+from tests.support.helm import VALUES, by_kind, render
+
+pytestmark = pytest.mark.chart
+VLLM_VALUES = VALUES / "v6e-8-vllm.yaml"
+
+
+def _serving(docs):
+    (deployment,) = by_kind(docs, "Deployment")
+    (service,) = by_kind(docs, "Service")
+    return deployment, service
+
+
+def test_one_single_host_slice_per_replica_as_the_table_derives_it():
+    deployment, _ = _serving(render(VLLM_VALUES, "--set", "vllm.replicas=2"))
+    shape = tpu_type("v6e-8")
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert deployment["spec"]["replicas"] == 2
+    assert pod["nodeSelector"] == {
+        GKE_ACCELERATOR_LABEL: shape.generation.gke_accelerator,
+        GKE_TOPOLOGY_LABEL: shape.topology,
+    }
+    chips = str(shape.chips_per_host)
+    assert container["resources"]["requests"]["google.com/tpu"] == chips
+    assert container["resources"]["limits"]["google.com/tpu"] == chips
+    # Every chip of the host is one tensor-parallel group.
+    assert f"--tensor-parallel-size={shape.chips_per_host}" in container["args"]
+
+
+def test_the_model_comes_from_the_bucket_mount_and_answers_before_ready():
+    deployment, service = _serving(render(VLLM_VALUES))
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["command"] == ["vllm", "serve"]
+    assert container["args"][0] == "/data/models/llama3-8b"
+    assert "--served-model-name=tpu" in container["args"]  # the release's name by default
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    assert mounts["/data"] == "gcs-fuse-csi-ephemeral"
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["HF_HUB_OFFLINE"] == "1"
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}, probe
+    # Loading and compiling take minutes: the startup probe allows startupSeconds.
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 1800
+    assert service["spec"]["type"] == "ClusterIP"
+    assert service["spec"]["ports"][0]["port"] == 8000
+    assert service["spec"]["ports"][0]["targetPort"] == "http"
+    assert service["spec"]["selector"] == deployment["spec"]["selector"]["matchLabels"]
+
+
+def test_meets_restricted_pod_security():
+    deployment, _ = _serving(render(VLLM_VALUES))
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"]["type"] == "RuntimeDefault"
+    assert pod["automountServiceAccountToken"] is False
+    security = pod["containers"][0]["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"]["drop"] == ["ALL"]
+
+
+def test_load_balancer_only_when_asked_internal_by_default():
+    _, service = _serving(render(VLLM_VALUES, "--set", "vllm.service.type=LoadBalancer"))
+    assert service["spec"]["type"] == "LoadBalancer"
+    assert service["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    _, service = _serving(
+        render(
+            VLLM_VALUES,
+            "--set",
+            "vllm.service.type=LoadBalancer",
+            "--set",
+            "vllm.service.internal=false",
+            "--set",
+            "vllm.service.loadBalancerSourceRanges={10.0.0.0/8}",
+        )
+    )
+    assert "annotations" not in service["metadata"]
+    assert service["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
+
+
+def test_helm_test_asks_the_served_model_for_a_completion():
+    docs = render(VLLM_VALUES, "--set", "vllm.servedModelName=demo")
+    (pod,) = by_kind(docs, "Pod")
+    assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
+    command = pod["spec"]["containers"][0]["command"]
+    assert command[:4] == ["python", "-m", "launcher", "serving-check"]
+    assert "--url=http://tpu-vllm:8000" in command and "--model=demo" in command
+
+
+def test_no_serving_objects_unless_an_engine_is_named():
+    docs = render(None)
+    assert not by_kind(docs, "Deployment") and not by_kind(docs, "JobSet")
