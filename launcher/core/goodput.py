@@ -152,7 +152,8 @@ def format_breakdown(result: dict) -> list[str]:
 
 def format_compile_cache(cache: dict) -> str:
     """The summary's line on JAX's persistent compilation cache (the result's compile_cache)."""
+    hits = cache["hits"]
     return (
-        f"compile cache: {cache['dir']} ({cache['hits']} programs loaded from it, "
-        f"{cache['saved_seconds']:.1f}s of compiling saved)"
+        f"compile cache: {cache['dir']} ({hits} program{'' if hits == 1 else 's'} loaded from "
+        f"it, {cache['saved_seconds']:.1f}s of compiling saved)"
     )

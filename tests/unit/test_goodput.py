@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core.goodput import Attempt, StepPoint, breakdown, format_breakdown
+from launcher.core.goodput import (
+    Attempt,
+    StepPoint,
+    breakdown,
+    format_breakdown,
+    format_compile_cache,
+)
 from launcher.runtime.plots import loss_sparkline
 
 pytestmark = pytest.mark.unit
@@ -95,3 +101,11 @@ def test_the_loss_sparkline_falls_with_the_loss():
     first, bars, last = line.split()
     assert (float(first), float(last)) == (pytest.approx(4.82), pytest.approx(1.22))
     assert len(bars) == 10 and bars[0] == "█" and bars[-1] == "▁"
+
+
+def test_the_compile_cache_line_counts_programs():
+    cache = {"dir": "/b/run/jax_cache", "hits": 1, "saved_seconds": 7.84}
+    assert format_compile_cache(cache) == (
+        "compile cache: /b/run/jax_cache (1 program loaded from it, 7.8s of compiling saved)"
+    )
+    assert "(0 programs loaded" in format_compile_cache({**cache, "hits": 0})
