@@ -31,9 +31,9 @@ RESULT_MARK = "LAUNCHER_RESULT "
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
 # JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the run's directory on
-# the bucket, next to the checkpoints: every restart, and every resize to a size seen before,
-# loads the compiled step instead of compiling it again. MaxText's own default (base.yml) is a
-# directory in the pod, which a restarted pod no longer has.
+# the bucket, next to the checkpoints: every restart, and every resubmission with the same
+# arguments, loads the compiled step instead of compiling it again. MaxText's own default
+# (base.yml) is a directory in the pod, which a restarted pod no longer has.
 COMPILE_CACHE_SUBDIR = "jax_cache"
 MAXTEXT_DEFAULT_CACHE_DIR = "~/jax_cache"
 
