@@ -46,6 +46,32 @@ hostnames are built from it. */}}
 {{- default .Release.Name .Values.vllm.servedModelName -}}
 {{- end -}}
 
+{{/* tpu-stack.launcherCheck: helm test's container: the launcher's image running `tpu-launcher
+<args>` (a few HTTP requests, and for Ray a pod list), read-only and small. Call with (dict "ctx"
+$ "args" (list "cluster-check" "--address=...")); the caller may add the item's env after it. */}}
+{{- define "tpu-stack.launcherCheck" -}}
+{{- $image := .ctx.Values.ray.image -}}
+- name: check
+  image: {{ include "tpu-stack.image" (dict "image" $image "global" .ctx.Values.global "defaultTag" .ctx.Chart.AppVersion) }}
+  imagePullPolicy: {{ $image.pullPolicy }}
+  securityContext:
+    {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" true) | nindent 4 }}
+  resources:
+    requests:
+      cpu: 100m
+      memory: 256Mi
+    limits:
+      cpu: 500m
+      memory: 256Mi
+  command:
+    - python
+    - -m
+    - launcher
+    {{- range .args }}
+    - {{ . }}
+    {{- end }}
+{{- end -}}
+
 {{/* tpu-stack.chart: chart name and version for the helm.sh/chart label. */}}
 {{- define "tpu-stack.chart" -}}
 {{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" -}}
