@@ -32,11 +32,11 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from launcher.client.job_output import FULL_LOG  # noqa: E402
 from launcher.core.job_plan import compile_cache_for  # noqa: E402
 from launcher.runtime.progress import parse_step_line  # noqa: E402
 
 WARMUP_STEPS = 5  # compile, first checkpoint
-FULL_LOG = "full log: "  # how submit names the job's log file
 # Where the time to the first step goes under `make submit`: the first line of each stage.
 MARKERS = {
     "submitted job": "ray job submit returned (precheck + CLI)",

@@ -25,6 +25,8 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _SHOWN = ("launcher:", "tpu-launcher", "[checkpoint]", "[restart]", "[FailurePolicy]")
 _SUMMARY_START = "== training finished =="
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
+# How submit names the job's log file, first thing: "full log: PATH" (tools follow that file).
+FULL_LOG = "full log: "
 
 
 def clean(line: str) -> str:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.job_output import JobOutput
+from launcher.client.job_output import FULL_LOG, JobOutput
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_plan import RESULT_MARK, parse_job_args, plan_job
@@ -166,7 +166,7 @@ def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
         print(f"dashboard: `helm status {request.release}` shows its port-forward", flush=True)
     else:
         print(f"dashboard: {address}/#/jobs/{job_id}", flush=True)
-    print(f"full log: {output.log_path}", flush=True)
+    print(f"{FULL_LOG}{output.log_path}", flush=True)
     try:
         _follow(address, job_id, output)
     except KeyboardInterrupt:

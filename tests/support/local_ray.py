@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.client.job_output import FULL_LOG
 from launcher.core.job_plan import RESULT_MARK
 from tests.support.paths import REPO
 
@@ -44,8 +45,8 @@ class LocalCluster:
 
 
 def full_log(output: str) -> str:
-    """The job's whole log, which `submit` keeps in the file it names ("full log: PATH")."""
-    paths = re.findall(r"^full log: (\S+)$", output, re.M)
+    """The job's whole log, which `submit` keeps in the file it names (FULL_LOG PATH)."""
+    paths = re.findall(rf"^{re.escape(FULL_LOG)}(\S+)$", output, re.M)
     return Path(paths[-1]).read_text() if paths else output
 
 
