@@ -106,6 +106,23 @@ stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
 preflight: venv ## Will ARGS fit the slice of TPU, RELEASE or VALUES? AOT-compiles for that TPU on CPU (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
 	$(TL) preflight $(or $(TARGET_FLAGS),$(if $(TPU),,--values $(VALUES))) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(JOB_ARGS)
 
+##@ Serving
+
+# make generate: the run and the text to continue (exported: the prompt reaches the command
+# through the environment, so no quote in it can break the recipe).
+RUN ?= demo
+export PROMPT ?=
+MAX_TOKENS ?= 32
+SEED ?= 0
+TEMPERATURE ?= 1.0
+STEP ?=
+
+.PHONY: generate
+generate: venv ## Generate from RUN's latest checkpoint (default demo) with MaxText's engine on the slice: PROMPT="hello" [MAX_TOKENS= SEED= TEMPERATURE=0 STEP=].
+	$(TL) generate --run $(RUN) --prompt "$$PROMPT" --max-tokens $(MAX_TOKENS) --seed $(SEED) \
+	  --temperature $(TEMPERATURE) $(if $(STEP),--step $(STEP)) $(if $(ADDRESS),--address $(ADDRESS)) \
+	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) $(if $(filter command line,$(origin ARGS)),-- $(ARGS))
+
 ##@ Local cluster
 
 .PHONY: up

@@ -5,6 +5,7 @@
     tpu-launcher up|down|local-status        the local Ray cluster (a simulated TPU slice)
     tpu-launcher preflight --values F -- [job args]
     tpu-launcher train [job args]            the JaxTrainer entrypoint (in the cluster)
+    tpu-launcher generate --run R --prompt P text from a run's checkpoint (submits `decode`)
 
 Job args are the launcher's flags (`tpu-launcher train --help`) followed by MaxText's
 `[config.yml] key=value ...`. Options are parsed here, once, into each command's request;
@@ -76,6 +77,25 @@ def _parser() -> argparse.ArgumentParser:
         q.add_argument("--namespace", default="default", help="the release's namespace")
         if name == "logs":
             q.add_argument("--follow", action="store_true")
+
+    p = sub.add_parser(
+        "generate",
+        help="generate text from a run's latest checkpoint, on the cluster's slice",
+    )
+    _generation_options(p)
+    p.add_argument("--address", help="Ray dashboard URL (default: as for submit)")
+    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        default=os.environ.get("VERBOSE", "") not in ("", "0"),
+        help="show every line of the job live [env VERBOSE=1]",
+    )
+    p = sub.add_parser(
+        "decode", help="generate's job: MaxText's inference engine on the slice (in the cluster)"
+    )
+    _generation_options(p)
 
     p = sub.add_parser(
         "preflight", help="will the job fit the slice? (compiles for the TPU on CPU)"
@@ -161,6 +181,35 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _generation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", required=True, help="the run_name it was trained with")
+    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument("--max-tokens", type=int, default=32, help="tokens to generate")
+    p.add_argument("--seed", type=int, default=0, help="the same seed generates the same text")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
+    p.add_argument("--step", type=int, help="the checkpoint (default: the latest committed)")
+    p.add_argument(
+        "maxtext_args",
+        nargs=argparse.REMAINDER,
+        help="-- then MaxText key=value over the run's own (or its whole config, first, "
+        "for a run trained elsewhere)",
+    )
+
+
+def _generate_request(ns: argparse.Namespace):
+    from launcher.core.generate_request import GenerateRequest
+
+    return GenerateRequest(
+        ns.run,
+        ns.prompt,
+        max_tokens=ns.max_tokens,
+        seed=ns.seed,
+        temperature=ns.temperature,
+        step=ns.step,
+        maxtext_argv=_job_args(ns.maxtext_args),
+    )
+
+
 def _dispatch(ns: argparse.Namespace) -> int:
     if ns.command == "submit":
         from launcher.client.ray_jobs import SubmitRequest, submit, use_token_if_present
@@ -180,6 +229,24 @@ def _dispatch(ns: argparse.Namespace) -> int:
                 verbose=ns.verbose,
             )
         )
+    if ns.command == "generate":
+        from launcher.client.ray_jobs import SubmitRequest, generate, use_token_if_present
+
+        use_token_if_present()
+        return generate(
+            _generate_request(ns),
+            SubmitRequest(
+                [],
+                address=ns.address,
+                release=ns.release,
+                namespace=ns.namespace,
+                verbose=ns.verbose,
+            ),
+        )
+    if ns.command == "decode":
+        from launcher.runtime.generate import generate as decode
+
+        return decode(_generate_request(ns))
     if ns.command in ("logs", "status", "stop"):
         from launcher.client.ray_jobs import act_on_job, use_token_if_present
 

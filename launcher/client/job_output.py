@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from launcher.core.generate_request import GENERATED_MARK
 from launcher.core.job_plan import RESULT_MARK
 from launcher.core.progress_line import PROGRESS_LINE
 
@@ -23,7 +24,8 @@ _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The lines always shown, by how they start once Ray's prefix is gone.
 _SHOWN = ("launcher:", "tpu-launcher", "[checkpoint]", "[restart]", "[FailurePolicy]")
-_SUMMARY_START = "== training finished =="
+# The summaries a job ends with (training's; generation's): shown whole.
+_SUMMARY_START = ("== training finished ==", GENERATED_MARK)
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 # How submit names the job's log file, first thing: "full log: PATH" (tools follow that file).
 FULL_LOG = "full log: "
@@ -38,7 +40,13 @@ class JobOutput:
     """Receives the job's log as it arrives (in chunks), writes all of it to `log_path` and
     shows what matters on `stream`."""
 
-    def __init__(self, log_path: Path, verbose: bool = False, stream: TextIO | None = None):
+    def __init__(
+        self,
+        log_path: Path,
+        verbose: bool = False,
+        stream: TextIO | None = None,
+        title: str = "training",
+    ):
         self.log_path = log_path
         self.verbose = verbose
         self.stream = stream or sys.stdout
@@ -54,7 +62,7 @@ class JobOutput:
             from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
             self._bar = Progress(
-                TextColumn("[bold]training"),
+                TextColumn(f"[bold]{title}"),
                 BarColumn(),
                 MofNCompleteColumn(),
                 TextColumn("{task.description}"),

@@ -26,6 +26,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.job_output import FULL_LOG, JobOutput
 from launcher.core.errors import UsageError
+from launcher.core.generate_request import GenerateRequest, check_request
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_plan import RESULT_MARK, parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
@@ -130,12 +131,34 @@ def submit(request: SubmitRequest) -> int:
         if code:
             return code
     with contextlib.ExitStack() as stack:
-        return _submit(request, plan.run_name, _address(request, stack))
+        entrypoint = [*ENTRYPOINT, *request.job_args]
+        return _submit(request, plan.run_name, _address(request, stack), entrypoint)
 
 
-def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
+def generate(request: GenerateRequest, target: SubmitRequest) -> int:
+    """Submits `tpu-launcher decode` for `request` to `target`'s cluster and follows it: the
+    text generated from the run's checkpoint; 0 when it succeeded. The run, its checkpoint
+    and its model are found in the cluster (on the bucket); the request is checked here."""
+    check_request(request)
+    with contextlib.ExitStack() as stack:
+        return _submit(
+            target,
+            f"generate-{request.run}",
+            _address(target, stack),
+            request.decode_argv(),
+            title="generating",
+        )
+
+
+def _submit(
+    request: SubmitRequest,
+    run_name: str,
+    address: str,
+    entrypoint: list[str],
+    title: str = "training",
+) -> int:
+    """`ray job submit -- entrypoint` (it shlex-joins what follows --), then follows the job."""
     job_id = request.submission_id or submission_id_for(run_name)
-    entrypoint = [*ENTRYPOINT, *request.job_args]  # `ray job submit` shlex-joins what follows --
     if not request.dry_run:
         check_reachable(address)
     run(
@@ -159,9 +182,9 @@ def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
         flush=True,
     )
     if request.no_wait or request.dry_run:
-        _next_steps(job_id)
+        _next_steps(job_id, title)
         return 0
-    output = JobOutput(log_path(job_id), verbose=request.verbose)
+    output = JobOutput(log_path(job_id), verbose=request.verbose, title=title)
     if request.release:  # the forwarded port closes with this command
         print(f"dashboard: `helm status {request.release}` shows its port-forward", flush=True)
     else:
@@ -180,7 +203,7 @@ def _submit(request: SubmitRequest, run_name: str, address: str) -> int:
         for line in output.failure_tail():
             print(f"  {line}")
     print(f"\njob {job_id}: {status}", flush=True)
-    _next_steps(job_id)
+    _next_steps(job_id, title)
     return 0 if status == "SUCCEEDED" else 1
 
 
@@ -218,11 +241,12 @@ def _follow(address: str, job_id: str, output: JobOutput) -> None:
         time.sleep(2)
 
 
-def _next_steps(job_id: str) -> None:
+def _next_steps(job_id: str, title: str) -> None:
     print("next steps:")
-    print(f"  make logs JOB={job_id}     # the job's whole log (VERBOSE=1 make submit: live)")
+    print(f"  make logs JOB={job_id}     # the job's whole log (VERBOSE=1: live)")
     print(f"  make status JOB={job_id}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
-    print(f"  make stop JOB={job_id}     # stop it; checkpoints stay, a resubmit resumes")
+    if title == "training":
+        print(f"  make stop JOB={job_id}     # stop it; checkpoints stay, a resubmit resumes")
 
 
 def _last_job() -> tuple[str | None, str | None]:

@@ -16,7 +16,7 @@ import shlex
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from absl import app, flags
 
@@ -33,6 +33,7 @@ from launcher.core.job_plan import (
     define_flags,
     plan_job,
 )
+from launcher.core.run_record import write_run_record
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
@@ -84,7 +85,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     )
 
 
-def _ray_nodes(options: JobOptions) -> list[dict] | None:
+def ray_nodes(options: JobOptions) -> list[dict] | None:
     """The Ray cluster's nodes; a dry run outside a Ray job has none."""
     if options.dry_run and not os.environ.get("RAY_ADDRESS"):
         return None
@@ -102,7 +103,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
     plan = plan_job(
         options,
         maxtext_argv,
-        nodes=_ray_nodes(options),
+        nodes=ray_nodes(options),
         require_slice=True,
         output_dir=os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR),
     )
@@ -130,43 +131,61 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             )
         )
         return 0
-    return _fit(plan, options.max_failures, scaling)
+    return _fit(plan, options.max_failures)
 
 
-def _fit(plan: JobPlan, max_failures: int, scaling) -> int:
+def slice_trainer(
+    plan: JobPlan, loop: Callable[[dict], None], loop_config: dict, name: str, max_failures: int
+):
+    """A JaxTrainer that runs `loop(loop_config)` on every host of the planned slices (with
+    jax.distributed set up across them; CPU devices where the slice is simulated)."""
     from ray.train import FailureConfig, RunConfig
     from ray.train.v2.jax import JaxTrainer
 
     from launcher.runtime.cpu_backend import CpuJaxConfig
-    from launcher.runtime.worker import read_summary, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
     assert slices is not None
     out_dir = str(args.get("base_output_directory")).rstrip("/")
-    summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
     env = {}
     if not slices.is_tpu:
         env = {
             "JAX_PLATFORMS": "cpu",
             "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}",
         }
-    trainer = JaxTrainer(
-        train_loop_per_worker=train_loop_per_worker,
-        train_loop_config={
+    return JaxTrainer(
+        train_loop_per_worker=loop,
+        train_loop_config=loop_config,
+        scaling_config=slices.scaling_config(),
+        jax_config=None if slices.is_tpu else CpuJaxConfig(),
+        run_config=RunConfig(
+            name=name,
+            storage_path=f"{out_dir}/ray_results",
+            failure_config=FailureConfig(max_failures=max_failures),
+            worker_runtime_env={"env_vars": env} if env else None,
+        ),
+    )
+
+
+def _fit(plan: JobPlan, max_failures: int) -> int:
+    from launcher.runtime.worker import read_summary, train_loop_per_worker
+
+    slices, args = plan.slices, plan.args
+    assert slices is not None
+    summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
+    write_run_record(plan.run_dir, args)  # what `generate` rebuilds the model from
+    trainer = slice_trainer(
+        plan,
+        train_loop_per_worker,
+        {
             "argv": args.argv(),
             "steps": args.get("steps"),
             "summary_key": summary_key,
             # MFU in the progress lines where the TPU table knows the chip's peak.
             "peak_tflops": slices.shape.generation.peak_bf16_tflops if slices.is_tpu else None,
         },
-        scaling_config=scaling,
-        jax_config=None if slices.is_tpu else CpuJaxConfig(),
-        run_config=RunConfig(
-            name=plan.run_name,
-            storage_path=f"{out_dir}/ray_results",
-            failure_config=FailureConfig(max_failures=max_failures),
-            worker_runtime_env={"env_vars": env} if env else None,
-        ),
+        name=plan.run_name,
+        max_failures=max_failures,
     )
     start = time.monotonic()
     try:

@@ -14,25 +14,34 @@ from launcher.core.goodput import Attempt
 KV_NAMESPACE = "tpu-launcher"
 
 
+def argv_for_this_host(argv: list[str]) -> list[str]:
+    """A slice whose devices are CPUs (the local simulation, CPU-only clusters) implies
+    MaxText's cpu hardware mode; a user's explicit hardware=... always wins."""
+    argv = list(argv)
+    if os.environ.get("JAX_PLATFORMS", "").split(",")[0] == "cpu" and not any(
+        a.startswith("hardware=") for a in argv
+    ):
+        argv.append("hardware=cpu")
+    return argv
+
+
+def quiet_orbax() -> None:
+    """Orbax logs a dozen INFO lines per host per checkpoint and buries MaxText's own lines;
+    its warnings and errors still show. LAUNCHER_ORBAX_INFO=1 keeps everything."""
+    if not os.environ.get("LAUNCHER_ORBAX_INFO"):
+        logging.getLogger("absl").addFilter(_drop_orbax_info)
+
+
 def train_loop_per_worker(config: dict) -> None:
     import ray.train
 
     from launcher.runtime.progress import ProgressTracker
 
-    argv = list(config["argv"])
-    # A slice whose devices are CPUs (the local simulation, CPU-only clusters) implies
-    # MaxText's cpu hardware mode; a user's explicit hardware=... always wins.
-    if os.environ.get("JAX_PLATFORMS", "").split(",")[0] == "cpu" and not any(
-        a.startswith("hardware=") for a in argv
-    ):
-        argv.append("hardware=cpu")
+    argv = argv_for_this_host(config["argv"])
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
-    if not os.environ.get("LAUNCHER_ORBAX_INFO"):
-        # Orbax logs a dozen INFO lines per host per checkpoint and buries MaxText's own lines;
-        # its warnings and errors still show. LAUNCHER_ORBAX_INFO=1 keeps everything.
-        logging.getLogger("absl").addFilter(_drop_orbax_info)
+    quiet_orbax()
     tracker = ProgressTracker(
         total_steps=int(config.get("steps", 0)),
         echo=rank == 0,

@@ -43,6 +43,17 @@ class LocalCluster:
         )
         return proc.returncode, proc.stdout + proc.stderr
 
+    def generate(self, run: str, *options: str, timeout: int = 300):
+        """Generates through the same code path as `make generate`; (exit code, output)."""
+        argv = [sys.executable, "-m", "launcher", "generate", "--run", run, *options]
+        if not self.started_here:
+            argv += ["--", f"base_output_directory={self.bucket}"]
+        env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
+        proc = subprocess.run(
+            argv, cwd=REPO, text=True, capture_output=True, timeout=timeout, env=env
+        )
+        return proc.returncode, proc.stdout + proc.stderr
+
 
 def full_log(output: str) -> str:
     """The job's whole log, which `submit` keeps in the file it names (FULL_LOG PATH)."""

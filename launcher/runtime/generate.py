@@ -1,0 +1,178 @@
+"""`tpu-launcher decode`: generate text from a run's checkpoint, on the slice, with MaxText's own
+inference engine. It is the job `tpu-launcher generate` (`make generate`) submits.
+
+The model is the one the run trained (its config and overrides, kept in the run's directory
+by `train`), its parameters the latest committed checkpoint (or --step). The engine runs on
+every host of the slice through the same JaxTrainer as training; the driver tokenizes the
+prompt, and decodes and prints what rank 0 generated.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.errors import UsageError
+from launcher.core.generate_request import GENERATED_MARK, GenerateRequest, check_request
+from launcher.core.job_plan import (
+    DEFAULT_OUTPUT_DIR,
+    OUTPUT_DIR_ENV,
+    RESULT_MARK,
+    JobOptions,
+    plan_job,
+)
+from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.run_record import read_run_record
+from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos
+
+# The prompt is padded to a multiple of this: prompts of similar length share one compiled
+# prefill (in the run's compilation cache).
+PREFILL_BUCKET = 16
+
+
+@dataclass(frozen=True)
+class GenerationPlan:
+    run_dir: Path
+    step: int
+    args: MaxTextArgs  # the run's model, pointed at the checkpoint, sized for the prompt
+    tokenizer: Tokenizer
+    prompt_ids: list[int]
+
+
+def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan:
+    """Finds the run and its checkpoint and builds the decode arguments. Raises UsageError."""
+    check_request(request)
+    given = MaxTextArgs.parse(request.maxtext_argv).overrides if request.maxtext_argv else {}
+    out_dir = given.get("base_output_directory", output_dir)
+    run_dir = Path(out_dir) / request.run
+    steps = committed_steps(run_dir)
+    if not steps:
+        raise UsageError(
+            "RUN",
+            f"run {request.run!r} has no committed checkpoint in {run_dir / CHECKPOINTS_SUBDIR}",
+            f'train it first (`make demo`, or `make submit ARGS="... run_name={request.run}"`),'
+            " or name a run that has checkpoints",
+        )
+    step = steps[-1] if request.step is None else request.step
+    if step not in steps:
+        raise UsageError(
+            "STEP",
+            f"run {request.run!r} has no committed checkpoint {step} (it has "
+            f"{', '.join(map(str, steps))})",
+            f"pick one of those, or leave STEP out for the latest ({steps[-1]})",
+        )
+    model = _model_args(run_dir, request.run, request.maxtext_argv)
+    tokenizer = tokenizer_for(model)
+    prompt_ids = tokenizer.encode(request.prompt)
+    prefill = -(-len(prompt_ids) // PREFILL_BUCKET) * PREFILL_BUCKET
+    forced = {
+        "base_output_directory": out_dir,
+        "load_parameters_path": str(run_dir / CHECKPOINTS_SUBDIR / str(step) / "items"),
+        "enable_checkpointing": "false",
+        "max_prefill_predict_length": str(prefill),
+        "max_target_length": str(prefill + request.max_tokens),
+        "decode_sampling_strategy": "greedy" if request.temperature == 0 else "weighted",
+        "decode_sampling_temperature": str(request.temperature or 1.0),
+    }
+    # Parameters only: a full training state to restore would need the optimizer's too.
+    kept = {k: v for k, v in model.overrides.items() if k != "load_full_state_path"}
+    args = MaxTextArgs(model.config, {**kept, **forced})
+    return GenerationPlan(run_dir, step, args, tokenizer, prompt_ids)
+
+
+def _model_args(run_dir: Path, run: str, argv: list[str]) -> MaxTextArgs:
+    """The run's recorded arguments with the user's key=value on top; a config file given
+    first replaces the record (a run trained elsewhere has none)."""
+    if argv and argv[0].endswith((".yml", ".yaml")) and "=" not in argv[0]:
+        return MaxTextArgs.parse(argv).with_defaults(run_name=run)
+    recorded = read_run_record(run_dir)
+    extra = MaxTextArgs.parse(argv).overrides if argv else {}
+    return MaxTextArgs(recorded.config, {**recorded.overrides, **extra})
+
+
+def generate(request: GenerateRequest) -> int:
+    from launcher.runtime.entrypoint import ray_nodes, slice_trainer
+    from launcher.runtime.generate_worker import generate_per_worker
+    from launcher.runtime.worker import read_summary
+
+    plan = plan_generation(request, os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR))
+    job = plan_job(
+        JobOptions(), plan.args.argv()[1:], nodes=ray_nodes(JobOptions()), require_slice=True
+    )
+    assert job.slices is not None
+    print(
+        f"launcher: generate from run {request.run}, checkpoint step {plan.step} "
+        f"({plan.run_dir / CHECKPOINTS_SUBDIR / str(plan.step)})",
+        flush=True,
+    )
+    print(
+        f"launcher: {job.slices.describe()}: {job.slices.num_workers} workers x "
+        f"{job.slices.devices_per_host} devices, MaxText's inference engine",
+        flush=True,
+    )
+    sampling = "greedy" if request.temperature == 0 else f"temperature {request.temperature}"
+    print(
+        f"launcher: prompt of {len(plan.prompt_ids)} tokens ({plan.tokenizer.name}); "
+        f"{request.max_tokens} new tokens, {sampling}, seed {request.seed}",
+        flush=True,
+    )
+    summary_key = f"generate/{request.run}/{uuid.uuid4().hex}"
+    trainer = slice_trainer(
+        job,
+        generate_per_worker,
+        {
+            "argv": job.args.argv("decode"),
+            "prompt_ids": plan.prompt_ids,
+            "max_tokens": request.max_tokens,
+            "seed": request.seed,
+            "summary_key": summary_key,
+        },
+        name=f"{request.run}-generate",
+        max_failures=0,  # nothing to resume: a failure is reported, not retried
+    )
+    started = time.monotonic()
+    try:
+        trainer.fit()
+    except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
+        print(f"\nlauncher: generation failed: {type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    _print_result(request, plan, read_summary(summary_key), time.monotonic() - started)
+    return 0
+
+
+def _print_result(request: GenerateRequest, plan: GenerationPlan, out: dict, seconds: float):
+    ids = until_eos(list(out["token_ids"]), plan.tokenizer.eos_id)
+    text = plan.tokenizer.decode(ids)
+    quoted = json.dumps  # control characters escaped: a tiny model emits any byte
+    print(f"\n{GENERATED_MARK}", flush=True)
+    print(f"run:        {request.run}, checkpoint step {plan.step}")
+    print(f"prompt:     {quoted(request.prompt, ensure_ascii=False)}")
+    print(f"generated:  {quoted(text, ensure_ascii=False)}")
+    print(f"token ids:  {' '.join(map(str, ids))}")
+    per_token = out["generate_seconds"] / max(1, len(ids) - 1)
+    print(
+        f"time:       {seconds:.0f}s on the slice: parameters loaded in {out['load_seconds']}s, "
+        f"prefill {out['prefill_seconds']}s (compile included), {len(ids) - 1} more tokens "
+        f"in {out['generate_seconds']}s ({per_token * 1000:.0f} ms/token)"
+    )
+    print(
+        RESULT_MARK
+        + json.dumps(
+            {
+                "run": request.run,
+                "step": plan.step,
+                "prompt_ids": plan.prompt_ids,
+                "token_ids": ids,
+                "text": text,
+                "seed": request.seed,
+                **{k: v for k, v in out.items() if k.endswith("_seconds")},
+            }
+        ),
+        flush=True,
+    )

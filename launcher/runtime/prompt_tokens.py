@@ -1,0 +1,79 @@
+"""Text to token ids and back, for the model a run trained.
+
+A model with a vocabulary of at most 256 (the demo's tiny-llama, trained on synthetic data) has
+no tokenizer file: its tokens are UTF-8 bytes. Any other model uses MaxText's own tokenizer from
+the run's `tokenizer_path` / `tokenizer_type`, the one its data pipeline used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs
+
+BYTE_VOCAB = 256
+
+
+class Tokenizer(Protocol):
+    name: str
+    eos_id: int | None
+
+    def encode(self, text: str) -> list[int]: ...
+    def decode(self, ids: list[int]) -> str: ...
+
+
+@dataclass
+class ByteTokenizer:
+    name: str = "UTF-8 bytes"
+    eos_id: int | None = None
+
+    def encode(self, text: str) -> list[int]:
+        return list(text.encode())
+
+    def decode(self, ids: list[int]) -> str:
+        # A tiny model's bytes are rarely valid UTF-8: show what is, mark what is not.
+        return bytes(i for i in ids if 0 <= i < BYTE_VOCAB).decode(errors="replace")
+
+
+@dataclass
+class MaxTextTokenizer:
+    name: str
+    eos_id: int | None
+    _impl: object
+
+    def encode(self, text: str) -> list[int]:
+        return list(self._impl.encode(text))  # type: ignore[attr-defined]
+
+    def decode(self, ids: list[int]) -> str:
+        return str(self._impl.decode(ids))  # type: ignore[attr-defined]
+
+
+def tokenizer_for(args: MaxTextArgs) -> Tokenizer:
+    """The tokenizer of the model `args` describe. Raises UsageError."""
+    vocab = int(args.get("vocab_size"))
+    path = str(args.get("tokenizer_path") or "")
+    if vocab <= BYTE_VOCAB and not path:
+        return ByteTokenizer()
+    if not path:
+        raise UsageError(
+            "tokenizer_path",
+            f"the model has a vocabulary of {vocab} and its config names no tokenizer",
+            "add tokenizer_path=<file or Hugging Face id> (and tokenizer_type=) after --",
+        )
+    from maxtext.input_pipeline.tokenizer import build_tokenizer
+
+    kind = str(args.get("tokenizer_type"))
+    # BOS as the model was trained (add_bos); no EOS: the prompt is a prefix, not a document.
+    add_bos = bool(args.get("add_bos"))
+    impl = build_tokenizer(path, kind, add_bos, False, args.get("hf_access_token"))
+    eos = getattr(impl, "eos_id", None)
+    return MaxTextTokenizer(f"{kind} {path}", eos if isinstance(eos, int) else None, impl)
+
+
+def until_eos(ids: list[int], eos_id: int | None) -> list[int]:
+    """The generated ids up to and including the first end-of-sequence token."""
+    if eos_id is not None and eos_id in ids:
+        return ids[: ids.index(eos_id) + 1]
+    return ids
