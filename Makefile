@@ -123,6 +123,11 @@ generate: venv ## Generate from RUN's latest checkpoint (default demo) with MaxT
 	  --temperature $(TEMPERATURE) $(if $(STEP),--step $(STEP)) $(if $(ADDRESS),--address $(ADDRESS)) \
 	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) $(if $(filter command line,$(origin ARGS)),-- $(ARGS))
 
+.PHONY: export
+export: venv ## Write RUN's latest checkpoint (STEP= another) as a Hugging Face model in <run>/hf/<step>, for vLLM (a job on the cluster).
+	$(TL) export --run $(RUN) $(if $(STEP),--step $(STEP)) $(if $(ADDRESS),--address $(ADDRESS)) \
+	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) $(if $(filter command line,$(origin ARGS)),-- $(ARGS))
+
 ##@ Local cluster
 
 .PHONY: up

@@ -6,6 +6,7 @@
     tpu-launcher preflight --values F -- [job args]
     tpu-launcher train [job args]            the JaxTrainer entrypoint (in the cluster)
     tpu-launcher generate --run R --prompt P text from a run's checkpoint (submits `decode`)
+    tpu-launcher export --run R              the checkpoint as a Hugging Face model (`convert`)
 
 Job args are the launcher's flags (`tpu-launcher train --help`) followed by MaxText's
 `[config.yml] key=value ...`. Options are parsed here, once, into each command's request;
@@ -83,19 +84,19 @@ def _parser() -> argparse.ArgumentParser:
         help="generate text from a run's latest checkpoint, on the cluster's slice",
     )
     _generation_options(p)
-    p.add_argument("--address", help="Ray dashboard URL (default: as for submit)")
-    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
-    p.add_argument("--namespace", default="default", help="the release's namespace")
-    p.add_argument(
-        "--verbose",
-        action="store_true",
-        default=os.environ.get("VERBOSE", "") not in ("", "0"),
-        help="show every line of the job live [env VERBOSE=1]",
-    )
+    _target_options(p)
     p = sub.add_parser(
         "decode", help="generate's job: MaxText's inference engine on the slice (in the cluster)"
     )
     _generation_options(p)
+    p = sub.add_parser(
+        "export",
+        help="write a run's checkpoint as a Hugging Face model next to it, for vLLM",
+    )
+    _run_options(p)
+    _target_options(p)
+    p = sub.add_parser("convert", help="export's job: the conversion (in the cluster)")
+    _run_options(p)
 
     p = sub.add_parser(
         "preflight", help="will the job fit the slice? (compiles for the TPU on CPU)"
@@ -181,12 +182,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _generation_options(p: argparse.ArgumentParser) -> None:
+def _target_options(p: argparse.ArgumentParser) -> None:
+    """Where a job about a trained run is submitted (as for submit)."""
+    p.add_argument("--address", help="Ray dashboard URL (default: as for submit)")
+    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        default=os.environ.get("VERBOSE", "") not in ("", "0"),
+        help="show every line of the job live [env VERBOSE=1]",
+    )
+
+
+def _run_options(p: argparse.ArgumentParser) -> None:
+    """Which trained run and checkpoint, and the model keys over the run's own."""
     p.add_argument("--run", required=True, help="the run_name it was trained with")
-    p.add_argument("--prompt", required=True, help="the text to continue")
-    p.add_argument("--max-tokens", type=int, default=32, help="tokens to generate")
-    p.add_argument("--seed", type=int, default=0, help="the same seed generates the same text")
-    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
     p.add_argument("--step", type=int, help="the checkpoint (default: the latest committed)")
     p.add_argument(
         "maxtext_args",
@@ -196,8 +207,16 @@ def _generation_options(p: argparse.ArgumentParser) -> None:
     )
 
 
+def _generation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument("--max-tokens", type=int, default=32, help="tokens to generate")
+    p.add_argument("--seed", type=int, default=0, help="the same seed generates the same text")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
+    _run_options(p)
+
+
 def _generate_request(ns: argparse.Namespace):
-    from launcher.core.generate_request import GenerateRequest
+    from launcher.core.run_requests import GenerateRequest
 
     return GenerateRequest(
         ns.run,
@@ -208,6 +227,12 @@ def _generate_request(ns: argparse.Namespace):
         step=ns.step,
         maxtext_argv=_job_args(ns.maxtext_args),
     )
+
+
+def _export_request(ns: argparse.Namespace):
+    from launcher.core.run_requests import ExportRequest
+
+    return ExportRequest(ns.run, step=ns.step, maxtext_argv=_job_args(ns.maxtext_args))
 
 
 def _dispatch(ns: argparse.Namespace) -> int:
@@ -229,24 +254,27 @@ def _dispatch(ns: argparse.Namespace) -> int:
                 verbose=ns.verbose,
             )
         )
-    if ns.command == "generate":
-        from launcher.client.ray_jobs import SubmitRequest, generate, use_token_if_present
+    if ns.command in ("generate", "export"):
+        from launcher.client.ray_jobs import (
+            SubmitRequest,
+            submit_run_request,
+            use_token_if_present,
+        )
 
         use_token_if_present()
-        return generate(
-            _generate_request(ns),
-            SubmitRequest(
-                [],
-                address=ns.address,
-                release=ns.release,
-                namespace=ns.namespace,
-                verbose=ns.verbose,
-            ),
+        target = SubmitRequest(
+            [], address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
         )
+        request = _generate_request(ns) if ns.command == "generate" else _export_request(ns)
+        return submit_run_request(request, target)
     if ns.command == "decode":
         from launcher.runtime.generate import generate as decode
 
         return decode(_generate_request(ns))
+    if ns.command == "convert":
+        from launcher.runtime.hf_export import export
+
+        return export(_export_request(ns))
     if ns.command in ("logs", "status", "stop"):
         from launcher.client.ray_jobs import act_on_job, use_token_if_present
 

@@ -15,9 +15,9 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from launcher.core.generate_request import GENERATED_MARK
 from launcher.core.job_plan import RESULT_MARK
 from launcher.core.progress_line import PROGRESS_LINE
+from launcher.core.run_requests import EXPORTED_MARK, GENERATED_MARK
 
 # Ray prefixes a worker's lines with "(RayTrainWorker pid=123)" (coloured on a terminal).
 _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]*m)?\s?")
@@ -25,7 +25,7 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The lines always shown, by how they start once Ray's prefix is gone.
 _SHOWN = ("launcher:", "tpu-launcher", "[checkpoint]", "[restart]", "[FailurePolicy]")
 # The summaries a job ends with (training's; generation's): shown whole.
-_SUMMARY_START = ("== training finished ==", GENERATED_MARK)
+_SUMMARY_START = ("== training finished ==", GENERATED_MARK, EXPORTED_MARK)
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 # How submit names the job's log file, first thing: "full log: PATH" (tools follow that file).
 FULL_LOG = "full log: "

@@ -26,10 +26,10 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.job_output import FULL_LOG, JobOutput
 from launcher.core.errors import UsageError
-from launcher.core.generate_request import GenerateRequest, check_request
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_plan import RESULT_MARK, parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
+from launcher.core.run_requests import ExportRequest, GenerateRequest, check_request
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 # The last submission id, so `make logs|status|stop` need no JOB=.
@@ -135,18 +135,18 @@ def submit(request: SubmitRequest) -> int:
         return _submit(request, plan.run_name, _address(request, stack), entrypoint)
 
 
-def generate(request: GenerateRequest, target: SubmitRequest) -> int:
-    """Submits `tpu-launcher decode` for `request` to `target`'s cluster and follows it: the
-    text generated from the run's checkpoint; 0 when it succeeded. The run, its checkpoint
-    and its model are found in the cluster (on the bucket); the request is checked here."""
+def submit_run_request(request: GenerateRequest | ExportRequest, target: SubmitRequest) -> int:
+    """Submits what `make generate` or `make export` asks of a trained run to `target`'s
+    cluster and follows it; 0 when it succeeded. The run, its checkpoint and its model are
+    found in the cluster (on the bucket); the request is checked here first."""
     check_request(request)
     with contextlib.ExitStack() as stack:
         return _submit(
             target,
-            f"generate-{request.run}",
+            f"{request.verb}-{request.run}",
             _address(target, stack),
-            request.decode_argv(),
-            title="generating",
+            request.command(),
+            title=request.title,
         )
 
 

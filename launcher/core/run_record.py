@@ -1,15 +1,18 @@
-"""How a run was trained, kept in the run's directory next to its checkpoints.
+"""How a run was trained, kept in the run's directory next to its checkpoints, and the
+checkpoint of a run that `generate` and `export` read.
 
-`tpu-launcher train` writes it before the workers start; `tpu-launcher generate` reads it to
-build the same model (config file and overrides) around a checkpoint, so `RUN=demo` is all a
-user names. A run trained elsewhere has none: its MaxText arguments are given by hand.
+`tpu-launcher train` writes the record before the workers start; `generate` and `export` read
+it to build the same model (config file and overrides) around a checkpoint, so `RUN=demo` is
+all a user names. A run trained elsewhere has none: its MaxText arguments are given by hand.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
 
@@ -42,3 +45,58 @@ def read_run_record(run_dir: Path) -> MaxTextArgs:
         )
     record = json.loads(path.read_text())
     return MaxTextArgs(Path(record["config"]), dict(record["overrides"]))
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """A committed checkpoint of a run and the model that reads it."""
+
+    run: str
+    run_dir: Path
+    step: int
+    model: MaxTextArgs  # the run's arguments with the user's on top; no full-state restore
+
+    @property
+    def items_dir(self) -> Path:
+        """Orbax's tree of the training state (parameters, optimizer state, step)."""
+        return self.run_dir / CHECKPOINTS_SUBDIR / str(self.step) / "items"
+
+
+def find_run_checkpoint(
+    run: str, step: int | None, maxtext_argv: list[str], output_dir: str
+) -> RunCheckpoint:
+    """The run's latest committed checkpoint (or `step`) under the output directory (or the
+    base_output_directory= the user gives). Raises UsageError."""
+    given = MaxTextArgs.parse(maxtext_argv).overrides if maxtext_argv else {}
+    run_dir = Path(given.get("base_output_directory", output_dir)) / run
+    steps = committed_steps(run_dir)
+    if not steps:
+        raise UsageError(
+            "RUN",
+            f"run {run!r} has no committed checkpoint in {run_dir / CHECKPOINTS_SUBDIR}",
+            f'train it first (`make demo`, or `make submit ARGS="... run_name={run}"`), or name '
+            "a run that has checkpoints",
+        )
+    chosen = steps[-1] if step is None else step
+    if chosen not in steps:
+        raise UsageError(
+            "STEP",
+            f"run {run!r} has no committed checkpoint {chosen} (it has "
+            f"{', '.join(map(str, steps))})",
+            f"pick one of those, or leave STEP out for the latest ({steps[-1]})",
+        )
+    model = _model_args(run_dir, run, maxtext_argv)
+    # Parameters only: a full training state to restore would need the optimizer's too.
+    kept = {k: v for k, v in model.overrides.items() if k != "load_full_state_path"}
+    kept["base_output_directory"] = str(run_dir.parent)
+    return RunCheckpoint(run, run_dir, chosen, MaxTextArgs(model.config, kept))
+
+
+def _model_args(run_dir: Path, run: str, argv: list[str]) -> MaxTextArgs:
+    """The run's recorded arguments with the user's key=value on top; a config file given
+    first replaces the record (a run trained elsewhere has none)."""
+    if argv and argv[0].endswith((".yml", ".yaml")) and "=" not in argv[0]:
+        return MaxTextArgs.parse(argv).with_defaults(run_name=run)
+    recorded = read_run_record(run_dir)
+    extra = MaxTextArgs.parse(argv).overrides if argv else {}
+    return MaxTextArgs(recorded.config, {**recorded.overrides, **extra})

@@ -17,9 +17,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
-from launcher.core.errors import UsageError
-from launcher.core.generate_request import GENERATED_MARK, GenerateRequest, check_request
+from launcher.core.checkpoints import CHECKPOINTS_SUBDIR
 from launcher.core.job_plan import (
     DEFAULT_OUTPUT_DIR,
     OUTPUT_DIR_ENV,
@@ -28,7 +26,8 @@ from launcher.core.job_plan import (
     plan_job,
 )
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.run_record import read_run_record
+from launcher.core.run_record import find_run_checkpoint
+from launcher.core.run_requests import GENERATED_MARK, GenerateRequest, check_request
 from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos
 
 # The prompt is padded to a multiple of this: prompts of similar length share one compiled
@@ -48,52 +47,21 @@ class GenerationPlan:
 def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan:
     """Finds the run and its checkpoint and builds the decode arguments. Raises UsageError."""
     check_request(request)
-    given = MaxTextArgs.parse(request.maxtext_argv).overrides if request.maxtext_argv else {}
-    out_dir = given.get("base_output_directory", output_dir)
-    run_dir = Path(out_dir) / request.run
-    steps = committed_steps(run_dir)
-    if not steps:
-        raise UsageError(
-            "RUN",
-            f"run {request.run!r} has no committed checkpoint in {run_dir / CHECKPOINTS_SUBDIR}",
-            f'train it first (`make demo`, or `make submit ARGS="... run_name={request.run}"`),'
-            " or name a run that has checkpoints",
-        )
-    step = steps[-1] if request.step is None else request.step
-    if step not in steps:
-        raise UsageError(
-            "STEP",
-            f"run {request.run!r} has no committed checkpoint {step} (it has "
-            f"{', '.join(map(str, steps))})",
-            f"pick one of those, or leave STEP out for the latest ({steps[-1]})",
-        )
-    model = _model_args(run_dir, request.run, request.maxtext_argv)
+    found = find_run_checkpoint(request.run, request.step, request.maxtext_argv, output_dir)
+    model = found.model
     tokenizer = tokenizer_for(model)
     prompt_ids = tokenizer.encode(request.prompt)
     prefill = -(-len(prompt_ids) // PREFILL_BUCKET) * PREFILL_BUCKET
     forced = {
-        "base_output_directory": out_dir,
-        "load_parameters_path": str(run_dir / CHECKPOINTS_SUBDIR / str(step) / "items"),
+        "load_parameters_path": str(found.items_dir),
         "enable_checkpointing": "false",
         "max_prefill_predict_length": str(prefill),
         "max_target_length": str(prefill + request.max_tokens),
         "decode_sampling_strategy": "greedy" if request.temperature == 0 else "weighted",
         "decode_sampling_temperature": str(request.temperature or 1.0),
     }
-    # Parameters only: a full training state to restore would need the optimizer's too.
-    kept = {k: v for k, v in model.overrides.items() if k != "load_full_state_path"}
-    args = MaxTextArgs(model.config, {**kept, **forced})
-    return GenerationPlan(run_dir, step, args, tokenizer, prompt_ids)
-
-
-def _model_args(run_dir: Path, run: str, argv: list[str]) -> MaxTextArgs:
-    """The run's recorded arguments with the user's key=value on top; a config file given
-    first replaces the record (a run trained elsewhere has none)."""
-    if argv and argv[0].endswith((".yml", ".yaml")) and "=" not in argv[0]:
-        return MaxTextArgs.parse(argv).with_defaults(run_name=run)
-    recorded = read_run_record(run_dir)
-    extra = MaxTextArgs.parse(argv).overrides if argv else {}
-    return MaxTextArgs(recorded.config, {**recorded.overrides, **extra})
+    args = MaxTextArgs(model.config, {**model.overrides, **forced})
+    return GenerationPlan(found.run_dir, found.step, args, tokenizer, prompt_ids)
 
 
 def generate(request: GenerateRequest) -> int:

@@ -1,51 +1,78 @@
-"""`make generate` end to end on the real local Ray cluster: a run trained by `tpu-launcher
-train`, then MaxText's inference engine on both simulated hosts (jax.distributed over 2
-processes x 4 CPU devices) loading the run's committed checkpoint. The tiny model's text is
-nonsense; what is asserted is the path: the checkpoint named, tokens generated, the same seed
-giving the same tokens, and another checkpoint giving others."""
+"""`make generate` and `make export` end to end on the real local Ray cluster, from a run trained
+by `tpu-launcher train`. Generation is MaxText's inference engine on both simulated hosts
+(jax.distributed over 2 processes x 4 CPU devices) loading the run's committed checkpoint; the
+export is checked against it by Hugging Face's Llama forward pass written out in numpy
+(tests/support/hf_llama_reference.py): the exported model must pick every token MaxText picked.
+The tiny model's text is nonsense; what is asserted is the path."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from tokenizers import Tokenizer
+
+from tests.support.hf_llama_reference import HfLlama
 from tests.support.local_ray import launcher_result, run_name
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+PROMPT = 'say "hello"'
 
 
-def test_generates_from_the_runs_latest_checkpoint_deterministically(local_cluster):
+def test_generates_and_exports_a_runs_checkpoint(local_cluster):
     name = run_name("gen")
     code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=8")
     assert code == 0, out[-6000:]
     assert launcher_result(out)["checkpoints"] == [0, 5, 7]
 
-    options = ("--prompt", 'say "hello"', "--max-tokens", "12", "--seed", "7")
-    code, out = local_cluster.generate(name, *options)
+    sampled = ("--prompt", PROMPT, "--max-tokens", "12", "--seed", "7")
+    code, out = local_cluster.about_run("generate", name, *sampled)
     assert code == 0, out[-6000:]
     first = launcher_result(out)
     assert (first["run"], first["step"]) == (name, 7), "not the latest committed checkpoint"
-    assert first["prompt_ids"] == list(b'say "hello"')
+    assert first["prompt_ids"] == list(PROMPT.encode())
     assert len(first["token_ids"]) == 12 and all(0 <= t < 256 for t in first["token_ids"])
     # What a user reads: the checkpoint, the slice, the text; not MaxText's config dump.
     assert f"generate from run {name}, checkpoint step 7" in out
     assert "2 workers x 4 devices" in out and "generated:  " in out
     assert "Config param" not in out and len(out.splitlines()) <= 25, out
-
-    code, out = local_cluster.generate(name, *options)
+    code, out = local_cluster.about_run("generate", name, *sampled)
     assert code == 0, out[-6000:]
     assert launcher_result(out)["token_ids"] == first["token_ids"], "same seed, other tokens"
 
-    code, out = local_cluster.generate(name, *options, "--step", "0")
+    # Greedy in float32 from an earlier checkpoint, to hold the export against.
+    greedy = ("--prompt", PROMPT, "--max-tokens", "12", "--temperature", "0", "--step", "5")
+    code, out = local_cluster.about_run("generate", name, *greedy, "--", "dtype=float32")
     assert code == 0, out[-6000:]
-    at_step_0 = launcher_result(out)
-    assert at_step_0["step"] == 0
-    assert at_step_0["token_ids"] != first["token_ids"], (
-        "the checkpoint's parameters made no difference"
+    picked = launcher_result(out)
+    assert picked["step"] == 5
+
+    code, out = local_cluster.about_run("export", name, "--step", "5")
+    assert code == 0, out[-6000:]
+    exported = launcher_result(out)
+    model_dir = Path(exported["dir"])
+    assert (exported["step"], model_dir.name, model_dir.parent.name) == (5, "5", "hf")
+    assert exported["source"].endswith(f"{name}/checkpoints/5")
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= {
+        p.name for p in model_dir.iterdir()
+    }
+    assert "== exported ==" in out and "--set vllm.model=" in out
+    assert not list(model_dir.parent.glob(".*tmp*")), "a staging directory was left behind"
+    hf = HfLlama(model_dir)
+    assert hf.config["architectures"] == ["LlamaForCausalLM"]
+    assert Tokenizer.from_file(str(model_dir / "tokenizer.json")).encode(PROMPT).ids == list(
+        PROMPT.encode()
     )
+    agreement = hf.greedy_agreement(list(PROMPT.encode()), picked["token_ids"])
+    assert all(agreement), f"the exported model disagrees with MaxText at {agreement}"
+
+    code, out = local_cluster.about_run("export", name, "--step", "5")
+    assert code == 0 and "exists (exported before); kept" in out, out[-4000:]
 
 
 def test_a_run_without_checkpoints_is_named_with_the_fix(local_cluster):
-    code, out = local_cluster.generate("no-such-run", "--prompt", "hi")
+    code, out = local_cluster.about_run("generate", "no-such-run", "--prompt", "hi")
     assert code == 1, out[-4000:]
     assert "run 'no-such-run' has no committed checkpoint" in out
     assert "fix: train it first" in out

@@ -43,11 +43,13 @@ class LocalCluster:
         )
         return proc.returncode, proc.stdout + proc.stderr
 
-    def generate(self, run: str, *options: str, timeout: int = 300):
-        """Generates through the same code path as `make generate`; (exit code, output)."""
-        argv = [sys.executable, "-m", "launcher", "generate", "--run", run, *options]
+    def about_run(self, command: str, run: str, *options: str, timeout: int = 300):
+        """`generate` or `export` through the same code path as `make generate|export`;
+        (exit code, output). MaxText keys go in `options` after "--"."""
+        argv = [sys.executable, "-m", "launcher", command, "--run", run, *options]
         if not self.started_here:
-            argv += ["--", f"base_output_directory={self.bucket}"]
+            argv += [] if "--" in options else ["--"]
+            argv.append(f"base_output_directory={self.bucket}")
         env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
         proc = subprocess.run(
             argv, cwd=REPO, text=True, capture_output=True, timeout=timeout, env=env

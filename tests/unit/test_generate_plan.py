@@ -14,10 +14,10 @@ from launcher.cli import _generate_request, _parser
 from launcher.client.job_output import JobOutput
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, COMMIT_MARKER
 from launcher.core.errors import UsageError
-from launcher.core.generate_request import GENERATED_MARK, GenerateRequest, check_request
 from launcher.core.job_plan import RESULT_MARK
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_record import RUN_RECORD, read_run_record, write_run_record
+from launcher.core.run_requests import GENERATED_MARK, GenerateRequest, check_request
 from launcher.runtime.generate import PREFILL_BUCKET, plan_generation
 from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, until_eos
 
@@ -118,7 +118,7 @@ def test_the_request_reaches_the_cluster_unchanged():
         step=5,
         maxtext_argv=["tokenizer_path=/t/tok.model", "add_bos=false"],
     )
-    argv = request.decode_argv()
+    argv = request.command()
     assert argv[:4] == ["python", "-m", "launcher", "decode"]
     assert _generate_request(_parser().parse_args(argv[3:])) == request
 

@@ -1,5 +1,6 @@
-"""What `make generate` asks for, read once on the workstation (`tpu-launcher generate`, which
-checks it and submits it) and again in the cluster (`tpu-launcher decode`, which runs it)."""
+"""What `make generate` and `make export` ask of a trained run, read once on the workstation
+(`tpu-launcher generate|export`, which check and submit them) and again in the cluster
+(`tpu-launcher decode|convert`, which run them)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ from dataclasses import dataclass, field
 from launcher.core.errors import UsageError
 
 DECODE_ENTRYPOINT = ["python", "-m", "launcher", "decode"]
-# The line the generation's summary starts with (submit shows it whole).
+CONVERT_ENTRYPOINT = ["python", "-m", "launcher", "convert"]
+# The lines their summaries start with (submit shows them whole).
 GENERATED_MARK = "== generated =="
+EXPORTED_MARK = "== exported =="
 
 
 @dataclass(frozen=True)
@@ -22,7 +25,10 @@ class GenerateRequest:
     step: int | None = None  # default: the run's latest committed checkpoint
     maxtext_argv: list[str] = field(default_factory=list)  # over the run's own arguments
 
-    def decode_argv(self) -> list[str]:
+    verb = "generate"  # the job id's prefix
+    title = "generating"  # what submit's progress display says
+
+    def command(self) -> list[str]:
         """The in-cluster command that runs this request."""
         argv = [
             *DECODE_ENTRYPOINT,
@@ -37,10 +43,29 @@ class GenerateRequest:
         return [*argv, "--", *self.maxtext_argv] if self.maxtext_argv else argv
 
 
-def check_request(request: GenerateRequest) -> None:
+@dataclass(frozen=True)
+class ExportRequest:
+    run: str
+    step: int | None = None  # default: the run's latest committed checkpoint
+    maxtext_argv: list[str] = field(default_factory=list)  # over the run's own arguments
+
+    verb = "export"
+    title = "exporting"
+
+    def command(self) -> list[str]:
+        """The in-cluster command that runs this request."""
+        argv = [*CONVERT_ENTRYPOINT, f"--run={self.run}"]
+        if self.step is not None:
+            argv.append(f"--step={self.step}")
+        return [*argv, "--", *self.maxtext_argv] if self.maxtext_argv else argv
+
+
+def check_request(request: GenerateRequest | ExportRequest) -> None:
     """What can be refused before anything starts. Raises UsageError."""
     if not request.run:
-        raise UsageError("RUN", "is empty", "name the run to generate from: RUN=demo")
+        raise UsageError("RUN", "is empty", "name the run: RUN=demo")
+    if isinstance(request, ExportRequest):
+        return
     if not request.prompt:
         raise UsageError("PROMPT", "is empty", 'give the text to continue: PROMPT="hello"')
     if request.max_tokens < 1:

@@ -1,0 +1,323 @@
+"""`tpu-launcher convert`: a run's committed checkpoint as a Hugging Face model directory
+(config.json, model.safetensors, tokenizer) next to its checkpoints, which vLLM serves. It is
+the job `tpu-launcher export` (`make export`) submits.
+
+Only the parameters are read (Orbax restores the `params` subtree of the training state, as
+numpy). Names, shapes and layout changes (MaxText folds 1/sqrt(head_dim) into the query kernel
+where Hugging Face scales in attention; Llama 3.1's rotary pairs are interleaved in MaxText and
+halves in Hugging Face) are MaxText's own Llama conversion tables
+(`maxtext.checkpoint_conversion`), applied here without the torch its converter needs. The
+directory is written beside its final name and renamed last, so a half-written export is never
+served.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import DEFAULT_OUTPUT_DIR, OUTPUT_DIR_ENV, RESULT_MARK
+from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
+from launcher.core.run_requests import EXPORTED_MARK, ExportRequest, check_request
+from launcher.runtime.prompt_tokens import BYTE_VOCAB
+
+EXPORT_SUBDIR = "hf"  # <run>/hf/<step>/
+EXPORT_RECORD = "tpu-launcher-export.json"
+WEIGHTS_FILE = "model.safetensors"
+# MaxText's decoder block for the Llama family (Llama 2, 3, 3.1 and the demo's tiny-llama).
+LLAMA_BLOCK = "llama2"
+ROPE_TYPES = ("default", "llama3.1")
+
+
+@dataclass(frozen=True)
+class LlamaShape:
+    """The model's sizes as MaxText derived them (pyconfig), named as Hugging Face names them."""
+
+    vocab_size: int
+    hidden_size: int
+    intermediate_size: int
+    num_hidden_layers: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    rms_norm_eps: float
+    rope_theta: float
+    rope_type: str
+    max_position_embeddings: int
+    tie_word_embeddings: bool
+    scan_layers: bool
+    param_scan_axis: int
+
+    @classmethod
+    def from_maxtext(cls, c) -> LlamaShape:
+        block = str(getattr(c.decoder_block, "value", c.decoder_block))  # pyconfig's enums
+        if block != LLAMA_BLOCK:
+            raise UsageError(
+                "decoder_block",
+                f"export writes Llama-family models (decoder_block {LLAMA_BLOCK}); this run's "
+                f"is {block}",
+                "convert it with MaxText's own converter (python -m "
+                "maxtext.checkpoint_conversion.to_huggingface, needs torch) and point "
+                "vllm.model at its output",
+            )
+        rope_type = str(getattr(c.rope_type, "value", c.rope_type))  # pyconfig's enums
+        if rope_type not in ROPE_TYPES:
+            raise UsageError(
+                "rope_type",
+                f"export knows rope_type {' and '.join(ROPE_TYPES)}; this run's is {rope_type}",
+                "use MaxText's own converter (maxtext.checkpoint_conversion.to_huggingface)",
+            )
+        return cls(
+            vocab_size=int(c.vocab_size),
+            hidden_size=int(c.emb_dim),
+            intermediate_size=int(c.mlp_dim),
+            num_hidden_layers=int(c.num_decoder_layers),
+            num_attention_heads=int(c.num_query_heads),
+            num_key_value_heads=int(c.num_kv_heads),
+            head_dim=int(c.head_dim),
+            rms_norm_eps=float(c.normalization_layer_epsilon),
+            rope_theta=float(c.rope_max_timescale),
+            rope_type=rope_type,
+            max_position_embeddings=int(c.max_target_length),
+            tie_word_embeddings=bool(c.logits_via_embedding),
+            scan_layers=bool(c.scan_layers),
+            param_scan_axis=int(c.param_scan_axis),
+        )
+
+    def hf_dims(self) -> dict:
+        """The dict MaxText's conversion tables read."""
+        keys = (
+            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+            "num_attention_heads", "num_key_value_heads", "head_dim",
+        )  # fmt: skip
+        return {k: getattr(self, k) for k in keys}
+
+    def hf_config(self, dtype: str, special: dict[str, int | None]) -> dict:
+        """config.json of a transformers LlamaForCausalLM with these sizes; `special`: the
+        tokenizer's bos/eos token ids (None: it has none, and vLLM stops at no token)."""
+        import transformers
+
+        rope: dict = {"rope_type": "default", "rope_theta": self.rope_theta}
+        if self.rope_type == "llama3.1":  # MaxText's LLaMARotaryEmbedding: Llama 3.1's scaling
+            from maxtext.checkpoint_conversion.utils.hf_model_configs import llama31_8b_config
+
+            rope = {**llama31_8b_config.rope_scaling, "rope_theta": self.rope_theta}
+        config = transformers.LlamaConfig(
+            architectures=["LlamaForCausalLM"],
+            **special,
+            **self.hf_dims(),
+            rms_norm_eps=self.rms_norm_eps,
+            max_position_embeddings=self.max_position_embeddings,
+            tie_word_embeddings=self.tie_word_embeddings,
+            rope_parameters=rope,
+            torch_dtype=dtype,
+        )
+        return config.to_dict()
+
+
+def restore_params(items_dir: Path) -> dict:
+    """The parameters of an Orbax training state ({"params": {"decoder": ...}}, MaxText's
+    conversion tables' form), as numpy arrays on this host."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    items_dir = items_dir.resolve()  # Orbax finds no metadata under a relative path
+    checkpointer = ocp.PyTreeCheckpointer()
+    tree = checkpointer.metadata(items_dir).item_metadata.tree
+    wanted = {"params": tree["params"]}
+    as_numpy = jax.tree.map(lambda _: ocp.RestoreArgs(restore_type=np.ndarray), wanted)
+    restored = checkpointer.restore(
+        items_dir,
+        args=ocp.args.PyTreeRestore(item=wanted, restore_args=as_numpy, partial_restore=True),
+    )
+    return restored["params"]  # a training state nests them: {"params": {"params": ...}}
+
+
+def to_hf_tensors(params: dict, shape: LlamaShape) -> dict[str, np.ndarray]:
+    """MaxText's parameter tree -> Hugging Face Llama tensors, by MaxText's own tables."""
+    from maxtext.checkpoint_conversion.utils.hf_shape import LLAMA31_HF_WEIGHTS_TO_SHAPE
+    from maxtext.checkpoint_conversion.utils.param_mapping import (
+        LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN,
+        LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING,
+    )
+
+    dims = shape.hf_dims()
+    names = LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING(dims, None, scan_layers=shape.scan_layers)
+    hooks = LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN(
+        dims, None, scan_layers=shape.scan_layers, saving_to_hf=True
+    )
+    shapes = LLAMA31_HF_WEIGHTS_TO_SHAPE(dims)
+    flat = _flatten(params)
+    if shape.tie_word_embeddings:  # no logits kernel: lm_head is the embedding
+        names = {k: v for k, v in names.items() if "logits_dense" not in k}
+    missing = sorted(set(names) - set(flat))
+    if missing:
+        raise UsageError(
+            "checkpoint",
+            f"the checkpoint has no {', '.join(missing[:3])} (a Llama-style MaxText model has)",
+            "check that the run's config is the one the checkpoint was trained with",
+        )
+    if shape.rope_type == "default":
+        # The tables are Llama 3.1's, whose rotary embedding (LLaMARotaryEmbedding) pairs
+        # features (2i, 2i+1) and so reorders q/k for Hugging Face's halves; the default one
+        # (RotaryEmbedding, Llama 2 and 3) already rotates halves: no reordering.
+        hooks = {k: [h for h in _chain(v) if h.__name__ != "adjust_rope"] for k, v in hooks.items()}
+    out: dict[str, np.ndarray] = {}
+    for mt_key, hf_names in names.items():
+        value = flat[mt_key]
+        per_layer = isinstance(hf_names, list)
+        for i, hf_name in enumerate(hf_names if per_layer else [hf_names]):
+            tensor = np.take(value, i, axis=shape.param_scan_axis) if per_layer else value
+            for hook in _chain(hooks.get(mt_key)):
+                tensor = hook(tensor, shapes[hf_name])
+            out[hf_name] = np.ascontiguousarray(np.asarray(tensor))
+            if list(out[hf_name].shape) != list(shapes[hf_name]):
+                raise AssertionError(f"{hf_name}: {out[hf_name].shape} != {shapes[hf_name]}")
+    return out
+
+
+def _chain(hooks) -> list:
+    return [] if hooks is None else list(hooks) if isinstance(hooks, list) else [hooks]
+
+
+def _flatten(tree: dict, prefix: str = "") -> dict[str, np.ndarray]:
+    """{'params': {'decoder': {...}}} -> {'params-decoder-...': array}: MaxText's key form."""
+    flat = {}
+    for key, value in tree.items():
+        name = f"{prefix}-{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name))
+        else:
+            flat[name] = value
+    return flat
+
+
+def byte_tokenizer_files(directory: Path) -> None:
+    """A tokenizer whose ids are UTF-8 bytes (the demo model's), in the Hugging Face format vLLM
+    and transformers load: byte-level BPE with the 256 byte symbols and no merges."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from tokenizers.pre_tokenizers import ByteLevel
+
+    alphabet = ByteLevel.alphabet()  # the 256 printable stand-ins of bytes, GPT-2's mapping
+    by_byte = {ch: _byte_of(ch) for ch in alphabet}
+    tokenizer = Tokenizer(models.BPE(vocab=by_byte, merges=[]))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    (directory / "tokenizer_config.json").write_text(
+        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1 << 20})
+    )
+
+
+def _byte_of(symbol: str) -> int:
+    """GPT-2's bytes_to_unicode, inverted: printable bytes stand for themselves, the others
+    were moved to 256 and up in order."""
+    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
+    if ord(symbol) in printable:
+        return ord(symbol)
+    others = [b for b in range(256) if b not in printable]
+    return others[ord(symbol) - 256]
+
+
+def tokenizer_files(args, directory: Path) -> tuple[str, dict[str, int | None]]:
+    """Writes the model's tokenizer into `directory`; says which, and its bos/eos ids."""
+    vocab, path = int(args.get("vocab_size")), str(args.get("tokenizer_path") or "")
+    if vocab <= BYTE_VOCAB and not path:
+        byte_tokenizer_files(directory)
+        return "UTF-8 bytes (tokenizer.json)", {"bos_token_id": None, "eos_token_id": None}
+    kind = str(args.get("tokenizer_type"))
+    if kind == "huggingface":
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(path, token=args.get("hf_access_token"))
+        tokenizer.save_pretrained(directory)
+        special = {"bos_token_id": tokenizer.bos_token_id, "eos_token_id": tokenizer.eos_token_id}
+        return f"Hugging Face {path}", special
+    raise UsageError(
+        "tokenizer_type",
+        f"export copies Hugging Face tokenizers; this run's is {kind} ({path})",
+        "train with the model's Hugging Face tokenizer (tokenizer_type=huggingface "
+        "tokenizer_path=<hub id or directory>), or give vLLM --tokenizer=<that> in "
+        "vllm.extraArgs",
+    )
+
+
+def export(request: ExportRequest) -> int:
+    check_request(request)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # reading and reshaping arrays: no device
+    found = find_run_checkpoint(
+        request.run,
+        request.step,
+        request.maxtext_argv,
+        os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR),
+    )
+    target = found.run_dir / EXPORT_SUBDIR / str(found.step)
+    print(
+        f"launcher: export run {found.run}, checkpoint step {found.step} "
+        f"({found.items_dir.parent}) to {target}",
+        flush=True,
+    )
+    if (target / EXPORT_RECORD).is_file():
+        print(f"launcher: {target} exists (exported before); kept", flush=True)
+        _print_result(found, target, json.loads((target / EXPORT_RECORD).read_text()))
+        return 0
+    started = time.monotonic()
+    from maxtext.configs import pyconfig
+
+    # The arrays are read on this host, in this one process.
+    model = found.model.with_defaults(hardware="cpu", skip_jax_distributed_system=True)
+    config = pyconfig.initialize(model.argv("export"))
+    shape = LlamaShape.from_maxtext(config)
+    tensors = to_hf_tensors(restore_params(found.items_dir), shape)
+    dtype = str(next(iter(tensors.values())).dtype)
+    staging = target.parent / f".{found.step}.tmp-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    try:
+        from safetensors.numpy import save_file
+
+        save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
+        (staging / WEIGHTS_FILE).chmod(0o644)  # safetensors writes 0600; a server reads it
+        tokenizer, special = tokenizer_files(found.model, staging)
+        config = shape.hf_config(dtype, special)
+        (staging / "config.json").write_text(json.dumps(config, indent=1))
+        record = {
+            "run": found.run,
+            "step": found.step,
+            "source": str(found.items_dir.parent),
+            "model": str(found.model.config),
+            "tokenizer": tokenizer,
+            "dtype": dtype,
+            "parameters": int(sum(t.size for t in tensors.values())),
+            "seconds": round(time.monotonic() - started, 1),
+        }
+        (staging / EXPORT_RECORD).write_text(json.dumps(record, indent=1) + "\n")
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _print_result(found, target, record)
+    return 0
+
+
+def _print_result(found: RunCheckpoint, target: Path, record: dict) -> None:
+    files = sorted(p for p in target.iterdir() if p.is_file())
+    print(f"\n{EXPORTED_MARK}", flush=True)
+    print(f"run:        {found.run}, checkpoint step {record['step']} ({record['source']})")
+    print(f"model:      {target} (Hugging Face LlamaForCausalLM, {record['dtype']})")
+    print(f"parameters: {record['parameters']:,}; tokenizer: {record['tokenizer']}")
+    print("files:      " + ", ".join(f"{p.name} ({p.stat().st_size:,} B)" for p in files))
+    mount = os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR).rstrip("/")
+    # The path in a serving pod, which mounts the bucket at the chart's default mount path.
+    inside = target
+    if target.is_relative_to(mount):
+        inside = f"{DEFAULT_OUTPUT_DIR}/{target.relative_to(mount)}"
+    print(f"serve it:   helm upgrade ... --set serving.engine=vllm --set vllm.model={inside}")
+    print(RESULT_MARK + json.dumps({**record, "dir": str(target)}), flush=True)
