@@ -128,6 +128,26 @@ export: venv ## Write RUN's latest checkpoint (STEP= another) as a Hugging Face 
 	$(TL) export --run $(RUN) $(if $(STEP),--step $(STEP)) $(if $(ADDRESS),--address $(ADDRESS)) \
 	  $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE)) $(if $(filter command line,$(origin ARGS)),-- $(ARGS))
 
+# Saxml (a release with serving.engine=saxml): RELEASE= port-forwards its HTTP Service, or
+# SAX_URL=http://<address>:8888. MODEL is /sax/<cell>/<name>.
+MODEL ?=
+MODEL_PATH ?=
+CHECKPOINT ?=
+REPLICAS ?= 1
+SAX_URL ?=
+SAX_TARGET = $(if $(SAX_URL),--url $(SAX_URL)) $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE))
+
+.PHONY: sax-publish sax-generate sax-list sax-unpublish
+sax-publish: venv ## Saxml: publish MODEL (MODEL_PATH= the model class, CHECKPOINT= gs://..., REPLICAS=).
+	$(TL) sax publish --model "$(MODEL)" --model-path "$(MODEL_PATH)" \
+	  $(if $(CHECKPOINT),--checkpoint "$(CHECKPOINT)") --replicas $(REPLICAS) $(SAX_TARGET)
+sax-generate: venv ## Saxml: ask MODEL for a completion of PROMPT.
+	$(TL) sax generate --model "$(MODEL)" --query "$$PROMPT" $(SAX_TARGET)
+sax-list: venv ## Saxml: what the cell serves of MODEL (path, checkpoint, replicas).
+	$(TL) sax list --model "$(MODEL)" $(SAX_TARGET)
+sax-unpublish: venv ## Saxml: unpublish MODEL.
+	$(TL) sax unpublish --model "$(MODEL)" $(SAX_TARGET)
+
 ##@ Local cluster
 
 .PHONY: up

@@ -7,6 +7,7 @@
     tpu-launcher train [job args]            the JaxTrainer entrypoint (in the cluster)
     tpu-launcher generate --run R --prompt P text from a run's checkpoint (submits `decode`)
     tpu-launcher export --run R              the checkpoint as a Hugging Face model (`convert`)
+    tpu-launcher sax publish|generate|list|unpublish --model M   Saxml's HTTP API
 
 Job args are the launcher's flags (`tpu-launcher train --help`) followed by MaxText's
 `[config.yml] key=value ...`. Options are parsed here, once, into each command's request;
@@ -97,6 +98,17 @@ def _parser() -> argparse.ArgumentParser:
     _target_options(p)
     p = sub.add_parser("convert", help="export's job: the conversion (in the cluster)")
     _run_options(p)
+    p = sub.add_parser("sax", help="Saxml's HTTP server: publish, generate, list, unpublish")
+    p.add_argument("action", choices=["publish", "generate", "list", "unpublish"])
+    p.add_argument("--model", required=True, help="the Sax model name, /sax/<cell>/<model>")
+    p.add_argument("--model-path", help="publish: the Saxml model class")
+    p.add_argument("--checkpoint", help="publish: its checkpoint (default: None, random weights)")
+    p.add_argument("--replicas", type=int, default=1, help="publish: model server replicas")
+    p.add_argument("--query", help="generate: the prompt")
+    p.add_argument("--url", help="the HTTP server, http://host:8888 (else --release)")
+    p.add_argument("--release", help="a release with serving.engine=saxml: port-forward it")
+    p.add_argument("--namespace", default="default")
+    p.add_argument("--dry-run", action="store_true", help="print the request only")
 
     p = sub.add_parser(
         "preflight", help="will the job fit the slice? (compiles for the TPU on CPU)"
@@ -275,6 +287,13 @@ def _dispatch(ns: argparse.Namespace) -> int:
         from launcher.runtime.hf_export import export
 
         return export(_export_request(ns))
+    if ns.command == "sax":
+        from launcher.client.saxml_http import SaxRequest, sax
+
+        request = SaxRequest(
+            ns.action, ns.model, ns.model_path, ns.checkpoint, ns.replicas, ns.query
+        )
+        return sax(request, ns.url, ns.release, ns.namespace, ns.dry_run)
     if ns.command in ("logs", "status", "stop"):
         from launcher.client.ray_jobs import act_on_job, use_token_if_present
 

@@ -65,9 +65,17 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
         if token:
             os.environ["RAY_AUTH_TOKEN"] = base64.b64decode(token).decode()
             os.environ["RAY_AUTH_MODE"] = "token"
+    with port_forward(namespace, f"service/{cluster}-head-svc", 8265, dry_run) as address:
+        yield address
+
+
+@contextlib.contextmanager
+def port_forward(namespace: str, target: str, port: int, dry_run: bool = False) -> Iterator[str]:
+    """Yields http://127.0.0.1:<free port> forwarded to `port` of `target` (service/NAME)
+    while the block runs."""
     proc = start(
-        "port-forward the Ray head",
-        _kubectl(namespace, "port-forward", f"service/{cluster}-head-svc", ":8265"),
+        f"port-forward {target}",
+        _kubectl(namespace, "port-forward", target, f":{port}"),
         dry_run=dry_run,
     )
     if proc is None:
@@ -79,12 +87,43 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
         if not m:
             raise UsageError(
                 "RELEASE",
-                f"kubectl port-forward to {cluster}-head-svc failed: {line.strip() or 'no output'}",
-                f"check `kubectl -n {namespace} get pods -l ray.io/cluster={cluster}`",
+                f"kubectl port-forward to {target} failed: {line.strip() or 'no output'}",
+                f"check `kubectl -n {namespace} get {target}` and its pods",
             )
         yield f"http://127.0.0.1:{m[1]}"
     finally:
         proc.terminate()
+
+
+def find_service(
+    release: str, namespace: str, component: str, dry_run: bool = False
+) -> tuple[str, int]:
+    """The name and port of `release`'s Service of a component (app.kubernetes.io/component)."""
+    selector = f"app.kubernetes.io/instance={release},app.kubernetes.io/component={component}"
+    found = _get(
+        f"find the release's {component} Service",
+        _kubectl(
+            namespace,
+            "get",
+            "service",
+            "-l",
+            selector,
+            "-o",
+            "jsonpath={.items[0].metadata.name} {.items[0].spec.ports[0].port}",
+        ),
+        dry_run,
+    )
+    if dry_run:
+        return "<service>", 0
+    name, _, port = found.partition(" ")
+    if not name or not port.isdigit():
+        raise UsageError(
+            "RELEASE",
+            f"release {release!r} in namespace {namespace!r} has no {component} Service",
+            f"check `helm list -n {namespace}` and that the release serves with it "
+            "(serving.engine)",
+        )
+    return name, int(port)
 
 
 def release_slices(release: str, namespace: str) -> Slices | None:

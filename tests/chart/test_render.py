@@ -103,6 +103,15 @@ def test_external_load_balancer_only_when_asked_with_source_ranges():
     assert svc["spec"]["loadBalancerSourceRanges"] == ["10.0.0.0/8"]
 
 
+def test_make_sax_finds_the_http_service_the_chart_renders():
+    from launcher.client.saxml_http import HTTP_COMPONENT, HTTP_PORT
+
+    docs = render(None, "--set", "serving.engine=saxml")
+    (svc,) = [d for d in docs if d["kind"] == "Service"]
+    assert svc["metadata"]["labels"]["app.kubernetes.io/component"] == HTTP_COMPONENT
+    assert svc["spec"]["ports"][0]["port"] == HTTP_PORT
+
+
 def test_helm_test_expects_every_host_of_every_slice():
     docs = render(CHART.parents[1] / "values" / "v6e-16-x2.yaml")
     (pod,) = [d for d in docs if d["kind"] == "Pod"]

@@ -1,0 +1,137 @@
+"""`make sax-publish|sax-generate|sax-list|sax-unpublish`: Saxml's HTTP server (the chart's
+`saxml.http`, the sax-http image) from a workstation, through a port-forward of a release's
+Service (RELEASE=) or at an address (SAX_URL=).
+
+What each sends is the GKE Saxml tutorial's (Serve an LLM using TPUs on GKE with Saxml):
+    POST /publish    {"model": "/sax/test/spmd", "model_path": "saxml.server.pax.lm.params.
+                      lm_cloud.LmCloudSpmd175B32Test", "checkpoint": "None", "replicas": 2}
+    POST /generate   {"model": "/sax/test/spmd", "query": "How many days are in a week?"}
+    GET  /listcell   {"model": "/sax/test/spmd"}
+    POST /unpublish  {"model": "/sax/test/spmd"}
+Each answer is JSON; it is printed as it came.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+
+from launcher.core.errors import UsageError
+
+HTTP_COMPONENT = "saxml-http"  # the chart's app.kubernetes.io/component of the HTTP Service
+HTTP_PORT = 8888  # the tutorial's (and the chart's default saxml.http.service.port)
+ACTIONS = {  # action: (method, path)
+    "publish": ("POST", "/publish"),
+    "generate": ("POST", "/generate"),
+    "list": ("GET", "/listcell"),
+    "unpublish": ("POST", "/unpublish"),
+}
+
+
+@dataclass(frozen=True)
+class SaxRequest:
+    action: str
+    model: str
+    model_path: str | None = None
+    checkpoint: str | None = None
+    replicas: int = 1
+    query: str | None = None
+
+    def body(self) -> dict:
+        """The JSON Saxml's HTTP server takes for this action. Raises UsageError."""
+        parts = self.model.split("/")
+        if len(parts) != 4 or parts[:2] != ["", "sax"] or not all(parts[2:]):
+            raise UsageError(
+                "MODEL",
+                f"{self.model!r} is not a Sax model name",
+                "name it /sax/<cell>/<model>, in the release's cell (saxml.cell, default "
+                "/sax/test): MODEL=/sax/test/llama",
+            )
+        if self.action == "publish":
+            if not self.model_path:
+                raise UsageError(
+                    "MODEL_PATH",
+                    "is required to publish",
+                    "name the Saxml model class, e.g. "
+                    "MODEL_PATH=saxml.server.pax.lm.params.lm_cloud.LLaMA7BFP16TPUv5e",
+                )
+            if self.replicas < 1:
+                raise UsageError("REPLICAS", f"must be at least 1, got {self.replicas}", "1")
+            return {
+                "model": self.model,
+                "model_path": self.model_path,
+                "checkpoint": self.checkpoint or "None",  # Saxml's word for random weights
+                "replicas": self.replicas,
+            }
+        if self.action == "generate":
+            if not self.query:
+                raise UsageError("PROMPT", "is empty", 'give the query: PROMPT="hello"')
+            return {"model": self.model, "query": self.query}
+        return {"model": self.model}
+
+
+def call(url: str, request: SaxRequest, timeout: float = 600) -> object:
+    """Sends `request` to the Saxml HTTP server at `url`; its JSON answer. Raises UsageError
+    with the server's own message when it refuses."""
+    method, path = ACTIONS[request.action]
+    data = json.dumps(request.body()).encode()
+    http = urllib.request.Request(
+        url.rstrip("/") + path,
+        data=data,
+        method=method,
+        headers={"Content-Type": "application/json"},
+    )
+    try:
+        with urllib.request.urlopen(http, timeout=timeout) as response:
+            raw = response.read().decode()
+    except urllib.error.HTTPError as e:
+        said = e.read().decode(errors="replace").strip()
+        raise UsageError(
+            "MODEL",
+            f"Saxml's HTTP server answered {method} {path} with {e.code}: {said or e.reason}",
+            "check the model name and, for publish, MODEL_PATH and CHECKPOINT; "
+            "`make sax-list MODEL=...` shows what the cell serves",
+        ) from None
+    except (urllib.error.URLError, OSError) as e:
+        raise UsageError(
+            "SAX_URL",
+            f"no Saxml HTTP server answers at {url} ({getattr(e, 'reason', e)})",
+            "pass RELEASE=<release> (a release with serving.engine=saxml) to port-forward "
+            f"its HTTP Service, or SAX_URL=http://<load balancer address>:{HTTP_PORT}",
+        ) from None
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def sax(
+    request: SaxRequest,
+    url: str | None,
+    release: str | None,
+    namespace: str,
+    dry_run: bool = False,
+) -> int:
+    """One action against a release's Saxml (port-forwarded) or `url`; prints the answer."""
+    body = request.body()  # refuse a bad request before any port-forward
+    method, path = ACTIONS[request.action]
+    with contextlib.ExitStack() as stack:
+        if release:
+            from launcher.client.helm_release import find_service, port_forward
+
+            service, port = find_service(release, namespace, HTTP_COMPONENT, dry_run)
+            url = stack.enter_context(port_forward(namespace, f"service/{service}", port, dry_run))
+        if not url:
+            raise UsageError(
+                "SAX_URL",
+                "no Saxml HTTP server named",
+                f"pass RELEASE=<release> (port-forwarded) or SAX_URL=http://<address>:{HTTP_PORT}",
+            )
+        print(f"{method} {url.rstrip('/')}{path} {json.dumps(body)}", flush=True)
+        if dry_run:
+            return 0
+        print(json.dumps(call(url, request), indent=1), flush=True)
+    return 0
