@@ -299,7 +299,8 @@ format: venv ## ruff format the Python code.
 	$(VENV)/bin/ruff format launcher tests ci benchmarks
 
 .PHONY: bench
-bench: venv helm cluster-build ## Benchmarks: launcher overhead, preflight/advice timing, install-to-ready.
+bench: venv helm cluster-build ## Benchmarks: launcher overhead, generate/export, preflight/advice timing, install-to-ready.
 	$(PY) benchmarks/launcher_overhead.py
+	$(PY) benchmarks/serving_path.py
 	$(PY) benchmarks/preflight_timing.py
 	$(PY) benchmarks/cluster_install_ready.py
