@@ -24,7 +24,7 @@ _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 # The lines always shown, by how they start once Ray's prefix is gone.
 _SHOWN = ("launcher:", "tpu-launcher", "[checkpoint]", "[restart]", "[FailurePolicy]")
-# The summaries a job ends with (training's; generation's): shown whole.
+# The summaries a job ends with (training's, generation's, export's): shown whole.
 _SUMMARY_START = ("== training finished ==", GENERATED_MARK, EXPORTED_MARK)
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 # How submit names the job's log file, first thing: "full log: PATH" (tools follow that file).
