@@ -35,6 +35,7 @@ sys.path.insert(0, str(REPO))
 from launcher.client.job_output import FULL_LOG  # noqa: E402
 from launcher.core.job_plan import compile_cache_for  # noqa: E402
 from launcher.runtime.progress import parse_step_line  # noqa: E402
+from tests.support.local_ray import require_local_cluster  # noqa: E402
 
 WARMUP_STEPS = 5  # compile, first checkpoint
 # Where the time to the first step goes under `make submit`: the first line of each stage.
@@ -376,9 +377,7 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3, help="pairs, bare then submit, in turn")
     args = parser.parse_args()
-    status = subprocess.run([sys.executable, "-m", "launcher", "local-status"], cwd=REPO)
-    if status.returncode:
-        raise SystemExit("start the local cluster first: make up")
+    require_local_cluster()
     mb = 1024 * 1024
     print(
         f"\nlauncher overhead, tiny-llama.yml, {args.steps} steps, {args.hosts} hosts x "

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -32,7 +31,12 @@ from tests.support.job_control import (  # noqa: E402
     wait_for_step,
     wait_until_done,
 )
-from tests.support.local_ray import LocalCluster, launcher_result, run_name  # noqa: E402
+from tests.support.local_ray import (  # noqa: E402
+    LocalCluster,
+    launcher_result,
+    require_local_cluster,
+    run_name,
+)
 
 TARGET = 0.60  # recovery with the cache / without
 
@@ -68,9 +72,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--kill-at", type=int, default=12)
     args = parser.parse_args()
-    status = subprocess.run([sys.executable, "-m", "launcher", "local-status"], cwd=REPO)
-    if status.returncode:
-        raise SystemExit("start the local cluster first: make up")
+    require_local_cluster()
     print(
         f"\nrecovery from a killed host: tiny-llama.yml, {args.steps} steps, one of the two "
         f"simulated hosts killed at step {args.kill_at}",

@@ -14,7 +14,6 @@ on 2 cores.
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 import time
@@ -23,7 +22,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.local_ray import LocalCluster, launcher_result, run_name  # noqa: E402
+from tests.support.local_ray import (  # noqa: E402
+    LocalCluster,
+    launcher_result,
+    require_local_cluster,
+    run_name,
+)
 
 TARGET_SECONDS = 180.0  # `make generate` after `make demo`, 2 cores
 
@@ -42,9 +46,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--max-tokens", type=int, default=32)
     args = parser.parse_args()
-    status = subprocess.run([sys.executable, "-m", "launcher", "local-status"], cwd=REPO)
-    if status.returncode:
-        raise SystemExit("start the local cluster first: make up")
+    require_local_cluster()
     with tempfile.TemporaryDirectory(prefix="serving-") as bucket:
         cluster = LocalCluster(Path(bucket), started_here=False)
         name = run_name("serving")

@@ -27,6 +27,12 @@ def local_cluster_command(*args: str, check: bool = True) -> subprocess.Complete
     )
 
 
+def require_local_cluster() -> None:
+    """For the benchmarks, which use the cluster `make up` started: exit with the fix if none."""
+    if local_cluster_command("local-status", check=False).returncode:
+        raise SystemExit("start the local cluster first: make up")
+
+
 @dataclass
 class LocalCluster:
     bucket: Path
