@@ -27,7 +27,7 @@ from launcher.core.errors import UsageError
 from launcher.core.job_plan import DEFAULT_OUTPUT_DIR, OUTPUT_DIR_ENV, RESULT_MARK
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import EXPORTED_MARK, ExportRequest, check_request
-from launcher.runtime.prompt_tokens import BYTE_VOCAB
+from launcher.runtime.prompt_tokens import has_byte_tokens
 
 EXPORT_SUBDIR = "hf"  # <run>/hf/<step>/
 EXPORT_RECORD = "tpu-launcher-export.json"
@@ -229,11 +229,10 @@ def _byte_of(symbol: str) -> int:
 
 def tokenizer_files(args, directory: Path) -> tuple[str, dict[str, int | None]]:
     """Writes the model's tokenizer into `directory`; says which, and its bos/eos ids."""
-    vocab, path = int(args.get("vocab_size")), str(args.get("tokenizer_path") or "")
-    if vocab <= BYTE_VOCAB and not path:
+    if has_byte_tokens(args):
         byte_tokenizer_files(directory)
         return "UTF-8 bytes (tokenizer.json)", {"bos_token_id": None, "eos_token_id": None}
-    kind = str(args.get("tokenizer_type"))
+    path, kind = str(args.get("tokenizer_path") or ""), str(args.get("tokenizer_type"))
     if kind == "huggingface":
         from transformers import AutoTokenizer
 
@@ -274,8 +273,7 @@ def export(request: ExportRequest) -> int:
 
     # The arrays are read on this host, in this one process.
     model = found.model.with_defaults(hardware="cpu", skip_jax_distributed_system=True)
-    config = pyconfig.initialize(model.argv("export"))
-    shape = LlamaShape.from_maxtext(config)
+    shape = LlamaShape.from_maxtext(pyconfig.initialize(model.argv("export")))
     tensors = to_hf_tensors(restore_params(found.items_dir), shape)
     dtype = str(next(iter(tensors.values())).dtype)
     staging = target.parent / f".{found.step}.tmp-{uuid.uuid4().hex[:8]}"
@@ -286,8 +284,8 @@ def export(request: ExportRequest) -> int:
         save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
         (staging / WEIGHTS_FILE).chmod(0o644)  # safetensors writes 0600; a server reads it
         tokenizer, special = tokenizer_files(found.model, staging)
-        config = shape.hf_config(dtype, special)
-        (staging / "config.json").write_text(json.dumps(config, indent=1))
+        hf_config = shape.hf_config(dtype, special)
+        (staging / "config.json").write_text(json.dumps(hf_config, indent=1))
         record = {
             "run": found.run,
             "step": found.step,

@@ -50,12 +50,17 @@ class MaxTextTokenizer:
         return str(self._impl.decode(ids))  # type: ignore[attr-defined]
 
 
+def has_byte_tokens(args: MaxTextArgs) -> bool:
+    """A model without a tokenizer file whose vocabulary fits the 256 byte values."""
+    return int(args.get("vocab_size")) <= BYTE_VOCAB and not args.get("tokenizer_path")
+
+
 def tokenizer_for(args: MaxTextArgs) -> Tokenizer:
     """The tokenizer of the model `args` describe. Raises UsageError."""
+    if has_byte_tokens(args):
+        return ByteTokenizer()
     vocab = int(args.get("vocab_size"))
     path = str(args.get("tokenizer_path") or "")
-    if vocab <= BYTE_VOCAB and not path:
-        return ByteTokenizer()
     if not path:
         raise UsageError(
             "tokenizer_path",
