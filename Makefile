@@ -103,7 +103,7 @@ stop: venv ## Stop JOB; its checkpoints stay and a resubmit resumes.
 	$(TL) stop $(JOB) $(if $(ADDRESS),--address $(ADDRESS)) $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE))
 
 .PHONY: preflight
-preflight: venv ## Will ARGS fit the slice of TPU, RELEASE or VALUES? AOT-compiles for that TPU on CPU (BUCKET_URL= checks the bucket, ADVISE=1 ranks ICI splits).
+preflight: venv ## Will ARGS fit the slice of TPU, RELEASE or VALUES? AOT-compiles for that TPU on CPU (BUCKET_URL= checks the bucket, ADVISE=1 searches batch, remat and ICI split).
 	$(TL) preflight $(or $(TARGET_FLAGS),$(if $(TPU),,--values $(VALUES))) $(if $(BUCKET_URL),--bucket $(BUCKET_URL)) $(if $(ADVISE),--advise) -- $(JOB_ARGS)
 
 ##@ Serving
@@ -299,8 +299,9 @@ format: venv ## ruff format the Python code.
 	$(VENV)/bin/ruff format launcher tests ci benchmarks
 
 .PHONY: bench
-bench: venv helm cluster-build ## Benchmarks: launcher overhead, generate/export, preflight/advice timing, install-to-ready.
+bench: venv helm cluster-build ## Benchmarks: launcher overhead, generate/export, preflight/advice timing and calibration, install-to-ready.
 	$(PY) benchmarks/launcher_overhead.py
 	$(PY) benchmarks/serving_path.py
 	$(PY) benchmarks/preflight_timing.py
+	$(PY) benchmarks/advice_calibration.py
 	$(PY) benchmarks/cluster_install_ready.py

@@ -92,6 +92,13 @@ def define_flags(fv: flags.FlagValues) -> None:
         "stopping.",
         flag_values=fv,
     )
+    flags.DEFINE_string(
+        "libtpu_init_args",
+        "",
+        "XLA's TPU compiler flags for this job (LIBTPU_INIT_ARGS on every host), e.g. the "
+        "async-collective flags `preflight --advise` recommends; preflight compiles with them.",
+        flag_values=fv,
+    )
     flags.DEFINE_bool(
         "dry_run", False, "Validate and print the plan as JSON; start no workers.", flag_values=fv
     )
@@ -110,6 +117,7 @@ class JobOptions:
     cpu_devices_per_host: int | None = None
     max_failures: int = 3
     steps_beyond_checkpoint: int | None = None
+    libtpu_init_args: str = ""
     dry_run: bool = False
 
     @classmethod
@@ -147,6 +155,7 @@ class JobPlan:
 
     slices: Slices | None
     args: MaxTextArgs
+    libtpu_init_args: str = ""  # LIBTPU_INIT_ARGS of the TPU hosts
 
     @property
     def run_name(self) -> str:
@@ -205,7 +214,7 @@ def plan_job(
         args = resolve_steps(args, Path(out_dir) / run_name, options.steps_beyond_checkpoint)
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
             args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
-    return JobPlan(slices, args)
+    return JobPlan(slices, args, options.libtpu_init_args)
 
 
 def compile_cache_for(output_dir: str, run_name: str) -> str:

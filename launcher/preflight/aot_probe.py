@@ -5,7 +5,8 @@
 Runs `maxtext.trainers.pre_train.train_compile` unchanged (it prints XLA's memory and cost
 analysis) and, around its `jit_and_compile`, writes into the output directory:
   - optimized.hlo: the compiled program's optimized HLO (collectives, loop trip counts);
-  - analytic.json: MaxText's own per-device training TFLOPs for one step.
+  - analytic.json: MaxText's own per-device training TFLOPs for one step, and the TFLOPs its
+    remat policy adds, and the model's dimensions (see remat_costs).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 OUT_ENV = "LAUNCHER_AOT_PROBE_OUT"
@@ -32,14 +34,16 @@ def main() -> None:
         try:
             from maxtext.utils import maxtext_utils
 
+            from launcher.preflight.remat_costs import ModelDims
+
             total, weights, attention = maxtext_utils.calculate_tflops_training_per_device(
                 config, log=False
             )
-            (out / "analytic.json").write_text(
-                json.dumps(
-                    {"tflops": total, "weight_tflops": weights, "attention_tflops": attention}
-                )
-            )
+            analytic = {"tflops": total, "weight_tflops": weights, "attention_tflops": attention}
+            dims = ModelDims.of(config)
+            analytic["remat_tflops"] = dims.remat_flops() / 1e12
+            analytic["model_dims"] = asdict(dims)
+            (out / "analytic.json").write_text(json.dumps(analytic))
         except Exception as e:  # no compute term then: the advice leaves this split unranked
             (out / "analytic.json").write_text(json.dumps({"error": repr(e)}))
         return compiled

@@ -8,7 +8,8 @@ The job's arguments are the same as `tpu-launcher submit`'s. The target slice is
 file's, an installed release's, or the job's own --accelerator_type/--topology. The training
 step is compiled ahead of time for that TPU topology (see compile_engine) and its per-chip memory
 set against the chip's HBM from the TPU table. With --bucket it also checks the bucket (see
-bucket_check); with --advise it ranks candidate ICI splits by a roofline estimate (see
+bucket_check); with --advise it searches batch, remat policy and ICI split for the fastest
+configuration that fits, predicted by a step model calibrated on published runs (see
 sharding_advice).
 """
 
@@ -70,14 +71,20 @@ def preflight(request: PreflightRequest) -> int:
         from launcher.preflight.bucket_check import check_bucket
 
         print(check_bucket(request.bucket, plan.run_name).render())
-    report = compile_report(plan.args, slices, use_cache=request.use_cache)
+    report = compile_report(
+        plan.args, slices, use_cache=request.use_cache, libtpu_flags=plan.libtpu_init_args
+    )
     print(report.render())
     if request.advise:
         from launcher.preflight import sharding_advice
 
-        candidates, best = sharding_advice.advise(
-            plan.args, slices, use_cache=request.use_cache, given=report
+        advice = sharding_advice.advise(
+            plan.args,
+            slices,
+            use_cache=request.use_cache,
+            given=report,
+            job_flags=plan.libtpu_init_args,
         )
-        print(sharding_advice.render(candidates, best, slices))
+        print(sharding_advice.render(advice, request.job_args))
     refuse_if_too_big(report)
     return 0

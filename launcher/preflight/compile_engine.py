@@ -33,23 +33,27 @@ _OOM = re.compile(r"(Ran out of memory in memory space hbm|RESOURCE_EXHAUSTED)[^
 _USED = re.compile(r"required for HLO temporaries \(([\d.]+)([MGT])\)|Used ([\d.]+)([MGT]) of")
 
 
-def cache_key(args: MaxTextArgs, target: Slices) -> str:
+def cache_key(args: MaxTextArgs, target: Slices, libtpu_flags: str = "") -> str:
     """Everything that decides the answer: MaxText and JAX versions, the config files, the
-    arguments, the target slice."""
+    arguments, the target slice, the compiler's flags."""
     assert target.shape is not None
     material = {
         "versions": [metadata.version(p) for p in ("maxtext", "jax", "libtpu")],
         "configs": [f.read_text() for f in config_files(args.config)],
         "overrides": sorted(args.overrides.items()),
         "target": [target.shape.compile_topology, target.num_slices],
-        "report": 3,  # bump when MemoryReport or how hlo_traffic counts changes
+        "libtpu_flags": libtpu_flags,
+        "report": 4,  # bump when MemoryReport or how hlo_traffic counts changes
     }
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
 
 
-def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) -> MemoryReport:
+def compile_report(
+    args: MaxTextArgs, target: Slices, use_cache: bool = True, libtpu_flags: str = ""
+) -> MemoryReport:
+    """`libtpu_flags` (LIBTPU_INIT_ARGS) change what XLA does, e.g. how collectives overlap."""
     assert target.shape is not None
-    key = cache_key(args, target)
+    key = cache_key(args, target, libtpu_flags)
     cached = CACHE_DIR / f"{key}.json"
     if use_cache and cached.is_file():
         report = MemoryReport(**json.loads(cached.read_text()))
@@ -83,6 +87,7 @@ def compile_report(args: MaxTextArgs, target: Slices, use_cache: bool = True) ->
             "JAX_PLATFORMS": "cpu",
             OUT_ENV: out,
             "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",
+            "LIBTPU_INIT_ARGS": libtpu_flags,
         }
         proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started
@@ -138,5 +143,11 @@ def _traffic(out: Path, devices: int) -> dict[str, float]:
     if not hlo.is_file():
         return {}
     traffic = step_traffic(hlo.read_text(), devices)
-    flops = json.loads(analytic.read_text()).get("tflops", 0.0) * 1e12 if analytic.is_file() else 0
-    return {"flops": flops, "hbm_bytes": traffic.hbm_bytes, "ici_bytes": traffic.bytes_per_device}
+    tflops = json.loads(analytic.read_text()) if analytic.is_file() else {}
+    return {
+        "flops": tflops.get("tflops", 0.0) * 1e12,
+        "remat_flops": tflops.get("remat_tflops", 0.0) * 1e12,
+        "hbm_bytes": traffic.hbm_bytes,
+        "ici_bytes": traffic.bytes_per_device,
+        "model_dims": tflops.get("model_dims"),
+    }

@@ -25,8 +25,10 @@ class MemoryReport:
     note: str = ""
     # For the sharding advice (hlo_traffic): per device, one step, loop bodies per iteration.
     flops: float = 0.0  # MaxText's analytic training FLOPs (XLA's count sees one layer)
+    remat_flops: float = 0.0  # what the remat policy computes again (see remat_costs)
     hbm_bytes: float = 0.0
     ici_bytes: float = 0.0
+    model_dims: dict | None = None  # remat_costs.ModelDims of the compiled job
 
     @property
     def total_gib(self) -> float:

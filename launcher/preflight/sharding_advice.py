@@ -1,45 +1,45 @@
-"""Sharding advice: which ICI split of a slice should this job use?
+"""Sharding advice: which per-device batch, remat policy and ICI split make this job train
+fastest on this slice, predicted by a step model calibrated on published runs.
 
-Compiles the job ahead of time for each candidate split (fsdp only, fsdp x tensor, data x fsdp;
-across slices, data parallelism over DCN), drops those that do not fit in HBM, and ranks the rest
-by a roofline estimate of one step per chip:
+1. Probes: the job at its own batch with remat_policy=full, once per ICI split of the slice's
+   physical axes (fsdp only, fsdp x tensor with tensor within a host, data x fsdp; across slices
+   data parallelism over DCN), compiled ahead of time with the async-collective flags the
+   published runs of this TPU generation used (see calibration).
+2. Estimates, no compile: from each probe, for every remat policy, the largest batch whose
+   memory (the probe's, its activations scaled with the batch, plus what the policy keeps per
+   token: remat_costs) leaves a margin of the chip's HBM, and its step from the probe's terms
+   scaled the same way. Candidates that cannot beat the best compiled one even at the compute
+   bound are dropped.
+3. The best estimates are compiled for real; if one does not fit, the next smaller batch is.
+   Everything compiled that fits is ranked by the calibrated model's tokens/s per chip.
 
-    compute = MaxText's analytic training FLOPs / the chip's peak bf16 FLOP/s
-    memory  = HBM bytes (XLA's rule, every loop trip counted) / HBM bandwidth
-    network = collective bytes of the compiled step / ICI bandwidth
-    step   >= max(compute, memory, network)   (perfect overlap: a lower bound)
-
-All chip figures come from the TPU table. It is an estimate: real steps also pay for what does
-not overlap, for DCN, and for kernels slower than the roofline.
+It is a prediction from the compiled program and published measurements, not a measurement:
+calibration says how far off it was on the published runs.
 """
 
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from math import prod
 
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import Slices
+from launcher.preflight.calibration import calibrated_model, errors_on, generation_flags
 from launcher.preflight.compile_engine import compile_report
-from launcher.preflight.memory_report import MemoryReport
+from launcher.preflight.memory_report import GIB, MemoryReport
+from launcher.preflight.remat_costs import ModelDims
+from launcher.preflight.step_model import StepModel, StepTerms, step_terms
 
-
-@dataclass
-class Candidate:
-    split: dict[str, int]  # ici_*_parallelism overrides (the others are set to 1)
-    report: MemoryReport | None = None
-    failed: str = ""  # why it did not compile
-
-    @property
-    def name(self) -> str:
-        shown = [
-            f"{k.removeprefix('ici_').removesuffix('_parallelism')}={v}"
-            for k, v in self.split.items()
-            if v != 1
-        ]
-        return " x ".join(shown) or "none"
+# Policies searched, from least HBM to most.
+POLICIES = ("full", "save_qkv_proj", "save_dot_except_mlp", "minimal")
+BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+HBM_MARGIN = 0.10  # estimates stay 10% under the chip's HBM: they are extrapolations
+FINAL_COMPILES = 3  # estimated candidates compiled for real
+COMPILE_GIB = 4  # host memory one ahead-of-time compile of an 8B model takes, with headroom
 
 
 def candidate_splits(topology: str, chips_per_host: int) -> list[dict[str, int]]:
@@ -71,31 +71,173 @@ def with_split(args: MaxTextArgs, split: dict[str, int], num_slices: int) -> Max
     return MaxTextArgs(args.config, overrides)
 
 
+def resolved_split(ici: dict[str, int], devices: int) -> dict[str, int]:
+    """The job's ICI axes as sizes: MaxText's -1 (the rest of the slice) resolved."""
+    known = prod(v for v in ici.values() if v > 0)
+    return {k: (devices // known if v == -1 else v) for k, v in ici.items() if v != 1}
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
 @dataclass
-class Estimate:
-    compute_s: float
-    memory_s: float
-    network_s: float
+class Candidate:
+    split: dict[str, int]  # ici_*_parallelism overrides (the others are set to 1)
+    remat: str
+    batch: float  # per_device_batch_size
+    probe: bool = False
+    report: MemoryReport | None = None  # compiled
+    estimated_gib: float = 0.0  # not compiled: extrapolated from its split's probe
+    estimated_terms: StepTerms | None = None
+    estimated_flops: float = 0.0  # MaxText's model FLOPs at this batch
+    failed: str = ""  # why it did not compile
+    notes: list[str] = field(default_factory=list)
 
     @property
-    def step_s(self) -> float:
-        return max(self.compute_s, self.memory_s, self.network_s)
+    def split_name(self) -> str:
+        shown = [
+            f"{k.removeprefix('ici_').removesuffix('_parallelism')}={v}"
+            for k, v in self.split.items()
+            if v != 1
+        ]
+        return " x ".join(shown) or "none"
 
     @property
-    def bound(self) -> str:
-        return max((self.compute_s, "compute"), (self.memory_s, "HBM"), (self.network_s, "ICI"))[1]
+    def name(self) -> str:
+        return f"{self.split_name}, {self.remat}, batch {_number(self.batch)}"
 
     @property
-    def mfu(self) -> float:
-        return self.compute_s / self.step_s if self.step_s else 0.0
+    def key(self) -> tuple:
+        return (tuple(sorted(self.split.items())), self.remat, self.batch)
+
+    def overrides(self) -> dict[str, str]:
+        """What this candidate changes in the job's MaxText arguments."""
+        return {
+            **{k: str(v) for k, v in self.split.items()},
+            "remat_policy": self.remat,
+            "per_device_batch_size": _number(self.batch),
+        }
+
+    def args(self, job: MaxTextArgs, num_slices: int) -> MaxTextArgs:
+        split = with_split(job, self.split, num_slices)
+        return MaxTextArgs(
+            split.config,
+            {
+                **split.overrides,
+                "remat_policy": self.remat,
+                "per_device_batch_size": _number(self.batch),
+            },
+        )
+
+    @property
+    def fits(self) -> bool:
+        return bool(self.report and self.report.fits and self.report.flops)
 
 
-def estimate(report: MemoryReport, target: Slices) -> Estimate:
+@dataclass
+class Prediction:
+    step_s: float
+    tokens_per_chip_s: float
+    mfu: float  # MaxText's model FLOPs over the chip's peak
+
+
+@dataclass
+class Advice:
+    target: Slices
+    job: MaxTextArgs
+    job_flags: str
+    flags: str  # the LIBTPU_INIT_ARGS candidates are compiled and predicted with
+    model: StepModel
+    given: Candidate  # the job as given
+    candidates: list[Candidate]  # probes, estimates, finals
+    best: Candidate | None
+    seq: int
+
+    def prediction(self, c: Candidate) -> Prediction | None:
+        """The calibrated model's step for a compiled candidate, or an estimated one's."""
+        gen = self.target.shape.generation
+        if c.fits:
+            flags = self.job_flags if c is self.given else self.flags
+            terms, flops = step_terms(c.report, gen, flags), c.report.flops
+        elif c.estimated_terms:
+            terms, flops = c.estimated_terms, c.estimated_flops
+        else:
+            return None
+        step = self.model.predict(terms)
+        return Prediction(
+            step, c.batch * self.seq / step, flops / (gen.peak_bf16_tflops * 1e12) / step
+        )
+
+    def global_batch(self, c: Candidate) -> float:
+        return c.batch * self.target.num_devices
+
+
+def _parallel(n: int) -> int:
+    """How many compiles run at once: the cores, as host memory allows."""
+    try:
+        gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / GIB
+    except (ValueError, OSError):
+        gib = COMPILE_GIB
+    return max(1, min(n, os.cpu_count() or 1, int(gib // COMPILE_GIB)))
+
+
+def _compile_all(
+    cands: list[Candidate], job: MaxTextArgs, target: Slices, flags: str, use_cache: bool, log
+) -> None:
+    def one(c: Candidate) -> None:
+        try:
+            c.report = compile_report(
+                c.args(job, target.num_slices), target, use_cache=use_cache, libtpu_flags=flags
+            )
+        except UsageError as e:  # one candidate MaxText cannot build does not stop the others
+            lines = e.problem.splitlines()
+            c.failed = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])
+        log(f"advice: compiled {c.name}: " + (c.failed[:80] or _fit_word(c)))
+
+    if not cands:
+        return
+    log(
+        f"advice: compiling {len(cands)} candidates ahead of time, {_parallel(len(cands))} at "
+        "a time: " + "; ".join(c.name for c in cands)
+    )
+    with ThreadPoolExecutor(_parallel(len(cands))) as pool:
+        list(pool.map(one, cands))
+
+
+def _fit_word(c: Candidate) -> str:
+    if not c.report:
+        return "-"
+    return f"{c.report.total_gib:.1f} GiB, " + ("fits" if c.report.fits else "does NOT fit")
+
+
+def _estimate(probe: Candidate, remat: str, batch: float, target: Slices) -> Candidate | None:
+    """The candidate at (remat, batch) extrapolated from its split's probe, or None when it
+    would not fit with the margin."""
+    r = probe.report
+    assert r is not None and r.model_dims
+    dims = ModelDims(**r.model_dims)
+    scale = batch / probe.batch
+    # The probe (remat full) keeps only layer inputs: its temporaries grow with the batch; the
+    # policy keeps more per token on top.
+    new = dims.with_job(remat, batch)
+    gib = r.arguments_gib + r.temporaries_gib * scale + new.kept_bytes() / GIB
+    if gib > r.hbm_gib * (1 - HBM_MARGIN):
+        return None
     gen = target.shape.generation
-    return Estimate(
-        compute_s=report.flops / (gen.peak_bf16_tflops * 1e12),
-        memory_s=report.hbm_bytes / (gen.hbm_gbps * 1e9),
-        network_s=report.ici_bytes / (gen.ici_gbps / 8 * 1e9),
+    tensor = probe.split.get("ici_tensor_parallelism", 1)
+    flops = r.flops * scale
+    compute = (flops + new.remat_flops()) / (gen.peak_bf16_tflops * 1e12)
+    probe_terms = step_terms(r, gen, "")
+    terms = StepTerms(
+        compute_s=compute,
+        hbm_s=probe_terms.hbm_s * scale,
+        # fsdp moves weights (the same at any batch); tensor parallelism moves activations
+        ici_s=probe_terms.ici_s * (scale if tensor > 1 else 1.0),
+        overlapped=True,
+    )
+    return Candidate(
+        probe.split, remat, batch, estimated_gib=gib, estimated_terms=terms, estimated_flops=flops
     )
 
 
@@ -105,79 +247,221 @@ def advise(
     use_cache: bool = True,
     log=print,
     given: MemoryReport | None = None,
-) -> tuple[list[Candidate], Candidate | None]:
-    """Compiles every candidate (cached like preflight); returns them and the recommended one.
-    `given` is the job's own report: the candidate equal to the job's split reuses it."""
+    job_flags: str = "",
+) -> Advice:
+    """Probes, estimates, compiles the best estimates; returns everything for `render`.
+    `given` is the job's own report (compiled with `job_flags`)."""
     assert target.shape is not None
-    candidates = [
-        Candidate(s) for s in candidate_splits(target.shape.topology, target.shape.chips_per_host)
-    ]
-    own = {k: v for k, v in args.parallelism("ici").items() if v != 1}
-    for i, cand in enumerate(candidates, 1):
-        if given is not None and cand.split == own:
-            cand.report = given
-            continue
-        log(f"advice: compiling {i}/{len(candidates)}: {cand.name} ...")
-        try:
-            cand.report = compile_report(
-                with_split(args, cand.split, target.num_slices), target, use_cache=use_cache
-            )
-        except UsageError as e:  # one split MaxText cannot build does not stop the others
-            lines = e.problem.splitlines()
-            last_error = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])
-            cand.failed = last_error[:160]
-    fitting = [c for c in candidates if c.report and c.report.fits and c.report.flops]
-    best = min(fitting, key=lambda c: estimate(c.report, target).step_s, default=None)
-    return candidates, best
-
-
-def _ms(seconds: float) -> str:
-    ms = seconds * 1e3
-    return f"{ms:.2f}ms" if ms < 10 else f"{ms:.0f}ms"
-
-
-def render(candidates: list[Candidate], best: Candidate | None, target: Slices) -> str:
     gen = target.shape.generation
-    lines = [
-        f"sharding advice for {target.describe()}: roofline ESTIMATE per chip and step "
-        f"(peak {gen.peak_bf16_tflops:g} TFLOP/s bf16, HBM {gen.hbm_gbps:g} GB/s, "
-        f"ICI {gen.ici_gbps:g} Gbit/s; from the TPU table)",
-        f"  {'ICI split':<22}{'memory/chip':>12}{'fits':>6}{'compute':>10}{'HBM':>9}"
-        f"{'ICI':>9}{'step >=':>10}{'bound':>9}{'MFU <=':>8}",
+    model = calibrated_model()
+    flags = generation_flags(gen.name)
+    batch0 = float(args.get("per_device_batch_size"))
+    seq = int(args.get("max_target_length"))
+    own_split = resolved_split(args.parallelism("ici"), target.devices_per_slice)
+    own = Candidate(own_split, str(args.get("remat_policy")), batch0, report=given)
+    if given is None:
+        _compile_all([own], args, target, job_flags, use_cache, log)
+
+    probes = [
+        Candidate(s, "full", batch0, probe=True)
+        for s in candidate_splits(target.shape.topology, target.shape.chips_per_host)
     ]
-    ranked = sorted(
-        candidates,
-        key=lambda c: (
-            not (c.report and c.report.fits),
-            estimate(c.report, target).step_s if c.report else 0,
-        ),
+    _compile_all(probes, args, target, flags, use_cache, log)
+    advice = Advice(target, args, job_flags, flags, model, own, list(probes), None, seq)
+
+    estimates: list[Candidate] = []
+    for probe in probes:
+        if not (probe.fits and probe.report.model_dims):
+            continue
+        for remat in POLICIES:
+            fitting = [
+                c
+                for b in sorted({*BATCHES, batch0})
+                if (c := _estimate(probe, remat, b, target)) is not None
+            ]
+            estimates += fitting[-2:]  # the largest batch that fits, and the one below it
+    compiled = {c.key for c in probes}
+    estimates = [c for c in estimates if c.key not in compiled]
+    estimates.sort(key=lambda c: -advice.prediction(c).tokens_per_chip_s)
+
+    # Compile the best estimates; a candidate the best compiled one beats even at its compute
+    # bound (the model's other terms at zero) is not worth a compile.
+    best_so_far = max(
+        (advice.prediction(c).tokens_per_chip_s for c in probes if c.fits), default=0.0
     )
-    for c in ranked:
-        r = c.report
-        mem = (f"{r.total_gib:.2f} GiB" if r and r.total_gib else "OOM") if r else "-"
-        if r and r.fits and r.flops:
-            e = estimate(r, target)
-            cols = (
-                f"{_ms(e.compute_s):>10}{_ms(e.memory_s):>9}{_ms(e.network_s):>9}"
-                f"{_ms(e.step_s):>10}{e.bound:>9}{e.mfu:8.0%}"
-            )
-        elif c.failed:
-            cols = f"  did not compile: {c.failed}"
-        else:
-            cols = ""
-        mark = "  <- recommended" if c is best else ""
-        lines.append(f"  {c.name:<22}{mem:>12}{'yes' if r and r.fits else 'no':>6}{cols}{mark}")
-    if best:
-        lines.append(
-            "  recommended: "
-            + " ".join(f"{k}={v}" for k, v in best.split.items())
-            + (f" dcn_data_parallelism={target.num_slices}" if target.num_slices > 1 else "")
-        )
+    finals: list[Candidate] = []
+    for c in estimates:
+        bound = c.batch * seq / (model.compute * c.estimated_terms.compute_s)
+        if bound <= best_so_far:
+            c.notes.append("dropped: cannot beat a compiled candidate")
+            continue
+        if len(finals) < FINAL_COMPILES and all(
+            (f.split, f.remat) != (c.split, c.remat) for f in finals
+        ):
+            finals.append(Candidate(c.split, c.remat, c.batch))
+    _compile_all(finals, args, target, flags, use_cache, log)
+    retry = []
+    for f in finals:  # the estimate was too optimistic: one batch smaller
+        if f.report and not f.report.fits:
+            smaller = [b for b in BATCHES if b < f.batch]
+            if smaller:
+                retry.append(Candidate(f.split, f.remat, smaller[-1]))
+    _compile_all(retry, args, target, flags, use_cache, log)
+    advice.candidates = [*probes, *finals, *retry]
+    fitting = [c for c in advice.candidates if c.fits]
+    advice.best = max(fitting, key=lambda c: advice.prediction(c).tokens_per_chip_s, default=None)
+    advice.candidates += [c for c in estimates if c.key not in {k.key for k in advice.candidates}]
+    return advice
+
+
+def changed_args(advice: Advice, c: Candidate) -> dict[str, str]:
+    """The MaxText arguments `c` changes in the job (values equal to the job's are left out)."""
+    from launcher.core.maxtext_args import _typed
+
+    new = c.args(advice.job, advice.target.num_slices).overrides
+    if advice.target.num_slices == 1:  # one slice: nothing goes over DCN
+        new = {k: v for k, v in new.items() if not k.startswith("dcn_")}
+    return {k: v for k, v in new.items() if _typed(v) != advice.job.get(k)}
+
+
+def paste_args(job_args: list[str], changes: dict[str, str], libtpu_flags: str) -> str:
+    """The job's arguments with `changes`, as one shell word list for `make submit ARGS=...`:
+    the launcher's flags (LIBTPU_INIT_ARGS as --libtpu_init_args), then MaxText's, in the
+    user's order, changed in place or appended."""
+    import shlex
+    from dataclasses import fields
+
+    from launcher.core.job_plan import JobOptions, parse_job_args
+
+    options, maxtext_argv = parse_job_args(job_args)
+    defaults = JobOptions()
+    launcher = [
+        f"--{f.name}={getattr(options, f.name)}"
+        for f in fields(JobOptions)
+        if f.name != "libtpu_init_args" and getattr(options, f.name) != getattr(defaults, f.name)
+    ]
+    if libtpu_flags:
+        launcher.append(f"--libtpu_init_args={libtpu_flags}")
+    pending = dict(changes)
+    maxtext = []
+    for arg in maxtext_argv:
+        key = arg.partition("=")[0]
+        maxtext.append(f"{key}={pending.pop(key)}" if key in pending else arg)
+    maxtext += [f"{k}={v}" for k, v in pending.items()]
+    return shlex.join([*launcher, *maxtext])
+
+
+def _seconds(s: float) -> str:
+    return f"{s:.3f}s" if s >= 0.01 else f"{s * 1e3:.3f}ms"
+
+
+def _row(advice: Advice, c: Candidate, label: str) -> str:
+    p = advice.prediction(c)
+    if c.report and not c.report.fits:
+        memory, fits = f"{c.report.total_gib:.1f} GiB", "no"
+    elif c.report:
+        memory, fits = f"{c.report.total_gib:.1f} GiB", "yes"
+    elif c.estimated_terms:
+        memory, fits = f"~{c.estimated_gib:.1f} GiB", "est."
     else:
-        lines.append("  no candidate split fits: see the preflight's knobs (batch, remat, slice)")
+        memory, fits = "-", "-"
+    cols = (
+        f"{_seconds(p.step_s):>9}{p.tokens_per_chip_s:>10,.0f}{p.mfu:>6.0%}"
+        if p
+        else f"  {c.failed[:60] or 'does not fit'}"
+    )
+    return f"  {label:<40}{_number(advice.global_batch(c)):>7}{memory:>11}{fits:>6}{cols}"
+
+
+def render(advice: Advice, job_args: list[str]) -> str:
+    gen = advice.target.shape.generation
+    given = advice.prediction(advice.given)
+    lines = [
+        f"sharding advice for {advice.target.describe()}: PREDICTED per chip and step by the "
+        f"step model calibrated on published runs ({advice.model.describe()}; peak "
+        f"{gen.peak_bf16_tflops:g} TFLOP/s, HBM {gen.hbm_gbps:g} GB/s, ICI {gen.ici_gbps:g} "
+        "Gbit/s from the TPU table)",
+        f"  candidates compiled with LIBTPU_INIT_ARGS={advice.flags or '(none)'}",
+        f"  {'candidate (split, remat, batch/chip)':<40}{'global':>7}{'memory':>11}{'fits':>6}"
+        f"{'step':>9}{'tokens/s':>10}{'MFU':>6}",
+        _row(advice, advice.given, f"the job as given: {advice.given.name}"),
+    ]
+    compiled = [c for c in advice.candidates if c.report or c.failed]
+    ranked = sorted(
+        compiled,
+        key=lambda c: -(p.tokens_per_chip_s if (p := advice.prediction(c)) and c.fits else 0),
+    )
+    lines += [_row(advice, c, c.name + (" <- best" if c is advice.best else "")) for c in ranked]
+    estimated = [c for c in advice.candidates if c.estimated_terms and not c.report]
+    if estimated:
+        lines.append(
+            f"  estimated from the probes, not compiled ({len(estimated)}; only compiled "
+            "candidates are recommended), best 3:"
+        )
+        lines += [_row(advice, c, c.name) for c in estimated[:3]]
+    best = advice.best
+    if best is None:
+        lines.append("  no candidate fits: see the preflight's knobs (batch, remat, slice)")
+        return "\n".join(lines)
+    p = advice.prediction(best)
+    ratio = ""
+    if given:
+        ratio = f", {p.tokens_per_chip_s / given.tokens_per_chip_s:.1f}x the job as given"
     lines.append(
-        "  This is an estimate from the compiled program and the chip's peak figures, "
-        "not a measurement: real steps are slower (overlap is never perfect; DCN and "
-        "slower kernels are not modelled). Measure the top two on the slice."
+        f"  recommended: {best.name}: {_seconds(p.step_s)}/step, {p.tokens_per_chip_s:,.0f} "
+        f"tokens/s/chip{ratio}, MFU {p.mfu:.0%}"
+    )
+    job_batch, new_batch = advice.global_batch(advice.given), advice.global_batch(best)
+    changes = changed_args(advice, best)
+    if new_batch != job_batch:
+        keep = advice.given.batch / best.batch
+        if keep > 1 and keep.is_integer():
+            changes["gradient_accumulation_steps"] = _number(keep)
+            lines.append(
+                f"  global batch: kept at {_number(job_batch)} sequences by "
+                f"gradient_accumulation_steps={_number(keep)} (in the arguments below)"
+            )
+        else:
+            lines.append(
+                f"  global batch CHANGES: {_number(new_batch)} sequences x {advice.seq} tokens "
+                f"per step, the job's is {_number(job_batch)}: gradient accumulation cannot "
+                "keep it (it only multiplies); retune the learning rate and warmup for it"
+            )
+            same = [
+                c
+                for c in compiled
+                if c.fits and advice.global_batch(c) == job_batch and c is not best
+            ]
+            if same:
+                b = max(same, key=lambda c: advice.prediction(c).tokens_per_chip_s)
+                q = advice.prediction(b)
+                lines.append(
+                    f"  at the job's own global batch the best is {b.name}: "
+                    f"{q.tokens_per_chip_s:,.0f} tokens/s/chip: "
+                    + paste_args(job_args, changed_args(advice, b), advice.flags)
+                )
+    lines.append(
+        "  paste into make submit (or make preflight):\n    ARGS="
+        + _shell_quote(paste_args(job_args, changes, advice.flags))
+    )
+    errors = errors_on(gen.name)
+    if errors:
+        lines.append(
+            f"  on {gen.name} the model's error on the published runs: "
+            + ", ".join(f"{name} {e:+.0%}" for name, e in errors.items())
+            + " (negative: the run was slower than predicted)"
+        )
+    lines.append(
+        "  A prediction from the compiled program and published measurements, not a "
+        "measurement: benchmarks/advice_calibration.py prints how far the model was from each "
+        "published run. Measure the recommendation on the slice before a long run."
     )
     return "\n".join(lines)
+
+
+def _shell_quote(text: str) -> str:
+    """`text` as one shell word: in double quotes where nothing in it is special there (the
+    single quotes shlex put around LIBTPU_INIT_ARGS stay readable), else shlex's quoting."""
+    import shlex
+
+    return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)

@@ -98,6 +98,18 @@ def ray_nodes(options: JobOptions) -> list[dict] | None:
     return ray.nodes()
 
 
+def worker_env(plan: JobPlan) -> dict[str, str]:
+    """What every host's worker process gets on top of its container's environment."""
+    slices = plan.slices
+    assert slices is not None
+    if not slices.is_tpu:
+        return {
+            "JAX_PLATFORMS": "cpu",
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}",
+        }
+    return {"LIBTPU_INIT_ARGS": plan.libtpu_init_args} if plan.libtpu_init_args else {}
+
+
 def train(options: JobOptions, maxtext_argv: list[str]) -> int:
     """Plans the job, then (unless a dry run) trains it on the planned slices."""
     plan = plan_job(
@@ -127,6 +139,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
                     "resources_per_worker": scaling.resources_per_worker,
                     "placement_strategy": scaling.placement_strategy,
                     "argv": args.argv(),
+                    "worker_env": worker_env(plan),
                 }
             )
         )
@@ -147,12 +160,7 @@ def slice_trainer(
     slices, args = plan.slices, plan.args
     assert slices is not None
     out_dir = str(args.get("base_output_directory")).rstrip("/")
-    env = {}
-    if not slices.is_tpu:
-        env = {
-            "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}",
-        }
+    env = worker_env(plan)
     return JaxTrainer(
         train_loop_per_worker=loop,
         train_loop_config=loop_config,

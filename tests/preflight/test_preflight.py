@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 import time
 
 import pytest
 
+from launcher.core.job_plan import parse_job_args
 from tests.support.paths import REPO
 from tests.support.tutorial import TUTORIAL_JOB_ARGS
 
@@ -86,12 +88,17 @@ def test_parallelism_is_checked_before_compiling():
     assert bad.returncode == 2 and "does not match the 16 devices per slice" in bad.stderr
 
 
-def test_sharding_advice_ranks_the_splits_that_fit_and_says_it_is_an_estimate():
+ROW = re.compile(
+    r"^  (?P<name>.+?)\s+(?P<global>[\d.]+)\s+~?(?P<gib>[\d.]+) GiB\s+(?P<fits>yes|no|est\.)"
+    r"\s+(?P<step>[\d.]+)s\s+(?P<tokens>[\d,]+)\s+(?P<mfu>\d+)%$",
+    re.M,
+)
+
+
+def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_ready_args():
     # A model small enough to compile in seconds; the same code path as the tutorial job's advice
-    # (benchmarks/preflight_timing.py runs that one: minutes per split).
-    out = preflight(
-        "--advise",
-        "--",
+    # (benchmarks/preflight_timing.py runs that one: minutes per candidate).
+    job = [
         "--accelerator_type=v6e",
         "--topology=4x4",
         "tiny-llama.yml",
@@ -101,27 +108,36 @@ def test_sharding_advice_ranks_the_splits_that_fit_and_says_it_is_an_estimate():
         "base_emb_dim=256",
         "base_mlp_dim=1024",
         "max_target_length=512",
-    )
+    ]
+    out = preflight("--advise", "--", *job)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout[out.stdout.index("sharding advice for") :]
-    assert "ESTIMATE" in text and "not a measurement" in text
-    rows = {
-        m[1].strip(): m
-        for m in re.finditer(
-            r"^  ((?:\w+=\d+(?: x )?)+)\s+([\d.]+) GiB\s+(yes|no)\s+([\d.]+)ms\s+([\d.]+)ms\s+"
-            r"([\d.]+)ms\s+([\d.]+)ms\s+(\w+)",
-            text,
-            re.M,
-        )
-    }
-    assert set(rows) == {"fsdp=16", "data=4 x fsdp=4", "fsdp=4 x tensor=4"}, text
-    steps = {name: float(m[7]) for name, m in rows.items()}
-    for m in rows.values():  # the step bound is the largest of its three terms, all > 0
-        assert float(m[7]) == max(float(m[4]), float(m[5]), float(m[6])) > 0, text
-    recommended = re.search(r"recommended: (.+)", text)[1]
-    best = min(steps, key=steps.get)
-    assert recommended == " ".join(
-        f"ici_{kv.split('=')[0]}_parallelism={kv.split('=')[1]}" for kv in best.split(" x ")
-    ), text
-    # The splits really differ: tensor parallelism moves activations, fsdp moves weights.
-    assert len({m[6] for m in rows.values()}) > 1, text
+    assert "PREDICTED" in text and "not a measurement" in text
+    rows = [m.groupdict() for m in ROW.finditer(text)]
+    given = rows[0]
+    assert given["name"].startswith("the job as given: fsdp=16, full, batch 2"), text
+    assert given["global"] == "32"  # 2 sequences x 16 chips
+    compiled = [r for r in rows[1:] if r["fits"] != "est."]
+    splits = {r["name"].split(",")[0] for r in compiled}
+    assert {"fsdp=16", "data=4 x fsdp=4", "fsdp=4 x tensor=4"} <= splits, text
+    for r in rows:  # tokens/s per chip is the batch's tokens over the predicted step
+        batch = float(r["global"]) / 16
+        assert float(r["tokens"].replace(",", "")) == pytest.approx(
+            batch * 512 / float(r["step"]), rel=0.01, abs=1
+        ), r
+    fitting = [r for r in compiled if r["fits"] == "yes"]
+    best = max(fitting, key=lambda r: float(r["tokens"].replace(",", "")))
+    assert best["name"].endswith("<- best"), text
+    assert float(best["global"]) > 32 and "global batch CHANGES" in text
+
+    # The pasted arguments are a job the launcher takes, with the recommendation in it.
+    pasted = shlex.split(re.search(r"ARGS=(.+)$", text, re.M)[1])
+    assert len(pasted) == 1
+    options, maxtext = parse_job_args(shlex.split(pasted[0]))
+    assert options.accelerator_type == "v6e" and options.topology == "4x4"
+    assert "--xla_tpu_enable_async_collective_fusion=true" in options.libtpu_init_args
+    recommended = best["name"].removesuffix(" <- best").split(", ")
+    assert f"remat_policy={recommended[1]}" in maxtext or recommended[1] == "full"
+    assert f"per_device_batch_size={recommended[2].removeprefix('batch ')}" in maxtext
+    again = preflight("--", *shlex.split(pasted[0]))
+    assert again.returncode == 0 and "verdict: fits" in again.stdout, again.stdout + again.stderr

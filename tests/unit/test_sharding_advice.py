@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import shlex
+from dataclasses import asdict
 from itertools import combinations
 from math import prod
 
 import pytest
 
+from launcher.core.job_plan import parse_job_args
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.tpu_table import topology_chips
-from launcher.preflight.sharding_advice import Estimate, candidate_splits, with_split
+from launcher.core.slices import Slices
+from launcher.core.tpu_table import topology_chips, tpu_type
+from launcher.preflight.memory_report import MemoryReport
+from launcher.preflight.sharding_advice import (
+    HBM_MARGIN,
+    Candidate,
+    _estimate,
+    candidate_splits,
+    paste_args,
+    with_split,
+)
+from tests.support.tutorial import LLAMA3_8B
 
 pytestmark = pytest.mark.unit
 
@@ -57,6 +70,89 @@ def test_with_split_resets_other_axes_and_puts_data_over_dcn():
     split.check_parallelism(16, 2, "2 x v6e-16")  # a split the launcher itself accepts
 
 
-def test_estimate_names_its_bound():
-    e = Estimate(compute_s=0.2, memory_s=0.5, network_s=0.1)
-    assert (e.step_s, e.bound, round(e.mfu, 2)) == (0.5, "HBM", 0.4)
+V6E_16 = Slices(tpu_type("v6e-16"))
+
+
+def probe(split: dict[str, int]) -> Candidate:
+    """A probe as compiled: llama3-8b, batch 1, remat full (figures like the tutorial job's)."""
+    report = MemoryReport(
+        target="v6e-16",
+        hbm_gib=32,
+        arguments_gib=5.6,
+        outputs_gib=5.6,
+        aliased_gib=5.6,
+        temporaries_gib=2.0,
+        compile_seconds=60,
+        fits=True,
+        flops=197.6e12,
+        remat_flops=LLAMA3_8B.remat_flops(),
+        hbm_bytes=7.4e11,
+        ici_bytes=6.4e10,
+        model_dims=asdict(LLAMA3_8B),
+    )
+    return Candidate(split, "full", 1, probe=True, report=report)
+
+
+def test_estimates_grow_with_the_batch_and_stop_short_of_the_hbm():
+    p = probe({"ici_fsdp_parallelism": 16})
+    by_batch = {b: _estimate(p, "full", b, V6E_16) for b in (1, 2, 4, 8, 16, 32)}
+    fitting = {b: c for b, c in by_batch.items() if c is not None}
+    assert 8 in fitting and 32 not in fitting
+    for b, c in fitting.items():
+        assert c.estimated_gib <= 32 * (1 - HBM_MARGIN)
+        assert c.estimated_flops == pytest.approx(197.6e12 * b)
+    gib = [c.estimated_gib for c in fitting.values()]
+    assert gib == sorted(gib)
+
+
+def test_a_policy_that_keeps_more_recomputes_less_and_holds_more():
+    p = probe({"ici_fsdp_parallelism": 16})
+    full, minimal = _estimate(p, "full", 1, V6E_16), _estimate(p, "minimal", 1, V6E_16)
+    assert minimal.estimated_terms.compute_s < full.estimated_terms.compute_s
+    assert minimal.estimated_gib > full.estimated_gib
+    assert _estimate(p, "minimal", 4, V6E_16) is None  # 4 x 11 GiB of kept activations
+
+
+def test_tensor_parallel_collectives_grow_with_the_batch_fsdp_ones_do_not():
+    fsdp = probe({"ici_fsdp_parallelism": 16})
+    tensor = probe({"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4})
+    assert _estimate(fsdp, "full", 4, V6E_16).estimated_terms.ici_s == pytest.approx(
+        _estimate(fsdp, "full", 1, V6E_16).estimated_terms.ici_s
+    )
+    assert _estimate(tensor, "full", 4, V6E_16).estimated_terms.ici_s == pytest.approx(
+        4 * _estimate(tensor, "full", 1, V6E_16).estimated_terms.ici_s
+    )
+
+
+def test_paste_args_change_the_job_in_place_and_round_trip_through_the_launcher():
+    job = [
+        "--tpu=v6e-16",
+        "base.yml",
+        "model_name=llama3-8b",
+        "per_device_batch_size=1",
+        "ici_fsdp_parallelism=4",
+        "ici_tensor_parallelism=4",
+        "run_name=r",
+    ]
+    flags = "--xla_enable_async_all_gather=true --xla_tpu_enable_async_collective_fusion=true"
+    text = paste_args(
+        job,
+        {
+            "ici_fsdp_parallelism": "16",
+            "ici_tensor_parallelism": "1",
+            "per_device_batch_size": "8",
+            "remat_policy": "full",
+        },
+        flags,
+    )
+    options, maxtext = parse_job_args(shlex.split(text))
+    assert options.tpu == "v6e-16" and options.libtpu_init_args == flags
+    assert maxtext == [
+        "base.yml",
+        "model_name=llama3-8b",
+        "per_device_batch_size=8",
+        "ici_fsdp_parallelism=16",
+        "ici_tensor_parallelism=1",
+        "run_name=r",
+        "remat_policy=full",
+    ]

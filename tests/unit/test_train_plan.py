@@ -148,3 +148,18 @@ def test_a_compilation_cache_the_user_chose_is_kept(tmp_path):
     for chosen in ("jax_cache_dir=/elsewhere", "jax_cache_dir="):  # "" turns the cache off
         plan = plan_job(JobOptions(), ["run_name=r", chosen], output_dir=str(tmp_path))
         assert plan.args.overrides["jax_cache_dir"] == chosen.split("=")[1]
+
+
+def test_libtpu_flags_reach_every_tpu_host_and_never_a_cpu_one(tmp_path):
+    from launcher.runtime.entrypoint import worker_env
+
+    flags = "--xla_enable_async_all_gather=true --xla_tpu_enable_async_collective_fusion=true"
+    options, maxtext = parse_job_args([f"--libtpu_init_args={flags}", *TUTORIAL_JOB])
+    plan = plan_job(options, maxtext, nodes=ray_nodes("v6e", "4x4"), output_dir=str(tmp_path))
+    assert worker_env(plan) == {"LIBTPU_INIT_ARGS": flags}
+    assert worker_env(plan_job(JobOptions(), TUTORIAL_JOB, nodes=ray_nodes("v6e", "4x4"))) == {}
+    cpu = plan_job(
+        JobOptions(cpu_hosts=2, cpu_devices_per_host=2, libtpu_init_args=flags),
+        ["tiny-llama.yml", "run_name=r"],
+    )
+    assert "LIBTPU_INIT_ARGS" not in worker_env(cpu)

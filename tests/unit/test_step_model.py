@@ -1,0 +1,92 @@
+"""The step model: fitted weights, the calibration data it is fitted to, and how close it comes
+to every published run."""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+import pytest
+
+from launcher.preflight.calibration import fit_runs, generation_flags, load_runs
+from launcher.preflight.step_model import StepModel, StepTerms, fit, overlaps_collectives
+from tests.support.tutorial import TUTORIAL_JOB_ARGS
+
+pytestmark = pytest.mark.unit
+TARGET = 0.25  # issue: every calibration run within +-25%
+
+
+def test_the_fit_recovers_known_weights():
+    truth = StepModel(compute=1.3, hbm=0.4, ici_exposed=5.0, ici_overlapped=0.2)
+    terms = [
+        StepTerms(1.0, 0.5, 0.1, True),
+        StepTerms(2.0, 0.3, 0.4, True),
+        StepTerms(0.2, 0.45, 0.15, False),
+        StepTerms(0.5, 0.9, 0.3, False),
+        StepTerms(3.0, 1.0, 0.05, True),
+    ]
+    fitted = fit([(t, truth.predict(t)) for t in terms])
+    for got, want in zip(vars(fitted).values(), vars(truth).values(), strict=True):
+        assert got == pytest.approx(want, rel=1e-6)
+
+
+def test_weights_are_never_negative():
+    # a point the others contradict must not buy a negative weight
+    terms = [StepTerms(1.0, 1.0, 0.0, True), StepTerms(1.0, 2.0, 0.0, True)]
+    fitted = fit([(terms[0], 2.0), (terms[1], 1.0)])
+    assert min(vars(fitted).values()) >= 0
+
+
+def test_async_collective_flags_are_recognised():
+    assert overlaps_collectives("--xla_enable_async_all_gather=true")
+    assert overlaps_collectives("--a=1 --xla_tpu_enable_async_collective_fusion=true")
+    assert not overlaps_collectives("")
+    assert not overlaps_collectives("--xla_tpu_enable_async_collective_fusion=false")
+
+
+def test_every_calibration_run_is_a_valid_job_with_a_source_and_a_measurement():
+    runs = load_runs()
+    assert len(runs) >= 8
+    assert len({r.name for r in runs}) == len(runs)
+    for run in runs:
+        assert run.target.shape is not None  # a slice name the TPU table knows
+        run.maxtext_args().check_known_keys()  # arguments this MaxText accepts
+        assert run.source["where"] and run.source["figure"]
+        assert {"step_s", "tflops_per_chip"} & set(run.measured)
+
+
+def test_every_run_was_recorded_with_the_installed_compiler():
+    versions = {p: metadata.version(p) for p in ("maxtext", "jax", "libtpu")}
+    for run in load_runs():
+        assert run.terms, f"{run.name}: run benchmarks/advice_calibration.py --record"
+        assert run.terms["versions"] == versions, (
+            f"{run.name} was compiled with {run.terms['versions']}; installed: {versions}: "
+            "run benchmarks/advice_calibration.py --record"
+        )
+        assert run.report().flops > 0 and run.report().hbm_bytes > 0
+
+
+def test_the_calibrated_model_is_within_25_percent_of_every_published_run():
+    runs = load_runs()
+    model = fit_runs(runs)
+    errors = {r.name: model.predict(r.step_terms()) / r.measured_step_s() - 1 for r in runs}
+    assert all(abs(e) <= TARGET for e in errors.values()), errors
+
+
+def test_the_tutorial_run_is_the_gke_tutorials_job():
+    tutorial = next(r for r in load_runs() if r.name == "gke-tutorial-llama3-8b")
+    assert [*tutorial.args, "run_name=rayjob-8b-4096-tp4-4x4"] == TUTORIAL_JOB_ARGS
+    assert tutorial.slice == "v6e-16" and not tutorial.libtpu_flags
+
+
+def test_the_gke_tutorials_own_figures_are_consistent():
+    # 3725 tokens/s/device = 4096 tokens / 1.100 s; 179.7 TFLOP/s = MaxText's FLOPs / 1.100 s
+    tutorial = next(r for r in load_runs() if r.name == "gke-tutorial-llama3-8b")
+    step = tutorial.measured_step_s()
+    assert 4096 / step == pytest.approx(3725.218, rel=1e-3)
+    assert tutorial.report().flops / step / 1e12 == pytest.approx(179.739, rel=2e-3)
+
+
+def test_candidates_use_the_flags_of_the_fastest_published_run_of_their_generation():
+    assert "--xla_tpu_enable_async_collective_fusion=true" in generation_flags("v6e")
+    assert overlaps_collectives(generation_flags("v5p"))
+    assert generation_flags("v7x") == ""
