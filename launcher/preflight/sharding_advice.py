@@ -366,7 +366,7 @@ def _row(advice: Advice, c: Candidate, label: str) -> str:
     else:
         memory, fits = "-", "-"
     cols = (
-        f"{_seconds(p.step_s):>9}{p.tokens_per_chip_s:>10,.0f}{p.mfu:>6.0%}"
+        f"{_seconds(p.step_s):>9}{p.tokens_per_chip_s:>12,.0f}{p.mfu:>6.0%}"
         if p
         else f"  {c.failed[:60] or 'does not fit'}"
     )
@@ -383,7 +383,7 @@ def render(advice: Advice, job_args: list[str]) -> str:
         "Gbit/s from the TPU table)",
         f"  candidates compiled with LIBTPU_INIT_ARGS={advice.flags or '(none)'}",
         f"  {'candidate (split, remat, batch/chip)':<40}{'global':>7}{'memory':>11}{'fits':>6}"
-        f"{'step':>9}{'tokens/s':>10}{'MFU':>6}",
+        f"{'step':>9}{'tokens/s':>12}{'MFU':>6}",
         _row(advice, advice.given, f"the job as given: {advice.given.name}"),
     ]
     compiled = [c for c in advice.candidates if c.report or c.failed]
@@ -437,8 +437,8 @@ def render(advice: Advice, job_args: list[str]) -> str:
                 q = advice.prediction(b)
                 lines.append(
                     f"  at the job's own global batch the best is {b.name}: "
-                    f"{q.tokens_per_chip_s:,.0f} tokens/s/chip: "
-                    + paste_args(job_args, changed_args(advice, b), advice.flags)
+                    f"{q.tokens_per_chip_s:,.0f} tokens/s/chip:\n    ARGS="
+                    + _shell_quote(paste_args(job_args, changed_args(advice, b), advice.flags))
                 )
     lines.append(
         "  paste into make submit (or make preflight):\n    ARGS="

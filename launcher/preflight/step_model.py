@@ -11,13 +11,14 @@ A roofline takes max(compute, hbm, ici): a lower bound no real step reaches. The
 model adds the terms, each with its own weight fitted (non-negative least squares on the
 relative error) to measured runs (see calibration):
 
-    step = w_compute * compute + w_hbm * hbm + w_ici * ici
+    step = w_compute[generation] * compute + w_hbm * hbm + w_ici * ici
 
-with one ICI weight for jobs whose collectives XLA runs asynchronously beside the compute (the
-async-collective LIBTPU_INIT_ARGS MaxText's recipes set) and another for jobs without them.
-The weights say how far real kernels are from the peak figures (w_compute >= 1), how much of
-the counted HBM traffic is not hidden behind the matrix units, and how much collective time is
-exposed.
+with a compute weight per TPU generation (how near its peak real kernels get on that chip; a
+generation without published runs takes the weight fitted to all runs), and one ICI weight for
+jobs whose collectives XLA runs asynchronously beside the compute (the async-collective
+LIBTPU_INIT_ARGS MaxText's recipes set) and another for jobs without them. The weights say how
+far real kernels are from the peak figures (w_compute >= 1), how much of the counted HBM traffic
+is not hidden behind the matrix units, and how much collective time is exposed.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class StepTerms:
     hbm_s: float
     ici_s: float
     overlapped: bool  # async-collective flags set
+    generation: str = ""  # the TPU generation (its own compute weight)
 
     @property
     def roofline_s(self) -> float:
@@ -58,44 +60,66 @@ def step_terms(report: MemoryReport, gen: Generation, libtpu_flags: str) -> Step
         hbm_s=report.hbm_bytes / (gen.hbm_gbps * 1e9),
         ici_s=report.ici_bytes / (gen.ici_gbps / 8 * 1e9),
         overlapped=overlaps_collectives(libtpu_flags),
+        generation=gen.name,
     )
 
 
 @dataclass(frozen=True)
 class StepModel:
-    """The fitted weights."""
+    """The fitted weights. Each TPU generation with published runs has its own compute weight
+    (how near its peak real kernels get); another generation takes the one fitted to all."""
 
-    compute: float
+    compute: float  # fitted to every run with one compute weight
     hbm: float
     ici_exposed: float  # without async-collective flags
     ici_overlapped: float  # with them
+    compute_by_generation: tuple[tuple[str, float], ...] = ()
+
+    def compute_weight(self, generation: str) -> float:
+        return dict(self.compute_by_generation).get(generation, self.compute)
 
     def predict(self, terms: StepTerms) -> float:
         ici = self.ici_overlapped if terms.overlapped else self.ici_exposed
-        return self.compute * terms.compute_s + self.hbm * terms.hbm_s + ici * terms.ici_s
+        return (
+            self.compute_weight(terms.generation) * terms.compute_s
+            + self.hbm * terms.hbm_s
+            + ici * terms.ici_s
+        )
 
     def describe(self) -> str:
+        by_gen = ", ".join(f"{g} {w:.2f}" for g, w in self.compute_by_generation)
         return (
-            f"step = {self.compute:.2f} x compute + {self.hbm:.2f} x HBM + "
-            f"{self.ici_overlapped:.2f} x ICI (async collectives) or "
-            f"{self.ici_exposed:.2f} x ICI (without)"
+            f"step = w x compute ({by_gen + '; ' if by_gen else ''}other TPUs "
+            f"{self.compute:.2f}) + {self.hbm:.2f} x HBM + {self.ici_overlapped:.2f} x ICI "
+            f"(async collectives) or {self.ici_exposed:.2f} x ICI (without)"
         )
 
 
-def _features(terms: StepTerms) -> list[float]:
+def _features(terms: StepTerms, generations: list[str]) -> list[float]:
+    compute = [terms.compute_s if terms.generation == g else 0.0 for g in generations]
     return [
-        terms.compute_s,
+        *(compute or [terms.compute_s]),
         terms.hbm_s,
         0.0 if terms.overlapped else terms.ici_s,
         terms.ici_s if terms.overlapped else 0.0,
     ]
 
 
-def fit(points: list[tuple[StepTerms, float]]) -> StepModel:
-    """Weights minimising the squared relative error over (terms, measured step seconds)."""
+def _nnls(points: list[tuple[StepTerms, float]], generations: list[str]) -> list[float]:
     import numpy as np
     from scipy.optimize import nnls
 
-    a = np.array([[f / measured for f in _features(t)] for t, measured in points])
+    a = np.array([[f / measured for f in _features(t, generations)] for t, measured in points])
     weights, _ = nnls(a, np.ones(len(points)))
-    return StepModel(*(float(w) for w in weights))
+    return [float(w) for w in weights]
+
+
+def fit(points: list[tuple[StepTerms, float]]) -> StepModel:
+    """Weights minimising the squared relative error over (terms, measured step seconds)."""
+    pooled = _nnls(points, [])
+    generations = sorted({t.generation for t, _ in points if t.generation})
+    if not generations:
+        return StepModel(*pooled)
+    weights = _nnls(points, generations)
+    by_gen = tuple(zip(generations, weights[: len(generations)], strict=True))
+    return StepModel(pooled[0], *weights[len(generations) :], compute_by_generation=by_gen)
