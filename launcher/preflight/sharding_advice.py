@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from math import prod
 
 from launcher.core.errors import UsageError
@@ -92,7 +92,6 @@ class Candidate:
     estimated_terms: StepTerms | None = None
     estimated_flops: float = 0.0  # MaxText's model FLOPs at this batch
     failed: str = ""  # why it did not compile
-    notes: list[str] = field(default_factory=list)
 
     @property
     def split_name(self) -> str:
@@ -235,6 +234,7 @@ def _estimate(probe: Candidate, remat: str, batch: float, target: Slices) -> Can
         # fsdp moves weights (the same at any batch); tensor parallelism moves activations
         ici_s=probe_terms.ici_s * (scale if tensor > 1 else 1.0),
         overlapped=True,
+        generation=gen.name,
     )
     return Candidate(
         probe.split, remat, batch, estimated_gib=gib, estimated_terms=terms, estimated_flops=flops
@@ -291,9 +291,8 @@ def advise(
     )
     finals: list[Candidate] = []
     for c in estimates:
-        bound = c.batch * seq / (model.compute * c.estimated_terms.compute_s)
-        if bound <= best_so_far:
-            c.notes.append("dropped: cannot beat a compiled candidate")
+        weight = model.compute_weight(gen.name)
+        if c.batch * seq / (weight * c.estimated_terms.compute_s) <= best_so_far:
             continue
         if len(finals) < FINAL_COMPILES and all(
             (f.split, f.remat) != (c.split, c.remat) for f in finals
