@@ -24,6 +24,7 @@ class StepPoint:
     logged_at: float
     loss: float
     tokens_per_device: float
+    total_weights: float = 0.0  # tokens in the step's global batch
 
 
 @dataclass
@@ -33,6 +34,10 @@ class Attempt:
 
     started_at: float
     workers: int = 0
+    slices: int = 0  # TPU slices this start got (elastic jobs run on fewer than planned)
+    # MEGASCALE_* as rank 0's MaxText saw them: Ray's values for this worker group, never
+    # a stale pod's.
+    megascale: dict[str, str] = field(default_factory=dict)
     steps: list[StepPoint] = field(default_factory=list)
     checkpoints: list[tuple[int, float]] = field(default_factory=list)  # (step, logged at)
     compile_seconds: float = 0.0  # JAX's own measure: tracing, lowering, XLA compile
@@ -50,6 +55,8 @@ class Attempt:
         return cls(
             started_at=data["started_at"],
             workers=data.get("workers", 0),
+            slices=data.get("slices", 0),
+            megascale=data.get("megascale", {}),
             steps=[StepPoint(**s) for s in data.get("steps", [])],
             checkpoints=[tuple(c) for c in data.get("checkpoints", [])],
             compile_seconds=data.get("compile_seconds", 0.0),

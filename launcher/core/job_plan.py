@@ -11,13 +11,14 @@ target slice of a values file or a release).
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 from absl import flags
 
 from launcher.core import slices as slices_mod
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
 from launcher.core.slices import Slices
@@ -30,6 +31,8 @@ RESULT_MARK = "LAUNCHER_RESULT "
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
+# The chart's ray.worker.tpu.minSlices, set on the head: jobs are elastic down to it by default.
+MIN_SLICES_ENV = "LAUNCHER_MIN_SLICES"
 # JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the run's directory on
 # the bucket, next to the checkpoints: every restart, and every resubmission with the same
 # arguments, loads the compiled step instead of compiling it again. MaxText's own default
@@ -61,6 +64,28 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
     flags.DEFINE_integer(
         "num_slices", 1, "Number of slices of that shape (multi-slice over DCN).", flag_values=fv
+    )
+    flags.DEFINE_integer(
+        "min_slices",
+        _env_int(MIN_SLICES_ENV),
+        "Elastic: run on as few as this many whole slices when the others are gone (preempted) "
+        "and grow back to --num_slices when they return; the global batch is kept by more "
+        "gradient accumulation. Default: --num_slices (every slice, always).",
+        flag_values=fv,
+    )
+    flags.DEFINE_bool(
+        "allow_changing_batch",
+        False,
+        "Elastic: let the global batch shrink on a number of slices that cannot keep it exactly "
+        "(otherwise such a job is refused at submission).",
+        flag_values=fv,
+    )
+    flags.DEFINE_float(
+        "resize_check_s",
+        60.0,
+        "Elastic: how often, while training on fewer slices, Ray checks whether slices came "
+        "back (each grow restarts from the latest checkpoint).",
+        flag_values=fv,
     )
     flags.DEFINE_integer(
         "chips_per_host", None, "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).", flag_values=fv
@@ -112,6 +137,9 @@ class JobOptions:
     accelerator_type: str | None = None
     topology: str | None = None
     num_slices: int = 1
+    min_slices: int | None = None
+    allow_changing_batch: bool = False
+    resize_check_s: float = 60.0
     chips_per_host: int | None = None
     cpu_hosts: int | None = None
     cpu_devices_per_host: int | None = None
@@ -156,6 +184,13 @@ class JobPlan:
     slices: Slices | None
     args: MaxTextArgs
     libtpu_init_args: str = ""  # LIBTPU_INIT_ARGS of the TPU hosts
+    # What MaxText is told on each number of slices the job may run on (min_slices .. all).
+    sizings: dict[int, SliceSizing] = field(default_factory=dict)
+    resize_check_s: float = 60.0
+
+    @property
+    def min_slices(self) -> int:
+        return min(self.sizings, default=self.slices.num_slices if self.slices else 1)
 
     @property
     def run_name(self) -> str:
@@ -197,15 +232,18 @@ def plan_job(
         if slices is None:
             slices = slices_mod.from_cluster_nodes(nodes)
         else:
-            slices_mod.check_fits_cluster(slices, nodes)
+            slices_mod.check_fits_cluster(slices, nodes, options.min_slices)
     if slices is None and require_slice:
         raise UsageError(
             "accelerator_type",
             "no slice given and no Ray cluster to read it from",
             "pass --accelerator_type and --topology",
         )
+    sized: dict[int, SliceSizing] = {}
     if slices is not None:
         args.check_parallelism(slices.devices_per_slice, slices.num_slices, slices.describe())
+        minimum = options.min_slices if options.min_slices is not None else slices.num_slices
+        sized = sizings(args, slices, minimum, options.allow_changing_batch)
     if output_dir is not None:
         args = args.with_defaults(base_output_directory=output_dir)
         out_dir = str(args.get("base_output_directory"))
@@ -214,7 +252,7 @@ def plan_job(
         args = resolve_steps(args, Path(out_dir) / run_name, options.steps_beyond_checkpoint)
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
             args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
-    return JobPlan(slices, args, options.libtpu_init_args)
+    return JobPlan(slices, args, options.libtpu_init_args, sized, options.resize_check_s)
 
 
 def compile_cache_for(output_dir: str, run_name: str) -> str:

@@ -68,8 +68,10 @@ class Slices:
             f"{s.chips_per_host} chips)"
         )
 
-    def scaling_config(self):
-        """One Ray Train worker per host; on TPU, Ray's slice reservation gang-schedules them."""
+    def scaling_config(self, min_slices: int | None = None, resize_check_s: float = 60.0):
+        """One Ray Train worker per host; on TPU, Ray's slice reservation gang-schedules them.
+        With min_slices below num_slices, Ray's elastic trainer takes whole slices in between
+        and checks every resize_check_s whether more came back."""
         from ray.train import ScalingConfig
 
         if self.shape is None:
@@ -78,9 +80,15 @@ class Slices:
                 resources_per_worker={"CPU": 1},
                 placement_strategy="SPREAD",
             )
+        elastic = min_slices is not None and min_slices < self.num_slices
         return ScalingConfig(
             use_tpu=True,
-            num_workers=self.num_workers,
+            num_workers=(
+                (min_slices * self.hosts_per_slice, self.num_workers)
+                if elastic
+                else self.num_workers
+            ),
+            elastic_resize_monitor_interval_s=resize_check_s,
             topology=self.shape.topology,
             accelerator_type=self.shape.generation.ray_accelerator_type,
             resources_per_worker={"TPU": self.shape.chips_per_host},
@@ -199,8 +207,9 @@ def from_pod_spec(pod: dict, replicas: int) -> Slices | None:
     return Slices(shape, int(replicas))
 
 
-def check_fits_cluster(slices: Slices, nodes: list[dict]) -> None:
-    """Fails early when the cluster cannot hold the requested TPU slices."""
+def check_fits_cluster(slices: Slices, nodes: list[dict], min_slices: int | None = None) -> None:
+    """Fails early when the cluster cannot hold the requested TPU slices (an elastic job: at
+    least min_slices of them)."""
     if not slices.is_tpu:
         return
     found = from_cluster_nodes(nodes)
@@ -210,7 +219,8 @@ def check_fits_cluster(slices: Slices, nodes: list[dict]) -> None:
         slices.shape.topology,
         slices.shape.chips_per_host,
     )
-    if not same or found.num_slices < slices.num_slices:
+    needed = slices.num_slices if min_slices is None else min(min_slices, slices.num_slices)
+    if not same or found.num_slices < needed:
         raise UsageError(
             "topology",
             f"asked for {slices.describe()} but the Ray cluster offers {found.describe()}",

@@ -17,6 +17,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from dataclasses import asdict
 
 from absl import app, flags
 
@@ -62,6 +63,16 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     for line in format_breakdown(outcome["goodput"]):
         print(line)
     print(format_compile_cache(outcome["compile_cache"]))
+    if len({start["slices"] for start in outcome["starts"]}) > 1:
+        print(
+            "slices:       "
+            + " -> ".join(
+                f"{start['slices']} (steps {start['first_step']}-{start['last_step']})"
+                if start["first_step"] is not None
+                else f"{start['slices']} (no step)"
+                for start in outcome["starts"]
+            )
+        )
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
@@ -78,6 +89,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
                 **metrics,
                 "goodput": outcome["goodput"],
                 "compile_cache": outcome["compile_cache"],
+                "starts": outcome["starts"],
                 "plot": outcome.get("plot"),
             }
         ),
@@ -121,12 +133,23 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
     )
     slices, args = plan.slices, plan.args
     assert slices is not None  # require_slice
-    scaling = slices.scaling_config()
+    scaling = slices.scaling_config(plan.min_slices, plan.resize_check_s)
     print(
         f"launcher: {slices.describe()}: {slices.num_workers} workers x "
         f"{slices.devices_per_host} devices = {slices.num_devices} devices",
         flush=True,
     )
+    if plan.min_slices < slices.num_slices:
+        print(
+            f"launcher: elastic: runs on {plan.min_slices} to {slices.num_slices} slices "
+            f"(checks for returned slices every {plan.resize_check_s:g}s); "
+            + "; ".join(
+                f"{s.slices} slices: global batch {s.global_batch:g}"
+                + (f" ({', '.join(f'{k}={v}' for k, v in s.overrides.items())})")
+                for s in plan.sizings.values()
+            ),
+            flush=True,
+        )
     print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
     if options.dry_run:
         print(
@@ -138,6 +161,10 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
                     "accelerator_type": scaling.accelerator_type,
                     "resources_per_worker": scaling.resources_per_worker,
                     "placement_strategy": scaling.placement_strategy,
+                    "elastic_resize_monitor_interval_s": (
+                        scaling.elastic_resize_monitor_interval_s
+                    ),
+                    "sizings": {n: asdict(s) for n, s in plan.sizings.items()},
                     "argv": args.argv(),
                     "worker_env": worker_env(plan),
                 }
@@ -164,7 +191,7 @@ def slice_trainer(
     return JaxTrainer(
         train_loop_per_worker=loop,
         train_loop_config=loop_config,
-        scaling_config=slices.scaling_config(),
+        scaling_config=slices.scaling_config(plan.min_slices, plan.resize_check_s),
         jax_config=None if slices.is_tpu else CpuJaxConfig(),
         run_config=RunConfig(
             name=name,
@@ -189,6 +216,9 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
             "argv": args.argv(),
             "steps": args.get("steps"),
             "summary_key": summary_key,
+            # Each start reads what MaxText is told on the number of slices it got.
+            "hosts_per_slice": slices.hosts_per_slice,
+            "sizings": {n: asdict(s) for n, s in plan.sizings.items()},
             # MFU in the progress lines where the TPU table knows the chip's peak.
             "peak_tflops": slices.shape.generation.peak_bf16_tflops if slices.is_tpu else None,
         },
@@ -237,6 +267,19 @@ def _outcome(plan: JobPlan, summary_key: str) -> dict:
             "saved_seconds": sum(a.compile_seconds_saved for a in attempts),
         },
     }
+    # Each start as it ran: on how many slices, which steps, the global batch in tokens MaxText
+    # reported, and the MEGASCALE_* its MaxText saw.
+    outcome["starts"] = [
+        {
+            "slices": a.slices,
+            "workers": a.workers,
+            "first_step": a.steps[0].step if a.steps else None,
+            "last_step": a.steps[-1].step if a.steps else None,
+            "batch_tokens": sorted({p.total_weights for p in a.steps}),
+            "megascale": a.megascale,
+        }
+        for a in attempts
+    ]
     # The last computation of each step (a restart computes some again).
     points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
     if points:

@@ -20,7 +20,7 @@ from launcher.core.progress_line import format_progress_line
 STEP_LINE = re.compile(
     r"completed step: (?P<step>\d+), seconds: (?P<seconds>[\d.]+), "
     r"TFLOP/s/device: (?P<tflops>[\d.]+), Tokens/s/device: (?P<tokens>[\d.]+), "
-    r"total_weights: [\d.]+, loss: (?P<loss>[-\d.naif]+)"
+    r"total_weights: (?P<weights>[\d.]+), loss: (?P<loss>[-\d.naif]+)"
 )
 
 
@@ -31,6 +31,7 @@ class StepRecord:
     tflops_per_device: float
     tokens_per_device: float
     loss: float
+    total_weights: float  # tokens the optimizer step learned from: the global batch in tokens
 
 
 def parse_step_line(line: str) -> StepRecord | None:
@@ -43,6 +44,7 @@ def parse_step_line(line: str) -> StepRecord | None:
         tflops_per_device=float(m["tflops"]),
         tokens_per_device=float(m["tokens"]),
         loss=float(m["loss"]),
+        total_weights=float(m["weights"]),
     )
 
 
@@ -87,7 +89,9 @@ class ProgressTracker(logging.Handler):
         now = time.time()
         if self.attempt is not None:
             self.attempt.steps.append(
-                StepPoint(rec.step, rec.seconds, now, rec.loss, rec.tokens_per_device)
+                StepPoint(
+                    rec.step, rec.seconds, now, rec.loss, rec.tokens_per_device, rec.total_weights
+                )
             )
         self.say(self.progress_line(rec))
         if now - self._published_at >= self.publish_every:

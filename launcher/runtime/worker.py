@@ -14,15 +14,39 @@ from launcher.core.goodput import Attempt
 KV_NAMESPACE = "tpu-launcher"
 
 
-def argv_for_this_host(argv: list[str]) -> list[str]:
-    """A slice whose devices are CPUs (the local simulation, CPU-only clusters) implies
-    MaxText's cpu hardware mode; a user's explicit hardware=... always wins."""
-    argv = list(argv)
-    if os.environ.get("JAX_PLATFORMS", "").split(",")[0] == "cpu" and not any(
-        a.startswith("hardware=") for a in argv
-    ):
+# Multi-slice coordination that libtpu reads when the TPU backend starts. Ray sets them from
+# the live worker group on more than one slice and sets none on one; a pod can still carry a
+# value from when the job had more slices (the chart declares MEGASCALE_NUM_SLICES for the
+# TPU webhook), and libtpu would then wait for slices that are gone.
+MEGASCALE_PREFIX = "MEGASCALE_"
+
+
+def cpu_devices() -> bool:
+    return os.environ.get("JAX_PLATFORMS", "").split(",")[0] == "cpu"
+
+
+def argv_for_this_host(argv: list[str], overrides: dict[str, str] | None = None) -> list[str]:
+    """MaxText's argv for this start: the sizing's overrides for the slices it got replace the
+    same keys, and a slice whose devices are CPUs (the local simulation, CPU-only clusters)
+    implies MaxText's cpu hardware mode; a user's explicit hardware=... always wins."""
+    overrides = overrides or {}
+    argv = [a for a in argv if a.partition("=")[0] not in overrides]
+    argv += [f"{k}={v}" for k, v in overrides.items()]
+    if cpu_devices() and not any(a.startswith("hardware=") for a in argv):
         argv.append("hardware=cpu")
     return argv
+
+
+def slices_of_this_start(world_size: int, config: dict) -> int:
+    return max(1, world_size // int(config.get("hosts_per_slice") or world_size))
+
+
+def drop_stale_megascale(slices: int) -> dict[str, str]:
+    """On one slice no MEGASCALE_* may be left from a larger group; returns what is in effect."""
+    if slices == 1:
+        for key in [k for k in os.environ if k.startswith(MEGASCALE_PREFIX)]:
+            del os.environ[key]
+    return {k: v for k, v in os.environ.items() if k.startswith(MEGASCALE_PREFIX)}
 
 
 def quiet_orbax() -> None:
@@ -37,10 +61,17 @@ def train_loop_per_worker(config: dict) -> None:
 
     from launcher.runtime.progress import ProgressTracker
 
-    argv = argv_for_this_host(config["argv"])
-
     context = ray.train.get_context()
     rank = context.get_world_rank()
+    slices = slices_of_this_start(context.get_world_size(), config)
+    sizing = (config.get("sizings") or {}).get(slices)
+    argv = argv_for_this_host(
+        config["argv"],
+        (sizing["simulated_overrides"] if cpu_devices() else sizing["overrides"])
+        if sizing
+        else None,
+    )
+    megascale = drop_stale_megascale(slices)
     quiet_orbax()
     tracker = ProgressTracker(
         total_steps=int(config.get("steps", 0)),
@@ -48,7 +79,12 @@ def train_loop_per_worker(config: dict) -> None:
         peak_tflops=config.get("peak_tflops"),
     )
     if rank == 0:  # rank 0 speaks for the worker group: its events are the job's
-        tracker.attempt = Attempt(started_at=time.time(), workers=context.get_world_size())
+        tracker.attempt = Attempt(
+            started_at=time.time(),
+            workers=context.get_world_size(),
+            slices=slices,
+            megascale=megascale,
+        )
         key = f"{config['summary_key']}/attempts/{time.time_ns()}"
         earlier = len(
             internal_kv._internal_kv_list(
@@ -58,7 +94,14 @@ def train_loop_per_worker(config: dict) -> None:
         if earlier:
             tracker.say(
                 f"[restart] the worker group started again (start {earlier + 1}) on "
-                f"{context.get_world_size()} hosts; MaxText resumes from the latest checkpoint"
+                f"{context.get_world_size()} hosts ({slices} slice{'s' if slices > 1 else ''}); "
+                "MaxText resumes from the latest checkpoint"
+            )
+        if sizing and len(config["sizings"]) > 1:
+            tracker.say(
+                f"[elastic] {slices} of {max(config['sizings'])} slices: global batch "
+                f"{sizing['global_batch']:g}"
+                + "".join(f", {k}={v}" for k, v in sizing["overrides"].items())
             )
         tracker.publish = lambda attempt: _put(key, attempt.to_json())
         _count_compile_time(tracker.attempt)

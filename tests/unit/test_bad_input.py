@@ -47,6 +47,37 @@ CASES = [
         "dcn parallelism dcn_data_parallelism=3 = 3 does not match the 2 slices",
     ),
     (
+        "elastic batch cannot be kept",
+        "cli",
+        ["--tpu=v5p-16", "--num_slices=4", "--min_slices=3", "run_name=r"],
+        "min_slices: on 3 of 4 slices the global batch cannot stay the same",
+    ),
+    (
+        "elastic minimum above the slices",
+        "train",
+        [*TPU, "--num_slices=2", "--min_slices=3", "run_name=r"],
+        "min_slices: must be between 1 and --num_slices (2), got 3",
+    ),
+    (
+        "elastic over two dcn axes",
+        "train",
+        [
+            *TPU,
+            "--num_slices=4",
+            "--min_slices=2",
+            "run_name=r",
+            "dcn_data_parallelism=2",
+            "dcn_fsdp_parallelism=2",
+        ],
+        "needs exactly one DCN axis that spans the 4 slices",
+    ),
+    (
+        "elastic minimum of zero",
+        "train",
+        [*TPU, "--min_slices=0", "run_name=r"],
+        "min_slices: must be between 1 and --num_slices (1), got 0",
+    ),
+    (
         "missing output directory",
         "train",
         [*TPU, "run_name=r", "base_output_directory=/no/such"],

@@ -1,0 +1,136 @@
+"""What MaxText is told on each number of slices a job may get.
+
+A multi-slice job spans slices over DCN. With `--min_slices` below `--num_slices` Ray Train's
+elastic JaxTrainer starts (and restarts) it on as many whole slices as the cluster has, between
+the two. Each start then needs MaxText's DCN parallelism for the slices it got, and, to keep the
+global batch (per-device batch x devices x gradient accumulation) the same, more accumulation
+steps on fewer slices. Both are worked out here once, at submission, for every size the job can
+take, so a size that cannot keep the batch is refused before any TPU-hour is spent.
+
+On the local cluster the slices are simulated: MaxText sees CPU devices, which carry no
+`slice_index`, so it counts one slice of all the devices. There the DCN axis is folded into the
+same ICI axis (data over slices becomes data over all devices): same mesh size, same batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.slices import Slices
+
+GA_KEY = "gradient_accumulation_steps"
+ALLOW_FLAG = "--allow_changing_batch"
+
+
+@dataclass(frozen=True)
+class SliceSizing:
+    """MaxText's overrides for a start on `slices` slices, and the global batch that gives."""
+
+    slices: int
+    overrides: dict[str, str]  # on TPU slices
+    simulated_overrides: dict[str, str]  # on the local cluster's CPU-device slices
+    global_batch: float  # sequences per optimizer step (per-device batch may be fractional)
+
+    def for_platform(self, cpu_devices: bool) -> dict[str, str]:
+        return self.simulated_overrides if cpu_devices else self.overrides
+
+
+def slice_axis(args: MaxTextArgs, max_slices: int) -> str:
+    """The one DCN axis that spans the slices (MaxText's default: dcn_data_parallelism=-1)."""
+    dcn = args.parallelism("dcn")
+    spanning = {k: v for k, v in dcn.items() if v != 1}
+    if len(spanning) == 1:
+        ((key, value),) = spanning.items()
+        if value in (-1, max_slices):
+            return key
+    if not spanning and max_slices == 1:
+        return "dcn_data_parallelism"
+    shown = ", ".join(f"{k}={v}" for k, v in spanning.items()) or "none"
+    raise UsageError(
+        "dcn parallelism",
+        f"a job on a changing number of slices needs exactly one DCN axis that spans the "
+        f"{max_slices} slices; found {shown}",
+        "leave dcn_data_parallelism=-1 (MaxText's default) and every other dcn_*_parallelism=1",
+    )
+
+
+def _resolved_ici(args: MaxTextArgs, devices_per_slice: int) -> dict[str, int]:
+    """The ICI axes with MaxText's -1 filled in (the parallelism was checked already)."""
+    ici = args.parallelism("ici")
+    fixed = 1
+    for value in ici.values():
+        fixed *= value if value != -1 else 1
+    return {k: (devices_per_slice // fixed if v == -1 else v) for k, v in ici.items()}
+
+
+def sizings(
+    args: MaxTextArgs, slices: Slices, min_slices: int, allow_changing_batch: bool
+) -> dict[int, SliceSizing]:
+    """Every size from `min_slices` to the planned slices, each with what MaxText is told.
+    Raises UsageError when a size cannot keep the global batch and that was not allowed."""
+    max_slices = slices.num_slices
+    if not 1 <= min_slices <= max_slices:
+        raise UsageError(
+            "min_slices",
+            f"must be between 1 and --num_slices ({max_slices}), got {min_slices}",
+            f"pass --min_slices=1 .. {max_slices} (or leave it out: the job needs every slice)",
+        )
+    axis = slice_axis(args, max_slices)
+    accumulation = int(args.get(GA_KEY) or 1)
+    per_device = float(args.get("per_device_batch_size") or 1)
+    # On the full job's slices the user's accumulation applies as given: the batch to keep.
+    target_sequences = accumulation * max_slices
+    result = {}
+    for got in range(min_slices, max_slices + 1):
+        steps, remainder = divmod(target_sequences, got)
+        if remainder and not allow_changing_batch:
+            sizes = ", ".join(
+                str(s) for s in range(min_slices, max_slices + 1) if target_sequences % s
+            )
+            raise UsageError(
+                "min_slices",
+                f"on {sizes} of {max_slices} slices the global batch cannot stay the same: "
+                f"{GA_KEY}={accumulation} x {max_slices} slices is not a multiple of {sizes}",
+                f"pick {GA_KEY} so that {GA_KEY} x {max_slices} divides by every size from "
+                f"{min_slices} to {max_slices} (e.g. {GA_KEY}="
+                f"{_smallest_exact(accumulation, min_slices, max_slices)}), raise --min_slices, "
+                f"or pass {ALLOW_FLAG} to let the batch shrink on those sizes",
+            )
+        steps = max(1, steps)
+        extra = {GA_KEY: str(steps)} if steps != accumulation else {}
+        batch = per_device * slices.devices_per_slice * got * steps
+        result[got] = SliceSizing(
+            got,
+            {**_dcn_overrides(axis, got, max_slices), **extra},
+            {**_folded_overrides(args, slices, axis, got), **extra},
+            batch,
+        )
+    return result
+
+
+def _smallest_exact(accumulation: int, min_slices: int, max_slices: int) -> int:
+    """The smallest multiple of `accumulation` whose batch every size can keep."""
+    candidate = accumulation
+    while any(candidate * max_slices % s for s in range(min_slices, max_slices + 1)):
+        candidate += accumulation
+    return candidate
+
+
+def _dcn_overrides(axis: str, got: int, max_slices: int) -> dict[str, str]:
+    """The spanning DCN axis sized to the slices this start got."""
+    return {} if max_slices == 1 else {axis: str(got)}
+
+
+def _folded_overrides(args: MaxTextArgs, slices: Slices, axis: str, got: int) -> dict[str, str]:
+    """Simulated slices: MaxText counts one slice of every CPU device, so the spanning DCN axis
+    becomes the same ICI axis, the ICI fill (-1) resolved per slice first."""
+    if slices.num_slices == 1:
+        return {}  # nothing spans slices: the user's mesh as given
+    ici = _resolved_ici(args, slices.devices_per_slice)
+    same_ici = "ici_" + axis.removeprefix("dcn_")
+    folded = {k: str(v) for k, v in ici.items()}
+    folded[same_ici] = str(ici.get(same_ici, 1) * got)
+    folded[axis] = "1"
+    return folded
