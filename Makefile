@@ -25,6 +25,9 @@ ARGS ?= $(DEMO_ARGS)
 # preflight; the simulated slice for `make up` (default v5p-16).
 TPU ?=
 ADDRESS ?=
+# Simulated slices for `make up` (an elastic job's --num_slices), and the one slice-down/up take.
+SLICES ?=
+SLICE ?=
 JOB ?=
 PYTEST_ARGS ?=
 # Chart: a release, its namespace and the values file of its slice.
@@ -151,12 +154,19 @@ sax-unpublish: venv ## Saxml: unpublish MODEL.
 ##@ Local cluster
 
 .PHONY: up
-up: venv ## Start the local Ray cluster (head + simulated TPU hosts of TPU, default v5p-16) unless it runs.
-	$(TL) up $(if $(TPU),--tpu $(TPU))
+up: venv ## Start the local Ray cluster (head + simulated TPU hosts of TPU, default v5p-16; SLICES=2 for two) unless it runs.
+	$(TL) up $(if $(TPU),--tpu $(TPU)) $(if $(SLICES),--num-slices $(SLICES))
 
 .PHONY: down
 down: venv ## Stop the local Ray cluster.
 	$(TL) down
+
+.PHONY: slice-down slice-up
+slice-down: venv ## Preempt simulated slice SLICE (default 1): kill its hosts; an elastic job goes on without it.
+	$(TL) slice-down $(or $(SLICE),1)
+
+slice-up: venv ## Give simulated slice SLICE (default 1) back; an elastic job grows back at its next resize check.
+	$(TL) slice-up $(or $(SLICE),1)
 
 ##@ Test control plane (real API server, scheduler, KubeRay, JobSet; kwok fake GKE TPU nodes)
 

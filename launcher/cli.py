@@ -3,6 +3,7 @@
     tpu-launcher submit [--address URL | --release R] [--values F] -- [job args]
     tpu-launcher logs|status|stop [JOB]
     tpu-launcher up|down|local-status        the local Ray cluster (a simulated TPU slice)
+    tpu-launcher slice-down|slice-up N       take a simulated slice away (preempted), give it back
     tpu-launcher preflight --values F -- [job args]
     tpu-launcher train [job args]            the JaxTrainer entrypoint (in the cluster)
     tpu-launcher generate --run R --prompt P text from a run's checkpoint (submits `decode`)
@@ -150,6 +151,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("down", help="stop the local Ray cluster")
     p.add_argument("--dry-run", action="store_true")
     sub.add_parser("local-status", help="exit 0 when the local Ray cluster answers")
+    for name, what in (
+        ("slice-down", "kill a simulated slice's hosts, as a preemption does"),
+        ("slice-up", "start a simulated slice's hosts again"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("slice", type=int, help="the slice's index (0 .. slices - 1)")
 
     sub.add_parser(
         "train",
@@ -320,6 +327,14 @@ def _dispatch(ns: argparse.Namespace) -> int:
                 use_cache=not ns.no_cache,
             )
         )
+    if ns.command in ("slice-down", "slice-up"):
+        from launcher.client import local_cluster
+
+        if ns.command == "slice-down":
+            local_cluster.slice_down(ns.slice)
+        else:
+            local_cluster.slice_up(ns.slice)
+        return 0
     if ns.command in ("up", "down", "local-status"):
         from launcher.client import local_cluster
 

@@ -9,6 +9,7 @@ host's JAX sees its chips as CPU devices. A CPU-only slice (no TPU resources) is
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -42,6 +43,9 @@ DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
 # Each simulated host is a Ray node whose training worker holds a JAX process with MaxText
 # (about 1.5 GB): more than this many does not fit a workstation's memory.
 MAX_SIMULATED_HOSTS = 8
+# The simulated hosts as `up` started them, in the Ray session's own directory (a new session,
+# a new file): `slice-up` starts a slice's hosts again from it.
+NODES_FILE = Path("/tmp/ray/session_latest/tpu-launcher-nodes.json")
 
 
 def _node_ports(index: int) -> list[str]:
@@ -130,6 +134,9 @@ def host_nodes(
                         "XLA_FLAGS": (
                             f"--xla_force_host_platform_device_count={shape.chips_per_host}"
                         ),
+                        # As the chart's multi-slice pods declare it (for the TPU webhook): a
+                        # job on fewer slices must not believe it.
+                        **({"MEGASCALE_NUM_SLICES": str(num_slices)} if num_slices > 1 else {}),
                     },
                 }
             )
@@ -179,6 +186,14 @@ def up(spec: LocalClusterSpec) -> None:
     )
 
 
+def _common_args(object_store_mb: int) -> list[str]:
+    return [
+        f"--node-ip-address={NODE_IP}",
+        "--disable-usage-stats",
+        f"--object-store-memory={object_store_mb * 1024 * 1024}",
+    ]
+
+
 def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
     # Ray's own token file (~/.ray/auth_token): `ray job` clients on this machine find it.
     run(
@@ -187,11 +202,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         dry_run=spec.dry_run,
         capture=True,
     )
-    common = [
-        f"--node-ip-address={NODE_IP}",
-        "--disable-usage-stats",
-        f"--object-store-memory={spec.object_store_mb * 1024 * 1024}",
-    ]
+    common = _common_args(spec.object_store_mb)
     run(
         "start the Ray head",
         [
@@ -209,27 +220,86 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         dry_run=spec.dry_run,
         capture=True,
     )
-    for i, node in enumerate(nodes, start=1):
-        labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
-        run(
-            f"start simulated host {i - 1}",
-            [
-                "ray",
-                "start",
-                f"--address={NODE_IP}:{HEAD_PORT}",
-                "--num-cpus=2",
-                # All nodes here share the head's log directory, which its log monitor already
-                # streams; a monitor per node would print every worker line once per node.
-                "--include-log-monitor=False",
-                f"--resources={json.dumps(node['resources'])}",
-                *([f"--labels={labels}"] if labels else []),
-                *common,
-                *_node_ports(i),
-            ],
-            env=_env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
-            dry_run=spec.dry_run,
-            capture=True,
+    for i, node in enumerate(nodes):
+        _start_host(i, node, bucket, spec.object_store_mb, spec.dry_run)
+    if not spec.dry_run:  # what `slice-up` starts again
+        NODES_FILE.write_text(
+            json.dumps(
+                {"nodes": nodes, "bucket": str(bucket), "object_store_mb": spec.object_store_mb}
+            )
         )
+
+
+def _start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_run: bool) -> None:
+    labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
+    run(
+        f"start simulated host {index}",
+        [
+            "ray",
+            "start",
+            f"--address={NODE_IP}:{HEAD_PORT}",
+            "--num-cpus=2",
+            # All nodes here share the head's log directory, which its log monitor already
+            # streams; a monitor per node would print every worker line once per node.
+            "--include-log-monitor=False",
+            f"--resources={json.dumps(node['resources'])}",
+            *([f"--labels={labels}"] if labels else []),
+            *_common_args(object_store_mb),
+            *_node_ports(index + 1),
+        ],
+        env=_env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
+        dry_run=dry_run,
+        capture=True,
+    )
+
+
+def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
+    """The running cluster's record and the (index, node) of each host of one slice."""
+    if not is_running() or not NODES_FILE.is_file():
+        raise UsageError(
+            "slice", "no local Ray cluster is running", "start one: make up TPU=v5p-16 SLICES=2"
+        )
+    record = json.loads(NODES_FILE.read_text())
+    name = f"local-slice-{slice_index}"
+    hosts = [(i, n) for i, n in enumerate(record["nodes"]) if n["labels"].get(LABEL_SLICE) == name]
+    if not hosts:
+        count = len({n["labels"].get(LABEL_SLICE) for n in record["nodes"]} - {None})
+        raise UsageError(
+            "slice",
+            f"the local cluster has no slice {slice_index} (it has {count} TPU slice(s))",
+            f"pass SLICE=0 .. {count - 1} (make up SLICES=2 starts two)",
+        )
+    return record, hosts
+
+
+def slice_down(slice_index: int) -> int:
+    """Kills every process of one simulated slice's hosts (their raylets and the workers on
+    them), as a preempted TPU slice's VMs vanish; Ray then sees the nodes die. Returns how
+    many processes were killed."""
+    import psutil
+
+    _slice_hosts(slice_index)
+    name = f"local-slice-{slice_index}"
+    victims = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get("TPU_NAME") == name:
+                victims.append(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    for proc in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    print(f"slice {slice_index} ({name}) is down: killed {len(victims)} processes of its hosts")
+    return len(victims)
+
+
+def slice_up(slice_index: int) -> None:
+    """Starts one simulated slice's hosts again, with the resources and labels they had."""
+    record, hosts = _slice_hosts(slice_index)
+    for index, node in hosts:
+        _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
+    print(f"slice {slice_index} is back: {len(hosts)} hosts joined the local cluster")
 
 
 def down(dry_run: bool = False) -> None:
