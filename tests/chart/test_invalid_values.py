@@ -117,6 +117,19 @@ CASES = [
         "remove it from ray.worker.env",
     ),
     ("zero slices", ["ray.worker.tpu.slices=0"], "ray.worker.tpu.slices", "0"),
+    (
+        "elastic minimum above the slices",
+        ["ray.worker.tpu.slices=2", "ray.worker.tpu.minSlices=3"],
+        "ray.worker.tpu.minSlices",
+        "--set ray.worker.tpu.minSlices=2 (or fewer)",
+    ),
+    ("elastic minimum of zero", ["ray.worker.tpu.minSlices=0"], "ray.worker.tpu.minSlices", "0"),
+    (
+        "elastic serving slices",
+        ["serving.engine=vllm", "vllm.model=/data/m", "vllm.tpu.minSlices=1"],
+        "vllm.tpu.minSlices",
+        "only the Ray worker group's slices are elastic",
+    ),
     ("topology not NxM", ["ray.worker.tpu.topology=big"], "ray.worker.tpu.topology", "big"),
     (
         "release name too long",
