@@ -33,9 +33,6 @@ class SliceSizing:
     simulated_overrides: dict[str, str]  # on the local cluster's CPU-device slices
     global_batch: float  # sequences per optimizer step (per-device batch may be fractional)
 
-    def for_platform(self, cpu_devices: bool) -> dict[str, str]:
-        return self.simulated_overrides if cpu_devices else self.overrides
-
 
 def slice_axis(args: MaxTextArgs, max_slices: int) -> str:
     """The one DCN axis that spans the slices (MaxText's default: dcn_data_parallelism=-1)."""

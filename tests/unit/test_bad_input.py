@@ -4,6 +4,8 @@ cluster), each run in process as its console script runs it."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from absl.testing import flagsaver
 
@@ -186,3 +188,20 @@ def test_flags_of_one_train_run_do_not_leak_into_the_next(capsys):
     assert code == 0, err
     code, out, err = _run("train", [*TPU, "run_name=r"], capsys)
     assert code == 0 and "4 workers x 4 devices = 16 devices" in out, out + err
+
+
+def test_dry_run_of_an_elastic_job_plans_each_size(capsys):
+    code, out, err = _run(
+        "train",
+        ["--tpu=v5p-16", "--num_slices=2", "--min_slices=1", "tiny-llama.yml", "run_name=r"],
+        capsys,
+    )
+    assert code == 0, err
+    assert "elastic: runs on 1 to 2 slices" in out
+    plan = json.loads(out.strip().splitlines()[-1])
+    assert plan["num_workers"] == [2, 4]
+    assert plan["sizings"]["1"]["overrides"] == {
+        "dcn_data_parallelism": "1",
+        "gradient_accumulation_steps": "2",
+    }
+    assert plan["sizings"]["1"]["global_batch"] == plan["sizings"]["2"]["global_batch"] == 16

@@ -57,7 +57,9 @@ def test_a_size_that_cannot_keep_the_batch_is_refused_with_a_batch_that_can():
         sizings(_args(), four, 3, allow_changing_batch=False)
     assert "on 3 of 4 slices" in e.value.problem
     # 3 x 4 = 12 divides by 3 and by 4.
-    assert "gradient_accumulation_steps=3" in e.value.fix and "--allow_changing_batch" in e.value.fix
+    assert (
+        "gradient_accumulation_steps=3" in e.value.fix and "--allow_changing_batch" in e.value.fix
+    )
 
 
 def test_allowing_a_changing_batch_shrinks_it_on_that_size_only():

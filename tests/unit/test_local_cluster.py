@@ -38,3 +38,10 @@ def test_a_slice_too_large_to_simulate_names_one_that_fits():
     assert "--tpu=v6e-16" in str(err.value)
     with pytest.raises(UsageError, match="unknown TPU type 'v6e-15'"):
         host_nodes(None, None, 1, None, None, tpu="v6e-15")
+
+
+def test_multi_slice_hosts_declare_the_slice_count_as_the_charts_pods_do():
+    two = host_nodes(None, None, 2, None, None)
+    assert {n["env"]["MEGASCALE_NUM_SLICES"] for n in two} == {"2"}
+    assert [n["env"]["TPU_NAME"] for n in two] == ["local-slice-0"] * 2 + ["local-slice-1"] * 2
+    assert "MEGASCALE_NUM_SLICES" not in host_nodes(None, None, 1, None, None)[0]["env"]

@@ -1,0 +1,144 @@
+"""Elastic multi-slice training on the real local cluster: two simulated v5p-16 slices (4 Ray
+nodes), one is taken away mid-run (its hosts' processes killed, as a preemption does), the job
+goes on with one slice from the latest checkpoint with the same global batch, the slice comes
+back, the job grows back to two and finishes. Ray Train's elastic JaxTrainer does the resizing;
+the launcher tells MaxText the mesh and accumulation for each size.
+
+The test restarts the local cluster with two slices and, after it, with the default one slice
+(in the same bucket directory), so the other end-to-end tests find what they expect.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from launcher.core.checkpoints import committed_steps
+from tests.support.job_control import (
+    RESTORED,
+    STEP,
+    jobs_client,
+    submit_no_wait,
+    wait_until_done,
+)
+from tests.support.local_ray import LocalCluster, launcher_result, local_cluster_command, run_name
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
+CHECKPOINT_PERIOD = 5  # tiny-llama.yml
+RESTART = re.compile(r"\[restart\] the worker group started again")
+
+
+@pytest.fixture(scope="module")
+def two_slices(local_cluster: LocalCluster) -> LocalCluster:
+    bucket = str(local_cluster.bucket if local_cluster.started_here else ".local/bucket")
+
+    def restart(*up_args: str) -> None:
+        local_cluster_command("down", check=False)
+        up = local_cluster_command("up", "--bucket-dir", bucket, *up_args, check=False)
+        assert up.returncode == 0, up.stdout + up.stderr
+
+    restart("--num-slices", "2")
+    yield local_cluster
+    restart()
+
+
+def _wait_for(client, job_id: str, pattern: re.Pattern, offset: int, timeout: float) -> str:
+    """The job's log once `pattern` appears past `offset`; fails fast if the job ended."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = client.get_job_logs(job_id)
+        if pattern.search(logs, offset):
+            return logs
+        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED", "SUCCEEDED"), logs[
+            -4000:
+        ]
+        time.sleep(1)
+    raise AssertionError(f"{pattern.pattern!r} not in job {job_id}'s log within {timeout}s")
+
+
+def _slice(command: str, index: int) -> None:
+    proc = local_cluster_command(command, str(index), check=False)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
+    client, name = jobs_client(), run_name("elastic")
+    job_id = f"{name}-job"
+    submit_no_wait(
+        two_slices,
+        job_id,
+        "--tpu=v5p-16",
+        "--num_slices=2",
+        "--min_slices=1",
+        "--resize_check_s=10",
+        "tiny-llama.yml",
+        f"run_name={name}",
+        "steps=150",
+        # Saved before the next step runs, so a change redoes at most checkpoint_period steps;
+        # with MaxText's asynchronous saves, add the steps that run while a save is in flight.
+        "async_checkpointing=false",
+    )
+    logs = _wait_for(client, job_id, re.compile(r"completed step: 12,"), 0, 600)
+    run_dir = two_slices.bucket / name
+    committed_before_loss = committed_steps(run_dir)
+    lost_at = len(logs)
+    _slice("slice-down", 1)
+
+    # One slice: the job goes on from the latest checkpoint.
+    shrunk = re.compile(r"\[elastic\] 1 of 2 slices" + r"[\s\S]*\[progress\] step" * 3)
+    logs = _wait_for(client, job_id, shrunk, lost_at, 600)
+    back_at = len(logs)
+    _slice("slice-up", 1)
+
+    # The slice is back: the job grows to two at Ray's next resize check and finishes.
+    _wait_for(client, job_id, re.compile(r"\[elastic\] 2 of 2 slices"), back_at, 600)
+    assert wait_until_done(client, job_id, timeout=900) == "SUCCEEDED"
+    logs = client.get_job_logs(job_id)
+    result = launcher_result(logs)
+    starts = [s for s in result["starts"] if s["first_step"] is not None]
+    assert [s["slices"] for s in starts] == [2, 1, 2], result["starts"]
+    assert [s["workers"] for s in starts] == [4, 2, 4]
+    assert result["last_step"] == 149
+
+    # The same global batch on each size: MaxText's own count of the tokens in each step.
+    batches = {tokens for s in starts for tokens in s["batch_tokens"]}
+    assert batches == {16 * 128}, starts  # 16 sequences of 128 tokens, on 2 slices and on 1
+
+    # Each change redoes at most checkpoint_period steps: every start resumed from the latest
+    # checkpoint the one before it committed. (The last step a start computed is read from
+    # the log before the next start's first line: a start's own record lags by a few steps.)
+    restored = [after["first_step"] - 1 for after in starts[1:]]
+    assert set(restored) <= {int(s) for s in RESTORED.findall(logs)}, restored
+    restarts = [m.start() for m in RESTART.finditer(logs)]
+    assert len(restarts) == 2, restarts
+    last_computed = [
+        max(int(s) for s in STEP.findall(logs, b, e))
+        for b, e in zip([0, *restarts[:-1]], restarts, strict=True)
+    ]
+    for computed, step in zip(last_computed, restored, strict=True):
+        assert 0 <= computed - step <= CHECKPOINT_PERIOD, (computed, step)
+
+    # No committed checkpoint was lost, and the loss fell on one slice and overall.
+    assert set(committed_before_loss) <= set(committed_steps(run_dir))
+    losses = [float(x) for x in re.findall(r"completed step: \d+, .*? loss: ([\d.]+)", logs)]
+    assert losses[-1] < losses[0] / 2, (losses[0], losses[-1])
+    one_slice = logs[lost_at:back_at]
+    one_slice_losses = [
+        float(x) for x in re.findall(r"\[progress\] step \d+/\d+ loss ([\d.]+)", one_slice)
+    ]
+    assert len(one_slice_losses) >= 2 and one_slice_losses[-1] < one_slice_losses[0]
+
+    # MEGASCALE_*: Ray's values for each group; none left on one slice, though the hosts' own
+    # environment declares two (as the chart's multi-slice pods do).
+    megascale = [s["megascale"] for s in starts]
+    assert megascale[0].get("MEGASCALE_NUM_SLICES") == "2"
+    assert megascale[1] == {}, megascale
+    assert megascale[2].get("MEGASCALE_NUM_SLICES") == "2"
+    assert megascale[2].get("MEGASCALE_SLICE_ID") == "0"  # rank 0 is on the first slice
+    assert max(int(s) for s in STEP.findall(logs)) == 149
+    print(
+        f"\nelastic: 2 slices -> 1 after step {last_computed[0]} (resumed at {restored[0] + 1})"
+        f" -> 2 after step {last_computed[1]} (resumed at {restored[1] + 1})"
+    )
