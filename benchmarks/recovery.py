@@ -1,14 +1,21 @@
 #!/usr/bin/env python3
-"""Recovery from a lost host, with and without the run's compilation cache, in one run.
+"""Recovery from a lost host with and without the run's compilation cache, and goodput of an
+elastic multi-slice job against a fixed-size one when a slice is lost and comes back, in one run.
 
-On the local Ray cluster (`make up`: the simulated v5p-16 slice), the same tiny MaxText job
-runs twice, once with JAX's persistent compilation cache in the run's directory (the
-launcher's default) and once with it off (jax_cache_dir=""), in turn, --runs times. Each time
-one host is killed at step --kill-at; printed: the seconds from the kill to the first step
-after the restore, the restarted attempt's compile time (JAX's own measure) and the programs it
-loaded from the cache, then the ratio against the target (with / without <= 0.60).
+On the local Ray cluster with two simulated v5p-16 slices (`make up SLICES=2`):
 
-    .venv/bin/python benchmarks/recovery.py [--runs 1] [--kill-at 12]
+1. The same tiny MaxText job on one slice runs twice, once with JAX's persistent compilation
+   cache in the run's directory (the launcher's default) and once with it off
+   (jax_cache_dir=""), in turn, --runs times. Each time one host is killed at step --kill-at;
+   printed: the seconds from the kill to the first step after the restore, the restarted
+   attempt's compile time (JAX's own measure) and the programs it loaded from the cache, then
+   the ratio against the target (with / without <= 0.60).
+2. The same two-slice job, fixed-size and elastic (--min_slices=1), under one schedule: slice 1
+   is taken away at step --lose-at and given back --away seconds later. Printed: wall time for
+   the job's steps, goodput (productive step time / wall time, the launcher's own breakdown),
+   the steps trained while the slice was away, and the ratio (target: elastic > fixed).
+
+    .venv/bin/python benchmarks/recovery.py [--runs 1] [--kill-at 12] [--away 120] [--skip-cache]
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import argparse
 import statistics
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -24,6 +32,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from tests.support.job_control import (  # noqa: E402
+    STEP,
     jobs_client,
     kill_a_host,
     seconds_to_first_step_after_restore,
@@ -34,11 +43,13 @@ from tests.support.job_control import (  # noqa: E402
 from tests.support.local_ray import (  # noqa: E402
     LocalCluster,
     launcher_result,
+    local_cluster_command,
     require_local_cluster,
     run_name,
 )
 
 TARGET = 0.60  # recovery with the cache / without
+ONE_SLICE = ("--tpu=v5p-16", "--num_slices=1")
 
 
 @dataclass
@@ -51,7 +62,7 @@ class Recovery:
 def recover(cluster: LocalCluster, cache: bool, steps: int, kill_at: int) -> Recovery:
     client, name = jobs_client(), run_name("recovery-cache" if cache else "recovery-nocache")
     job_id = f"{name}-job"
-    job_args = ["tiny-llama.yml", f"run_name={name}", f"steps={steps}"]
+    job_args = [*ONE_SLICE, "tiny-llama.yml", f"run_name={name}", f"steps={steps}"]
     submit_no_wait(cluster, job_id, *job_args, *([] if cache else ["jax_cache_dir="]))
     wait_for_step(client, job_id, kill_at)
     offset = len(client.get_job_logs(job_id))
@@ -66,13 +77,33 @@ def recover(cluster: LocalCluster, cache: bool, steps: int, kill_at: int) -> Rec
     )
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=1)
-    parser.add_argument("--steps", type=int, default=30)
-    parser.add_argument("--kill-at", type=int, default=12)
-    args = parser.parse_args()
-    require_local_cluster()
+@dataclass
+class SliceLoss:
+    wall_seconds: float  # the job's, from its driver's start to its end
+    goodput: float
+    steps_while_away: int  # optimizer steps trained while slice 1 was gone
+
+
+def lose_a_slice(cluster: LocalCluster, elastic: bool, steps: int, lose_at: int, away: float):
+    client, name = jobs_client(), run_name("elastic" if elastic else "fixed")
+    job_id = f"{name}-job"
+    elastic_args = ["--min_slices=1", "--resize_check_s=10"] if elastic else []
+    job_args = ["--tpu=v5p-16", "--num_slices=2", *elastic_args, "tiny-llama.yml"]
+    submit_no_wait(cluster, job_id, *job_args, f"run_name={name}", f"steps={steps}")
+    wait_for_step(client, job_id, lose_at)
+    local_cluster_command("slice-down", "1")
+    offset = len(client.get_job_logs(job_id))
+    time.sleep(away)
+    away_logs = client.get_job_logs(job_id)[offset:]
+    local_cluster_command("slice-up", "1")
+    status = wait_until_done(client, job_id, timeout=1800)
+    if status != "SUCCEEDED":
+        raise SystemExit(f"job {job_id} ended {status}: make logs JOB={job_id}")
+    goodput = launcher_result(client.get_job_logs(job_id))["goodput"]
+    return SliceLoss(goodput["wall_seconds"], goodput["goodput"], len(set(STEP.findall(away_logs))))
+
+
+def cache_recovery(cluster: LocalCluster, args: argparse.Namespace) -> None:
     print(
         f"\nrecovery from a killed host: tiny-llama.yml, {args.steps} steps, one of the two "
         f"simulated hosts killed at step {args.kill_at}",
@@ -84,17 +115,15 @@ def main() -> None:
         flush=True,
     )
     found: dict[bool, list[Recovery]] = {False: [], True: []}
-    with tempfile.TemporaryDirectory(prefix="recovery-") as bucket:
-        cluster = LocalCluster(Path(bucket), started_here=False)
-        for i in range(1, args.runs + 1):
-            for cache in (False, True):
-                r = recover(cluster, cache, args.steps, args.kill_at)
-                found[cache].append(r)
-                print(
-                    f"{i:<5}{'on' if cache else 'off':10}{r.seconds:>19.1f}s"
-                    f"{r.compile_seconds:>22.1f}s{r.cache_hits:>21}",
-                    flush=True,
-                )
+    for i in range(1, args.runs + 1):
+        for cache in (False, True):
+            r = recover(cluster, cache, args.steps, args.kill_at)
+            found[cache].append(r)
+            print(
+                f"{i:<5}{'on' if cache else 'off':10}{r.seconds:>19.1f}s"
+                f"{r.compile_seconds:>22.1f}s{r.cache_hits:>21}",
+                flush=True,
+            )
     without, with_cache = (statistics.median(r.seconds for r in found[c]) for c in (False, True))
     ratio = with_cache / without
     print(
@@ -109,6 +138,52 @@ def main() -> None:
         "model's); the rest of a recovery is Ray Train restarting the worker group and "
         "MaxText's start-up, which no cache removes"
     )
+
+
+def elastic_goodput(cluster: LocalCluster, args: argparse.Namespace) -> None:
+    print(
+        f"\na lost slice: tiny-llama.yml on 2 x v5p-16, {args.elastic_steps} steps; slice 1 "
+        f"taken away at step {args.lose_at}, given back {args.away:.0f}s later",
+        flush=True,
+    )
+    print(f"{'job':10}{'wall':>10}{'goodput':>10}{'steps while away':>19}", flush=True)
+    found = {}
+    for elastic in (False, True):
+        r = lose_a_slice(cluster, elastic, args.elastic_steps, args.lose_at, args.away)
+        found[elastic] = r
+        print(
+            f"{'elastic' if elastic else 'fixed':10}{r.wall_seconds:>9.0f}s{r.goodput:>10.1%}"
+            f"{r.steps_while_away:>19}",
+            flush=True,
+        )
+    ratio = found[True].goodput / found[False].goodput if found[False].goodput else float("inf")
+    print(
+        f"\ngoodput elastic / fixed-size: {found[True].goodput:.1%} / {found[False].goodput:.1%} "
+        f"= {ratio:.2f} (target > 1) {'ok' if ratio > 1 else 'MISSED'}; wall time "
+        f"{found[True].wall_seconds:.0f}s / {found[False].wall_seconds:.0f}s"
+    )
+    print(
+        "here both sizes share the same 2 cores, so one slice steps about as fast as two; on "
+        "TPUs one of two slices trains at about half the speed (same batch, half the chips)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=1)
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--kill-at", type=int, default=12)
+    parser.add_argument("--elastic-steps", type=int, default=120)
+    parser.add_argument("--lose-at", type=int, default=12)
+    parser.add_argument("--away", type=float, default=120.0)
+    parser.add_argument("--skip-cache", action="store_true", help="only the elastic part")
+    args = parser.parse_args()
+    require_local_cluster()
+    with tempfile.TemporaryDirectory(prefix="recovery-") as bucket:
+        cluster = LocalCluster(Path(bucket), started_here=False)
+        if not args.skip_cache:
+            cache_recovery(cluster, args)
+        elastic_goodput(cluster, args)
 
 
 if __name__ == "__main__":
