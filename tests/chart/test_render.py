@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.core.job_plan import MIN_SLICES_ENV
 from tests.support.helm import BUCKET, CHART, VALUES_FILES, by_kind, render, run_helm
 
 pytestmark = pytest.mark.chart
@@ -58,6 +59,26 @@ def test_multislice_declares_megascale_for_the_webhook():
     group = cluster["spec"]["workerGroupSpecs"][0]
     env = {e["name"]: e.get("value") for e in group["template"]["spec"]["containers"][0]["env"]}
     assert (group["replicas"], group["numOfHosts"], env["MEGASCALE_NUM_SLICES"]) == (2, 4, "2")
+
+
+def _ray_cluster(*sets: str) -> dict:
+    values = CHART.parents[1] / "values" / "v6e-16-x2.yaml"
+    (cluster,) = [d for d in render(values, *sets) if d["kind"] == "RayCluster"]
+    return cluster
+
+
+def test_min_slices_makes_the_worker_group_and_its_jobs_elastic():
+    cluster = _ray_cluster("--set", "ray.worker.tpu.minSlices=1")
+    group = cluster["spec"]["workerGroupSpecs"][0]
+    assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 1, 2)
+    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert {"name": MIN_SLICES_ENV, "value": "1"} in head["env"]  # the launcher reads it
+    # Without it every slice is needed, always, and jobs are not told otherwise.
+    fixed = _ray_cluster()
+    group = fixed["spec"]["workerGroupSpecs"][0]
+    assert (group["minReplicas"], group["maxReplicas"]) == (2, 2)
+    head = fixed["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert MIN_SLICES_ENV not in {e["name"] for e in head.get("env", [])}
 
 
 def test_security_defaults():
