@@ -53,13 +53,14 @@ def slice_axis(args: MaxTextArgs, max_slices: int) -> str:
     )
 
 
-def _resolved_ici(args: MaxTextArgs, devices_per_slice: int) -> dict[str, int]:
-    """The ICI axes with MaxText's -1 filled in (the parallelism was checked already)."""
-    ici = args.parallelism("ici")
+def _resolved(args: MaxTextArgs, kind: str, target: int) -> dict[str, int]:
+    """The `kind` (ici or dcn) axes with MaxText's -1 filled in for `target` devices or slices
+    (the parallelism was checked already)."""
+    axes = args.parallelism(kind)
     fixed = 1
-    for value in ici.values():
+    for value in axes.values():
         fixed *= value if value != -1 else 1
-    return {k: (devices_per_slice // fixed if v == -1 else v) for k, v in ici.items()}
+    return {k: (target // fixed if v == -1 else v) for k, v in axes.items()}
 
 
 def sizings(
@@ -74,7 +75,9 @@ def sizings(
             f"must be between 1 and --num_slices ({max_slices}), got {min_slices}",
             f"pass --min_slices=1 .. {max_slices} (or leave it out: the job needs every slice)",
         )
-    axis = slice_axis(args, max_slices)
+    # A fixed-size job keeps whatever DCN axes it chose; an elastic one resizes the one axis
+    # that spans the slices.
+    axis = slice_axis(args, max_slices) if min_slices < max_slices else None
     accumulation = int(args.get(GA_KEY) or 1)
     per_device = float(args.get("per_device_batch_size") or 1)
     # On the full job's slices the user's accumulation applies as given: the batch to keep.
@@ -98,10 +101,11 @@ def sizings(
         steps = max(1, steps)
         extra = {GA_KEY: str(steps)} if steps != accumulation else {}
         batch = per_device * slices.devices_per_slice * got * steps
+        dcn = {axis: str(got)} if axis else {}
         result[got] = SliceSizing(
             got,
-            {**_dcn_overrides(axis, got, max_slices), **extra},
-            {**_folded_overrides(args, slices, axis, got), **extra},
+            {**dcn, **extra},
+            {**_folded_overrides(args, slices, {**_resolved(args, "dcn", got), **dcn}), **extra},
             batch,
         )
     return result
@@ -115,19 +119,16 @@ def _smallest_exact(accumulation: int, min_slices: int, max_slices: int) -> int:
     return candidate
 
 
-def _dcn_overrides(axis: str, got: int, max_slices: int) -> dict[str, str]:
-    """The spanning DCN axis sized to the slices this start got."""
-    return {} if max_slices == 1 else {axis: str(got)}
-
-
-def _folded_overrides(args: MaxTextArgs, slices: Slices, axis: str, got: int) -> dict[str, str]:
-    """Simulated slices: MaxText counts one slice of every CPU device, so the spanning DCN axis
-    becomes the same ICI axis, the ICI fill (-1) resolved per slice first."""
+def _folded_overrides(args: MaxTextArgs, slices: Slices, dcn: dict) -> dict[str, str]:
+    """Simulated slices: MaxText counts one slice of every CPU device, so each DCN axis that
+    spans slices becomes the same ICI axis (the ICI fill resolved per slice first)."""
     if slices.num_slices == 1:
         return {}  # nothing spans slices: the user's mesh as given
-    ici = _resolved_ici(args, slices.devices_per_slice)
-    same_ici = "ici_" + axis.removeprefix("dcn_")
-    folded = {k: str(v) for k, v in ici.items()}
-    folded[same_ici] = str(ici.get(same_ici, 1) * got)
-    folded[axis] = "1"
+    folded = {k: str(v) for k, v in _resolved(args, "ici", slices.devices_per_slice).items()}
+    for key, value in dcn.items():
+        if int(value) == 1:
+            continue
+        same_ici = "ici_" + key.removeprefix("dcn_")
+        folded[same_ici] = str(int(folded.get(same_ici, 1)) * int(value))
+        folded[key] = "1"
     return folded

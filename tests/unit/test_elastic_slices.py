@@ -78,3 +78,12 @@ def test_elastic_scaling_config_is_a_range_of_whole_slices():
     sc = V5P_16.scaling_config(min_slices=1, resize_check_s=5)
     assert sc.num_workers == (2, 4) and sc.elastic_resize_monitor_interval_s == 5
     assert V5P_16.scaling_config().num_workers == 4
+
+
+def test_a_fixed_size_job_keeps_any_dcn_split_and_folds_it_on_simulated_slices():
+    args = _args("dcn_data_parallelism=1", "dcn_fsdp_parallelism=2", "ici_fsdp_parallelism=-1")
+    sized = sizings(args, V5P_16, 2, allow_changing_batch=False)
+    assert list(sized) == [2] and sized[2].overrides == {}
+    folded = sized[2].simulated_overrides
+    assert folded["ici_fsdp_parallelism"] == "16" and folded["dcn_fsdp_parallelism"] == "1"
+    assert folded["ici_data_parallelism"] == "1"
