@@ -4,17 +4,19 @@ goes on with one slice from the latest checkpoint with the same global batch, th
 back, the job grows back to two and finishes. Ray Train's elastic JaxTrainer does the resizing;
 the launcher tells MaxText the mesh and accumulation for each size.
 
-The test restarts the local cluster with two slices and, after it, with the default one slice
-(in the same bucket directory), so the other end-to-end tests find what they expect.
+The session's cluster has two slices; a cluster someone started with one (`make up`) is
+restarted with two for this test and with one after it (in the same bucket directory).
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 
 import pytest
 
+from launcher.client.local_cluster import running_slices
 from launcher.core.checkpoints import committed_steps
 from tests.support.job_control import (
     RESTORED,
@@ -32,6 +34,9 @@ RESTART = re.compile(r"\[restart\] the worker group started again")
 
 @pytest.fixture(scope="module")
 def two_slices(local_cluster: LocalCluster) -> LocalCluster:
+    if running_slices() >= 2:
+        yield local_cluster
+        return
     bucket = str(local_cluster.bucket if local_cluster.started_here else ".local/bucket")
 
     def restart(*up_args: str) -> None:
@@ -75,7 +80,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
         "--resize_check_s=10",
         "tiny-llama.yml",
         f"run_name={name}",
-        "steps=150",
+        "steps=100",
         # Saved before the next step runs, so a change redoes at most checkpoint_period steps;
         # with MaxText's asynchronous saves, add the steps that run while a save is in flight.
         "async_checkpointing=false",
@@ -85,22 +90,26 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     committed_before_loss = committed_steps(run_dir)
     lost_at = len(logs)
     _slice("slice-down", 1)
+    down_at = time.monotonic()
 
     # One slice: the job goes on from the latest checkpoint.
     shrunk = re.compile(r"\[elastic\] 1 of 2 slices" + r"[\s\S]*\[progress\] step" * 3)
     logs = _wait_for(client, job_id, shrunk, lost_at, 600)
     back_at = len(logs)
+    shrunk_after = time.monotonic() - down_at
     _slice("slice-up", 1)
+    up_at = time.monotonic()
 
     # The slice is back: the job grows to two at Ray's next resize check and finishes.
     _wait_for(client, job_id, re.compile(r"\[elastic\] 2 of 2 slices"), back_at, 600)
+    grown_after = time.monotonic() - up_at
     assert wait_until_done(client, job_id, timeout=900) == "SUCCEEDED"
     logs = client.get_job_logs(job_id)
     result = launcher_result(logs)
     starts = [s for s in result["starts"] if s["first_step"] is not None]
     assert [s["slices"] for s in starts] == [2, 1, 2], result["starts"]
     assert [s["workers"] for s in starts] == [4, 2, 4]
-    assert result["last_step"] == 149
+    assert result["last_step"] == 99
 
     # The same global batch on each size: MaxText's own count of the tokens in each step.
     batches = {tokens for s in starts for tokens in s["batch_tokens"]}
@@ -111,12 +120,12 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     # the log before the next start's first line: a start's own record lags by a few steps.)
     restored = [after["first_step"] - 1 for after in starts[1:]]
     assert set(restored) <= {int(s) for s in RESTORED.findall(logs)}, restored
-    restarts = [m.start() for m in RESTART.finditer(logs)]
-    assert len(restarts) == 2, restarts
-    last_computed = [
-        max(int(s) for s in STEP.findall(logs, b, e))
-        for b, e in zip([0, *restarts[:-1]], restarts, strict=True)
-    ]
+    # Ray may start a group that never trains (one placed on a slice that was going away): the
+    # starts that trained are those whose stretch of the log has steps.
+    bounds = [0, *(m.start() for m in RESTART.finditer(logs)), len(logs)]
+    trained = [[int(s) for s in STEP.findall(logs, b, e)] for b, e in itertools.pairwise(bounds)]
+    last_computed = [max(steps) for steps in trained if steps][:-1]
+    assert len(last_computed) == len(restored), (last_computed, restored)
     for computed, step in zip(last_computed, restored, strict=True):
         assert 0 <= computed - step <= CHECKPOINT_PERIOD, (computed, step)
 
@@ -138,8 +147,10 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     assert megascale[1] == {}, megascale
     assert megascale[2].get("MEGASCALE_NUM_SLICES") == "2"
     assert megascale[2].get("MEGASCALE_SLICE_ID") == "0"  # rank 0 is on the first slice
-    assert max(int(s) for s in STEP.findall(logs)) == 149
+    assert max(int(s) for s in STEP.findall(logs)) == 99
     print(
         f"\nelastic: 2 slices -> 1 after step {last_computed[0]} (resumed at {restored[0] + 1})"
-        f" -> 2 after step {last_computed[1]} (resumed at {restored[1] + 1})"
+        f" -> 2 after step {last_computed[1]} (resumed at {restored[1] + 1}); one-slice start"
+        f" {shrunk_after:.0f}s after the loss (with 3 steps), two-slice start {grown_after:.0f}s"
+        f" after the slice came back"
     )
