@@ -263,13 +263,22 @@ def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
     name = f"local-slice-{slice_index}"
     hosts = [(i, n) for i, n in enumerate(record["nodes"]) if n["labels"].get(LABEL_SLICE) == name]
     if not hosts:
-        count = len({n["labels"].get(LABEL_SLICE) for n in record["nodes"]} - {None})
+        count = running_slices()
         raise UsageError(
             "slice",
             f"the local cluster has no slice {slice_index} (it has {count} TPU slice(s))",
             f"pass SLICE=0 .. {count - 1} (make up SLICES=2 starts two)",
         )
     return record, hosts
+
+
+def running_slices() -> int:
+    """How many simulated TPU slices the running local cluster was started with (0: none, or a
+    CPU-only cluster)."""
+    if not is_running() or not NODES_FILE.is_file():
+        return 0
+    nodes = json.loads(NODES_FILE.read_text())["nodes"]
+    return len({n["labels"].get(LABEL_SLICE) for n in nodes} - {None})
 
 
 def slice_down(slice_index: int) -> int:
