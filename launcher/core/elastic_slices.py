@@ -14,6 +14,7 @@ same ICI axis (data over slices becomes data over all devices): same mesh size, 
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
@@ -22,6 +23,23 @@ from launcher.core.slices import Slices
 
 GA_KEY = "gradient_accumulation_steps"
 ALLOW_FLAG = "--allow_changing_batch"
+
+# How long Ray Train waits for a worker group's slices before it decides the size again. After
+# a slice is lost Ray first retries the old size (its nodes are not yet marked dead) and gives
+# up only at this timeout (Ray's default 60 s); an elastic job has a smaller size to go to, and
+# the sizes it asks for are the ones the cluster reports ready, so a shorter wait only cuts the
+# time spent not training. A user's own RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S wins.
+GROUP_START_TIMEOUT_ENV = "RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S"
+ELASTIC_GROUP_START_TIMEOUT_S = 20
+
+
+def shorten_group_start_wait(
+    min_slices: int, max_slices: int, environ: MutableMapping[str, str]
+) -> None:
+    """For an elastic job, the shorter wait in the driver's environment (Ray Train hands it on
+    to its controller); a fixed-size job has nowhere else to go and keeps Ray's."""
+    if min_slices < max_slices:
+        environ.setdefault(GROUP_START_TIMEOUT_ENV, str(ELASTIC_GROUP_START_TIMEOUT_S))
 
 
 @dataclass(frozen=True)

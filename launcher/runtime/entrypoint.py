@@ -23,6 +23,7 @@ from absl import app, flags
 
 from launcher.core import job_plan
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
 from launcher.core.job_plan import (
@@ -188,6 +189,7 @@ def slice_trainer(
     assert slices is not None
     out_dir = str(args.get("base_output_directory")).rstrip("/")
     env = worker_env(plan)
+    shorten_group_start_wait(plan.min_slices, slices.num_slices, os.environ)
     return JaxTrainer(
         train_loop_per_worker=loop,
         train_loop_config=loop_config,

@@ -5,9 +5,19 @@ local cluster's simulated slices the DCN axis folded into ICI (MaxText counts on
 from __future__ import annotations
 
 import pytest
+from ray.train.v2._internal.constants import (
+    DEFAULT_WORKER_GROUP_START_TIMEOUT_S,
+    ENV_VARS_TO_PROPAGATE,
+    WORKER_GROUP_START_TIMEOUT_S_ENV_VAR,
+)
 
 from launcher.core import slices as slices_mod
-from launcher.core.elastic_slices import sizings
+from launcher.core.elastic_slices import (
+    ELASTIC_GROUP_START_TIMEOUT_S,
+    GROUP_START_TIMEOUT_ENV,
+    shorten_group_start_wait,
+    sizings,
+)
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
 
@@ -87,3 +97,19 @@ def test_a_fixed_size_job_keeps_any_dcn_split_and_folds_it_on_simulated_slices()
     folded = sized[2].simulated_overrides
     assert folded["ici_fsdp_parallelism"] == "16" and folded["dcn_fsdp_parallelism"] == "1"
     assert folded["ici_data_parallelism"] == "1"
+
+
+def test_an_elastic_job_waits_less_for_a_size_it_cannot_get_and_a_users_wait_wins():
+    environ: dict[str, str] = {}
+    shorten_group_start_wait(1, 2, environ)
+    assert environ == {GROUP_START_TIMEOUT_ENV: str(ELASTIC_GROUP_START_TIMEOUT_S)}
+    assert ELASTIC_GROUP_START_TIMEOUT_S < DEFAULT_WORKER_GROUP_START_TIMEOUT_S
+    fixed: dict[str, str] = {}
+    shorten_group_start_wait(2, 2, fixed)
+    assert fixed == {}
+    users = {GROUP_START_TIMEOUT_ENV: "300"}
+    shorten_group_start_wait(1, 4, users)
+    assert users[GROUP_START_TIMEOUT_ENV] == "300"
+    # The name Ray Train reads, and hands from the driver to its controller.
+    assert GROUP_START_TIMEOUT_ENV == WORKER_GROUP_START_TIMEOUT_S_ENV_VAR
+    assert GROUP_START_TIMEOUT_ENV in ENV_VARS_TO_PROPAGATE
