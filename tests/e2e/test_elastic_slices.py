@@ -4,8 +4,9 @@ goes on with one slice from the latest checkpoint with the same global batch, th
 back, the job grows back to two and finishes. Ray Train's elastic JaxTrainer does the resizing;
 the launcher tells MaxText the mesh and accumulation for each size.
 
-The session's cluster has two slices; a cluster someone started with one (`make up`) is
-restarted with two for this test and with one after it (in the same bucket directory).
+It runs last (tests/e2e/conftest.py) and restarts the local cluster with two
+slices; a cluster someone started (`make up`) gets its one slice back after it, in the same
+bucket directory.
 """
 
 from __future__ import annotations
@@ -34,9 +35,6 @@ RESTART = re.compile(r"\[restart\] the worker group started again")
 
 @pytest.fixture(scope="module")
 def two_slices(local_cluster: LocalCluster) -> LocalCluster:
-    if running_slices() >= 2:
-        yield local_cluster
-        return
     bucket = str(local_cluster.bucket if local_cluster.started_here else ".local/bucket")
 
     def restart(*up_args: str) -> None:
@@ -44,9 +42,11 @@ def two_slices(local_cluster: LocalCluster) -> LocalCluster:
         up = local_cluster_command("up", "--bucket-dir", bucket, *up_args, check=False)
         assert up.returncode == 0, up.stdout + up.stderr
 
-    restart("--num-slices", "2")
+    if running_slices() < 2:
+        restart("--num-slices", "2")
     yield local_cluster
-    restart()
+    if not local_cluster.started_here:
+        restart()
 
 
 def _wait_for(client, job_id: str, pattern: re.Pattern, offset: int, timeout: float) -> str:
