@@ -13,6 +13,7 @@ import contextlib
 import json
 import os
 import sys
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -303,12 +304,56 @@ def slice_down(slice_index: int) -> int:
     return len(victims)
 
 
-def slice_up(slice_index: int) -> None:
+# `ray start` gives a new raylet a fixed 30 s to register with the GCS and then gives up with
+# this message, while the raylet goes on starting; on a machine busy training it can take longer.
+SLOW_REGISTRATION = "timed out during startup"
+JOIN_TIMEOUT_S = 120.0
+
+
+def slice_up(slice_index: int, join_timeout_s: float = JOIN_TIMEOUT_S) -> None:
     """Starts one simulated slice's hosts again, with the resources and labels they had."""
     record, hosts = _slice_hosts(slice_index)
     for index, node in hosts:
-        _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
+        try:
+            _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
+        except CommandError as e:
+            if SLOW_REGISTRATION not in e.output:
+                raise
+            worker_id = node["labels"][LABEL_WORKER_ID]
+            print(
+                f"slice {slice_index} host {worker_id}: `ray start` stopped waiting for it to "
+                f"register (Ray's fixed 30 s); waiting up to {join_timeout_s:g}s more"
+            )
+            _wait_until_joined(node["labels"][LABEL_SLICE], worker_id, join_timeout_s)
     print(f"slice {slice_index} is back: {len(hosts)} hosts joined the local cluster")
+
+
+def alive_hosts() -> set[tuple[str, str]]:
+    """(slice name, worker id) of every live simulated TPU host, as the GCS sees them."""
+    os.environ.setdefault("RAY_AUTH_MODE", "token")  # the local cluster's (see _env)
+    from ray._raylet import GcsClient
+
+    infos = GcsClient(address=f"{NODE_IP}:{HEAD_PORT}").get_all_node_info(timeout=10)
+    alive = 0  # GcsNodeInfo.GcsNodeState.ALIVE
+    return {
+        (labels[LABEL_SLICE], labels[LABEL_WORKER_ID])
+        for info in infos.values()
+        if info.state == alive and LABEL_SLICE in (labels := dict(info.labels))
+    }
+
+
+def _wait_until_joined(slice_name: str, worker_id: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while (slice_name, worker_id) not in alive_hosts():
+        if time.monotonic() > deadline:
+            raise UsageError(
+                "slice",
+                f"host {worker_id} of {slice_name} did not join the local cluster within "
+                f"{timeout_s:g}s of `ray start` giving up",
+                "the machine may be out of CPU or memory: stop the job, then `make down` and "
+                "`make up SLICES=2`",
+            )
+        time.sleep(2)
 
 
 def down(dry_run: bool = False) -> None:
