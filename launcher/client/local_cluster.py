@@ -22,6 +22,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.job_plan import OUTPUT_DIR_ENV
+from launcher.core.ray_auth import auth_headers
 from launcher.core.slices import (
     LABEL_ACCELERATOR,
     LABEL_POD_TYPE,
@@ -264,7 +265,7 @@ def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
     name = f"local-slice-{slice_index}"
     hosts = [(i, n) for i, n in enumerate(record["nodes"]) if n["labels"].get(LABEL_SLICE) == name]
     if not hosts:
-        count = running_slices()
+        count = len(_slice_names(record["nodes"]))
         raise UsageError(
             "slice",
             f"the local cluster has no slice {slice_index} (it has {count} TPU slice(s))",
@@ -278,8 +279,11 @@ def running_slices() -> int:
     CPU-only cluster)."""
     if not is_running() or not NODES_FILE.is_file():
         return 0
-    nodes = json.loads(NODES_FILE.read_text())["nodes"]
-    return len({n["labels"].get(LABEL_SLICE) for n in nodes} - {None})
+    return len(_slice_names(json.loads(NODES_FILE.read_text())["nodes"]))
+
+
+def _slice_names(nodes: list[dict]) -> set[str]:
+    return {n["labels"][LABEL_SLICE] for n in nodes if LABEL_SLICE in n["labels"]}
 
 
 def slice_down(slice_index: int) -> int:
@@ -329,16 +333,17 @@ def slice_up(slice_index: int, join_timeout_s: float = JOIN_TIMEOUT_S) -> None:
 
 
 def alive_hosts() -> set[tuple[str, str]]:
-    """(slice name, worker id) of every live simulated TPU host, as the GCS sees them."""
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # the local cluster's (see _env)
-    from ray._raylet import GcsClient
-
-    infos = GcsClient(address=f"{NODE_IP}:{HEAD_PORT}").get_all_node_info(timeout=10)
-    alive = 0  # GcsNodeInfo.GcsNodeState.ALIVE
+    """(slice name, worker id) of every live simulated TPU host, from Ray's state API on the
+    local dashboard (as `is_running` asks it)."""
+    request = urllib.request.Request(
+        f"{DASHBOARD_ADDRESS}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
+    )
+    with urllib.request.urlopen(request, timeout=10) as response:
+        nodes = json.load(response)["data"]["result"]["result"]
     return {
-        (labels[LABEL_SLICE], labels[LABEL_WORKER_ID])
-        for info in infos.values()
-        if info.state == alive and LABEL_SLICE in (labels := dict(info.labels))
+        (n["labels"][LABEL_SLICE], n["labels"][LABEL_WORKER_ID])
+        for n in nodes
+        if n["state"] == "ALIVE" and LABEL_SLICE in n.get("labels", {})
     }
 
 

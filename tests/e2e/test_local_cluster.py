@@ -1,4 +1,4 @@
-"""The local cluster's own bookkeeping against its live GCS: which simulated hosts are alive,
+"""The local cluster's own bookkeeping against its live Ray: which simulated hosts are alive,
 and `slice-up`'s wait for a host whose registration outlasted `ray start`'s fixed 30 s."""
 
 from __future__ import annotations
