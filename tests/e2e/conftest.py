@@ -5,9 +5,12 @@ two and restarts it with two, so it runs after the other end-to-end tests."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
+
 import pytest
 
-from tests.support.local_ray import LocalCluster, local_cluster_command
+from tests.support.local_ray import LocalCluster, local_cluster_command, run_name
 
 LAST = "test_elastic_slices.py"
 
@@ -26,3 +29,23 @@ def local_cluster(tmp_path_factory) -> LocalCluster:
     yield LocalCluster(bucket, started_here=not running)
     if not running:
         local_cluster_command("down", check=False)
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A run `make submit` trained: its name, directory and what submit printed."""
+
+    name: str
+    dir: Path
+    code: int
+    output: str
+
+
+@pytest.fixture(scope="session")
+def trained_run(local_cluster: LocalCluster) -> TrainedRun:
+    """The tiny model trained 10 steps (checkpoints 0, 5 and 9), once per session: the train
+    test checks this run and then resumes it; the generate test generates and exports from it.
+    (Each training its own cost a CI run about two minutes.)"""
+    name = run_name("e2e")
+    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=10")
+    return TrainedRun(name, local_cluster.bucket / name, code, out)

@@ -3,7 +3,8 @@ by `tpu-launcher train`. Generation is MaxText's inference engine on both simula
 (jax.distributed over 2 processes x 4 CPU devices) loading the run's committed checkpoint; the
 export is checked against it by Hugging Face's Llama forward pass written out in numpy
 (tests/support/hf_llama_reference.py): the exported model must pick every token MaxText picked.
-The tiny model's text is nonsense; what is asserted is the path."""
+The run is the session's `trained_run` (tests/e2e/conftest.py). The tiny model's text is
+nonsense; what is asserted is the path."""
 
 from __future__ import annotations
 
@@ -12,29 +13,30 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from launcher.core.checkpoints import committed_steps
 from tests.support.hf_llama_reference import HfLlama
-from tests.support.local_ray import launcher_result, run_name
+from tests.support.local_ray import launcher_result
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 PROMPT = 'say "hello"'
 
 
-def test_generates_and_exports_a_runs_checkpoint(local_cluster):
-    name = run_name("gen")
-    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=8")
-    assert code == 0, out[-6000:]
-    assert launcher_result(out)["checkpoints"] == [0, 5, 7]
+def test_generates_and_exports_a_runs_checkpoint(local_cluster, trained_run):
+    assert trained_run.code == 0, trained_run.output[-6000:]
+    name = trained_run.name
+    # 9, or 14 where the train test resumed the run first.
+    latest = committed_steps(trained_run.dir)[-1]
 
     sampled = ("--prompt", PROMPT, "--max-tokens", "12", "--seed", "7")
     code, out = local_cluster.about_run("generate", name, *sampled)
     assert code == 0, out[-6000:]
     first = launcher_result(out)
-    assert (first["run"], first["step"]) == (name, 7), "not the latest committed checkpoint"
+    assert (first["run"], first["step"]) == (name, latest), "not the latest committed checkpoint"
     assert first["prompt_ids"] == list(PROMPT.encode())
     assert len(first["token_ids"]) == 12 and all(0 <= t < 256 for t in first["token_ids"])
     # What a user reads: the checkpoint, the slice, the text; not MaxText's config dump.
-    assert f"generate from run {name}, checkpoint step 7" in out
+    assert f"generate from run {name}, checkpoint step {latest}" in out
     assert "2 workers x 4 devices" in out and "generated:  " in out
     assert "Config param" not in out and len(out.splitlines()) <= 25, out
     code, out = local_cluster.about_run("generate", name, *sampled)

@@ -14,9 +14,8 @@ from tests.support.local_ray import full_log, launcher_result, local_cluster_com
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
-def test_trains_checkpoints_and_resumes(local_cluster):
-    name = run_name("e2e")
-    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=10")
+def test_trains_checkpoints_and_resumes(local_cluster, trained_run):
+    name, code, out = trained_run.name, trained_run.code, trained_run.output
     assert code == 0, out[-6000:]
     assert "v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips): 2 workers x 4 devices" in out
     first = launcher_result(out)
