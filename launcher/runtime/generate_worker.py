@@ -10,6 +10,7 @@ import time
 
 import numpy as np
 
+from launcher.runtime.deferred_imports import defer_unused_imports
 from launcher.runtime.worker import argv_for_this_host, publish_summary, quiet_orbax
 
 
@@ -19,6 +20,7 @@ def generate_per_worker(config: dict) -> None:
 
     quiet_orbax()
     # Imported here: jax must not be imported before the backend set up jax.distributed.
+    defer_unused_imports()
     from maxtext.configs import pyconfig
     from maxtext.inference.maxengine import maxengine
 

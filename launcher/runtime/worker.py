@@ -10,6 +10,7 @@ import time
 from ray.experimental import internal_kv
 
 from launcher.core.goodput import Attempt
+from launcher.runtime.deferred_imports import defer_unused_imports
 
 KV_NAMESPACE = "tpu-launcher"
 
@@ -109,6 +110,7 @@ def train_loop_per_worker(config: dict) -> None:
     absl_logger.addHandler(tracker)
     try:
         # Imported here: jax must not be imported before the backend set up jax.distributed.
+        defer_unused_imports()
         from maxtext.trainers.pre_train import train as maxtext_train
 
         maxtext_train.main(argv)

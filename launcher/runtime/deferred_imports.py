@@ -1,0 +1,39 @@
+"""Modules MaxText's trainer imports when it loads but a job uses only when asked for: they are
+loaded on first use instead, so a host that does not use them does not wait for them.
+
+MaxText's trainer imports Vertex AI's SDK (`google.cloud.aiplatform`, through
+cloud_accelerator_diagnostics' TensorBoard uploader) at module level; only
+`use_vertex_tensorboard=True` uses it. Importing it is about a third of importing the trainer,
+paid by every host at every start and restart (`benchmarks/worker_start.py`)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+
+DEFERRED = ("google.cloud.aiplatform",)
+
+
+def defer_unused_imports(names: tuple[str, ...] = DEFERRED) -> list[str]:
+    """Registers each module, not yet imported, to execute on its first attribute access
+    (importlib's LazyLoader); `import` and `from ... import module` then cost nothing. Returns
+    the names deferred (none that is missing or already imported)."""
+    deferred = []
+    for name in names:
+        if name in sys.modules:
+            continue
+        try:
+            spec = importlib.util.find_spec(name)
+        except ModuleNotFoundError:  # a parent package is not installed
+            continue
+        if spec is None or spec.loader is None:
+            continue
+        spec.loader = importlib.util.LazyLoader(spec.loader)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        parent, _, child = name.rpartition(".")
+        if parent:  # as the import system does: `from parent import child` finds it
+            setattr(sys.modules[parent], child, module)
+        deferred.append(name)
+    return deferred

@@ -1,0 +1,46 @@
+"""Vertex AI's SDK, which MaxText's trainer imports through cloud_accelerator_diagnostics, is
+loaded on first use on a training host, and still works when used. Each check runs in a fresh
+interpreter: what is imported is process-wide."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from launcher.runtime.deferred_imports import DEFERRED, defer_unused_imports
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.unit
+
+HEAVY = "google.cloud.aiplatform.initializer"  # what `import google.cloud.aiplatform` executes
+
+
+def _run(code: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_maxtexts_import_of_vertex_ai_waits_for_its_first_use():
+    out = _run(
+        "import sys\n"
+        "from launcher.runtime.deferred_imports import defer_unused_imports\n"
+        "print(defer_unused_imports())\n"
+        # What maxtext.common.vertex_tensorboard imports; it does `from google.cloud import
+        # aiplatform` at module level.
+        "from cloud_accelerator_diagnostics import tensorboard\n"
+        f"print({HEAVY!r} in sys.modules)\n"
+        "print(callable(tensorboard.aiplatform.init))\n"
+        f"print({HEAVY!r} in sys.modules)\n"
+    )
+    # Not executed by the import; executed, and the real SDK, once used.
+    assert out.split() == [str(list(DEFERRED)), "False", "True", "True"]
+
+
+def test_missing_or_already_imported_modules_are_left_alone():
+    assert defer_unused_imports(("no_such_package.sub", "no_such_module")) == []
+    assert defer_unused_imports(("json",)) == []  # imported long ago; nothing to defer
