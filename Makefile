@@ -309,8 +309,9 @@ format: venv ## ruff format the Python code.
 	$(VENV)/bin/ruff format launcher tests ci benchmarks
 
 .PHONY: bench
-bench: venv helm cluster-build ## Benchmarks: launcher overhead, generate/export, preflight/advice timing and calibration, install-to-ready.
+bench: venv helm cluster-build ## Benchmarks: launcher overhead, worker start, generate/export, preflight/advice timing and calibration, install-to-ready.
 	$(PY) benchmarks/launcher_overhead.py
+	$(PY) benchmarks/worker_start.py
 	$(PY) benchmarks/serving_path.py
 	$(PY) benchmarks/preflight_timing.py
 	$(PY) benchmarks/advice_calibration.py

@@ -22,6 +22,10 @@ OUT_ENV = "LAUNCHER_AOT_PROBE_OUT"
 
 def main() -> None:
     from absl import app
+
+    from launcher.core.deferred_imports import defer_unused_imports
+
+    defer_unused_imports()
     from maxtext.trainers.pre_train import train_compile
 
     out = Path(os.environ[OUT_ENV])

@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from launcher.runtime.deferred_imports import defer_unused_imports
+from launcher.core.deferred_imports import defer_unused_imports
 from launcher.runtime.worker import argv_for_this_host, publish_summary, quiet_orbax
 
 

@@ -9,8 +9,8 @@ import time
 
 from ray.experimental import internal_kv
 
+from launcher.core.deferred_imports import defer_unused_imports
 from launcher.core.goodput import Attempt
-from launcher.runtime.deferred_imports import defer_unused_imports
 
 KV_NAMESPACE = "tpu-launcher"
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from launcher.runtime.deferred_imports import DEFERRED, defer_unused_imports
+from launcher.core.deferred_imports import DEFERRED, defer_unused_imports
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.unit
@@ -28,7 +28,7 @@ def _run(code: str) -> str:
 def test_maxtexts_import_of_vertex_ai_waits_for_its_first_use():
     out = _run(
         "import sys\n"
-        "from launcher.runtime.deferred_imports import defer_unused_imports\n"
+        "from launcher.core.deferred_imports import defer_unused_imports\n"
         "print(defer_unused_imports())\n"
         # What maxtext.common.vertex_tensorboard imports; it does `from google.cloud import
         # aiplatform` at module level.

@@ -1,5 +1,6 @@
 """Modules MaxText's trainer imports when it loads but a job uses only when asked for: they are
-loaded on first use instead, so a host that does not use them does not wait for them.
+loaded on first use instead, so a host that does not use them does not wait for them (training
+and generating workers, and preflight's ahead-of-time compile, which imports the same trainer).
 
 MaxText's trainer imports Vertex AI's SDK (`google.cloud.aiplatform`, through
 cloud_accelerator_diagnostics' TensorBoard uploader) at module level; only

@@ -1,0 +1,51 @@
+#!/usr/bin/env python3
+"""What a training host spends importing MaxText's trainer at every start and restart, with
+Vertex AI's SDK imported as MaxText imports it and deferred to its first use (what the
+launcher's workers do: launcher/core/deferred_imports.py), side by side: fresh processes,
+alternating, median of N.
+
+    .venv/bin/python benchmarks/worker_start.py [--runs 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+IMPORT = "from maxtext.trainers.pre_train import train"
+DEFER = "from launcher.core.deferred_imports import defer_unused_imports; defer_unused_imports()"
+
+
+def seconds_to_import(defer: bool) -> float:
+    code = f"{DEFER}\n{IMPORT}" if defer else IMPORT
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    started = time.monotonic()
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, capture_output=True)
+    return time.monotonic() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    runs = parser.parse_args().runs
+    seconds_to_import(defer=False)  # warm the file cache and bytecode for both
+    eager, deferred = [], []
+    for _ in range(runs):
+        eager.append(seconds_to_import(defer=False))
+        deferred.append(seconds_to_import(defer=True))
+    e, d = statistics.median(eager), statistics.median(deferred)
+    print(f"importing MaxText's trainer in a fresh process (median of {runs}, one at a time):")
+    print(f"  as MaxText imports it:      {e:6.1f}s  ({min(eager):.1f} .. {max(eager):.1f})")
+    print(f"  Vertex AI's SDK deferred:   {d:6.1f}s  ({min(deferred):.1f} .. {max(deferred):.1f})")
+    print(f"  ratio deferred / eager: {d / e:.2f}; saved per host start: {e - d:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
