@@ -11,7 +11,7 @@ bucket directory.
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import re
 import time
 
@@ -31,6 +31,7 @@ from tests.support.local_ray import LocalCluster, launcher_result, local_cluster
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
 RESTART = re.compile(r"\[restart\] the worker group started again")
+WORKER_STEP = re.compile(r"\(RayTrainWorker pid=(\d+)\)[^\n]*?completed step: (\d+),")
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +67,24 @@ def _wait_for(client, job_id: str, pattern: re.Pattern, offset: int, timeout: fl
 def _slice(command: str, index: int) -> None:
     proc = local_cluster_command(command, str(index), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _last_step_of_each_start_that_trained(logs: str) -> list[int]:
+    """Each start's workers are their own processes, so a step line belongs to the start whose
+    restart line came before its worker's first step line, wherever Ray's log monitor put it
+    (an old group's last lines can follow the next start's first). Ray may start a group that
+    never trains (one placed on a slice that was going away): it has no step lines."""
+    restarts = [m.start() for m in RESTART.finditer(logs)]
+    start_of: dict[str, int] = {}
+    last_of: dict[str, int] = {}
+    for m in WORKER_STEP.finditer(logs):
+        pid, step = m[1], int(m[2])
+        start_of.setdefault(pid, bisect.bisect_right(restarts, m.start()))
+        last_of[pid] = max(last_of.get(pid, step), step)
+    last: dict[int, int] = {}
+    for pid, start in start_of.items():
+        last[start] = max(last.get(start, last_of[pid]), last_of[pid])
+    return [last[start] for start in sorted(last)]
 
 
 def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
@@ -120,11 +139,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     # the log before the next start's first line: a start's own record lags by a few steps.)
     restored = [after["first_step"] - 1 for after in starts[1:]]
     assert set(restored) <= {int(s) for s in RESTORED.findall(logs)}, restored
-    # Ray may start a group that never trains (one placed on a slice that was going away): the
-    # starts that trained are those whose stretch of the log has steps.
-    bounds = [0, *(m.start() for m in RESTART.finditer(logs)), len(logs)]
-    trained = [[int(s) for s in STEP.findall(logs, b, e)] for b, e in itertools.pairwise(bounds)]
-    last_computed = [max(steps) for steps in trained if steps][:-1]
+    last_computed = _last_step_of_each_start_that_trained(logs)[:-1]
     assert len(last_computed) == len(restored), (last_computed, restored)
     for computed, step in zip(last_computed, restored, strict=True):
         assert 0 <= computed - step <= CHECKPOINT_PERIOD, (computed, step)
