@@ -135,8 +135,8 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     assert batches == {16 * 128}, starts  # 16 sequences of 128 tokens, on 2 slices and on 1
 
     # Each change redoes at most checkpoint_period steps: every start resumed from the latest
-    # checkpoint the one before it committed. (The last step a start computed is read from
-    # the log before the next start's first line: a start's own record lags by a few steps.)
+    # checkpoint the one before it committed. (The last step a start computed is read from its
+    # workers' step lines in the log: a start's own record lags by a few steps.)
     restored = [after["first_step"] - 1 for after in starts[1:]]
     assert set(restored) <= {int(s) for s in RESTORED.findall(logs)}, restored
     last_computed = _last_step_of_each_start_that_trained(logs)[:-1]
