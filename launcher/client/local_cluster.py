@@ -334,7 +334,7 @@ def slice_up(slice_index: int, join_timeout_s: float = JOIN_TIMEOUT_S) -> None:
 
 def alive_hosts() -> set[tuple[str, str]]:
     """(slice name, worker id) of every live simulated TPU host, from Ray's state API on the
-    local dashboard (as `is_running` asks it)."""
+    local dashboard, with the local cluster's token."""
     request = urllib.request.Request(
         f"{DASHBOARD_ADDRESS}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
     )

@@ -31,7 +31,7 @@ from tests.support.local_ray import LocalCluster, launcher_result, local_cluster
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
 RESTART = re.compile(r"\[restart\] the worker group started again")
-WORKER_STEP = re.compile(r"\(RayTrainWorker pid=(\d+)\)[^\n]*?completed step: (\d+),")
+WORKER_STEP = re.compile(r"\(RayTrainWorker pid=(\d+)\)[^\n]*?" + STEP.pattern)
 
 
 @pytest.fixture(scope="module")
@@ -75,15 +75,12 @@ def _last_step_of_each_start_that_trained(logs: str) -> list[int]:
     (an old group's last lines can follow the next start's first). Ray may start a group that
     never trains (one placed on a slice that was going away): it has no step lines."""
     restarts = [m.start() for m in RESTART.finditer(logs)]
-    start_of: dict[str, int] = {}
-    last_of: dict[str, int] = {}
+    start_of: dict[str, int] = {}  # worker pid -> its start, fixed by its first step line
+    last: dict[int, int] = {}
     for m in WORKER_STEP.finditer(logs):
         pid, step = m[1], int(m[2])
-        start_of.setdefault(pid, bisect.bisect_right(restarts, m.start()))
-        last_of[pid] = max(last_of.get(pid, step), step)
-    last: dict[int, int] = {}
-    for pid, start in start_of.items():
-        last[start] = max(last.get(start, last_of[pid]), last_of[pid])
+        start = start_of.setdefault(pid, bisect.bisect_right(restarts, m.start()))
+        last[start] = max(last.get(start, step), step)
     return [last[start] for start in sorted(last)]
 
 
