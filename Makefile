@@ -21,6 +21,8 @@ export PATH := $(VENV)/bin:$(PATH)
 DEMO_ARGS ?= --steps_beyond_checkpoint=40 tiny-llama.yml run_name=demo
 # What `make submit` sends: launcher flags, then MaxText's config and key=value arguments.
 ARGS ?= $(DEMO_ARGS)
+# ARGS only where the user gave them (the GKE targets take flags, not the demo's job).
+ARGS_GIVEN = $(if $(filter command line environment,$(origin ARGS)),$(ARGS))
 # The slice as Cloud TPU names it (v6e-16, v5p-16, v5litepod-32): the job's --tpu for submit and
 # preflight; the simulated slice for `make up` (default v5p-16).
 TPU ?=
@@ -36,7 +38,8 @@ NAMESPACE ?= default
 VALUES ?= values/v6e-16.yaml
 BUCKET ?=
 CHART := charts/tpu-stack
-HELM := $(TOOLS)/helm-$(HELM3_VERSION)/helm
+# helm from PATH when it is the pinned version (Cloud Shell's may be); else built into .tools.
+HELM := $(or $(shell ci/find-helm.sh $(HELM3_VERSION)),$(TOOLS)/helm-$(HELM3_VERSION)/helm)
 HELM4 := $(TOOLS)/helm-$(HELM4_VERSION)/helm
 
 ##@ Start here
@@ -92,6 +95,10 @@ JOB_ARGS = $(if $(TPU),--tpu=$(TPU)) $(ARGS)
 submit: venv ## Submit ARGS to ADDRESS, RELEASE (port-forwarded) or the local cluster; follow it.
 	$(TL) submit $(if $(ADDRESS),--address $(ADDRESS)) $(TARGET_FLAGS) \
 	  $(if $(SKIP_PREFLIGHT),--skip-preflight) -- $(JOB_ARGS)
+
+.PHONY: list
+list: venv ## List the cluster's jobs: id, state, run, step, start, duration.
+	$(TL) list $(if $(ADDRESS),--address $(ADDRESS)) $(if $(RELEASE),--release $(RELEASE) --namespace $(NAMESPACE))
 
 .PHONY: logs
 logs: venv ## Print the logs of JOB (default: the last job submitted from here).
@@ -210,38 +217,6 @@ chart-lint: helm ## helm lint --strict every values file with Helm 3 and Helm 4.
 	  $$h lint --strict $(CHART) -f $$f --set global.gcsfuse.bucketName=example-bucket >/dev/null \
 	    || { echo "lint failed: $$h $$f"; exit 1; }; done; done; echo "chart lint ok"
 
-.PHONY: install
-install: $(HELM) ## helm install/upgrade RELEASE with VALUES and BUCKET into NAMESPACE.
-	@[ -n "$(RELEASE)" ] || { echo "error: RELEASE is required: make install RELEASE=tpu VALUES=values/v6e-16.yaml BUCKET=<bucket>"; exit 2; }
-	$(HELM) upgrade --install $(RELEASE) $(CHART) -n $(NAMESPACE) --create-namespace \
-	  -f $(VALUES) $(if $(BUCKET),--set global.gcsfuse.bucketName=$(BUCKET))
-
-# GKE: where a release goes (gke-plan prints ${VARS} for what is not given).
-PROJECT ?=
-CLUSTER ?=
-LOCATION ?=
-NODE_ZONE ?=
-SPOT ?=
-RESERVATION ?=
-GKE_FLAGS = --values $(VALUES) --release $(or $(RELEASE),tpu) --namespace $(NAMESPACE) \
-  --chart $(CHART) --helm $(HELM) $(if $(PROJECT),--project $(PROJECT)) \
-  $(if $(CLUSTER),--cluster $(CLUSTER)) $(if $(LOCATION),--location $(LOCATION)) \
-  $(if $(NODE_ZONE),--node-zone $(NODE_ZONE)) $(if $(BUCKET),--bucket $(BUCKET)) \
-  $(if $(SPOT),--spot) $(if $(RESERVATION),--reservation $(RESERVATION))
-
-.PHONY: gke-plan
-gke-plan: venv $(HELM) ## Print the gcloud commands that create what VALUES needs on GKE: TPU node pools, bucket, IAM, add-ons.
-	@$(TL) gke-plan $(GKE_FLAGS)
-
-.PHONY: gke-up
-gke-up: venv $(HELM) ## Run them with gcloud (PROJECT= CLUSTER= LOCATION=); stops at the first failure, skips what exists.
-	$(TL) gke-up $(GKE_FLAGS)
-
-.PHONY: uninstall
-uninstall: $(HELM) ## helm uninstall RELEASE (the bucket and its checkpoints stay).
-	@[ -n "$(RELEASE)" ] || { echo "error: RELEASE is required: make uninstall RELEASE=tpu"; exit 2; }
-	$(HELM) uninstall $(RELEASE) -n $(NAMESPACE)
-
 .PHONY: chart-table
 chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
 	$(TL) tpu-table --json > $(CHART)/files/tpu-table.json
@@ -254,26 +229,24 @@ goldens: venv helm ## Rewrite the golden renders (tests/chart/goldens/) after an
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --write $(CHART)/README.md
 
-##@ Image
+##@ GKE (PROJECT_ID, CLUSTER_NAME, LOCATION, BUCKET from the environment; ARGS= more flags)
 
-IMAGE ?= $(shell $(PY) ci/image_ref.py $(CHART)/values.yaml $(VALUES) 2>/dev/null)
+GKE_FLAGS = $(foreach v,$(VALUES),--values $(v)) --release $(or $(RELEASE),tpu) \
+  --namespace $(NAMESPACE) --chart $(CHART) --helm $(HELM)
 
-.PHONY: image
-image: venv ## Build and push the launcher image named in the chart values (IMAGE= overrides).
-	@if docker info >/dev/null 2>&1; then \
-	  docker build -f images/launcher/Dockerfile -t $(IMAGE) . && docker push $(IMAGE); \
-	elif command -v gcloud >/dev/null 2>&1; then \
-	  gcloud builds submit --config ci/cloudbuild.yaml --substitutions=_IMAGE=$(IMAGE) .; \
-	else \
-	  echo "error: make image needs a Docker engine (docker info failed) or gcloud (Cloud Build);" \
-	       "neither is available here. Build $(IMAGE) where one is, e.g.:" \
-	       "docker build -f images/launcher/Dockerfile -t $(IMAGE) . && docker push $(IMAGE)" >&2; \
-	  exit 1; \
-	fi
-
-.PHONY: hadolint
-hadolint: venv ## Lint the Dockerfile.
-	$(VENV)/bin/hadolint images/launcher/Dockerfile
+.PHONY: gke-plan gke-up gke-down image install uninstall
+gke-plan: venv $(HELM) ## Print what gke-up runs for VALUES: cluster, pools, registry, image, bucket, IAM.
+	@$(TL) gke plan $(GKE_FLAGS) $(ARGS_GIVEN)
+gke-up: venv $(HELM) ## Make it with gcloud (skips what exists, stops at the first failure).
+	$(TL) gke up $(GKE_FLAGS) $(ARGS_GIVEN)
+image: venv $(HELM) ## Build and push the launcher image the release pulls (Cloud Build, or a local Docker).
+	$(TL) image $(GKE_FLAGS) $(ARGS_GIVEN)
+install: venv $(HELM) ## helm upgrade --install RELEASE (default tpu) with VALUES and the image gke-up pushed.
+	$(TL) install $(GKE_FLAGS) $(ARGS_GIVEN)
+uninstall: $(HELM) ## helm uninstall RELEASE (node pools stay and bill: gke-down deletes them).
+	$(HELM) uninstall $(or $(RELEASE),tpu) -n $(NAMESPACE)
+gke-down: venv $(HELM) ## Delete what gke-up made; the bucket and its checkpoints stay (asks first).
+	$(TL) gke down $(GKE_FLAGS) $(ARGS_GIVEN)
 
 ##@ Development
 
@@ -297,6 +270,10 @@ lock: | $(UV) ## Re-resolve the locks from pyproject.toml (linux x86_64, Python 
 	$(UV) pip compile --quiet pyproject.toml $(LOCK_FLAGS) -o $(LOCK)
 	# The test environment: the image's lock plus the dev tools, pinned to the same versions.
 	$(UV) pip compile --quiet pyproject.toml --extra dev $(LOCK_FLAGS) -c $(LOCK) -o $(DEV_LOCK)
+
+.PHONY: hadolint
+hadolint: venv ## Lint the Dockerfile.
+	$(VENV)/bin/hadolint images/launcher/Dockerfile
 
 .PHONY: lint
 lint: venv ## ruff (lint and format) over the Python code, shellcheck over the shell scripts.

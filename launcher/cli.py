@@ -9,6 +9,9 @@
     tpu-launcher generate --run R --prompt P text from a run's checkpoint (submits `decode`)
     tpu-launcher export --run R              the checkpoint as a Hugging Face model (`convert`)
     tpu-launcher sax publish|generate|list|unpublish --model M   Saxml's HTTP API
+    tpu-launcher gke plan|up|down --values F GKE: cluster, pools, registry, image, bucket, IAM
+    tpu-launcher image|install --values F    the release's image, built and pushed; the release
+    tpu-launcher list                        the cluster's jobs
 
 Job args are the launcher's flags (`tpu-launcher train --help`) followed by MaxText's
 `[config.yml] key=value ...`. Options are parsed here, once, into each command's request;
@@ -69,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
         default=os.environ.get("VERBOSE", "") not in ("", "0"),
         help="show every line of the job live (default: the plan, progress, checkpoints, "
         "restarts and the summary; the whole log goes to a file) [env VERBOSE=1]",
+    )
+    p.add_argument(
+        "--working-dir",
+        help="a directory that travels with the job and is its working directory on every host "
+        "(code, configs; at most 100 MiB). Without it, a MaxText config of your own travels alone",
     )
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments")
 
@@ -178,24 +186,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
     p.add_argument("--model", required=True, help="the served model name")
     p.add_argument("--timeout", type=float, default=300)
-    for name, what in (
-        ("gke-plan", "print the gcloud commands that create what a release needs on GKE"),
-        ("gke-up", "run them (stops at the first failure; what exists is skipped)"),
-    ):
-        p = sub.add_parser(name, help=what)
-        p.add_argument("--values", action="append", default=[], help="values files, as for helm")
-        p.add_argument("--release", default="tpu", help="the release name helm install will use")
-        p.add_argument("--namespace", default="default")
-        p.add_argument("--chart", default="charts/tpu-stack")
-        p.add_argument("--helm", default="helm", help="the helm binary")
-        p.add_argument("--project", help="Google Cloud project (default: ${PROJECT_ID})")
-        p.add_argument("--cluster", help="GKE cluster (default: ${CLUSTER_NAME})")
-        p.add_argument("--location", help="the cluster's region or zone (default: ${LOCATION})")
-        p.add_argument("--node-zone", help="zone of the TPU node pools (default: --location)")
-        p.add_argument("--bucket", help="checkpoint bucket (default: the values' bucketName)")
-        p.add_argument("--bucket-location", help="default: the region of --location")
-        p.add_argument("--spot", action="store_true", help="Spot TPU nodes")
-        p.add_argument("--reservation", help="consume this specific reservation")
+    from launcher.client import gke_commands, job_list
+
+    gke_commands.add_parsers(sub)
+    job_list.add_parser(sub)
     p = sub.add_parser("tpu-table", help="print the TPU table (--json: the chart's copy)")
     p.add_argument("--json", action="store_true")
     return parser
@@ -271,6 +265,7 @@ def _dispatch(ns: argparse.Namespace) -> int:
                 values=ns.values,
                 skip_preflight=ns.skip_preflight,
                 verbose=ns.verbose,
+                working_dir=ns.working_dir,
             )
         )
     if ns.command in ("generate", "export"):
@@ -365,33 +360,6 @@ def _dispatch(ns: argparse.Namespace) -> int:
         from launcher.runtime.serving_check import check as serving_check
 
         return serving_check(ns.url, ns.model, ns.timeout)
-    if ns.command in ("gke-plan", "gke-up"):
-        from launcher.client.gke_plan import GkePlanRequest, GkeTarget, gke_plan
-
-        given = {
-            k: v
-            for k, v in {
-                "project": ns.project,
-                "cluster": ns.cluster,
-                "location": ns.location,
-                "node_zone": ns.node_zone,
-                "bucket_location": ns.bucket_location,
-                "reservation": ns.reservation,
-            }.items()
-            if v
-        }
-        return gke_plan(
-            GkePlanRequest(
-                ns.values,
-                ns.release,
-                ns.namespace,
-                ns.chart,
-                ns.helm,
-                ns.bucket,
-                GkeTarget(**given, spot=ns.spot),
-                execute=ns.command == "gke-up",
-            )
-        )
     if ns.command == "tpu-table":
         from launcher.core.tpu_table import print_table
 
@@ -408,10 +376,13 @@ def main(argv: list[str] | None = None) -> int:
 
         run(argv[1:])  # an absl app: exits itself
     ns = _parser().parse_args(argv)
+    prog = " ".join(
+        ["tpu-launcher", ns.command, *([ns.gke_command] if ns.command == "gke" else [])]
+    )
     try:
-        return _dispatch(ns)
+        return ns.func(ns) if hasattr(ns, "func") else _dispatch(ns)
     except (UsageError, CommandError) as e:
-        return report(e, prog=f"tpu-launcher {ns.command}")
+        return report(e, prog=prog)
 
 
 def console_main() -> None:

@@ -1,22 +1,7 @@
-"""What GKE must have before a release schedules anything, as the gcloud commands that create it:
-read from the chart's own rendering of the release (`helm template`), so the node pools are the
-ones the pods select, the bucket the one they mount and the service account the one they run as.
-
-Every flag was checked against gcloud's reference pages (cloud.google.com/sdk/gcloud/reference/):
-- container/node-pools/create: --cluster, --location, --node-locations, --machine-type,
-  --tpu-topology, --num-nodes, --placement-type, --spot, --reservation-affinity, --reservation.
-  GKE's "Deploy TPU workloads in GKE Standard" (kubernetes-engine/docs/how-to/tpus): a multi-host
-  slice is one node pool of chips / chips-per-host nodes with --tpu-topology; a single-host pool
-  takes no --tpu-topology (the API refuses one). COMPACT placement keeps a slice's hosts on one
-  ICI domain, as xpk creates them.
-- container/clusters/update: --update-addons=RayOperator=ENABLED,GcsFuseCsiDriver=ENABLED (the
-  Ray operator add-on brings KubeRay and its TPU webhook), --workload-pool.
-- storage/buckets/create: --location, --uniform-bucket-level-access,
-  --enable-hierarchical-namespace (needs uniform access; storage/docs/create-hns-bucket).
-- storage/buckets/add-iam-policy-binding and iam/service-accounts/add-iam-policy-binding:
-  --member, --role (roles/storage.objectUser on the bucket; roles/iam.workloadIdentityUser for a
-  Google service account), as the GKE tutorials grant them.
-- projects/describe: --format=value(projectNumber).
+"""`tpu-launcher gke plan|up|down`: the gcloud commands that make (and unmake) what a release
+needs on GKE, from an empty project to a cluster `helm install` can schedule on. Each step
+carries the check that tells whether it is done already, so `gke up` and the printed script
+both pick up where a previous run stopped. Where each flag comes from: docs/gke.md.
 """
 
 from __future__ import annotations
@@ -24,326 +9,515 @@ from __future__ import annotations
 import re
 import shlex
 import shutil
-from dataclasses import dataclass
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
-
 from launcher.client.commands import run
-from launcher.core.errors import CommandError, UsageError
-from launcher.core.slices import Slices, from_pod_spec
-from launcher.core.values_file import load_values
+from launcher.client.gke_release import (
+    RENDER_BUCKET,
+    CpuPool,
+    NodePool,
+    ReleaseNeeds,
+    cpu_pool,
+)
+from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
+from launcher.core.errors import UsageError
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 # GKE node pool names: lowercase letters, digits and hyphens, a letter first, at most 40.
 POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
-# Renders without a bucket use this name; the plan then shows ${BUCKET}.
-_RENDER_BUCKET = "bucket-placeholder"
+# The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
+SYSTEM_MACHINE = "e2-standard-4"
+DOCKERFILE = "images/launcher/Dockerfile"
+CLOUDBUILD = "images/launcher/cloudbuild.yaml"
 
 
 @dataclass(frozen=True)
-class GkeTarget:
-    """Where the release goes; unset fields stay shell variables in the printed plan."""
+class Check:
+    """A read-only command that tells whether a step is done: it succeeds (and prints `output`,
+    when given); `negate` turns it round (a deletion is done when its object is gone)."""
 
-    project: str = "${PROJECT_ID}"
-    cluster: str = "${CLUSTER_NAME}"
-    location: str = "${LOCATION}"  # the cluster's region or zone
-    node_zone: str | None = None  # the zone of the TPU node pools (default: a zonal location)
-    bucket_location: str | None = None  # default: the region of `location`
-    spot: bool = False
-    reservation: str | None = None
+    argv: list[str]
+    output: str | None = None
+    negate: bool = False
 
-
-@dataclass(frozen=True)
-class NodePool:
-    name: str
-    slices: Slices
-
-
-@dataclass(frozen=True)
-class ReleaseNeeds:
-    """What the rendered release asks GKE for."""
-
-    pools: list[NodePool]
-    namespace: str
-    service_account: str
-    gcp_service_account: str | None
-    ray: bool
-    jobset: bool
+    def done(self, proc_ok: bool, stdout: str) -> bool:
+        found = proc_ok and (self.output is None or stdout.strip() == self.output)
+        return found != self.negate
 
 
 @dataclass(frozen=True)
 class Step:
     what: str
     argv: list[str]
-    exists: list[str] | None = None  # a describe command: when it succeeds, the step is done
+    done_if: Check | None = None
     capture_as: str | None = None  # its stdout becomes ${capture_as} in later steps
+    # A command that lists items: the step runs once per item, `{item}` in argv replaced.
+    for_each: list[str] | None = None
 
 
-def render(
-    chart: Path, values: list[str], release: str, namespace: str, bucket: str | None, helm: str
-) -> tuple[list[dict], str | None]:
-    """The release's objects as Helm renders them, and the bucket they mount (None: not given)."""
-    merged = load_values(chart / "values.yaml", *values)
-    gcsfuse = merged.get("global", {}).get("gcsfuse", {})
-    bucket = bucket or gcsfuse.get("bucketName") or None
-    argv = [helm, "template", release, str(chart), "--namespace", namespace]
-    for path in values:
-        argv += ["-f", path]
-    argv += ["--set", f"global.gcsfuse.bucketName={bucket or _RENDER_BUCKET}"]
-    proc = run("render the release", argv, capture=True, check=False)
-    if proc.returncode:
-        raise CommandError("render the release", argv, proc.returncode, proc.stderr)
-    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
-    return docs, (bucket or _RENDER_BUCKET) if gcsfuse.get("enabled", True) else None
+@dataclass(frozen=True)
+class Plan:
+    steps: list[Step]
+    notes: list[str] = field(default_factory=list)
+    stays: list[str] = field(default_factory=list)  # what `gke down` leaves, said before
 
 
-def needs(docs: list[dict], namespace: str, release: str) -> ReleaseNeeds:
-    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster),
-    per replicated Job (Saxml's JobSet) and per TPU Deployment (vLLM), the account the pods run
-    as, the add-ons."""
-    pools: list[NodePool] = []
-    service_account, pods_account, gsa = "", "", None
-    ray = jobset = False
-    for doc in docs:
-        kind = doc.get("kind")
-        if "helm.sh/hook" in doc["metadata"].get("annotations", {}):
-            continue  # helm test's objects are not the release's
-        if kind == "ServiceAccount":
-            service_account = doc["metadata"]["name"]
-            gsa = doc["metadata"].get("annotations", {}).get("iam.gke.io/gcp-service-account")
-        elif kind == "RayCluster":
-            ray = True
-            # With serviceAccount.create=false the account exists already: the pods name it.
-            pods_account = doc["spec"]["headGroupSpec"]["template"]["spec"]["serviceAccountName"]
-            for group in doc["spec"].get("workerGroupSpecs", []):
-                found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
-                if found:
-                    pools.append(NodePool(f"{release}-ray-{found.shape.pod_type}", found))
-        elif kind == "JobSet":
-            jobset = True
-            for rj in doc["spec"]["replicatedJobs"]:
-                pod = rj["template"]["spec"]["template"]["spec"]
-                pods_account = pods_account or pod.get("serviceAccountName", "")
-                found = from_pod_spec(pod, rj.get("replicas", 1))
-                if found:
-                    pools.append(NodePool(f"{release}-sax-{found.shape.pod_type}", found))
-        elif kind == "Deployment":  # vLLM: each replica one single-host slice
-            pod = doc["spec"]["template"]["spec"]
-            found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
-            if found:
-                pods_account = pods_account or pod.get("serviceAccountName", "")
-                pools.append(NodePool(f"{release}-vllm-{found.shape.pod_type}", found))
-    return ReleaseNeeds(pools, namespace, service_account or pods_account, gsa, ray, jobset)
+def _gcloud(*words: str) -> list[str]:
+    return ["gcloud", *words]
 
 
-def _is_zone(location: str) -> bool:
-    return re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", location) is not None
+def _cluster_filter(target: GkeTarget, condition: str) -> Check:
+    """Done when the cluster exists and `condition` (a gcloud --filter) holds for it."""
+    return Check(
+        _gcloud(
+            "container",
+            "clusters",
+            "list",
+            f"--project={target.project}",
+            f"--location={target.location}",
+            f"--filter=name={target.cluster} AND {condition}",
+            "--format=value(name)",
+        ),
+        output=target.cluster,
+    )
 
 
-def _region(location: str) -> str:
-    """us-east5-b -> us-east5; a region or a placeholder stays as it is."""
-    return location[:-2] if _is_zone(location) else location
+def _where(target: GkeTarget) -> list[str]:
+    return [f"--location={target.location}", f"--project={target.project}"]
 
 
-def _node_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
-    shape = pool.slices.shape
-    # TPU capacity is zonal: a regional cluster needs the zone of its TPU pools.
-    zone = target.node_zone or (target.location if _is_zone(target.location) else "${NODE_ZONE}")
-    common = [
-        f"--cluster={target.cluster}",
-        f"--location={target.location}",
-        f"--project={target.project}",
-        f"--node-locations={zone}",
-        f"--machine-type={shape.machine_type}",
+def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
+    """The cluster with the add-ons and Workload Identity, created when it does not exist, or
+    brought to that state when it does; then kubectl's credentials."""
+    pool = f"{target.project}.svc.id.goog"
+    addons = ["RayOperator"] if need.ray else []
+    addons += ["GcsFuseCsiDriver"] if need.bucket else []
+    describe = _gcloud("container", "clusters", "describe", target.cluster, *_where(target))
+    steps = [
+        Step(
+            f"cluster {target.cluster} (one {SYSTEM_MACHINE} node for GKE's own pods; the "
+            "release's pools follow)",
+            _gcloud(
+                "container",
+                "clusters",
+                "create",
+                target.cluster,
+                *_where(target),
+                *([f"--addons={','.join(addons)}"] if addons else []),
+                f"--workload-pool={pool}",
+                "--workload-metadata=GKE_METADATA",
+                f"--machine-type={SYSTEM_MACHINE}",
+                "--num-nodes=1",
+                *([f"--node-locations={target.zone}"] if target.node_zone else []),
+                f"--labels={CREATED_BY}",
+            ),
+            done_if=Check(describe),
+        )
     ]
-    options = ["--spot"] if target.spot else []
-    if target.reservation:
-        options += ["--reservation-affinity=specific", f"--reservation={target.reservation}"]
-    if shape.multi_host:
-        # A multi-host slice is a whole node pool: one pool per slice.
-        names = [f"{pool.name}-{i}" for i in range(pool.slices.num_slices)]
-        flags = [
-            *common,
-            f"--tpu-topology={shape.topology}",
-            f"--num-nodes={shape.hosts}",
-            "--placement-type=COMPACT",
-            *options,
-        ]
-    else:
-        # One node per single-host slice; GKE refuses --tpu-topology on single-host pools.
-        names = [pool.name]
-        flags = [*common, f"--num-nodes={pool.slices.num_slices}", *options]
-    steps = []
-    for i, name in enumerate(names, 1):
-        if not POOL_NAME.match(name):
-            raise UsageError(
-                "RELEASE",
-                f"node pool name {name!r} is not a GKE node pool name (a letter first, "
-                "lowercase letters, digits and hyphens, at most 40)",
-                "use a shorter release name (RELEASE=...)",
-            )
-        where = [f"--cluster={target.cluster}", f"--location={target.location}"]
-        steps.append(
-            Step(
-                f"node pool {name}: {pool.slices.describe()}"
-                + (f", slice {i} of {len(names)}" if len(names) > 1 else ""),
-                ["gcloud", "container", "node-pools", "create", name, *flags],
-                exists=[
-                    "gcloud",
-                    "container",
-                    "node-pools",
-                    "describe",
-                    name,
-                    *where,
-                    f"--project={target.project}",
-                ],
-            )
-        )
-    return steps
-
-
-def plan(need: ReleaseNeeds, bucket: str | None, target: GkeTarget) -> list[Step]:
-    """The gcloud commands, in the order they can run: add-ons, node pools, bucket, access."""
-    steps: list[Step] = []
-    cluster = [f"--location={target.location}", f"--project={target.project}"]
-    addons = {
-        a: why
-        for a, why, on in (
-            ("RayOperator", "KubeRay and its TPU webhook", need.ray),
-            ("GcsFuseCsiDriver", "the bucket as a volume", bucket),
-        )
-        if on
-    }
     if addons:
+        why = {"RayOperator": "KubeRay and its TPU webhook", "GcsFuseCsiDriver": "the bucket"}
+        condition = " AND ".join(
+            f"addonsConfig.{a[0].lower() + a[1:]}Config.enabled=true" for a in addons
+        )
         steps.append(
             Step(
-                "cluster add-ons: " + ", ".join(f"{a} ({why})" for a, why in addons.items()),
-                [
-                    "gcloud",
+                "add-ons of an existing cluster: " + ", ".join(f"{a} ({why[a]})" for a in addons),
+                _gcloud(
                     "container",
                     "clusters",
                     "update",
                     target.cluster,
-                    *cluster,
+                    *_where(target),
                     "--update-addons=" + ",".join(f"{a}=ENABLED" for a in addons),
-                ],
+                ),
+                done_if=_cluster_filter(target, condition),
             )
         )
-    steps.append(
+    steps += [
         Step(
-            "Workload Identity on the cluster (pods act as Google identities, no keys)",
-            [
-                "gcloud",
+            "Workload Identity on an existing cluster (pods act as Google identities, no keys)",
+            _gcloud(
                 "container",
                 "clusters",
                 "update",
                 target.cluster,
-                *cluster,
-                f"--workload-pool={target.project}.svc.id.goog",
-            ],
+                *_where(target),
+                f"--workload-pool={pool}",
+            ),
+            done_if=_cluster_filter(target, f"workloadIdentityConfig.workloadPool={pool}"),
+        ),
+        Step(
+            "node pools made before Workload Identity: to the GKE metadata server (else their "
+            "pods cannot mount the bucket)",
+            _gcloud(
+                "container",
+                "node-pools",
+                "update",
+                "{item}",
+                f"--cluster={target.cluster}",
+                *_where(target),
+                "--workload-metadata=GKE_METADATA",
+            ),
+            for_each=_gcloud(
+                "container",
+                "node-pools",
+                "list",
+                f"--cluster={target.cluster}",
+                *_where(target),
+                "--filter=NOT config.workloadMetadataConfig.mode=GKE_METADATA",
+                "--format=value(name)",
+            ),
+        ),
+        Step(
+            "kubectl's credentials for the cluster",
+            _gcloud("container", "clusters", "get-credentials", target.cluster, *_where(target)),
+        ),
+    ]
+    return steps
+
+
+def _pool_create(name: str, target: GkeTarget, flags: list[str], what: str) -> Step:
+    if not POOL_NAME.match(name):
+        raise UsageError(
+            "--release",
+            f"node pool name {name!r} is not a GKE node pool name (a letter first, "
+            "lowercase letters, digits and hyphens, at most 40)",
+            "use a shorter release name",
         )
+    where = [f"--cluster={target.cluster}", *_where(target)]
+    return Step(
+        what,
+        _gcloud("container", "node-pools", "create", name, *where, *flags),
+        done_if=Check(_gcloud("container", "node-pools", "describe", name, *where)),
     )
-    for pool in need.pools:
-        steps += _node_pool_steps(pool, target)
-    if bucket:
-        b = "${BUCKET}" if bucket == _RENDER_BUCKET else bucket
+
+
+def cpu_pool_step(pool: CpuPool, target: GkeTarget) -> Step:
+    return _pool_create(
+        pool.name,
+        target,
+        [
+            f"--node-locations={target.zone}",
+            f"--machine-type={pool.machine}",
+            f"--num-nodes={pool.nodes}",
+            "--workload-metadata=GKE_METADATA",
+        ],
+        f"node pool {pool.name}: {pool.nodes} x {pool.machine} for the {pool.pods} pods "
+        "without TPUs (the Ray head, helm test, Saxml's servers)",
+    )
+
+
+def pool_names(pool: NodePool) -> list[str]:
+    """A multi-host slice is a whole node pool: one pool per slice; single-host slices share
+    one pool, a node each."""
+    if pool.slices.shape.multi_host:
+        return [f"{pool.name}-{i}" for i in range(pool.slices.num_slices)]
+    return [pool.name]
+
+
+def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
+    shape = pool.slices.shape
+    flags = [
+        f"--node-locations={target.zone}",
+        f"--machine-type={shape.machine_type}",
+        *shape.generation.node_pool_flags,
+        "--workload-metadata=GKE_METADATA",
+    ]
+    if target.spot:
+        flags.append("--spot")
+    if target.reservation:
+        flags += ["--reservation-affinity=specific", f"--reservation={target.reservation}"]
+    names = pool_names(pool)
+    if shape.multi_host:
+        # COMPACT placement keeps a slice's hosts in one ICI domain, as xpk creates them.
+        flags += [
+            f"--tpu-topology={shape.topology}",
+            f"--num-nodes={shape.hosts}",
+            "--placement-type=COMPACT",
+        ]
+    else:  # GKE refuses --tpu-topology on single-host pools
+        flags.append(f"--num-nodes={pool.slices.num_slices}")
+    return [
+        _pool_create(
+            name,
+            target,
+            flags,
+            f"node pool {name}: {pool.slices.describe()}"
+            + (f", slice {i} of {len(names)}" if len(names) > 1 else ""),
+        )
+        for i, name in enumerate(names, 1)
+    ]
+
+
+def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path) -> list[Step]:
+    """The Artifact Registry repository (unless --registry names one of yours) and the launcher
+    image the release's Ray pods pull, built by Cloud Build (no local Docker needed)."""
+    if not need.launcher_image:
+        return []
+    steps = []
+    if not target.registry:
+        repo = [REPOSITORY, f"--location={target.region}", f"--project={target.project}"]
         steps.append(
             Step(
-                f"checkpoint bucket gs://{b} (hierarchical namespace: atomic folder renames)",
-                [
-                    "gcloud",
-                    "storage",
-                    "buckets",
+                f"Artifact Registry repository {REPOSITORY} in {target.region} (the image)",
+                _gcloud(
+                    "artifacts",
+                    "repositories",
                     "create",
-                    f"gs://{b}",
-                    f"--project={target.project}",
-                    f"--location={target.bucket_location or _region(target.location)}",
-                    "--uniform-bucket-level-access",
-                    "--enable-hierarchical-namespace",
-                ],
-                exists=["gcloud", "storage", "buckets", "describe", f"gs://{b}"],
+                    *repo,
+                    "--repository-format=docker",
+                    f"--labels={CREATED_BY}",
+                ),
+                done_if=Check(_gcloud("artifacts", "repositories", "describe", *repo)),
             )
         )
-        ksa = f"ns/{need.namespace}/sa/{need.service_account}"
-        if need.gcp_service_account:
-            steps += [
-                Step(
-                    f"{need.gcp_service_account} may read and write gs://{b}",
-                    [
-                        "gcloud",
-                        "storage",
-                        "buckets",
-                        "add-iam-policy-binding",
-                        f"gs://{b}",
-                        f"--member=serviceAccount:{need.gcp_service_account}",
-                        "--role=roles/storage.objectUser",
-                    ],
-                ),
-                Step(
-                    f"the release's service account {need.service_account} may act as it",
-                    [
-                        "gcloud",
-                        "iam",
-                        "service-accounts",
-                        "add-iam-policy-binding",
-                        need.gcp_service_account,
-                        f"--project={target.project}",
-                        "--role=roles/iam.workloadIdentityUser",
-                        f"--member=serviceAccount:{target.project}.svc.id.goog"
-                        f"[{need.namespace}/{need.service_account}]",
-                    ],
-                ),
-            ]
-        else:
-            steps += [
-                Step(
-                    "the project's number (Workload Identity principals name it)",
-                    [
-                        "gcloud",
-                        "projects",
-                        "describe",
-                        target.project,
-                        "--format=value(projectNumber)",
-                    ],
-                    capture_as="PROJECT_NUMBER",
-                ),
-                Step(
-                    f"the release's service account {need.service_account} may read and write "
-                    f"gs://{b}",
-                    [
-                        "gcloud",
-                        "storage",
-                        "buckets",
-                        "add-iam-policy-binding",
-                        f"gs://{b}",
-                        "--member=principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/"
-                        f"locations/global/workloadIdentityPools/{target.project}.svc.id.goog/"
-                        f"subject/{ksa}",
-                        "--role=roles/storage.objectUser",
-                    ],
-                ),
-            ]
+    steps.append(image_build_step(need.launcher_image, target, source))
     return steps
+
+
+def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
+    """Cloud Build builds images/launcher/Dockerfile from `source` (the checkout) and pushes
+    `image`; skipped when that tag is in the registry already (`tpu-launcher image` rebuilds)."""
+    return Step(
+        f"launcher image {image} (Cloud Build: {DOCKERFILE})",
+        _gcloud(
+            "builds",
+            "submit",
+            str(source),
+            f"--project={target.project}",
+            f"--config={source / CLOUDBUILD}",
+            f"--substitutions=_IMAGE={image}",
+        ),
+        done_if=Check(
+            _gcloud(
+                "artifacts", "docker", "images", "describe", image, f"--project={target.project}"
+            )
+        ),
+    )
+
+
+def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
+    if not need.bucket:
+        return []
+    b = "${BUCKET}" if need.bucket == RENDER_BUCKET else need.bucket
+    steps = [
+        Step(
+            f"checkpoint bucket gs://{b} (hierarchical namespace: atomic folder renames)",
+            _gcloud(
+                "storage",
+                "buckets",
+                "create",
+                f"gs://{b}",
+                f"--project={target.project}",
+                # A bucket lives in a region (or multi-region), never in a zone.
+                f"--location={target.bucket_location or target.region}",
+                "--uniform-bucket-level-access",
+                "--enable-hierarchical-namespace",
+            ),
+            done_if=Check(_gcloud("storage", "buckets", "describe", f"gs://{b}")),
+        )
+    ]
+    if need.gcp_service_account:
+        return [
+            *steps,
+            Step(
+                f"{need.gcp_service_account} may read and write gs://{b}",
+                _gcloud(
+                    "storage",
+                    "buckets",
+                    "add-iam-policy-binding",
+                    f"gs://{b}",
+                    f"--member=serviceAccount:{need.gcp_service_account}",
+                    "--role=roles/storage.objectUser",
+                ),
+            ),
+            Step(
+                f"the release's service account {need.service_account} may act as it",
+                _gcloud(
+                    "iam",
+                    "service-accounts",
+                    "add-iam-policy-binding",
+                    need.gcp_service_account,
+                    f"--project={target.project}",
+                    "--role=roles/iam.workloadIdentityUser",
+                    f"--member=serviceAccount:{target.project}.svc.id.goog"
+                    f"[{need.namespace}/{need.service_account}]",
+                ),
+            ),
+        ]
+    subject = f"ns/{need.namespace}/sa/{need.service_account}"
+    return [
+        *steps,
+        Step(
+            "the project's number (Workload Identity principals name it)",
+            _gcloud("projects", "describe", target.project, "--format=value(projectNumber)"),
+            capture_as="PROJECT_NUMBER",
+        ),
+        Step(
+            f"the release's service account {need.service_account} may read and write gs://{b}",
+            _gcloud(
+                "storage",
+                "buckets",
+                "add-iam-policy-binding",
+                f"gs://{b}",
+                "--member=principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/"
+                f"locations/global/workloadIdentityPools/{target.project}.svc.id.goog/"
+                f"subject/{subject}",
+                "--role=roles/storage.objectUser",
+            ),
+        ),
+    ]
+
+
+def up_plan(need: ReleaseNeeds, target: GkeTarget, release: str, source: Path) -> Plan:
+    """In the order they can run: cluster, credentials, CPU pool, TPU pools, registry and image,
+    bucket, access."""
+    steps = cluster_steps(need, target)
+    if cpu := cpu_pool(release, need.cpu_pods):
+        steps.append(cpu_pool_step(cpu, target))
+    for pool in need.pools:
+        steps += tpu_pool_steps(pool, target)
+    steps += image_steps(need, target, source)
+    steps += bucket_steps(need, target)
+    notes = ["What GKE needs before `helm install` can schedule this release."]
+    if unset := unset_variables(steps):
+        notes.append(
+            f"Set {', '.join(unset)} first (or pass --project, --cluster, --location, "
+            "--node-zone, --bucket)."
+        )
+    if not need.pools:
+        notes.append("This release asks for no TPU nodes: no TPU node pools to create.")
+    if need.jobset:
+        notes.append(
+            "Saxml's model servers are a JobSet: the JobSet controller (v0.12 or newer) must run "
+            "in the cluster (kubernetes-sigs/jobset releases)."
+        )
+    return Plan(steps, notes)
+
+
+def down_plan(
+    need: ReleaseNeeds, target: GkeTarget, release: str, namespace: str, helm: str = "helm"
+) -> Plan:
+    """What `gke up` made, removed: the release, its node pools, the image repository and the
+    cluster (only a cluster or repository `gke up` created). The bucket stays."""
+    where = [f"--cluster={target.cluster}", *_where(target)]
+    # The context get-credentials writes: never the release of another cluster.
+    helm_where = [f"--namespace={namespace}", f"--kube-context={target.kube_context}"]
+    cluster_gone = Check(
+        _gcloud("container", "clusters", "describe", target.cluster, *_where(target)),
+        negate=True,
+    )
+    steps = [
+        Step(
+            "kubectl's credentials for the cluster",
+            _gcloud("container", "clusters", "get-credentials", target.cluster, *_where(target)),
+            done_if=cluster_gone,
+        ),
+        Step(
+            f"helm release {release} in namespace {namespace}",
+            [helm, "uninstall", release, *helm_where, "--wait"],
+            done_if=Check([helm, "status", release, *helm_where], negate=True),
+        ),
+    ]
+    names = [n for pool in need.pools for n in pool_names(pool)]
+    if cpu := cpu_pool(release, need.cpu_pods):
+        names.append(cpu.name)
+    for name in names:
+        describe = _gcloud("container", "node-pools", "describe", name, *where)
+        steps.append(
+            Step(
+                f"node pool {name}",
+                _gcloud("container", "node-pools", "delete", name, *where, "--quiet"),
+                done_if=Check(describe, negate=True),
+            )
+        )
+    if need.launcher_image and not target.registry:
+        repo = [REPOSITORY, f"--location={target.region}", f"--project={target.project}"]
+        steps.append(
+            Step(
+                f"Artifact Registry repository {REPOSITORY} and its images (if gke up made it)",
+                _gcloud("artifacts", "repositories", "delete", *repo, "--quiet"),
+                done_if=Check(_repo_ours(target), output=REPOSITORY, negate=True),
+            )
+        )
+    steps.append(
+        Step(
+            f"cluster {target.cluster} (if gke up made it)",
+            _gcloud("container", "clusters", "delete", target.cluster, *_where(target), "--quiet"),
+            done_if=Check(
+                _cluster_filter(target, f"resourceLabels.{CREATED_BY}").argv,
+                output=target.cluster,
+                negate=True,
+            ),
+        )
+    )
+    stays = []
+    if need.bucket:
+        b = "${BUCKET}" if need.bucket == RENDER_BUCKET else need.bucket
+        stays.append(
+            f"gs://{b} and its checkpoints stay (a resubmission resumes from them); "
+            f"`gcloud storage rm -r gs://{b}` deletes them for good"
+        )
+    return Plan(steps, ["What `gke up` made for this release, deleted."], stays)
+
+
+def _repo_ours(target: GkeTarget) -> list[str]:
+    """Prints the repository's short name when it exists and carries our label."""
+    return _gcloud(
+        "artifacts",
+        "repositories",
+        "list",
+        f"--location={target.region}",
+        f"--project={target.project}",
+        f"--filter=name~/{REPOSITORY}$ AND labels.{CREATED_BY}",
+        "--format=value(name.basename())",
+    )
 
 
 def _shell_word(arg: str) -> str:
     """Quotes for the shell, leaving ${VARS} to expand."""
     if re.fullmatch(r"[\w@%+=:,./${}\[\]-]+", arg):
         return arg
+    if "${" in arg and not re.search(r'["\\`]|\$\(', arg):
+        return f'"{arg}"'
     return shlex.quote(arg)
 
 
-def format_plan(steps: list[Step], notes: list[str]) -> str:
+def _command(argv: list[str]) -> str:
+    words = [_shell_word(a) for a in argv]
+    cut = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
+    return " \\\n    ".join([" ".join(words[:cut]), *words[cut:]])
+
+
+def _guard(check: Check) -> str:
+    """A shell test that is true when the step is done."""
+    quiet = " ".join(_shell_word(a) for a in check.argv)
+    if check.output is not None:
+        test = f'[ "$({quiet} 2>/dev/null)" = {_shell_word(check.output)} ]'
+    else:
+        test = f"{quiet} >/dev/null 2>&1"
+    return f"! {test}" if check.negate else test
+
+
+def format_plan(plan: Plan) -> str:
+    """A bash script of the plan: each step guarded by its check, so it can run twice."""
     lines = ["#!/usr/bin/env bash", "set -euo pipefail"]
-    lines += [f"# {n}" for n in notes]
-    for step in steps:
+    lines += [f"# {n}" for n in plan.notes]
+    for step in plan.steps:
         lines.append(f"\n# {step.what}")
-        words = [_shell_word(a) for a in step.argv]
-        head = " ".join(words[:5]) if words[1] != "projects" else " ".join(words)
-        rest = words[5:] if words[1] != "projects" else []
-        command = " \\\n    ".join([head, *rest])
-        lines.append(f"{step.capture_as}=$({command})" if step.capture_as else command)
+        command = _command(step.argv)
+        if step.capture_as:
+            command = f"{step.capture_as}=$({command})"
+        if step.for_each:
+            listing = " ".join(_shell_word(a) for a in step.for_each)
+            command = f"for item in $({listing}); do\n  {command.replace('{item}', '$item')}\ndone"
+        if step.done_if:
+            command = f"{_guard(step.done_if)} ||\n  {command}"
+        lines.append(command)
+    lines += [f"# {s}" for s in plan.stays]
     return "\n".join(lines) + "\n"
 
 
@@ -354,85 +528,44 @@ def unset_variables(steps: list[Step]) -> list[str]:
     return sorted(found - captured)
 
 
-def notes_for(need: ReleaseNeeds, steps: list[Step]) -> list[str]:
-    notes = ["What GKE needs before `helm install` can schedule this release."]
-    if unset := unset_variables(steps):
-        notes.append(
-            "Set "
-            + ", ".join(unset)
-            + " first (make gke-plan: PROJECT=, CLUSTER=, LOCATION=, NODE_ZONE=, BUCKET=)."
-        )
-    if not need.pools:
-        notes.append("This release asks for no TPU nodes: no node pools to create.")
-    if need.jobset:
-        notes.append(
-            "Saxml's model servers are a JobSet: the JobSet controller (v0.12 or newer) must run "
-            "in the cluster (kubernetes-sigs/jobset releases)."
-        )
-    return notes
-
-
-def up(steps: list[Step], notes: list[str]) -> int:
-    """Runs the steps in order and stops at the first failure; a step whose `exists` check
-    passes is skipped, so a second run picks up where the first stopped."""
-    unset = unset_variables(steps)
-    if shutil.which("gcloud") is None:
-        print("gcloud is not installed on this machine: nothing was created. The commands:\n")
-        print(format_plan(steps, notes))
-        return 1
-    if unset:
+def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
+    """Runs the steps in order and stops at the first failure; a step whose check says it is
+    done is skipped, so a second run picks up where the first stopped."""
+    if unset := unset_variables(plan.steps):
         raise UsageError(
-            "gke-up",
+            "target",
             f"{', '.join(unset)} not given",
-            "pass PROJECT=, CLUSTER=, LOCATION= (and NODE_ZONE= for a regional cluster, BUCKET= "
-            "unless the values name the bucket)",
+            "pass --project, --cluster, --location (and --node-zone for a regional cluster, "
+            "--bucket unless the values name the bucket), or export PROJECT_ID, CLUSTER_NAME, "
+            "LOCATION, NODE_ZONE, BUCKET",
         )
+    missing = sorted({s.argv[0] for s in plan.steps if shutil.which(s.argv[0]) is None})
+    if missing:
+        print(
+            f"{' and '.join(missing)} not installed on this machine: nothing was done. The "
+            "commands:\n",
+            file=sys.stderr,
+        )
+        print(format_plan(plan))
+        return 1
     captured: dict[str, str] = {}
-    for i, step in enumerate(steps, 1):
+    total = len(plan.steps)
+    for i, step in enumerate(plan.steps, 1):
+        if step.done_if:
+            proc = run(f"check {step.what}", step.done_if.argv, check=False, capture=True)
+            if step.done_if.done(proc.returncode == 0, proc.stdout):
+                say(f"[{i}/{total}] {step.what}: done already, skipped")
+                continue
+        say(f"[{i}/{total}] {step.what}")
         argv = [PLACEHOLDER.sub(lambda m: captured.get(m[1], m[0]), a) for a in step.argv]
-        if (
-            step.exists
-            and run(f"look for {step.what}", step.exists, check=False, capture=True).returncode == 0
-        ):
-            print(f"[{i}/{len(steps)}] {step.what}: exists, skipped", flush=True)
+        if step.for_each:
+            items = run(f"list {step.what}", step.for_each, capture=True).stdout.split()
+            for item in items:
+                say(f"  {item}")
+                run(step.what, [a.replace("{item}", item) for a in argv])
             continue
-        print(f"[{i}/{len(steps)}] {step.what}", flush=True)
         proc = run(step.what, argv, capture=bool(step.capture_as))
         if step.capture_as:
             captured[step.capture_as] = proc.stdout.strip()
-    print(f"done: {len(steps)} steps")
-    return 0
-
-
-@dataclass(frozen=True)
-class GkePlanRequest:
-    values: list[str]
-    release: str = "tpu"
-    namespace: str = "default"
-    chart: str = "charts/tpu-stack"
-    helm: str = "helm"
-    bucket: str | None = None
-    target: GkeTarget = GkeTarget()
-    execute: bool = False
-
-
-def gke_plan(request: GkePlanRequest) -> int:
-    """`make gke-plan` prints the commands; `make gke-up` (execute) runs them."""
-    chart = Path(request.chart)
-    if not (chart / "Chart.yaml").is_file():
-        raise UsageError("chart", f"no chart at {chart}", "run from the checkout or pass --chart")
-    for path in request.values:
-        if not Path(path).is_file():
-            raise UsageError(
-                "VALUES", f"no values file {path}", "ls values/ lists the shipped ones"
-            )
-    docs, bucket = render(
-        chart, request.values, request.release, request.namespace, request.bucket, request.helm
-    )
-    need = needs(docs, request.namespace, request.release)
-    steps = plan(need, bucket, request.target)
-    notes = notes_for(need, steps)
-    if request.execute:
-        return up(steps, notes)
-    print(format_plan(steps, notes), end="")
+    say(f"done: {total} steps")
     return 0

@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -24,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
+from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
 from launcher.client.job_output import FULL_LOG, JobOutput
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
@@ -35,6 +37,9 @@ DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 # The last submission id, so `make logs|status|stop` need no JOB=.
 STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
 ENTRYPOINT = ["python", "-m", "launcher", "train"]
+# The job's metadata key for its run (what `tpu-launcher list` shows).
+RUN_METADATA = "run_name"
+RAY_RUNTIME_ENV_IGNORE_GITIGNORE = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
 
 
 def resolve_address(flag: str | None) -> str:
@@ -99,6 +104,7 @@ class SubmitRequest:
     values: str | None = None  # a chart values file naming the target slice (preflight's)
     skip_preflight: bool = False
     verbose: bool = False  # every line of the job live, not only what matters
+    working_dir: str | None = None  # a directory to ship as the job's working directory
 
 
 def _address(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
@@ -131,8 +137,20 @@ def submit(request: SubmitRequest) -> int:
         if code:
             return code
     with contextlib.ExitStack() as stack:
-        entrypoint = [*ENTRYPOINT, *request.job_args]
-        return _submit(request, plan.run_name, _address(request, stack), entrypoint)
+        staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="tpu-launcher-job-"))
+        shipment = plan_shipment(
+            request.job_args, maxtext_argv, plan.args.config, request.working_dir, Path(staging)
+        )
+        for line in shipment.describe():
+            print(line, flush=True)
+        entrypoint = [*ENTRYPOINT, *shipment.job_args]
+        return _submit(
+            request,
+            plan.run_name,
+            _address(request, stack),
+            entrypoint,
+            working_dir=shipment.directory,
+        )
 
 
 def submit_run_request(request: GenerateRequest | ExportRequest, target: SubmitRequest) -> int:
@@ -156,21 +174,39 @@ def _submit(
     address: str,
     entrypoint: list[str],
     title: str = "training",
+    working_dir: Path | None = None,
 ) -> int:
-    """`ray job submit -- entrypoint` (it shlex-joins what follows --), then follows the job."""
+    """`ray job submit -- entrypoint` (it shlex-joins what follows --), then follows the job;
+    `working_dir` is uploaded and becomes the job's working directory on every host."""
     job_id = request.submission_id or submission_id_for(run_name)
     if not request.dry_run:
         check_reachable(address)
+    shipping = []
+    if working_dir is not None:
+        # What job_files listed is what ships: its exclusions, and no .gitignore of the user's.
+        # Nodes fetch it when the job's workers start there, not all at once when the driver
+        # connects: the simulated hosts of the local cluster share one directory, and a fetch
+        # replaces the package's directory under the processes already running in it.
+        runtime_env = {
+            "working_dir": str(working_dir),
+            "excludes": sorted(SKIPPED_DIRS),
+            "config": {"eager_install": False},
+        }
+        shipping = ["--runtime-env-json", json.dumps(runtime_env)]
     run(
         "submit the job",
         [
             *_ray_job("submit", address=address),
             "--submission-id",
             job_id,
+            "--metadata-json",
+            json.dumps({RUN_METADATA: run_name}),
+            *shipping,
             "--no-wait",
             "--",
             *entrypoint,
         ],
+        env={RAY_RUNTIME_ENV_IGNORE_GITIGNORE: "1"},
         dry_run=request.dry_run,
         capture=True,
     )
@@ -272,7 +308,7 @@ def act_on_job(
         raise UsageError(
             "JOB",
             "no job id given and none submitted from here yet",
-            "pass JOB=<submission id> (see `ray job list`)",
+            "pass the submission id (`tpu-launcher list` lists the cluster's jobs)",
         )
     with contextlib.ExitStack() as stack:
         if release:
@@ -294,7 +330,7 @@ def _act_on_job(command: str, job_id: str, address: str, follow: bool) -> int:
         raise UsageError(
             "JOB",
             f"no job {job_id!r} on the Ray cluster at {address}",
-            f"list the jobs with `ray job list --address {address}`",
+            f"list the jobs with `tpu-launcher list --address {address}`",
         ) from None
     extra = ["--follow"] if command == "logs" and follow else []
     proc = run(

@@ -32,6 +32,8 @@ class Generation:
     # chips per host -> machine type; single-host shapes use the machine whose chips = topology
     machines: dict[int, str] = field(default_factory=dict)
     multi_host_chips: int = 4  # chips per host of multi-host slices
+    # Extra `gcloud container node-pools create` flags GKE's guides give for this generation.
+    node_pool_flags: tuple[str, ...] = ()
 
     @property
     def ray_accelerator_type(self) -> str:
@@ -92,6 +94,9 @@ GENERATIONS: dict[str, Generation] = {
             ici_gbps=3584,
             topologies=("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
             machines={1: "ct6e-standard-1t", 4: "ct6e-standard-4t", 8: "ct6e-standard-8t"},
+            # GKE's "Train an LLM using JAX, Ray Train, and TPU Trillium" tutorial creates its
+            # v6e-16 pool with one thread per core.
+            node_pool_flags=("--threads-per-core=1",),
         ),
     )
 }
@@ -119,7 +124,10 @@ MACHINES: dict[str, Machine] = {
     "ct6e-standard-1t": Machine(44, 176),
     "ct6e-standard-4t": Machine(180, 720),
     "ct6e-standard-8t": Machine(180, 1440),
+    "n2-standard-4": Machine(4, 16),
+    "n2-standard-8": Machine(8, 32),
     "n2-standard-16": Machine(16, 64),
+    "n2-standard-32": Machine(32, 128),
 }
 CPU_POOL_MACHINE = "n2-standard-16"
 

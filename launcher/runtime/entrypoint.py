@@ -123,8 +123,19 @@ def worker_env(plan: JobPlan) -> dict[str, str]:
     return {"LIBTPU_INIT_ARGS": plan.libtpu_init_args} if plan.libtpu_init_args else {}
 
 
+def config_by_absolute_path(maxtext_argv: list[str]) -> list[str]:
+    """MaxText's argv with a config in the working directory (one shipped with the job) named by
+    its absolute path, taken before Ray starts: every process then reads it where Ray unpacked
+    it, whatever its own working directory is."""
+    first = maxtext_argv[0] if maxtext_argv else ""
+    if first.endswith((".yml", ".yaml")) and "=" not in first and os.path.isfile(first):
+        return [os.path.abspath(first), *maxtext_argv[1:]]
+    return maxtext_argv
+
+
 def train(options: JobOptions, maxtext_argv: list[str]) -> int:
     """Plans the job, then (unless a dry run) trains it on the planned slices."""
+    maxtext_argv = config_by_absolute_path(maxtext_argv)
     plan = plan_job(
         options,
         maxtext_argv,

@@ -1,0 +1,217 @@
+"""The GKE road as `tpu-launcher` commands, each with its own options:
+
+    tpu-launcher gke plan  --values F    print what `gke up` would run, as a bash script
+    tpu-launcher gke up    --values F    make it: cluster, pools, registry, image, bucket, IAM
+    tpu-launcher image     --values F    build and push the image the release pulls
+    tpu-launcher install   --values F    helm upgrade --install with that image and bucket
+    tpu-launcher gke down  --values F    delete what `gke up` made (the bucket stays)
+
+Every one of them renders the chart with the same target values (`GkeTarget.helm_sets`), so the
+image pushed is the image the pods pull and the bucket granted is the bucket they mount.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from launcher.client.commands import run
+from launcher.client.gke_plan import (
+    DOCKERFILE,
+    down_plan,
+    execute,
+    format_plan,
+    image_build_step,
+    up_plan,
+)
+from launcher.client.gke_release import ReleaseNeeds, needs, render
+from launcher.client.gke_target import GkeTarget, add_target_options
+from launcher.core.errors import UsageError
+
+DEFAULT_CHART = "charts/tpu-stack"
+
+
+def _release_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--values",
+        action="append",
+        default=[],
+        help="values files, as for helm (repeat; e.g. values/v6e-16.yaml)",
+    )
+    p.add_argument("--release", default="tpu", help="the Helm release name (default tpu)")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    p.add_argument("--chart", default=DEFAULT_CHART, help="the tpu-stack chart's directory")
+    p.add_argument("--helm", default="helm", help="the helm binary (v3.22 or v4)")
+
+
+def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
+    target = GkeTarget.from_args(ns)
+    docs, bucket = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
+    return target, needs(docs, ns.namespace, ns.release, bucket)
+
+
+def _source(chart: str) -> Path:
+    """The checkout the image is built from: the chart's repository root."""
+    root = Path(chart).resolve().parents[1]
+    if not (root / DOCKERFILE).is_file():
+        raise UsageError(
+            "--chart",
+            f"no {DOCKERFILE} beside the chart at {chart}: the image is built from the checkout",
+            "run from a clone of the repository, or pass --chart <clone>/charts/tpu-stack",
+        )
+    # Relative where it can be, so a printed plan runs from the same directory elsewhere.
+    return Path(os.path.relpath(root)) if Path.cwd() in (root, *root.parents) else root
+
+
+def gke_plan(ns: argparse.Namespace) -> int:
+    target, need = _read_release(ns)
+    print(format_plan(up_plan(need, target, ns.release, _source(ns.chart))), end="")
+    return 0
+
+
+def gke_up(ns: argparse.Namespace) -> int:
+    target, need = _read_release(ns)
+    code = execute(up_plan(need, target, ns.release, _source(ns.chart)))
+    if code == 0:
+        print(
+            "next: tpu-launcher install "
+            + " ".join(f"--values {v}" for v in ns.values)
+            + f" --release {ns.release}"
+        )
+    return code
+
+
+def gke_down(ns: argparse.Namespace) -> int:
+    target, need = _read_release(ns)
+    plan = down_plan(need, target, ns.release, ns.namespace, ns.helm)
+    print("gke down deletes, in this order (what is gone already is skipped):")
+    for step in plan.steps:
+        print(f"  - {step.what}")
+    for stays in plan.stays:
+        print(f"  kept: {stays}")
+    if not ns.yes:
+        if not sys.stdin.isatty():
+            raise UsageError(
+                "--yes",
+                "gke down deletes node pools, the image repository and the cluster, and no "
+                "terminal is here to ask",
+                "read the list above, then run it again with --yes",
+            )
+        if input("delete them? [y/N] ").strip().lower() not in ("y", "yes"):
+            print("nothing deleted")
+            return 1
+    return execute(plan)
+
+
+def _docker_works() -> bool:
+    if shutil.which("docker") is None:
+        return False
+    return subprocess.run(["docker", "info"], capture_output=True).returncode == 0
+
+
+def image(ns: argparse.Namespace) -> int:
+    """Builds the launcher image the chart renders for this target and pushes it: with a local
+    Docker engine if one answers (or --builder docker), else on Cloud Build."""
+    target, need = _read_release(ns)
+    if not need.launcher_image:
+        raise UsageError(
+            "--values",
+            "this release runs no Ray pods: it pulls no launcher image",
+            "nothing to build",
+        )
+    ref, source = need.launcher_image, _source(ns.chart)
+    if "${" in ref:
+        raise UsageError(
+            "--project",
+            f"the image's name {ref} still has placeholders: it is named after the project and "
+            "the location's region",
+            "pass --project and --location (or export PROJECT_ID and LOCATION), or --registry "
+            "host/path for a registry of your own",
+        )
+    builder = ns.builder
+    if builder == "auto":
+        builder = "docker" if _docker_works() else "cloud-build"
+    print(f"image: {ref} (what the release's Ray pods pull), built with {builder}", flush=True)
+    if builder == "docker":
+        dockerfile = str(source / DOCKERFILE)
+        run(
+            "build the image",
+            ["docker", "build", "-f", dockerfile, "-t", ref, str(source)],
+            dry_run=ns.dry_run,
+        )
+        run("push the image", ["docker", "push", ref], dry_run=ns.dry_run)
+        return 0
+    step = image_build_step(ref, target, source)
+    run(step.what, step.argv, dry_run=ns.dry_run)
+    return 0
+
+
+def install(ns: argparse.Namespace) -> int:
+    """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket."""
+    target = GkeTarget.from_args(ns)
+    if not target.registry and "${" in target.project + target.location:
+        raise UsageError(
+            "--project",
+            "no project or location: the release's image is named after them "
+            "(<region>-docker.pkg.dev/<project>/tpu-stack/launcher, what gke up pushes)",
+            "pass --project and --location (or export PROJECT_ID and LOCATION), or --registry "
+            "host/path for an image of your own",
+        )
+    argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart, "--namespace", ns.namespace]
+    argv.append("--create-namespace")
+    for path in ns.values:
+        argv += ["-f", path]
+    for value in [*target.helm_sets(), *ns.set]:
+        argv += ["--set", value]
+    run("install the release", argv, dry_run=ns.dry_run)
+    if not ns.dry_run:
+        print(f"next: tpu-launcher submit --release {ns.release} -- <job args>")
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    gke = sub.add_parser(
+        "gke",
+        help="plan, make or delete what a release needs on GKE (cluster, pools, image, bucket)",
+        description=__doc__.splitlines()[0],
+    )
+    actions = gke.add_subparsers(dest="gke_command", required=True, metavar="ACTION")
+    for name, func, what in (
+        ("plan", gke_plan, "print the gcloud commands gke up runs, as a bash script"),
+        ("up", gke_up, "run them: stops at the first failure; what exists is skipped"),
+        ("down", gke_down, "delete what gke up made, bucket and checkpoints kept (asks first)"),
+    ):
+        p = actions.add_parser(name, help=what, description=what)
+        _release_options(p)
+        add_target_options(p)
+        if name == "down":
+            p.add_argument("--yes", action="store_true", help="do not ask")
+        p.set_defaults(func=func)
+
+    p = sub.add_parser(
+        "image",
+        help="build and push the launcher image the chart's pods pull (Cloud Build or Docker)",
+    )
+    _release_options(p)
+    add_target_options(p, pools=False)
+    p.add_argument(
+        "--builder",
+        choices=["auto", "cloud-build", "docker"],
+        default="auto",
+        help="auto: a local Docker engine when one answers, else Cloud Build",
+    )
+    p.add_argument("--dry-run", action="store_true", help="print the commands only")
+    p.set_defaults(func=image)
+
+    p = sub.add_parser(
+        "install", help="helm upgrade --install the release with the image gke up pushed"
+    )
+    _release_options(p)
+    add_target_options(p, pools=False)
+    p.add_argument("--set", action="append", default=[], help="more chart values, as for helm")
+    p.add_argument("--dry-run", action="store_true", help="print the command only")
+    p.set_defaults(func=install)

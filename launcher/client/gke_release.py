@@ -1,0 +1,264 @@
+"""What a release asks GKE for, read from the chart's own rendering (`helm template`): the node
+pools its pods select, the CPU its other pods request, the launcher image they pull, the bucket
+they mount and the service account they run as. Nothing here is decided twice: the plan, the
+image build and the install all render the chart with the same target values."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from launcher.client.commands import run
+from launcher.client.gke_target import GkeTarget
+from launcher.core.errors import CommandError, UsageError
+from launcher.core.slices import Slices, from_pod_spec
+from launcher.core.tpu_table import MACHINES
+from launcher.core.values_file import load_values
+
+# Renders without a bucket use this name; a printed plan then shows ${BUCKET}.
+RENDER_BUCKET = "bucket-placeholder"
+
+# The CPU pool's machine series, smallest first (n2-standard-N: N vCPU, 4N GiB).
+CPU_MACHINES = ("n2-standard-4", "n2-standard-8", "n2-standard-16", "n2-standard-32")
+# Per node, what GKE's own DaemonSets (kube-proxy, fluentbit, gke-metadata-server, the gcsfuse
+# and Ray add-ons' node agents) take before our pods; per pod, the gcsfuse sidecar's requests
+# (GKE's defaults: 250m CPU, 256 MiB).
+NODE_SYSTEM = (0.5, 1.0)
+GCSFUSE_SIDECAR = (0.25, 0.25)
+
+
+@dataclass(frozen=True)
+class NodePool:
+    name: str
+    slices: Slices
+
+
+@dataclass(frozen=True)
+class CpuPool:
+    name: str
+    machine: str
+    nodes: int
+    pods: int  # the pods it was sized for
+
+
+@dataclass(frozen=True)
+class ReleaseNeeds:
+    """What the rendered release asks GKE for."""
+
+    pools: list[NodePool]
+    cpu_pods: list[tuple[float, float]]  # (CPU, GiB) each pod without TPUs requests
+    namespace: str
+    service_account: str
+    gcp_service_account: str | None
+    ray: bool
+    jobset: bool
+    launcher_image: str | None  # what the Ray pods pull (None: no Ray in this release)
+    bucket: str | None  # what the pods mount (None: gcsfuse off)
+
+
+def render(
+    chart: Path,
+    values: list[str],
+    release: str,
+    namespace: str,
+    target: GkeTarget,
+    helm: str,
+) -> tuple[list[dict], str | None]:
+    """The release's objects as Helm renders them for `target`, and the bucket they mount
+    (None: gcsfuse off)."""
+    if not (chart / "Chart.yaml").is_file():
+        raise UsageError("--chart", f"no chart at {chart}", "run from the checkout or pass --chart")
+    for path in values:
+        if not Path(path).is_file():
+            raise UsageError(
+                "--values", f"no values file {path}", "ls values/ lists the shipped ones"
+            )
+    merged = load_values(chart / "values.yaml", *values)
+    gcsfuse = merged.get("global", {}).get("gcsfuse", {})
+    bucket = target.bucket or gcsfuse.get("bucketName") or None
+    argv = [helm, "template", release, str(chart), "--namespace", namespace]
+    for path in values:
+        argv += ["-f", path]
+    for value in target.helm_sets():
+        argv += ["--set", value]
+    argv += ["--set", f"global.gcsfuse.bucketName={bucket or RENDER_BUCKET}"]
+    proc = run("render the release", argv, capture=True, check=False)
+    if proc.returncode:
+        raise CommandError("render the release", argv, proc.returncode, proc.stderr)
+    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    return docs, (bucket or RENDER_BUCKET) if gcsfuse.get("enabled", True) else None
+
+
+def _quantity(value: str | int | float | None, memory: bool) -> float:
+    """A Kubernetes quantity as CPUs or GiB."""
+    if value is None:
+        return 0.0
+    text = str(value)
+    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
+    for suffix, factor in units.items():
+        if text.endswith(suffix):
+            number = float(text[: -len(suffix)]) * factor
+            return number / 2**30 if memory else number
+    if text.endswith("m"):
+        return float(text[:-1]) / 1000
+    return float(text) / 2**30 if memory else float(text)
+
+
+def pod_requests(pod: dict) -> tuple[float, float]:
+    """(CPU, GiB) a pod's containers request (the larger of requests and limits where only a
+    limit is given, as Kubernetes defaults a request to its limit)."""
+    cpu = mem = 0.0
+    for container in pod.get("containers", []):
+        res = container.get("resources", {})
+        req, lim = res.get("requests", {}), res.get("limits", {})
+        cpu += _quantity(req.get("cpu", lim.get("cpu")), memory=False)
+        mem += _quantity(req.get("memory", lim.get("memory")), memory=True)
+    return cpu, mem
+
+
+def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
+    """(pod template: metadata and spec, pods) of every pod template in one rendered object."""
+    kind, spec = doc.get("kind"), doc.get("spec", {})
+    if kind == "RayCluster":
+        found = [(spec["headGroupSpec"]["template"], 1)]
+        for group in spec.get("workerGroupSpecs", []):
+            pods = group.get("replicas", 1) * group.get("numOfHosts", 1)
+            found.append((group["template"], pods))
+        return found
+    if kind == "JobSet":
+        found = []
+        for rj in spec["replicatedJobs"]:
+            job = rj["template"]["spec"]
+            found.append((job["template"], rj.get("replicas", 1) * job.get("parallelism", 1)))
+        return found
+    if kind in ("Deployment", "StatefulSet"):
+        return [(spec["template"], spec.get("replicas", 1))]
+    if kind == "Pod":
+        return [(doc, 1)]
+    return []
+
+
+def pod_templates(docs: list[dict]) -> list[tuple[dict, int]]:
+    """Every pod template the release runs, with its number of pods (helm test's hook pods
+    included: they schedule too)."""
+    return [t for doc in docs for t in _pod_templates(doc)]
+
+
+def _uses_tpu(pod: dict) -> bool:
+    return any(
+        "google.com/tpu" in c.get("resources", {}).get("limits", {})
+        for c in pod.get("containers", [])
+    )
+
+
+def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) -> ReleaseNeeds:
+    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster),
+    per replicated Job (Saxml's JobSet) and per TPU Deployment (vLLM), CPU for the rest, the
+    account the pods run as, the add-ons."""
+    pools: list[NodePool] = []
+    cpu_pods: list[tuple[float, float]] = []
+    service_account, pods_account, gsa, image = "", "", None, None
+    ray = jobset = False
+    for doc in docs:
+        kind = doc.get("kind")
+        hook = "helm.sh/hook" in doc["metadata"].get("annotations", {})
+        for template, count in _pod_templates(doc):
+            if not _uses_tpu(template["spec"]):
+                cpu, mem = pod_requests(template["spec"])
+                annotations = template.get("metadata", {}).get("annotations", {})
+                if annotations.get("gke-gcsfuse/volumes") == "true":
+                    cpu, mem = cpu + GCSFUSE_SIDECAR[0], mem + GCSFUSE_SIDECAR[1]
+                cpu_pods += [(cpu, mem)] * count
+        if hook:
+            continue  # helm test's objects are not the release's
+        if kind == "ServiceAccount":
+            service_account = doc["metadata"]["name"]
+            gsa = doc["metadata"].get("annotations", {}).get("iam.gke.io/gcp-service-account")
+        elif kind == "RayCluster":
+            ray = True
+            head = doc["spec"]["headGroupSpec"]["template"]["spec"]
+            # With serviceAccount.create=false the account exists already: the pods name it.
+            pods_account = head["serviceAccountName"]
+            image = head["containers"][0]["image"]
+            for group in doc["spec"].get("workerGroupSpecs", []):
+                found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
+                if found:
+                    pools.append(NodePool(f"{release}-ray-{found.shape.pod_type}", found))
+        elif kind == "JobSet":
+            jobset = True
+            for rj in doc["spec"]["replicatedJobs"]:
+                pod = rj["template"]["spec"]["template"]["spec"]
+                pods_account = pods_account or pod.get("serviceAccountName", "")
+                found = from_pod_spec(pod, rj.get("replicas", 1))
+                if found:
+                    pools.append(NodePool(f"{release}-sax-{found.shape.pod_type}", found))
+        elif kind == "Deployment":  # vLLM: each replica one single-host slice
+            pod = doc["spec"]["template"]["spec"]
+            found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
+            if found:
+                pods_account = pods_account or pod.get("serviceAccountName", "")
+                pools.append(NodePool(f"{release}-vllm-{found.shape.pod_type}", found))
+    return ReleaseNeeds(
+        pools,
+        cpu_pods,
+        namespace,
+        service_account or pods_account,
+        gsa,
+        ray,
+        jobset,
+        image,
+        bucket,
+    )
+
+
+def allocatable(machine: str) -> tuple[float, float]:
+    """(CPU, GiB) GKE leaves to pods on a node of `machine`: capacity less what GKE reserves
+    for the kubelet and system (GKE's "Standard cluster architecture: node allocatable
+    resources": CPU 6% of the first core, 1% of the next, 0.5% of the next 2, 0.25% above 4;
+    memory 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112,
+    2% above 128, plus a 100 MiB eviction threshold)."""
+    size = MACHINES[machine]
+    cores, gib = float(size.vcpus), float(size.memory_gib)
+    cpu_tiers = ((0, 1, 0.06), (1, 2, 0.01), (2, 4, 0.005), (4, math.inf, 0.0025))
+    mem_tiers = ((0, 4, 0.25), (4, 8, 0.20), (8, 16, 0.10), (16, 128, 0.06), (128, math.inf, 0.02))
+    cpu_reserved = sum(max(0.0, min(cores, hi) - lo) * share for lo, hi, share in cpu_tiers)
+    mem_reserved = sum(max(0.0, min(gib, hi) - lo) * share for lo, hi, share in mem_tiers)
+    return cores - cpu_reserved, gib - mem_reserved - 100 / 1024
+
+
+def room(machine: str) -> tuple[float, float]:
+    """What our pods may use on one node of `machine`: allocatable less GKE's DaemonSets."""
+    cpu, mem = allocatable(machine)
+    return cpu - NODE_SYSTEM[0], mem - NODE_SYSTEM[1]
+
+
+def cpu_pool(release: str, pods: list[tuple[float, float]]) -> CpuPool | None:
+    """The smallest machine of the CPU series that holds the largest pod, and as many nodes of
+    it as first-fit-decreasing packing needs for every pod without TPUs."""
+    if not pods:
+        return None
+    for machine in CPU_MACHINES:
+        cap_cpu, cap_mem = room(machine)
+        if all(c <= cap_cpu and m <= cap_mem for c, m in pods):
+            break
+    else:
+        biggest = max(pods)
+        raise UsageError(
+            "ray.head.resources",
+            f"a pod without TPUs requests {biggest[0]:g} CPU and {biggest[1]:g} GiB, more than "
+            f"one {CPU_MACHINES[-1]} node holds",
+            "lower its requests",
+        )
+    nodes: list[list[float]] = []
+    for cpu, mem in sorted(pods, reverse=True):
+        for node in nodes:
+            if node[0] >= cpu and node[1] >= mem:
+                node[0] -= cpu
+                node[1] -= mem
+                break
+        else:
+            nodes.append([cap_cpu - cpu, cap_mem - mem])
+    return CpuPool(f"{release}-cpu", machine, len(nodes), len(pods))

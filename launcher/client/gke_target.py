@@ -1,0 +1,130 @@
+"""Where a release goes on Google Cloud: project, cluster, location, bucket, and the Artifact
+Registry repository its launcher image lives in. Read once from flags, else from the environment
+variables the GKE tutorials export (PROJECT_ID, CLUSTER_NAME, LOCATION, BUCKET), so `gke plan`,
+`gke up`, `image`, `install` and `gke down` all name the same things."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+from dataclasses import dataclass
+
+# The Artifact Registry repository `gke up` creates; the image is <repo>/launcher in it.
+REPOSITORY = "tpu-stack"
+IMAGE_NAME = "launcher"
+# Resource label on what `gke up` creates itself (cluster, repository): `gke down` deletes only
+# what carries it, never a cluster or repository that was there before.
+CREATED_BY = "created-by=tpu-launcher"
+
+_ENV = {
+    "project": "PROJECT_ID",
+    "cluster": "CLUSTER_NAME",
+    "location": "LOCATION",
+    "node_zone": "NODE_ZONE",
+    "bucket": "BUCKET",
+}
+
+
+def is_zone(location: str) -> bool:
+    return re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", location) is not None
+
+
+def region(location: str) -> str:
+    """us-east5-b -> us-east5; a region stays as it is; a placeholder becomes ${REGION}."""
+    if location.startswith("${"):
+        return "${REGION}"
+    return location[:-2] if is_zone(location) else location
+
+
+@dataclass(frozen=True)
+class GkeTarget:
+    """Where the release goes; an unset field stays a shell variable in a printed plan."""
+
+    project: str = "${PROJECT_ID}"
+    cluster: str = "${CLUSTER_NAME}"
+    location: str = "${LOCATION}"  # the cluster's region or zone
+    node_zone: str | None = None  # the zone of the TPU node pools (default: a zonal location)
+    bucket: str | None = None  # default: the values' global.gcsfuse.bucketName
+    bucket_location: str | None = None  # default: the region of `location`
+    spot: bool = False
+    reservation: str | None = None
+    registry: str | None = None  # an image registry path of your own instead of ours
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> GkeTarget:
+        given = {k: getattr(ns, k, None) or os.environ.get(env) for k, env in _ENV.items()}
+        given["bucket_location"] = getattr(ns, "bucket_location", None)
+        given["reservation"] = getattr(ns, "reservation", None)
+        given["registry"] = getattr(ns, "registry", None)
+        return cls(**{k: v for k, v in given.items() if v}, spot=bool(getattr(ns, "spot", False)))
+
+    @property
+    def region(self) -> str:
+        return region(self.location)
+
+    @property
+    def kube_context(self) -> str:
+        """The kubeconfig context `gcloud container clusters get-credentials` writes."""
+        return f"gke_{self.project}_{self.location}_{self.cluster}"
+
+    @property
+    def zone(self) -> str:
+        """TPU capacity is zonal: a regional cluster needs the zone of its TPU pools."""
+        if self.node_zone:
+            return self.node_zone
+        return self.location if is_zone(self.location) else "${NODE_ZONE}"
+
+    @property
+    def image_repository(self) -> tuple[str, str]:
+        """(registry host, repository path) of the launcher image: the Artifact Registry
+        repository `gke up` creates, unless --registry names another (host/path)."""
+        if self.registry:
+            host, _, path = self.registry.rstrip("/").partition("/")
+            return host, f"{path}/{IMAGE_NAME}" if path else IMAGE_NAME
+        return f"{self.region}-docker.pkg.dev", f"{self.project}/{REPOSITORY}/{IMAGE_NAME}"
+
+    def helm_sets(self) -> list[str]:
+        """The chart values this target decides: the image the release pulls and the bucket
+        it mounts. `gke plan`, `image` and `install` render with the same ones."""
+        host, repository = self.image_repository
+        sets = [f"ray.image.registry={host}", f"ray.image.repository={repository}"]
+        if self.bucket:
+            sets.append(f"global.gcsfuse.bucketName={self.bucket}")
+        return sets
+
+    def unset(self) -> list[str]:
+        """The environment variables still needed (the placeholders left)."""
+        return sorted(
+            {
+                m
+                for v in (self.project, self.cluster, self.location, self.zone)
+                for m in re.findall(r"\$\{(\w+)\}", v)
+            }
+        )
+
+
+def add_target_options(p: argparse.ArgumentParser, *, pools: bool = True) -> None:
+    """The target's flags; each defaults to the environment variable the tutorials export."""
+    p.add_argument("--project", help="Google Cloud project [env PROJECT_ID]")
+    p.add_argument("--cluster", help="GKE cluster name [env CLUSTER_NAME]")
+    p.add_argument(
+        "--location", help="the cluster's region or zone, e.g. us-east5-b [env LOCATION]"
+    )
+    p.add_argument(
+        "--bucket",
+        help="checkpoint bucket, no gs:// (default: the values' global.gcsfuse.bucketName) "
+        "[env BUCKET]",
+    )
+    p.add_argument(
+        "--registry",
+        help="push and pull the launcher image here (host/path) instead of the Artifact "
+        "Registry repository gke up creates (<region>-docker.pkg.dev/<project>/tpu-stack)",
+    )
+    if pools:
+        p.add_argument(
+            "--node-zone", help="zone of the TPU node pools (default: a zonal --location)"
+        )
+        p.add_argument("--bucket-location", help="default: the region of --location")
+        p.add_argument("--spot", action="store_true", help="Spot TPU nodes")
+        p.add_argument("--reservation", help="consume this specific reservation")

@@ -1,0 +1,120 @@
+"""`tpu-launcher list`: the cluster's jobs, newest first, with the project's own token auth
+(Ray's `ray job list` sends none unless RAY_AUTH_MODE=token is set by hand):
+
+    JOB                          STATE      RUN          STEP     STARTED              DURATION
+    demo-20261124-031502         SUCCEEDED  demo         40/40    2026-11-24 03:15:02  2m31s
+
+The step is the job's last `[progress]` line; the run, what submit recorded in the job's
+metadata (or the entrypoint's run_name=).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import re
+import time
+from dataclasses import dataclass
+
+from launcher.core.progress_line import PROGRESS_LINE
+from launcher.core.ray_auth import auth_headers
+
+_RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
+_PROGRESS = re.compile(r"\[progress\] .*$", re.M)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    job_id: str
+    state: str
+    run: str
+    step: str
+    started: str
+    duration: str
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    if seconds < 3600:
+        return f"{seconds // 60}m{seconds % 60:02d}s"
+    return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
+
+
+def last_step(logs: str) -> str:
+    """step/total of the job's last progress line, or "-"."""
+    for line in reversed(_PROGRESS.findall(logs)):
+        if m := PROGRESS_LINE.search(line):
+            return f"{m['step']}/{m['total']}"
+    return "-"
+
+
+def row(job, logs: str, now_ms: float) -> JobRow:
+    """One job as `list` shows it (`job`: Ray's JobDetails)."""
+    metadata = job.metadata or {}
+    run = metadata.get("run_name") or (
+        m[1] if (m := _RUN_ARG.search(job.entrypoint or "")) else "-"
+    )
+    start = job.start_time or 0
+    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start / 1000)) if start else "-"
+    end = job.end_time or now_ms
+    return JobRow(
+        job.submission_id or job.job_id or "-",
+        str(getattr(job.status, "value", job.status)),
+        run,
+        last_step(logs),
+        started,
+        _duration((end - start) / 1000) if start else "-",
+    )
+
+
+def format_rows(rows: list[JobRow]) -> str:
+    header = JobRow("JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION")
+    table = [header, *rows]
+    widths = [max(len(getattr(r, f)) for r in table) for f in JobRow.__dataclass_fields__]
+    return "\n".join(
+        "  ".join(
+            getattr(r, f).ljust(w) for f, w in zip(JobRow.__dataclass_fields__, widths, strict=True)
+        ).rstrip()
+        for r in table
+    )
+
+
+def list_jobs(address: str, limit: int) -> list[JobRow]:
+    from ray.job_submission import JobSubmissionClient
+
+    client = JobSubmissionClient(address, headers=auth_headers())
+    jobs = [j for j in client.list_jobs() if j.submission_id]  # not drivers run by hand
+    jobs.sort(key=lambda j: j.start_time or 0, reverse=True)
+    now_ms = time.time() * 1000
+    return [row(j, client.get_job_logs(j.submission_id), now_ms) for j in jobs[:limit]]
+
+
+def run_list(ns: argparse.Namespace) -> int:
+    from launcher.client.ray_jobs import check_reachable, resolve_address, use_token_if_present
+
+    use_token_if_present()
+    with contextlib.ExitStack() as stack:
+        if ns.release:
+            from launcher.client.helm_release import forwarded
+
+            address = stack.enter_context(forwarded(ns.release, ns.namespace))
+        else:
+            address = resolve_address(ns.address)
+        check_reachable(address)
+        rows = list_jobs(address, ns.limit)
+    if not rows:
+        print(f"no jobs on the Ray cluster at {address} yet")
+        return 0
+    print(format_rows(rows))
+    return 0
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("list", help="the cluster's jobs: id, state, run, step, start, duration")
+    p.add_argument("--address", help="Ray dashboard URL (default: as for submit)")
+    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    p.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
+    p.set_defaults(func=run_list)

@@ -1,0 +1,387 @@
+"""A FAKE `gcloud` (and `docker`): GKE, Artifact Registry, Cloud Build and Cloud Storage cannot
+run here, so this script stands in for the commands the launcher's GKE road runs. It keeps the
+project's state in a JSON file, records every call, and answers as the real services do where
+the road depends on it: what exists, what a filter matches, what the API refuses (a node pool
+in a cluster that does not exist, a multi-host TPU pool without its topology or with the wrong
+number of nodes, a bucket in a zone, a push to a repository that does not exist, a create of
+what exists). Facts it holds the launcher to are named with their source where they are checked.
+
+    install(bin_dir, state_file) -> writes bin_dir/gcloud and bin_dir/docker
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+# Machine types -> chips per host, read from the launcher's TPU table (the machines GKE offers).
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from launcher.core.tpu_table import GENERATIONS, topology_chips
+
+PROJECT_NUMBER = "123456789012"
+
+
+def _tpu_machine(machine: str) -> tuple[str, int] | None:
+    """(generation, chips per host) of a TPU machine type, None for a CPU machine."""
+    for gen in GENERATIONS.values():
+        for chips, name in gen.machines.items():
+            if name == machine:
+                return gen.name, chips
+    return None
+
+
+class Refused(Exception):
+    """What the real command prints to stderr and exits 1 with."""
+
+
+def _flags(args: list[str]) -> tuple[list[str], dict[str, str]]:
+    positional, flags = [], {}
+    for a in args:
+        if a.startswith("--"):
+            key, _, value = a[2:].partition("=")
+            flags[key] = value if _ else "true"
+        else:
+            positional.append(a)
+    return positional, flags
+
+
+def _lookup(obj: dict, dotted: str) -> object:
+    for part in dotted.split("."):
+        if not isinstance(obj, dict) or part not in obj:
+            return None
+        obj = obj[part]
+    return obj
+
+
+def matches(obj: dict, expression: str) -> bool:
+    """gcloud's --filter, the part the launcher uses: terms joined by AND, each `key=value`,
+    `key~regex` or `NOT term`; booleans compare as true/false."""
+    for term in expression.split(" AND "):
+        negate = term.startswith("NOT ")
+        term = term.removeprefix("NOT ")
+        if "~" in term:
+            key, _, pattern = term.partition("~")
+            value = _lookup(obj, key)
+            ok = value is not None and re.search(pattern.strip("/"), str(value)) is not None
+        else:
+            key, _, expected = term.partition("=")
+            value = _lookup(obj, key)
+            shown = str(value).lower() if isinstance(value, bool) else str(value)
+            ok = value is not None and shown == expected
+        if ok == negate:
+            return False
+    return True
+
+
+def _value(obj: dict, fmt: str) -> str:
+    """--format=value(a.b) or value(name.basename())."""
+    inner = re.fullmatch(r"value\((.*)\)", fmt)
+    if not inner:
+        return json.dumps(obj)
+    field = inner[1]
+    if field.endswith(".basename()"):
+        return str(_lookup(obj, field.removesuffix(".basename()"))).rsplit("/", 1)[-1]
+    return str(_lookup(obj, field))
+
+
+class Gcloud:
+    def __init__(self, state: dict) -> None:
+        self.state = state
+        for key in ("clusters", "repositories", "images", "buckets", "bindings", "builds"):
+            state.setdefault(key, {} if key not in ("bindings", "builds") else [])
+
+    # -- container clusters -------------------------------------------------------------------
+    def _cluster(self, name: str, flags: dict) -> dict:
+        key = f"{flags.get('project')}/{flags.get('location')}/{name}"
+        cluster = self.state["clusters"].get(key)
+        if cluster is None:
+            raise Refused(
+                f"ERROR: (gcloud.container) ResponseError: code=404, message=Not found: "
+                f"projects/{flags.get('project')}/locations/{flags.get('location')}/clusters/{name}."
+            )
+        return cluster
+
+    def clusters(self, verb: str, pos: list[str], flags: dict) -> str:
+        if verb == "list":
+            found = [
+                c
+                for c in self.state["clusters"].values()
+                if c["project"] == flags.get("project") and c["location"] == flags.get("location")
+            ]
+            found = [c for c in found if matches(c, flags.get("filter", "name~."))]
+            return "\n".join(_value(c, flags.get("format", "value(name)")) for c in found)
+        name = pos[0]
+        key = f"{flags.get('project')}/{flags.get('location')}/{name}"
+        if verb == "create":
+            if key in self.state["clusters"]:
+                raise Refused(f"ERROR: (gcloud.container.clusters.create) Already exists: {name}")
+            addons = [a for a in flags.get("addons", "").split(",") if a]
+            labels = dict(kv.split("=", 1) for kv in flags.get("labels", "").split(",") if kv)
+            self.state["clusters"][key] = {
+                "name": name,
+                "project": flags["project"],
+                "location": flags["location"],
+                "addonsConfig": {f"{a[0].lower()}{a[1:]}Config": {"enabled": True} for a in addons},
+                "workloadIdentityConfig": {"workloadPool": flags.get("workload-pool")},
+                "resourceLabels": labels,
+                "nodePools": {
+                    "default-pool": {
+                        "name": "default-pool",
+                        "machineType": flags.get("machine-type", "e2-medium"),
+                        "nodes": int(flags.get("num-nodes", 3)),
+                        "config": {
+                            "workloadMetadataConfig": {
+                                "mode": flags.get("workload-metadata", "GCE_METADATA")
+                            }
+                        },
+                    }
+                },
+            }
+            return ""
+        cluster = self._cluster(name, flags)
+        if verb == "describe":
+            return json.dumps(cluster)
+        if verb == "update":
+            if "update-addons" in flags:
+                for item in flags["update-addons"].split(","):
+                    addon, _, state = item.partition("=")
+                    cfg = f"{addon[0].lower()}{addon[1:]}Config"
+                    cluster["addonsConfig"][cfg] = {"enabled": state == "ENABLED"}
+            if "workload-pool" in flags:
+                # Existing pools keep their metadata mode (GKE's Workload Identity how-to:
+                # "migrate existing node pools" with --workload-metadata=GKE_METADATA).
+                cluster["workloadIdentityConfig"] = {"workloadPool": flags["workload-pool"]}
+            return ""
+        if verb == "get-credentials":
+            self.state["credentials"] = key
+            return f"kubeconfig entry generated for {name}."
+        if verb == "delete":
+            del self.state["clusters"][key]
+            return ""
+        raise Refused(f"ERROR: (gcloud.container.clusters) unknown command {verb}")
+
+    def node_pools(self, verb: str, pos: list[str], flags: dict) -> str:
+        cluster = self._cluster(flags.get("cluster", ""), flags)
+        pools = cluster["nodePools"]
+        if verb == "list":
+            found = [p for p in pools.values() if matches(p, flags.get("filter", "name~."))]
+            return "\n".join(_value(p, flags.get("format", "value(name)")) for p in found)
+        name = pos[0]
+        if verb == "create":
+            if name in pools:
+                raise Refused(f"ERROR: (gcloud.container.node-pools.create) Already exists: {name}")
+            pools[name] = self._new_pool(name, flags, cluster)
+            return ""
+        if name not in pools:
+            raise Refused(f"ERROR: (gcloud.container.node-pools.{verb}) Not found: {name}")
+        if verb == "describe":
+            return json.dumps(pools[name])
+        if verb == "update":
+            if "workload-metadata" in flags:
+                pools[name]["config"]["workloadMetadataConfig"]["mode"] = flags["workload-metadata"]
+            return ""
+        if verb == "delete":
+            del pools[name]
+            return ""
+        raise Refused(f"ERROR: (gcloud.container.node-pools) unknown command {verb}")
+
+    def _new_pool(self, name: str, flags: dict, cluster: dict) -> dict:
+        machine = flags["machine-type"]
+        nodes = int(flags.get("num-nodes", 3))
+        tpu = _tpu_machine(machine)
+        topology = flags.get("tpu-topology")
+        if tpu:
+            _, chips_per_host = tpu
+            # GKE's "Deploy TPU workloads in GKE Standard": a multi-host slice's pool has
+            # --tpu-topology and exactly chips / chips-per-host nodes; single-host pools take
+            # no topology.
+            if topology:
+                hosts = topology_chips(topology) // chips_per_host
+                if hosts <= 1:
+                    raise Refused(
+                        "ERROR: (gcloud.container.node-pools.create) tpu-topology is not "
+                        f"supported for single-host machine type {machine}"
+                    )
+                if nodes != hosts:
+                    raise Refused(
+                        "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                        f"message=node count {nodes} does not match TPU topology {topology} "
+                        f"({hosts} nodes)"
+                    )
+        if flags.get("workload-metadata", "GKE_METADATA") != "GKE_METADATA":
+            raise Refused("ERROR: this fake only models GKE_METADATA on new pools")
+        if not cluster["workloadIdentityConfig"].get("workloadPool"):
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) --workload-metadata=GKE_METADATA "
+                "needs Workload Identity on the cluster"
+            )
+        return {
+            "name": name,
+            "machineType": machine,
+            "nodes": nodes,
+            "tpuTopology": topology,
+            "zone": flags.get("node-locations"),
+            "spot": "spot" in flags,
+            "flags": sorted(flags),
+            "config": {"workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+        }
+
+    # -- artifacts, builds --------------------------------------------------------------------
+    def repositories(self, verb: str, pos: list[str], flags: dict) -> str:
+        loc, project = flags.get("location"), flags.get("project")
+        if verb == "list":
+            found = [
+                r
+                for r in self.state["repositories"].values()
+                if r["name"].startswith(f"projects/{project}/locations/{loc}/")
+            ]
+            found = [r for r in found if matches(r, flags.get("filter", "name~."))]
+            return "\n".join(_value(r, flags.get("format", "value(name)")) for r in found)
+        full = f"projects/{project}/locations/{loc}/repositories/{pos[0]}"
+        if verb == "create":
+            if full in self.state["repositories"]:
+                raise Refused(
+                    f"ERROR: (gcloud.artifacts.repositories.create) ALREADY_EXISTS: {full}"
+                )
+            labels = dict(kv.split("=", 1) for kv in flags.get("labels", "").split(",") if kv)
+            self.state["repositories"][full] = {
+                "name": full,
+                "format": flags.get("repository-format"),
+                "labels": labels,
+            }
+            return ""
+        if full not in self.state["repositories"]:
+            raise Refused(f"ERROR: (gcloud.artifacts.repositories.{verb}) NOT_FOUND: {full}")
+        if verb == "describe":
+            return json.dumps(self.state["repositories"][full])
+        if verb == "delete":
+            del self.state["repositories"][full]
+            prefix = f"{loc}-docker.pkg.dev/{project}/{pos[0]}/"
+            self.state["images"] = {
+                k: v for k, v in self.state["images"].items() if not k.startswith(prefix)
+            }
+            return ""
+        raise Refused(f"ERROR: unknown command {verb}")
+
+    def push(self, ref: str) -> None:
+        """An Artifact Registry push: the repository must exist (host <region>-docker.pkg.dev,
+        path <project>/<repository>/<image>)."""
+        m = re.fullmatch(r"([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/(.+):(.+)", ref)
+        if not m:
+            raise Refused(f"denied: {ref} is not an Artifact Registry image reference")
+        region, project, repo = m[1], m[2], m[3]
+        if (
+            f"projects/{project}/locations/{region}/repositories/{repo}"
+            not in self.state["repositories"]
+        ):
+            raise Refused(f'name unknown: Repository "{repo}" not found')
+        self.state["images"][ref] = {"pushed": True}
+
+    def builds_submit(self, pos: list[str], flags: dict) -> str:
+        source = Path(pos[0] if pos else ".")
+        config = Path(flags["config"])
+        if not config.is_file() or not (source / "images/launcher/Dockerfile").is_file():
+            raise Refused(
+                f"ERROR: (gcloud.builds.submit) no build config or Dockerfile at {source}"
+            )
+        subs = dict(kv.split("=", 1) for kv in flags.get("substitutions", "").split(","))
+        image = subs["_IMAGE"]
+        self.state["builds"].append({"source": str(source.resolve()), "image": image})
+        self.push(image)
+        return f"DONE\n{image}"
+
+    # -- storage, iam, projects ---------------------------------------------------------------
+    def buckets(self, verb: str, pos: list[str], flags: dict) -> str:
+        bucket = pos[0].removeprefix("gs://")
+        if verb == "create":
+            location = flags.get("location", "US")
+            if re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", location):
+                # Cloud Storage's bucket locations are regions, dual- or multi-regions.
+                raise Refused(
+                    "ERROR: (gcloud.storage.buckets.create) HTTPError 400: Invalid location "
+                    f"'{location}'"
+                )
+            if bucket in self.state["buckets"]:
+                raise Refused(f"ERROR: HTTPError 409: bucket {bucket} exists")
+            self.state["buckets"][bucket] = {
+                "location": location,
+                "hns": "enable-hierarchical-namespace" in flags,
+            }
+            return ""
+        if bucket not in self.state["buckets"]:
+            raise Refused(f"ERROR: HTTPError 404: gs://{bucket} not found")
+        if verb == "describe":
+            return json.dumps(self.state["buckets"][bucket])
+        if verb == "add-iam-policy-binding":
+            if "${" in flags["member"]:
+                raise Refused(f"ERROR: invalid member {flags['member']}")
+            self.state["bindings"].append(
+                {"resource": f"gs://{bucket}", "member": flags["member"], "role": flags["role"]}
+            )
+            return ""
+        raise Refused(f"ERROR: unknown command {verb}")
+
+    def run(self, argv: list[str]) -> str:
+        pos, flags = _flags(argv)
+        group = pos[:2]
+        if group == ["container", "clusters"]:
+            return self.clusters(pos[2], pos[3:], flags)
+        if group == ["container", "node-pools"]:
+            return self.node_pools(pos[2], pos[3:], flags)
+        if group == ["artifacts", "repositories"]:
+            return self.repositories(pos[2], pos[3:], flags)
+        if pos[:3] == ["artifacts", "docker", "images"]:
+            if pos[4] not in self.state["images"]:
+                raise Refused(
+                    f"ERROR: (gcloud.artifacts.docker.images.describe) NOT_FOUND: {pos[4]}"
+                )
+            return json.dumps(self.state["images"][pos[4]])
+        if group == ["builds", "submit"]:
+            return self.builds_submit(pos[2:], flags)
+        if group == ["storage", "buckets"]:
+            return self.buckets(pos[2], pos[3:], flags)
+        if group == ["projects", "describe"]:
+            return PROJECT_NUMBER
+        if pos[:3] == ["iam", "service-accounts", "add-iam-policy-binding"]:
+            self.state["bindings"].append(
+                {"resource": pos[3], "member": flags["member"], "role": flags["role"]}
+            )
+            return ""
+        raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
+
+
+def main(tool: str, argv: list[str]) -> int:
+    state_file = Path(os.environ["FAKE_GCLOUD_STATE"])
+    state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+    state.setdefault("calls", []).append([tool, *argv])
+    code = 0
+    try:
+        if tool == "docker":  # no Docker engine here, as on a machine without one
+            raise Refused("Cannot connect to the Docker daemon. Is the docker daemon running?")
+        out = Gcloud(state).run(argv)
+        if out:
+            print(out)
+    except Refused as e:
+        print(e, file=sys.stderr)
+        code = 1
+    state_file.write_text(json.dumps(state, indent=1))
+    return code
+
+
+def install(bin_dir: Path, state_file: Path) -> None:
+    """Puts FAKE `gcloud` and `docker` executables in bin_dir, keeping state in state_file."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for tool in ("gcloud", "docker"):
+        script = bin_dir / tool
+        script.write_text(
+            f"#!/bin/sh\nFAKE_GCLOUD_STATE={state_file} exec {sys.executable} "
+            f'{Path(__file__).resolve()} {tool} "$@"\n'
+        )
+        script.chmod(0o755)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2:]))
