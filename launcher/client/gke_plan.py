@@ -205,8 +205,8 @@ def cpu_pool_step(pool: CpuPool, target: GkeTarget) -> Step:
             f"--num-nodes={pool.nodes}",
             "--workload-metadata=GKE_METADATA",
         ],
-        f"node pool {pool.name}: {pool.nodes} x {pool.machine} for the {pool.pods} pods "
-        "without TPUs (the Ray head, helm test, Saxml's servers)",
+        f"node pool {pool.name}: {pool.nodes} x {pool.machine} for the release's {pool.pods} "
+        f"pod{'s' if pool.pods != 1 else ''} without TPUs",
     )
 
 

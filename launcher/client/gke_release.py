@@ -20,6 +20,8 @@ from launcher.core.values_file import load_values
 
 # Renders without a bucket use this name; a printed plan then shows ${BUCKET}.
 RENDER_BUCKET = "bucket-placeholder"
+# The target's placeholders that reach the chart's values (the image's registry and repository).
+_VARIABLES = ("${REGION}", "${PROJECT_ID}")
 
 # The CPU pool's machine series, smallest first (n2-standard-N: N vCPU, 4N GiB).
 CPU_MACHINES = ("n2-standard-4", "n2-standard-8", "n2-standard-16", "n2-standard-32")
@@ -82,13 +84,22 @@ def render(
     argv = [helm, "template", release, str(chart), "--namespace", namespace]
     for path in values:
         argv += ["-f", path]
+    # A plan for a target not yet named renders names the schema accepts, shown as ${VARS}.
+    stand_ins = {v: f"{v[2:-1].lower().replace('_', '-')}-placeholder" for v in _VARIABLES}
     for value in target.helm_sets():
+        if value.startswith("global.gcsfuse.bucketName="):
+            continue  # set below, from the values when not given
+        for variable, stand_in in stand_ins.items():
+            value = value.replace(variable, stand_in)
         argv += ["--set", value]
     argv += ["--set", f"global.gcsfuse.bucketName={bucket or RENDER_BUCKET}"]
     proc = run("render the release", argv, capture=True, check=False)
     if proc.returncode:
         raise CommandError("render the release", argv, proc.returncode, proc.stderr)
-    docs = [d for d in yaml.safe_load_all(proc.stdout) if d]
+    rendered = proc.stdout
+    for variable, stand_in in stand_ins.items():
+        rendered = rendered.replace(stand_in, variable)
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
     return docs, (bucket or RENDER_BUCKET) if gcsfuse.get("enabled", True) else None
 
 

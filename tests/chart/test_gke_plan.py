@@ -1,18 +1,23 @@
-"""`make gke-plan` / `make gke-up`: the gcloud commands a release needs, read from the chart's own
-rendering. gcloud and GKE cannot run here: the commands are pinned per values file against the
-GKE tutorials' own (written below as facts), and `gke-up` runs against a FAKE gcloud (a script
-that records its arguments), which shows the order, the skip of what exists, and the stop at
-the first failure."""
+"""`tpu-launcher gke plan|up|down`, `image` and `install`: the gcloud commands a release needs,
+read from the chart's own rendering. gcloud and GKE cannot run here: the commands are pinned per
+values file against the GKE tutorials' own (written below as facts), and `gke up` runs against a
+FAKE gcloud (tests/support/fake_gcloud.py: GKE's state in a file, its refusals), which shows the
+order, the skip of what exists, and the stop at the first failure. The whole road, with the
+release installed in the test control plane, is tests/cluster/test_gke_walk.py."""
 
 from __future__ import annotations
 
+import io
+import json
 import os
-import stat
+import re
+import subprocess
 
 import pytest
 
 from launcher import cli
-from tests.support.helm import CHART, VALUES_FILES, helm
+from tests.support import fake_gcloud as fake_gcloud_module
+from tests.support.helm import CHART, VALUES_FILES, helm, run_helm
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.chart
@@ -42,16 +47,28 @@ POOLS = {
 }
 
 
+TARGET_ENV = ("PROJECT_ID", "CLUSTER_NAME", "LOCATION", "NODE_ZONE", "BUCKET")
+
+
+@pytest.fixture(autouse=True)
+def no_target_in_the_environment(monkeypatch):
+    """The target comes from flags here, never from the developer's own exports."""
+    for name in TARGET_ENV:
+        monkeypatch.delenv(name, raising=False)
+
+
 def _plan(capsys, values: str, *flags: str) -> str:
-    args = ["gke-plan", "--values", str(REPO / "values" / values), "--chart", str(CHART)]
+    args = ["gke", "plan", "--values", str(REPO / "values" / values), "--chart", str(CHART)]
     assert cli.main([*args, "--helm", str(helm(3)), *flags]) == 0
     return capsys.readouterr().out
 
 
 def _commands(script: str) -> list[list[str]]:
-    """The plan's commands, each as its words (continuation lines joined)."""
+    """The commands the plan runs, each as its words (continuation lines joined; the checks
+    that guard them and the loop's listing left out)."""
     joined = script.replace(" \\\n    ", " ")
-    return [line.split() for line in joined.splitlines() if line.startswith("gcloud")]
+    lines = [line.strip() for line in joined.splitlines()]
+    return [line.split() for line in lines if line.startswith("gcloud") and not line.endswith("||")]
 
 
 def _flag(words: list[str], name: str) -> str | None:
@@ -64,7 +81,7 @@ def test_node_pools_per_values_file(capsys, values):
     pools = [
         c
         for c in _commands(_plan(capsys, values))
-        if c[1:4] == ["container", "node-pools", "create"]
+        if c[1:4] == ["container", "node-pools", "create"] and not c[4].endswith("-cpu")
     ]
     assert [
         (c[4], _flag(c, "machine-type"), _flag(c, "tpu-topology"), _flag(c, "num-nodes"))
@@ -74,30 +91,81 @@ def test_node_pools_per_values_file(capsys, values):
         assert ("--placement-type=COMPACT" in c) == (_flag(c, "tpu-topology") is not None)
 
 
-def test_the_whole_plan_for_the_tutorials_slice(capsys):
-    script = _plan(
-        capsys,
-        "v6e-16.yaml",
-        "--project=my-proj",
-        "--cluster=ml",
-        "--location=us-east5-b",
-        "--bucket=my-ckpts",
-        "--spot",
-    )
-    assert [c[1:4] for c in _commands(script)] == [
-        ["container", "clusters", "update"],  # add-ons
-        ["container", "clusters", "update"],  # workload pool
-        ["container", "node-pools", "create"],
+TUTORIAL = ("--project=my-proj", "--cluster=ml", "--location=us-east5-b", "--bucket=my-ckpts")
+
+
+# The CPU pool each values file needs: the smallest n2-standard machine whose room (GKE's
+# allocatable less its DaemonSets) holds the largest pod without TPUs, and enough of them. The
+# Ray head's 8 CPU (the GKE tutorial's) need an n2-standard-16; cpu.yaml's 1-CPU head and
+# workers and the Saxml and vLLM releases' small servers fit one n2-standard-4.
+CPU_POOLS = {
+    **{name: ("n2-standard-16", "1") for name in POOLS},
+    "cpu.yaml": ("n2-standard-4", "1"),
+    "v5e-32-saxml.yaml": ("n2-standard-4", "1"),
+    "v6e-8-vllm.yaml": ("n2-standard-4", "1"),
+}
+
+
+@pytest.mark.parametrize("values", sorted(CPU_POOLS))
+def test_a_cpu_pool_holds_the_pods_without_tpus(capsys, values):
+    pools = [
+        (_flag(c, "machine-type"), _flag(c, "num-nodes"), "--workload-metadata=GKE_METADATA" in c)
+        for c in _commands(_plan(capsys, values))
+        if c[1:4] == ["container", "node-pools", "create"] and c[4].endswith("-cpu")
+    ]
+    assert pools == [(*CPU_POOLS[values], True)]
+
+
+def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--spot")
+    commands = _commands(script)
+    # In the order they can run, each guarded by the check that skips it when done.
+    assert [c[1:4] for c in commands] == [
+        ["container", "clusters", "create"],
+        ["container", "clusters", "update"],  # add-ons, when the cluster was there before
+        ["container", "clusters", "update"],  # Workload Identity, likewise
+        ["container", "node-pools", "update"],  # its older pools to the GKE metadata server
+        ["container", "clusters", "get-credentials"],
+        ["container", "node-pools", "create"],  # CPU: the head
+        ["container", "node-pools", "create"],  # the TPU slice
+        ["artifacts", "repositories", "create"],
+        ["builds", "submit", "."],
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
-    assert "--update-addons=RayOperator=ENABLED,GcsFuseCsiDriver=ENABLED" in script
-    assert "--workload-pool=my-proj.svc.id.goog" in script
-    bucket = next(c for c in _commands(script) if c[1:4] == ["storage", "buckets", "create"])
+    create = commands[0]
+    # The GKE tutorial's `clusters create --addons=RayOperator --addons GcsFuseCsiDriver
+    # --workload-pool=$PROJECT_ID.svc.id.goog`, labelled so `gke down` knows it made it.
+    for flag in (
+        "--addons=RayOperator,GcsFuseCsiDriver",
+        "--workload-pool=my-proj.svc.id.goog",
+        "--workload-metadata=GKE_METADATA",
+        "--labels=created-by=tpu-launcher",
+    ):
+        assert flag in create, create
+    cpu, tpu = commands[5], commands[6]
+    # The head asks for 8 CPU and 16Gi (the tutorial's): an n2-standard-8 leaves under 8 CPU
+    # to pods after GKE's reservations, so the pool is n2-standard-16.
+    assert (cpu[4], _flag(cpu, "machine-type"), _flag(cpu, "num-nodes")) == (
+        "tpu-cpu",
+        "n2-standard-16",
+        "1",
+    )
+    # The tutorial's `node-pools create v6e-16 --machine-type=ct6e-standard-4t
+    # --threads-per-core=1 --tpu-topology=4x4 --num-nodes=4`.
+    for flag in ("--threads-per-core=1", "--tpu-topology=4x4", "--num-nodes=4", "--spot"):
+        assert flag in tpu, tpu
+    for pool in (cpu, tpu):
+        assert "--workload-metadata=GKE_METADATA" in pool
+    build = commands[8]
+    image = "us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:0.1.0"
+    assert f"--substitutions=_IMAGE={image}" in build
+    assert "--config=images/launcher/cloudbuild.yaml" in build
+    bucket = commands[9]
     assert bucket[4:] == [
         "gs://my-ckpts",
         "--project=my-proj",
-        "--location=us-east5",
+        "--location=us-east5",  # a bucket's location is a region: the zone's
         "--uniform-bucket-level-access",
         "--enable-hierarchical-namespace",
     ]
@@ -107,8 +175,79 @@ def test_the_whole_plan_for_the_tutorials_slice(capsys):
         "workloadIdentityPools/my-proj.svc.id.goog/subject/ns/default/sa/tpu-tpu-stack"
     ) in script
     assert "PROJECT_NUMBER=$(gcloud projects describe my-proj" in script
-    assert "--spot" in next(c for c in _commands(script) if c[2] == "node-pools")
     assert "Set " not in script  # nothing left to fill in
+
+
+def test_the_image_built_is_the_image_the_chart_renders(capsys):
+    """One source: `image` builds, and `install` installs, what `helm template` renders for the
+    same target."""
+    rendered = run_helm(
+        3,
+        "template",
+        "tpu",
+        str(CHART),
+        "-f",
+        str(REPO / "values/v6e-16.yaml"),
+        "--set",
+        "ray.image.registry=us-east5-docker.pkg.dev",
+        "--set",
+        "ray.image.repository=my-proj/tpu-stack/launcher",
+        "--set",
+        "global.gcsfuse.bucketName=my-ckpts",
+    ).stdout
+    images = set(re.findall(r"image: (\S+)", rendered))
+    target = ["--project=my-proj", "--location=us-east5-b", "--bucket=my-ckpts"]
+    values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
+    assert (
+        cli.main(
+            [
+                "image",
+                *values,
+                *target,
+                "--helm",
+                str(helm(3)),
+                "--dry-run",
+                "--builder=cloud-build",
+            ]
+        )
+        == 0
+    )
+    built = re.findall(r"_IMAGE=(\S+)", capsys.readouterr().out)
+    assert built and set(built) == images == {
+        "us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:0.1.0"
+    }
+    assert cli.main(["install", *values, *target, "--helm", str(helm(3)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "--set ray.image.registry=us-east5-docker.pkg.dev" in out
+    assert "--set ray.image.repository=my-proj/tpu-stack/launcher" in out
+    assert "--set global.gcsfuse.bucketName=my-ckpts" in out
+
+
+def test_make_image_and_make_install_name_the_same_target():
+    """The Make aliases pass the same flags to both commands (the target comes from the
+    environment each reads the same way)."""
+
+    def dry(target: str) -> str:
+        proc = subprocess.run(
+            ["make", "-n", target, "VALUES=values/v6e-16.yaml"],
+            cwd=REPO,
+            text=True,
+            capture_output=True,
+            check=True,
+        )
+        line = next(ln for ln in proc.stdout.splitlines() if "tpu-launcher" in ln)
+        return line.split("tpu-launcher", 1)[1].split(None, 1)[1]
+
+    assert (
+        dry("image").strip() == dry("install").strip() == dry("gke-plan").split(None, 1)[1].strip()
+    )
+
+
+def test_install_without_a_project_names_the_fix(capsys):
+    args = ["install", "--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
+    assert cli.main([*args, "--helm", str(helm(3)), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "--project" in err and "PROJECT_ID" in err and "--registry" in err
 
 
 def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_path):
@@ -124,99 +263,159 @@ def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_pa
 
 def test_unset_places_are_named(capsys):
     script = _plan(capsys, "v6e-16.yaml")
-    assert "# Set BUCKET, CLUSTER_NAME, LOCATION, NODE_ZONE, PROJECT_ID first" in script
+    assert "# Set BUCKET, CLUSTER_NAME, LOCATION, NODE_ZONE, PROJECT_ID, REGION first" in script
 
 
-FAKE_GCLOUD = """#!/bin/sh
-# A FAKE gcloud: records its arguments; `describe` of what is listed in $EXISTING succeeds,
-# other describes fail (nothing exists); the command containing $FAIL_ON fails.
-echo "$*" >> "$GCLOUD_LOG"
-case "$*" in
-  "projects describe"*) echo 123456789; exit 0;;
-  *describe*) for e in $EXISTING; do case "$*" in *"$e"*) exit 0;; esac; done; exit 1;;
-esac
-case "$*" in *"$FAIL_ON"*) echo "ERROR: (gcloud) quota exceeded" >&2; exit 1;; esac
-exit 0
-"""
+def test_the_target_comes_from_the_tutorials_environment_variables(capsys, monkeypatch):
+    for name, value in zip(TARGET_ENV, ("p1", "c1", "europe-west4-a", "", "ck1"), strict=True):
+        monkeypatch.setenv(name, value)
+    script = _plan(capsys, "v6e-16.yaml")
+    assert "gcloud container clusters create c1" in script and "gs://ck1" in script
+    assert "--location=europe-west4" in script and "Set " not in script
 
 
 @pytest.fixture
 def fake_gcloud(tmp_path, monkeypatch):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    script = bin_dir / "gcloud"
-    script.write_text(FAKE_GCLOUD)
-    script.chmod(script.stat().st_mode | stat.S_IEXEC)
-    log = tmp_path / "gcloud.log"
-    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
-    monkeypatch.setenv("GCLOUD_LOG", str(log))
-    monkeypatch.setenv("EXISTING", "")
-    monkeypatch.setenv("FAIL_ON", "no-such-command")
-    return log
+    """A FAKE gcloud (and docker) on PATH; returns its state file."""
+    state = tmp_path / "gke-state.json"
+    fake_gcloud_module.install(tmp_path / "bin", state)
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
+    return state
 
 
-UP = [
-    "gke-up",
-    "--project=my-proj",
-    "--cluster=ml",
-    "--location=us-east5-b",
-    "--bucket=my-ckpts",
-]
+def _gke(action: str, values: str, *flags: str) -> int:
+    args = ["gke", action, *TUTORIAL, "--values", str(REPO / "values" / values)]
+    return cli.main([*args, "--chart", str(CHART), "--helm", str(helm(3)), *flags])
 
 
-def _up(values: str, *flags: str) -> int:
-    args = [*UP, "--values", str(REPO / "values" / values), "--chart", str(CHART)]
-    return cli.main([*args, "--helm", str(helm(3)), *flags])
+def _ran(state) -> list[list[str]]:
+    """What changed something: every call but the checks (describe, list)."""
+    calls = json.loads(state.read_text())["calls"]
+    return [c[1:] for c in calls if not {"describe", "list"} & set(c)]
 
 
-def test_gke_up_runs_every_step_in_order(fake_gcloud, capsys):
-    assert _up("v6e-16-x2.yaml") == 0
-    ran = [line for line in fake_gcloud.read_text().splitlines() if "describe" not in line]
-    # (the existence checks ran first: every describe failed, so every step ran)
-    assert [r.split()[:3] for r in ran] == [
-        ["container", "clusters", "update"],
-        ["container", "clusters", "update"],
+def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, capsys):
+    assert _gke("up", "v6e-16-x2.yaml") == 0
+    ran = _ran(fake_gcloud)
+    assert [r[:3] for r in ran] == [
+        ["container", "clusters", "create"],  # then add-ons and WI are there: skipped
+        ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],
         ["container", "node-pools", "create"],
+        ["container", "node-pools", "create"],
+        ["artifacts", "repositories", "create"],
+        ["builds", "submit", "."],
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
     # The captured project number is substituted into the principal.
-    assert "projects/123456789/locations/global" in ran[-1]
-    assert "done: 7 steps" in capsys.readouterr().out
+    assert "projects/123456789012/locations/global" in " ".join(ran[-1])
+    assert "done: 13 steps" in capsys.readouterr().out
+
+    before = len(_ran(fake_gcloud))
+    assert _gke("up", "v6e-16-x2.yaml") == 0
+    again = _ran(fake_gcloud)[before:]
+    # A second run changes nothing that exists (credentials and the idempotent binding rerun).
+    assert [r[:3] for r in again] == [
+        ["container", "clusters", "get-credentials"],
+        ["storage", "buckets", "add-iam-policy-binding"],
+    ]
+    assert "done already, skipped" in capsys.readouterr().out
 
 
-def test_gke_up_skips_what_exists(fake_gcloud, monkeypatch, capsys):
-    monkeypatch.setenv("EXISTING", "tpu-ray-v6e-16-0 gs://my-ckpts")
-    assert _up("v6e-16.yaml") == 0
-    out = capsys.readouterr().out
-    assert "node pool tpu-ray-v6e-16-0" in out and "exists, skipped" in out
-    created = fake_gcloud.read_text()
-    assert "node-pools create" not in created and "buckets create" not in created
+def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud, capsys):
+    """A cluster made without the add-ons or Workload Identity (as most are): add-ons on,
+    Workload Identity on, and its pools moved to the GKE metadata server."""
+    gke = fake_gcloud_module.Gcloud({})
+    gke.run(
+        [
+            "container",
+            "clusters",
+            "create",
+            "ml",
+            "--project=my-proj",
+            "--location=us-east5-b",
+            "--machine-type=n1-standard-16",
+        ]
+    )
+    fake_gcloud.write_text(json.dumps(gke.state))
+    assert _gke("up", "v6e-16.yaml") == 0
+    ran = [r[:4] for r in _ran(fake_gcloud)]
+    assert ran[:4] == [
+        ["container", "clusters", "update", "ml"],
+        ["container", "clusters", "update", "ml"],
+        ["container", "node-pools", "update", "default-pool"],
+        ["container", "clusters", "get-credentials", "ml"],
+    ]
+    cluster = json.loads(fake_gcloud.read_text())["clusters"]["my-proj/us-east5-b/ml"]
+    assert cluster["addonsConfig"]["rayOperatorConfig"]["enabled"] is True
+    pools = cluster["nodePools"]
+    assert {p["config"]["workloadMetadataConfig"]["mode"] for p in pools.values()} == {
+        "GKE_METADATA"
+    }
 
 
-def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, monkeypatch, capfd):
-    monkeypatch.setenv("FAIL_ON", "tpu-ray-v6e-16-0")
-    assert _up("v6e-16-x2.yaml") != 0
-    err = capfd.readouterr().err  # gcloud's own message, then which step failed
-    assert "node pool tpu-ray-v6e-16-0" in err and "quota exceeded" in err
-    assert "tpu-ray-v6e-16-1" not in fake_gcloud.read_text()  # nothing after the failure
+def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, capfd):
+    fake_gcloud.write_text(json.dumps({"quota": {"tpu_chips": 16}}))  # one v6e-16 slice
+    assert _gke("up", "v6e-16-x2.yaml") != 0
+    err = capfd.readouterr().err  # which step failed, then gcloud's own message
+    assert "node pool tpu-ray-v6e-16-1" in err and "Quota 'TPU chips' exceeded" in err
+    ran = [r[:4] for r in _ran(fake_gcloud)]
+    assert ["container", "node-pools", "create", "tpu-ray-v6e-16-0"] in ran
+    assert not any(r[:2] == ["artifacts", "repositories"] for r in ran)  # nothing after it
 
 
 def test_gke_up_without_gcloud_says_so_and_prints_the_plan(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud here
-    assert _up("v6e-16.yaml") == 1
-    out = capsys.readouterr().out
-    assert "gcloud is not installed" in out and "--tpu-topology=4x4" in out
+    assert _gke("up", "v6e-16.yaml") == 1
+    captured = capsys.readouterr()
+    assert "gcloud not installed" in captured.err and "--tpu-topology=4x4" in captured.out
 
 
 def test_gke_up_refuses_an_unfinished_plan(fake_gcloud, capsys):
     values = str(REPO / "values" / "v6e-16.yaml")
-    args = ["gke-up", "--values", values, "--chart", str(CHART), "--helm", str(helm(3))]
+    args = ["gke", "up", "--values", values, "--chart", str(CHART), "--helm", str(helm(3))]
     assert cli.main(args) == 2
     err = capsys.readouterr().err
-    assert "CLUSTER_NAME" in err and "PROJECT=" in err
+    assert "CLUSTER_NAME" in err and "--project" in err
     assert not fake_gcloud.exists()  # nothing ran
+
+
+def test_gke_down_asks_before_it_deletes_and_keeps_the_bucket(fake_gcloud, capsys, monkeypatch):
+    assert _gke("up", "v6e-16.yaml") == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # no terminal: refuse without --yes
+    assert _gke("down", "v6e-16.yaml") == 2
+    out = capsys.readouterr()
+    assert "node pool tpu-ray-v6e-16-0" in out.out and "--yes" in out.err
+    assert "gs://my-ckpts and its checkpoints stay" in out.out
+    state = json.loads(fake_gcloud.read_text())
+    assert state["clusters"] and state["repositories"]  # nothing deleted yet
+
+    assert _gke("down", "v6e-16.yaml", "--yes") == 0
+    state = json.loads(fake_gcloud.read_text())
+    assert state["clusters"] == {} and state["repositories"] == {} and state["images"] == {}
+    assert list(state["buckets"]) == ["my-ckpts"]
+
+
+def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
+    gke = fake_gcloud_module.Gcloud({})
+    gke.run(
+        [
+            "container",
+            "clusters",
+            "create",
+            "ml",
+            "--project=my-proj",
+            "--location=us-east5-b",
+            "--workload-pool=my-proj.svc.id.goog",
+        ]
+    )
+    fake_gcloud.write_text(json.dumps(gke.state))
+    assert _gke("up", "v6e-16.yaml") == 0
+    assert _gke("down", "v6e-16.yaml", "--yes") == 0
+    pools = json.loads(fake_gcloud.read_text())["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
+    assert list(pools) == ["default-pool"]  # ours gone, the cluster and its own pool kept
 
 
 def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
@@ -229,7 +428,7 @@ def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
 def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tmp_path):
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("ray:\n  worker:\n    tpu:\n      type: v6e-20\n")
-    args = ["gke-plan", "--values", str(wrong), "--chart", str(CHART), "--helm", str(helm(3))]
+    args = ["gke", "plan", "--values", str(wrong), "--chart", str(CHART), "--helm", str(helm(3))]
     assert cli.main(args) != 0
     err = capsys.readouterr().err
     assert "render the release failed" in err and "did you mean v6e-16 or v6e-32?" in err

@@ -157,6 +157,9 @@ class Gcloud:
             return ""
         if verb == "get-credentials":
             self.state["credentials"] = key
+            context = f"gke_{flags['project']}_{flags['location']}_{name}"  # gcloud's name
+            if backing := os.environ.get("FAKE_GKE_KUBECONFIG"):
+                _write_context(Path(backing), Path(os.environ["KUBECONFIG"]), context)
             return f"kubeconfig entry generated for {name}."
         if verb == "delete":
             del self.state["clusters"][key]
@@ -211,6 +214,19 @@ class Gcloud:
                         f"message=node count {nodes} does not match TPU topology {topology} "
                         f"({hosts} nodes)"
                     )
+            chips = nodes * chips_per_host
+            used = sum(
+                p.get("chips", 0)
+                for c in self.state["clusters"].values()
+                for p in c["nodePools"].values()
+            )
+            limit = self.state.get("quota", {}).get("tpu_chips")
+            if limit is not None and used + chips > limit:
+                raise Refused(
+                    "ERROR: (gcloud.container.node-pools.create) ResponseError: code=403, "
+                    "message=Insufficient quota to satisfy the request: Quota 'TPU chips' "
+                    f"exceeded. Limit: {float(limit)}."
+                )
         if flags.get("workload-metadata", "GKE_METADATA") != "GKE_METADATA":
             raise Refused("ERROR: this fake only models GKE_METADATA on new pools")
         if not cluster["workloadIdentityConfig"].get("workloadPool"):
@@ -223,6 +239,7 @@ class Gcloud:
             "machineType": machine,
             "nodes": nodes,
             "tpuTopology": topology,
+            "chips": nodes * tpu[1] if tpu else 0,
             "zone": flags.get("node-locations"),
             "spot": "spot" in flags,
             "flags": sorted(flags),
@@ -318,11 +335,15 @@ class Gcloud:
         if verb == "add-iam-policy-binding":
             if "${" in flags["member"]:
                 raise Refused(f"ERROR: invalid member {flags['member']}")
-            self.state["bindings"].append(
-                {"resource": f"gs://{bucket}", "member": flags["member"], "role": flags["role"]}
-            )
+            self._bind(f"gs://{bucket}", flags["member"], flags["role"])
             return ""
         raise Refused(f"ERROR: unknown command {verb}")
+
+    def _bind(self, resource: str, member: str, role: str) -> None:
+        """An IAM policy holds each (member, role) once, however often it is added."""
+        binding = {"resource": resource, "member": member, "role": role}
+        if binding not in self.state["bindings"]:
+            self.state["bindings"].append(binding)
 
     def run(self, argv: list[str]) -> str:
         pos, flags = _flags(argv)
@@ -346,11 +367,29 @@ class Gcloud:
         if group == ["projects", "describe"]:
             return PROJECT_NUMBER
         if pos[:3] == ["iam", "service-accounts", "add-iam-policy-binding"]:
-            self.state["bindings"].append(
-                {"resource": pos[3], "member": flags["member"], "role": flags["role"]}
-            )
+            self._bind(pos[3], flags["member"], flags["role"])
             return ""
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
+
+
+def _write_context(backing: Path, kubeconfig: Path, context: str) -> None:
+    """What get-credentials does to $KUBECONFIG: a context named as GKE names it, made current;
+    here it reaches the cluster that stands for GKE's (the test control plane)."""
+    import yaml
+
+    source = yaml.safe_load(backing.read_text())
+    config = yaml.safe_load(kubeconfig.read_text()) if kubeconfig.is_file() else {}
+    config = config or {"apiVersion": "v1", "kind": "Config"}
+    for key, item in (("clusters", "cluster"), ("users", "user")):
+        entries = [e for e in config.get(key) or [] if e["name"] != context]
+        config[key] = [*entries, {"name": context, item: source[key][0][item]}]
+    contexts = [c for c in config.get("contexts") or [] if c["name"] != context]
+    config["contexts"] = [
+        *contexts,
+        {"name": context, "context": {"cluster": context, "user": context}},
+    ]
+    config["current-context"] = context
+    kubeconfig.write_text(yaml.safe_dump(config))
 
 
 def main(tool: str, argv: list[str]) -> int:
