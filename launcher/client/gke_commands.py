@@ -81,6 +81,7 @@ def gke_up(ns: argparse.Namespace) -> int:
             "next: tpu-launcher install "
             + " ".join(f"--values {v}" for v in ns.values)
             + f" --release {ns.release}"
+            + (f" --namespace {ns.namespace}" if ns.namespace != "default" else "")
         )
     return code
 

@@ -560,8 +560,8 @@ def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
         argv = [PLACEHOLDER.sub(lambda m: captured.get(m[1], m[0]), a) for a in step.argv]
         if step.for_each:
             items = run(f"list {step.what}", step.for_each, capture=True).stdout.split()
+            say(f"  {', '.join(items) if items else 'none'}")
             for item in items:
-                say(f"  {item}")
                 run(step.what, [a.replace("{item}", item) for a in argv])
             continue
         proc = run(step.what, argv, capture=bool(step.capture_as))

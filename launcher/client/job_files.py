@@ -41,7 +41,8 @@ class Shipment:
             return []
         lines = [
             f"ships with the job (its working directory on every host): {len(self.files)} "
-            f"files, {_size(self.total_bytes)} from {self.directory}"
+            f"file{'s' if len(self.files) != 1 else ''}, {_size(self.total_bytes)} from "
+            f"{self.directory}"
         ]
         lines += [f"  {path} ({_size(size)})" for path, size in self.files[:SHOWN_FILES]]
         if len(self.files) > SHOWN_FILES:

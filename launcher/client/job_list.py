@@ -102,7 +102,7 @@ def run_list(ns: argparse.Namespace) -> int:
             address = stack.enter_context(forwarded(ns.release, ns.namespace))
         else:
             address = resolve_address(ns.address)
-        check_reachable(address)
+        check_reachable(address, ns.release, ns.namespace)
         rows = list_jobs(address, ns.limit)
     if not rows:
         print(f"no jobs on the Ray cluster at {address} yet")

@@ -49,8 +49,9 @@ def resolve_address(flag: str | None) -> str:
     return DEFAULT_ADDRESS
 
 
-def check_reachable(address: str) -> None:
-    """Fails fast, and clearly, when no Ray dashboard answers at `address`."""
+def check_reachable(address: str, release: str | None = None, namespace: str = "default") -> None:
+    """Fails fast, and clearly, when no Ray dashboard answers at `address` (the port-forward
+    to `release`'s head, when given)."""
     request = urllib.request.Request(f"{address.rstrip('/')}/api/version", headers=auth_headers())
     try:
         with urllib.request.urlopen(request, timeout=5):
@@ -67,6 +68,16 @@ def check_reachable(address: str) -> None:
         return  # any other HTTP answer means a dashboard is there
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
+        if release:
+            selector = f"ray.io/node-type=head,app.kubernetes.io/instance={release}"
+            head = f"kubectl -n {namespace} get pods -l {selector}"
+            raise UsageError(
+                "release",
+                f"release {release!r}'s Ray head does not answer through its port-forward "
+                f"({address}: {reason})",
+                f"check that its head pod is Running and Ray started in it: `{head}`, then "
+                f"`kubectl -n {namespace} logs <that pod>`",
+            ) from None
         raise UsageError(
             "address",
             f"no Ray dashboard answers at {address} ({reason})",
@@ -180,7 +191,7 @@ def _submit(
     `working_dir` is uploaded and becomes the job's working directory on every host."""
     job_id = request.submission_id or submission_id_for(run_name)
     if not request.dry_run:
-        check_reachable(address)
+        check_reachable(address, request.release, request.namespace)
     shipping = []
     if working_dir is not None:
         # What job_files listed is what ships: its exclusions, and no .gitignore of the user's.

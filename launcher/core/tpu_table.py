@@ -124,6 +124,7 @@ MACHINES: dict[str, Machine] = {
     "ct6e-standard-1t": Machine(44, 176),
     "ct6e-standard-4t": Machine(180, 720),
     "ct6e-standard-8t": Machine(180, 1440),
+    "e2-standard-4": Machine(4, 16),
     "n2-standard-4": Machine(4, 16),
     "n2-standard-8": Machine(8, 32),
     "n2-standard-16": Machine(16, 64),

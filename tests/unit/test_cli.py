@@ -55,10 +55,11 @@ def test_dry_run_shows_the_exact_ray_command(capsys):
     )
     assert code == 0, err
     assert (
-        "ray job submit --address http://127.0.0.1:8265 --submission-id j1 --no-wait -- "
-        "python -m launcher train --accelerator_type=v6e --topology=4x4 base.yml run_name=r "
-        "ici_fsdp_parallelism=4 ici_tensor_parallelism=4"
+        "ray job submit --address http://127.0.0.1:8265 --submission-id j1 --metadata-json "
+        '\'{"run_name": "r"}\' --no-wait -- python -m launcher train --accelerator_type=v6e '
+        "--topology=4x4 base.yml run_name=r ici_fsdp_parallelism=4 ici_tensor_parallelism=4"
     ) in out
+    assert "ships with the job" not in out  # base.yml is MaxText's own: in the image
 
 
 def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):

@@ -1,0 +1,223 @@
+"""The README's GKE road, walked in order: `gke plan` (its script run as printed), `gke up`,
+`image`, `install`, `submit`, `list`, `gke down`.
+
+GKE, Artifact Registry, Cloud Build and Cloud Storage cannot run here. They are a FAKE gcloud
+(tests/support/fake_gcloud.py: their state in a file, their refusals), and the cluster the fake
+"creates" is the test control plane: `get-credentials` writes its context under GKE's name,
+and the nodes GKE would start for each node pool `gke up` created are kwok nodes with GKE's
+labels, taints and allocatable. Everything past gcloud is real: helm, the API server, the
+scheduler, KubeRay. The walk then checks that the world is consistent: the image pushed is the
+image every Ray pod pulls; the real scheduler places every pod on a pool `gke up` created, with
+room for it and the GKE metadata server where the pod mounts the bucket; the bucket granted is
+the bucket mounted, to the account the pods run as; `gke down` removes what `gke up` made.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pykube
+import pytest
+
+from ci.cluster import gke_nodes
+from launcher.client.gke_release import room
+from launcher.core.tpu_table import (
+    GENERATIONS,
+    GKE_ACCELERATOR_LABEL,
+    GKE_TOPOLOGY_LABEL,
+    topology_chips,
+)
+from tests.support import fake_gcloud
+from tests.support.helm import CHART, helm
+from tests.support.kube import Release, dump, ready, wait_for
+from tests.support.paths import REPO
+
+pytestmark = pytest.mark.cluster
+
+PROJECT, CLUSTER, LOCATION, BUCKET = "my-proj", "ml", "us-east5-b", "my-proj-ckpts"
+IMAGE = "us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:0.1.0"
+POOL_LABEL = "cloud.google.com/gke-nodepool"
+
+
+def _labels_of_pool(pool: dict) -> tuple[dict, int]:
+    """The labels GKE puts on a node of `pool` and its TPU chips (0: a CPU machine)."""
+    for gen in GENERATIONS.values():
+        for chips, machine in gen.machines.items():
+            if machine == pool["machineType"]:
+                topology = pool.get("tpuTopology") or next(
+                    t for t in gen.topologies if topology_chips(t) == chips
+                )
+                labels = {GKE_ACCELERATOR_LABEL: gen.gke_accelerator, GKE_TOPOLOGY_LABEL: topology}
+                return labels, chips
+    return {}, 0
+
+
+def start_the_pools_nodes(release: Release, state: dict) -> None:
+    """The nodes GKE starts for each node pool of the fake's cluster, with what GKE leaves
+    pods on them (allocatable less its own DaemonSets)."""
+    cluster = state["clusters"][f"{PROJECT}/{LOCATION}/{CLUSTER}"]
+    suffix = release.namespace.rsplit("-", 1)[1]
+    for pool in cluster["nodePools"].values():
+        labels, chips = _labels_of_pool(pool)
+        cpu, mem = room(pool["machineType"])
+        for i in range(pool["nodes"]):
+            name = f"{pool['name']}-{suffix}-{i}"
+            node = gke_nodes.node(name, pool["name"], pool["machineType"], labels, chips)
+            node["status"]["allocatable"].update({"cpu": f"{cpu:.3f}", "memory": f"{mem:.3f}Gi"})
+            pykube.Node(release.api, node).create()
+            release.nodes.append(name)
+
+
+@pytest.fixture
+def gke(tmp_path: Path, release: Release) -> dict[str, str]:
+    """The environment of a user whose gcloud talks to the FAKE Google Cloud, whose GKE
+    cluster is the control plane, and who exported the tutorial's variables."""
+    fake_gcloud.install(tmp_path / "bin", tmp_path / "gke-state.json")
+    kubectl_dir = Path(release.kubectl()[0]).parent
+    return {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{kubectl_dir}:{os.environ['PATH']}",
+        "KUBECONFIG": str(tmp_path / "kubeconfig"),  # empty until get-credentials
+        "FAKE_GKE_KUBECONFIG": release.kubeconfig,
+        "PROJECT_ID": PROJECT,
+        "CLUSTER_NAME": CLUSTER,
+        "LOCATION": LOCATION,
+        "BUCKET": BUCKET,
+        "LAUNCHER_STATE_DIR": str(tmp_path / "state"),
+    }
+
+
+def tpu_launcher(env: dict, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        cwd=cwd,
+        env=env,
+        text=True,
+        capture_output=True,
+        stdin=subprocess.DEVNULL,
+        timeout=300,
+    )
+
+
+def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_path: Path):
+    state_file = tmp_path / "gke-state.json"
+    values = str(REPO / "values" / "v6e-16.yaml")
+    common = ["--values", values, "--release", release.name, "--namespace", release.namespace]
+    common += ["--chart", str(CHART), "--helm", str(helm(3))]
+
+    # 1. The plan, pasted into a shell as printed: it makes everything on an empty project.
+    plan = tpu_launcher(gke, "gke", "plan", *common)
+    assert plan.returncode == 0, plan.stderr
+    script = tmp_path / "plan.sh"
+    script.write_text(plan.stdout)
+    ran = subprocess.run(["bash", str(script)], env=gke, text=True, capture_output=True)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    state = json.loads(state_file.read_text())
+    pools = state["clusters"][f"{PROJECT}/{LOCATION}/{CLUSTER}"]["nodePools"]
+    made_pools = set(pools)
+    assert made_pools == {"default-pool", "tpu-cpu", "tpu-ray-v6e-16-0"}
+    assert list(state["images"]) == [IMAGE]
+    assert state["buckets"][BUCKET]["location"] == "us-east5"
+
+    # 2. gke up after it: every step finds its work done (credentials and the binding rerun).
+    calls_before = len(state["calls"])
+    up = tpu_launcher(gke, "gke", "up", *common)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert up.stdout.count("done already, skipped") == 8, up.stdout
+    new = json.loads(state_file.read_text())["calls"][calls_before:]
+    assert not [c for c in new if {"create", "submit"} & set(c)], new
+
+    # 3. `image` rebuilds what the release pulls: no Docker engine here, so Cloud Build.
+    image = tpu_launcher(gke, "image", *common)
+    assert image.returncode == 0, image.stdout + image.stderr
+    assert f"image: {IMAGE}" in image.stdout and "cloud-build" in image.stdout
+    builds = json.loads(state_file.read_text())["builds"]
+    assert [b["image"] for b in builds] == [IMAGE, IMAGE]
+    assert {b["source"] for b in builds} == {str(REPO)}  # the checkout: its Dockerfile
+
+    # 4. GKE starts the pools' nodes; `install` puts the release on them.
+    state = json.loads(state_file.read_text())
+    start_the_pools_nodes(release, state)
+    install = tpu_launcher(gke, "install", *common)
+    assert install.returncode == 0, install.stdout + install.stderr
+    wait_for(
+        "the RayCluster to become ready",
+        lambda: ready(release.raycluster()),
+        120,
+        explain=lambda: dump(release.raycluster().get("status")) + "\n" + release.events(),
+    )
+
+    # The world is consistent.
+    rc = release.raycluster()
+    head = rc["spec"]["headGroupSpec"]["template"]["spec"]
+    ray_pods = release.pods(**{"ray.io/cluster": rc["metadata"]["name"]})
+    assert len(ray_pods) == 1 + 4
+    pool_of = {
+        n.name: n.labels[POOL_LABEL]
+        for n in pykube.Node.objects(release.api)
+        if n.name in release.nodes
+    }
+    for pod in ray_pods:
+        spec = pod.obj["spec"]
+        assert pod.obj["status"]["phase"] == "Running", dump(pod.obj["status"])
+        assert {c["image"] for c in spec["containers"]} == {IMAGE}  # what was pushed
+        pool = pool_of[spec["nodeName"]]
+        assert pool in made_pools  # a pool gke up made, with room for the pod
+        if pod.obj["metadata"]["annotations"].get("gke-gcsfuse/volumes") == "true":
+            assert pools[pool]["config"]["workloadMetadataConfig"]["mode"] == "GKE_METADATA"
+    head_pod = next(p for p in ray_pods if p.labels["ray.io/node-type"] == "head")
+    # The head's 8 CPU fit neither GKE's own e2-standard-4 nor a TPU host (tainted).
+    assert pool_of[head_pod.obj["spec"]["nodeName"]] == "tpu-cpu"
+    mounted = {v["csi"]["volumeAttributes"]["bucketName"] for v in head["volumes"] if "csi" in v}
+    assert mounted == {BUCKET}
+    subject = (
+        f"principal://iam.googleapis.com/projects/{fake_gcloud.PROJECT_NUMBER}/locations/global/"
+        f"workloadIdentityPools/{PROJECT}.svc.id.goog/subject/ns/{release.namespace}/sa/"
+        f"{head['serviceAccountName']}"
+    )
+    assert {
+        "resource": f"gs://{BUCKET}",
+        "member": subject,
+        "role": "roles/storage.objectUser",
+    } in (state["bindings"])
+
+    # 5. A job from a directory outside the checkout, with its own config: the launcher finds
+    # the release, reads its token, lists what it ships and port-forwards to the head. Under
+    # kwok no Ray runs, so that is as far as it goes: the failure must say so.
+    work = tmp_path / "my-project"
+    work.mkdir()
+    (work / "my-model.yml").write_text(
+        (REPO / "launcher" / "configs" / "tiny-llama.yml").read_text()
+    )
+    job = ["--tpu=v6e-16", "my-model.yml", "run_name=walk", "ici_fsdp_parallelism=16"]
+    submit = tpu_launcher(
+        gke,
+        "submit",
+        "--release",
+        release.name,
+        "--namespace",
+        release.namespace,
+        "--skip-preflight",
+        "--",
+        *job,
+        cwd=work,
+    )
+    out = submit.stdout + submit.stderr
+    assert submit.returncode == 2, out
+    assert "ships with the job" in out and "my-model.yml" in out
+    assert "release 'tpu''s Ray head does not answer through its port-forward" in out, out
+    assert f"kubectl -n {release.namespace} get pods -l ray.io/node-type=head" in out
+
+    # 6. gke down: the release, the pools, the repository and the cluster gke up made; the
+    # bucket and its grant stay.
+    down = tpu_launcher(gke, "gke", "down", *common, "--yes")
+    assert down.returncode == 0, down.stdout + down.stderr
+    state = json.loads(state_file.read_text())
+    assert state["clusters"] == {} and state["repositories"] == {} and state["images"] == {}
+    assert list(state["buckets"]) == [BUCKET]
+    status = release.helm("status", release.name, check=False)
+    assert status.returncode != 0, "gke down left the release installed"

@@ -1,0 +1,44 @@
+"""`tpu-launcher list`'s rows, from Ray's job details and the job's log."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from launcher.client.job_list import format_rows, last_step, row
+from launcher.core.progress_line import format_progress_line
+
+pytestmark = pytest.mark.unit
+
+
+def test_the_step_is_the_last_progress_line():
+    lines = [format_progress_line(s, 40, 3.2, 0.5, 100, 1.0, None, 10) for s in (8, 16)]
+    log = "\n".join(["(RayTrainWorker pid=1) " + lines[0], "noise", lines[1], "completed"])
+    assert last_step(log) == "16/40"
+    assert last_step("no progress yet") == "-"
+
+
+def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
+    job = SimpleNamespace(
+        submission_id="demo-1",
+        job_id=None,
+        status=SimpleNamespace(value="RUNNING"),
+        entrypoint="python -m launcher train tiny-llama.yml run_name=fromargs",
+        metadata={},
+        start_time=1_000_000,
+        end_time=None,
+    )
+    r = row(job, "", now_ms=1_000_000 + 151_000)
+    assert (r.job_id, r.state, r.run, r.step, r.duration) == (
+        "demo-1",
+        "RUNNING",
+        "fromargs",
+        "-",
+        "2m31s",
+    )
+    job.metadata = {"run_name": "demo"}
+    assert row(job, "", now_ms=2_000_000).run == "demo"
+    table = format_rows([r]).splitlines()
+    assert table[0].split() == ["JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION"]
+    assert table[1].startswith("demo-1")
