@@ -47,7 +47,7 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
             "RELEASE",
             f"no RayCluster of release {release!r} in namespace {namespace!r}",
             f"check `helm list -n {namespace}` and pass NAMESPACE=..., or install it: "
-            f"make install RELEASE={release}",
+            f"tpu-launcher install --release {release} --values <values file>",
         )
     secret = _get(
         "find the token Secret",

@@ -23,7 +23,7 @@ from launcher.core.slices import from_pod_spec
 # The pod's own credentials (helm test's service account may list the release's pods).
 IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 WEBHOOK_FIX = (
-    "on GKE enable the Ray operator add-on, which installs it (`make gke-plan` prints the "
+    "on GKE enable the Ray operator add-on, which installs it (`tpu-launcher gke plan` prints the "
     "command); elsewhere install kuberay-tpu-webhook v1.3.2 or newer"
 )
 

@@ -144,6 +144,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     start_the_pools_nodes(release, state)
     install = tpu_launcher(gke, "install", *common)
     assert install.returncode == 0, install.stdout + install.stderr
+    assert "placeholder" not in install.stdout  # NOTES warn only about the chart's default
     wait_for(
         "the RayCluster to become ready",
         lambda: ready(release.raycluster()),

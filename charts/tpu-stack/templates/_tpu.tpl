@@ -137,7 +137,7 @@ indexing on by default) webhooks before v1.3.2 add a pod affinity on a `replicaI
 pod carries, so every multi-host worker stays Pending.
 */}}
 {{- define "tpu-stack.webhookWarning" -}}
-{{- $fix := "On GKE enable the Ray operator add-on, which installs it (`make gke-plan` prints the command); elsewhere install kuberay-tpu-webhook v1.3.2 or newer." -}}
+{{- $fix := "On GKE enable the Ray operator add-on, which installs it (`tpu-launcher gke plan` prints the command); elsewhere install kuberay-tpu-webhook v1.3.2 or newer." -}}
 {{- if lookup "v1" "Namespace" "" "kube-system" -}}
 {{- $hook := lookup "admissionregistration.k8s.io/v1" "MutatingWebhookConfiguration" "" "kuberay-tpu-mutating-webhook-cfg" -}}
 {{- if not $hook -}}
