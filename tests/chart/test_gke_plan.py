@@ -324,22 +324,18 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     assert "done already, skipped" in capsys.readouterr().out
 
 
+def _a_cluster_made_elsewhere(state, *flags: str) -> None:
+    """The cluster `ml` as someone made it before, by hand (no label of ours)."""
+    gke = fake_gcloud_module.Gcloud({})
+    where = ["--project=my-proj", "--location=us-east5-b"]
+    gke.run(["container", "clusters", "create", "ml", *where, *flags])
+    state.write_text(json.dumps(gke.state))
+
+
 def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud, capsys):
     """A cluster made without the add-ons or Workload Identity (as most are): add-ons on,
     Workload Identity on, and its pools moved to the GKE metadata server."""
-    gke = fake_gcloud_module.Gcloud({})
-    gke.run(
-        [
-            "container",
-            "clusters",
-            "create",
-            "ml",
-            "--project=my-proj",
-            "--location=us-east5-b",
-            "--machine-type=n1-standard-16",
-        ]
-    )
-    fake_gcloud.write_text(json.dumps(gke.state))
+    _a_cluster_made_elsewhere(fake_gcloud, "--machine-type=n1-standard-16")
     assert _gke("up", "v6e-16.yaml") == 0
     ran = [r[:4] for r in _ran(fake_gcloud)]
     assert ran[:4] == [
@@ -399,19 +395,7 @@ def test_gke_down_asks_before_it_deletes_and_keeps_the_bucket(fake_gcloud, capsy
 
 
 def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
-    gke = fake_gcloud_module.Gcloud({})
-    gke.run(
-        [
-            "container",
-            "clusters",
-            "create",
-            "ml",
-            "--project=my-proj",
-            "--location=us-east5-b",
-            "--workload-pool=my-proj.svc.id.goog",
-        ]
-    )
-    fake_gcloud.write_text(json.dumps(gke.state))
+    _a_cluster_made_elsewhere(fake_gcloud, "--workload-pool=my-proj.svc.id.goog")
     assert _gke("up", "v6e-16.yaml") == 0
     assert _gke("down", "v6e-16.yaml", "--yes") == 0
     pools = json.loads(fake_gcloud.read_text())["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
