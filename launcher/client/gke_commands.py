@@ -124,15 +124,8 @@ def image(ns: argparse.Namespace) -> int:
             "this release runs no Ray pods: it pulls no launcher image",
             "nothing to build",
         )
+    target.require_image_name()
     ref, source = need.launcher_image, _source(ns.chart)
-    if "${" in ref:
-        raise UsageError(
-            "--project",
-            f"the image's name {ref} still has placeholders: it is named after the project and "
-            "the location's region",
-            "pass --project and --location (or export PROJECT_ID and LOCATION), or --registry "
-            "host/path for a registry of your own",
-        )
     builder = ns.builder
     if builder == "auto":
         builder = "docker" if _docker_works() else "cloud-build"
@@ -154,14 +147,7 @@ def image(ns: argparse.Namespace) -> int:
 def install(ns: argparse.Namespace) -> int:
     """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket."""
     target = GkeTarget.from_args(ns)
-    if not target.registry and "${" in target.project + target.location:
-        raise UsageError(
-            "--project",
-            "no project or location: the release's image is named after them "
-            "(<region>-docker.pkg.dev/<project>/tpu-stack/launcher, what gke up pushes)",
-            "pass --project and --location (or export PROJECT_ID and LOCATION), or --registry "
-            "host/path for an image of your own",
-        )
+    target.require_image_name()
     argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart, "--namespace", ns.namespace]
     argv.append("--create-namespace")
     for path in ns.values:

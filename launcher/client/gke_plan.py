@@ -11,12 +11,11 @@ import shlex
 import shutil
 import sys
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from launcher.client.commands import run
 from launcher.client.gke_release import (
-    RENDER_BUCKET,
     CpuPool,
     NodePool,
     ReleaseNeeds,
@@ -302,34 +301,33 @@ def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
 def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
     if not need.bucket:
         return []
-    b = "${BUCKET}" if need.bucket == RENDER_BUCKET else need.bucket
     steps = [
         Step(
-            f"checkpoint bucket gs://{b} (hierarchical namespace: atomic folder renames)",
+            f"checkpoint bucket gs://{need.bucket} (hierarchical namespace: atomic folder renames)",
             _gcloud(
                 "storage",
                 "buckets",
                 "create",
-                f"gs://{b}",
+                f"gs://{need.bucket}",
                 f"--project={target.project}",
                 # A bucket lives in a region (or multi-region), never in a zone.
                 f"--location={target.bucket_location or target.region}",
                 "--uniform-bucket-level-access",
                 "--enable-hierarchical-namespace",
             ),
-            done_if=Check(_gcloud("storage", "buckets", "describe", f"gs://{b}")),
+            done_if=Check(_gcloud("storage", "buckets", "describe", f"gs://{need.bucket}")),
         )
     ]
     if need.gcp_service_account:
         return [
             *steps,
             Step(
-                f"{need.gcp_service_account} may read and write gs://{b}",
+                f"{need.gcp_service_account} may read and write gs://{need.bucket}",
                 _gcloud(
                     "storage",
                     "buckets",
                     "add-iam-policy-binding",
-                    f"gs://{b}",
+                    f"gs://{need.bucket}",
                     f"--member=serviceAccount:{need.gcp_service_account}",
                     "--role=roles/storage.objectUser",
                 ),
@@ -357,12 +355,12 @@ def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             capture_as="PROJECT_NUMBER",
         ),
         Step(
-            f"the release's service account {need.service_account} may read and write gs://{b}",
+            f"the release's service account {need.service_account} may read and write gs://{need.bucket}",
             _gcloud(
                 "storage",
                 "buckets",
                 "add-iam-policy-binding",
-                f"gs://{b}",
+                f"gs://{need.bucket}",
                 "--member=principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/"
                 f"locations/global/workloadIdentityPools/{target.project}.svc.id.goog/"
                 f"subject/{subject}",
@@ -447,19 +445,14 @@ def down_plan(
         Step(
             f"cluster {target.cluster} (if gke up made it)",
             _gcloud("container", "clusters", "delete", target.cluster, *_where(target), "--quiet"),
-            done_if=Check(
-                _cluster_filter(target, f"resourceLabels.{CREATED_BY}").argv,
-                output=target.cluster,
-                negate=True,
-            ),
+            done_if=replace(_cluster_filter(target, f"resourceLabels.{CREATED_BY}"), negate=True),
         )
     )
     stays = []
     if need.bucket:
-        b = "${BUCKET}" if need.bucket == RENDER_BUCKET else need.bucket
         stays.append(
-            f"gs://{b} and its checkpoints stay (a resubmission resumes from them); "
-            f"`gcloud storage rm -r gs://{b}` deletes them for good"
+            f"gs://{need.bucket} and its checkpoints stay (a resubmission resumes from them); "
+            f"`gcloud storage rm -r gs://{need.bucket}` deletes them for good"
         )
     return Plan(steps, ["What `gke up` made for this release, deleted."], stays)
 

@@ -18,10 +18,13 @@ from launcher.core.slices import Slices, from_pod_spec
 from launcher.core.tpu_table import MACHINES
 from launcher.core.values_file import load_values
 
-# Renders without a bucket use this name; a printed plan then shows ${BUCKET}.
-RENDER_BUCKET = "bucket-placeholder"
-# The target's placeholders that reach the chart's values (the image's registry and repository).
-_VARIABLES = ("${REGION}", "${PROJECT_ID}")
+# The target's placeholders that reach the chart's values (the image's registry and repository,
+# the bucket): a plan for a target not yet named renders with names the schema accepts in their
+# place, and shows them as ${VARS}.
+_STAND_INS = {
+    v: f"{v[2:-1].lower().replace('_', '-')}-placeholder"
+    for v in ("${REGION}", "${PROJECT_ID}", "${BUCKET}")
+}
 
 # The CPU pool's machine series, smallest first (n2-standard-N: N vCPU, 4N GiB).
 CPU_MACHINES = ("n2-standard-4", "n2-standard-8", "n2-standard-16", "n2-standard-32")
@@ -81,26 +84,24 @@ def render(
     merged = load_values(chart / "values.yaml", *values)
     gcsfuse = merged.get("global", {}).get("gcsfuse", {})
     bucket = target.bucket or gcsfuse.get("bucketName") or None
+    bucket = bucket or "${BUCKET}"
+    sets = [v for v in target.helm_sets() if not v.startswith("global.gcsfuse.bucketName=")]
+    sets.append(f"global.gcsfuse.bucketName={bucket}")
     argv = [helm, "template", release, str(chart), "--namespace", namespace]
     for path in values:
         argv += ["-f", path]
-    # A plan for a target not yet named renders names the schema accepts, shown as ${VARS}.
-    stand_ins = {v: f"{v[2:-1].lower().replace('_', '-')}-placeholder" for v in _VARIABLES}
-    for value in target.helm_sets():
-        if value.startswith("global.gcsfuse.bucketName="):
-            continue  # set below, from the values when not given
-        for variable, stand_in in stand_ins.items():
+    for value in sets:
+        for variable, stand_in in _STAND_INS.items():
             value = value.replace(variable, stand_in)
         argv += ["--set", value]
-    argv += ["--set", f"global.gcsfuse.bucketName={bucket or RENDER_BUCKET}"]
     proc = run("render the release", argv, capture=True, check=False)
     if proc.returncode:
         raise CommandError("render the release", argv, proc.returncode, proc.stderr)
     rendered = proc.stdout
-    for variable, stand_in in stand_ins.items():
+    for variable, stand_in in _STAND_INS.items():
         rendered = rendered.replace(stand_in, variable)
     docs = [d for d in yaml.safe_load_all(rendered) if d]
-    return docs, (bucket or RENDER_BUCKET) if gcsfuse.get("enabled", True) else None
+    return docs, bucket if gcsfuse.get("enabled", True) else None
 
 
 def _quantity(value: str | int | float | None, memory: bool) -> float:
@@ -152,19 +153,6 @@ def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
     return []
 
 
-def pod_templates(docs: list[dict]) -> list[tuple[dict, int]]:
-    """Every pod template the release runs, with its number of pods (helm test's hook pods
-    included: they schedule too)."""
-    return [t for doc in docs for t in _pod_templates(doc)]
-
-
-def _uses_tpu(pod: dict) -> bool:
-    return any(
-        "google.com/tpu" in c.get("resources", {}).get("limits", {})
-        for c in pod.get("containers", [])
-    )
-
-
 def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) -> ReleaseNeeds:
     """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster),
     per replicated Job (Saxml's JobSet) and per TPU Deployment (vLLM), CPU for the rest, the
@@ -176,8 +164,9 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
     for doc in docs:
         kind = doc.get("kind")
         hook = "helm.sh/hook" in doc["metadata"].get("annotations", {})
+        # Every pod the release runs (helm test's too: it schedules) that holds no TPU slice.
         for template, count in _pod_templates(doc):
-            if not _uses_tpu(template["spec"]):
+            if from_pod_spec(template["spec"], 1) is None:
                 cpu, mem = pod_requests(template["spec"])
                 annotations = template.get("metadata", {}).get("annotations", {})
                 if annotations.get("gke-gcsfuse/volumes") == "true":

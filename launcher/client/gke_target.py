@@ -10,6 +10,8 @@ import os
 import re
 from dataclasses import dataclass
 
+from launcher.core.errors import UsageError
+
 # The Artifact Registry repository `gke up` creates; the image is <repo>/launcher in it.
 REPOSITORY = "tpu-stack"
 IMAGE_NAME = "launcher"
@@ -83,6 +85,18 @@ class GkeTarget:
             host, _, path = self.registry.rstrip("/").partition("/")
             return host, f"{path}/{IMAGE_NAME}" if path else IMAGE_NAME
         return f"{self.region}-docker.pkg.dev", f"{self.project}/{REPOSITORY}/{IMAGE_NAME}"
+
+    def require_image_name(self) -> None:
+        """Refuses a target whose image name still has placeholders: `image` would push, and
+        `install` would pull, an image no one can name."""
+        if "${" in "".join(self.image_repository):
+            raise UsageError(
+                "--project",
+                "no project or location: the release's image is named after them "
+                "(<region>-docker.pkg.dev/<project>/tpu-stack/launcher, what gke up pushes)",
+                "pass --project and --location (or export PROJECT_ID and LOCATION), or "
+                "--registry host/path for a registry of your own",
+            )
 
     def helm_sets(self) -> list[str]:
         """The chart values this target decides: the image the release pulls and the bucket

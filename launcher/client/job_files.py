@@ -50,12 +50,10 @@ class Shipment:
         return lines
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KiB", "MiB"):
-        if n < 1024 or unit == "MiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"
+def _size(n: float) -> str:
+    if n < 1024:
+        return f"{n:.0f} B"
+    return f"{n / 1024:.1f} KiB" if n < 2**20 else f"{n / 2**20:.1f} MiB"
 
 
 def _in_image(path: Path) -> bool:

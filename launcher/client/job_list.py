@@ -20,7 +20,6 @@ from launcher.core.progress_line import PROGRESS_LINE
 from launcher.core.ray_auth import auth_headers
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
-_PROGRESS = re.compile(r"\[progress\] .*$", re.M)
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ def _duration(seconds: float) -> str:
 
 def last_step(logs: str) -> str:
     """step/total of the job's last progress line, or "-"."""
-    for line in reversed(_PROGRESS.findall(logs)):
+    for line in reversed(logs.splitlines()):
         if m := PROGRESS_LINE.search(line):
             return f"{m['step']}/{m['total']}"
     return "-"

@@ -14,10 +14,10 @@ the bucket mounted, to the account the pods run as; `gke down` removes what `gke
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pykube
@@ -34,6 +34,7 @@ from launcher.core.tpu_table import (
 from tests.support import fake_gcloud
 from tests.support.helm import CHART, helm
 from tests.support.kube import Release, dump, ready, wait_for
+from tests.support.local_ray import tpu_launcher
 from tests.support.paths import REPO
 
 pytestmark = pytest.mark.cluster
@@ -91,26 +92,15 @@ def gke(tmp_path: Path, release: Release) -> dict[str, str]:
     }
 
 
-def tpu_launcher(env: dict, *args: str, cwd: Path = REPO) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", *args],
-        cwd=cwd,
-        env=env,
-        text=True,
-        capture_output=True,
-        stdin=subprocess.DEVNULL,
-        timeout=300,
-    )
-
-
 def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_path: Path):
     state_file = tmp_path / "gke-state.json"
+    user = functools.partial(tpu_launcher, env=gke, timeout=300)  # their shell, their commands
     values = str(REPO / "values" / "v6e-16.yaml")
     common = ["--values", values, "--release", release.name, "--namespace", release.namespace]
     common += ["--chart", str(CHART), "--helm", str(helm(3))]
 
     # 1. The plan, pasted into a shell as printed: it makes everything on an empty project.
-    plan = tpu_launcher(gke, "gke", "plan", *common)
+    plan = user("gke", "plan", *common)
     assert plan.returncode == 0, plan.stderr
     script = tmp_path / "plan.sh"
     script.write_text(plan.stdout)
@@ -125,14 +115,14 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
 
     # 2. gke up after it: every step finds its work done (credentials and the binding rerun).
     calls_before = len(state["calls"])
-    up = tpu_launcher(gke, "gke", "up", *common)
+    up = user("gke", "up", *common)
     assert up.returncode == 0, up.stdout + up.stderr
     assert up.stdout.count("done already, skipped") == 8, up.stdout
     new = json.loads(state_file.read_text())["calls"][calls_before:]
     assert not [c for c in new if {"create", "submit"} & set(c)], new
 
     # 3. `image` rebuilds what the release pulls: no Docker engine here, so Cloud Build.
-    image = tpu_launcher(gke, "image", *common)
+    image = user("image", *common)
     assert image.returncode == 0, image.stdout + image.stderr
     assert f"image: {IMAGE}" in image.stdout and "cloud-build" in image.stdout
     builds = json.loads(state_file.read_text())["builds"]
@@ -142,7 +132,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     # 4. GKE starts the pools' nodes; `install` puts the release on them.
     state = json.loads(state_file.read_text())
     start_the_pools_nodes(release, state)
-    install = tpu_launcher(gke, "install", *common)
+    install = user("install", *common)
     assert install.returncode == 0, install.stdout + install.stderr
     assert "placeholder" not in install.stdout  # NOTES warn only about the chart's default
     wait_for(
@@ -195,8 +185,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
         (REPO / "launcher" / "configs" / "tiny-llama.yml").read_text()
     )
     job = ["--tpu=v6e-16", "my-model.yml", "run_name=walk", "ici_fsdp_parallelism=16"]
-    submit = tpu_launcher(
-        gke,
+    submit = user(
         "submit",
         "--release",
         release.name,
@@ -215,7 +204,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
 
     # 6. gke down: the release, the pools, the repository and the cluster gke up made; the
     # bucket and its grant stay.
-    down = tpu_launcher(gke, "gke", "down", *common, "--yes")
+    down = user("gke", "down", *common, "--yes")
     assert down.returncode == 0, down.stdout + down.stderr
     state = json.loads(state_file.read_text())
     assert state["clusters"] == {} and state["repositories"] == {} and state["images"] == {}

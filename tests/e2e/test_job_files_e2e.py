@@ -4,15 +4,14 @@ after the local file is gone; `tpu-launcher list` then shows the job with its ru
 
 from __future__ import annotations
 
+import functools
 import os
 import re
-import subprocess
-import sys
 
 import pytest
 
 from tests.support.job_control import jobs_client, wait_until_done
-from tests.support.local_ray import run_name
+from tests.support.local_ray import run_name, tpu_launcher
 from tests.support.paths import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
@@ -30,9 +29,7 @@ def test_a_config_of_your_own_travels_with_the_job(local_cluster, tmp_path):
         job.append(f"base_output_directory={local_cluster.bucket}")
     env = {**os.environ, "LAUNCHER_STATE_DIR": str(tmp_path / "state")}
 
-    def launcher(*args: str) -> subprocess.CompletedProcess:
-        argv = [sys.executable, "-m", "launcher", *args]
-        return subprocess.run(argv, cwd=work, env=env, text=True, capture_output=True, timeout=300)
+    launcher = functools.partial(tpu_launcher, cwd=work, env=env, timeout=300)
 
     submit = launcher("submit", "--no-wait", "--", *job)
     assert submit.returncode == 0, submit.stdout + submit.stderr

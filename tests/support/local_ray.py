@@ -17,14 +17,29 @@ from launcher.core.job_plan import RESULT_MARK
 from tests.support.paths import REPO
 
 
-def local_cluster_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+def tpu_launcher(
+    *args: str,
+    cwd: Path = REPO,
+    env: dict[str, str] | None = None,
+    check: bool = False,
+    timeout: float | None = None,
+) -> subprocess.CompletedProcess:
+    """`tpu-launcher ARGS` as a user runs it (this Python's launcher), its output captured and
+    no terminal to ask on."""
     return subprocess.run(
         [sys.executable, "-m", "launcher", *args],
-        cwd=REPO,
+        cwd=cwd,
+        env=env,
         text=True,
         capture_output=True,
         check=check,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
     )
+
+
+def local_cluster_command(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return tpu_launcher(*args, check=check)
 
 
 def require_local_cluster() -> None:
