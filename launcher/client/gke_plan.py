@@ -217,8 +217,22 @@ def pool_names(pool: NodePool) -> list[str]:
     return [pool.name]
 
 
+def workload_policy(pool: NodePool) -> str | None:
+    """The workload policy that places a multi-host pool of a generation placed by one (tpu7x):
+    one per release pool, named after it."""
+    shape = pool.slices.shape
+    return (
+        f"{pool.name}-placement" if shape.generation.workload_policy and shape.multi_host else None
+    )
+
+
+def _policy_where(target: GkeTarget) -> list[str]:
+    return [f"--region={target.region}", f"--project={target.project}"]
+
+
 def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     shape = pool.slices.shape
+    steps = []
     flags = [
         f"--node-locations={target.zone}",
         f"--machine-type={shape.machine_type}",
@@ -230,7 +244,32 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     if target.reservation:
         flags += ["--reservation-affinity=specific", f"--reservation={target.reservation}"]
     names = pool_names(pool)
-    if shape.multi_host:
+    if policy := workload_policy(pool):
+        # Ironwood: a HIGH_THROUGHPUT workload policy names the topology and keeps the slice's
+        # hosts together; GKE takes it instead of --tpu-topology (GKE: About Ironwood (TPU7x)).
+        steps.append(
+            Step(
+                f"workload policy {policy}: {shape.name}'s topology {shape.topology}, hosts "
+                "placed together (Ironwood pools take it instead of --tpu-topology)",
+                _gcloud(
+                    "compute",
+                    "resource-policies",
+                    "create",
+                    "workload-policy",
+                    policy,
+                    "--type=HIGH_THROUGHPUT",
+                    f"--accelerator-topology={shape.topology}",
+                    *_policy_where(target),
+                ),
+                done_if=Check(
+                    _gcloud(
+                        "compute", "resource-policies", "describe", policy, *_policy_where(target)
+                    )
+                ),
+            )
+        )
+        flags += [f"--placement-policy={policy}", f"--num-nodes={shape.hosts}"]
+    elif shape.multi_host:
         # COMPACT placement keeps a slice's hosts in one ICI domain, as xpk creates them.
         flags += [
             f"--tpu-topology={shape.topology}",
@@ -239,7 +278,7 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
         ]
     else:  # GKE refuses --tpu-topology on single-host pools
         flags.append(f"--num-nodes={pool.slices.num_slices}")
-    return [
+    return steps + [
         _pool_create(
             name,
             target,
@@ -388,6 +427,16 @@ def up_plan(need: ReleaseNeeds, target: GkeTarget, release: str, source: Path) -
         )
     if not need.pools:
         notes.append("This release asks for no TPU nodes: no TPU node pools to create.")
+    for gen in {
+        p.slices.shape.generation.name: p.slices.shape.generation for p in need.pools
+    }.values():
+        if gen.min_gke_version:
+            notes.append(
+                f"{gen.name} node pools need GKE Standard {gen.min_gke_version} or later: a new "
+                "cluster gets a later version; for an existing one `gcloud container clusters "
+                f"describe {target.cluster} {' '.join(_where(target))} "
+                "--format='value(currentMasterVersion)'` shows its own."
+            )
     if need.jobset:
         notes.append(
             "Saxml's model servers are a JobSet: the JobSet controller (v0.12 or newer) must run "
@@ -430,6 +479,26 @@ def down_plan(
                 f"node pool {name}",
                 _gcloud("container", "node-pools", "delete", name, *where, "--quiet"),
                 done_if=Check(describe, negate=True),
+            )
+        )
+    for policy in filter(None, map(workload_policy, need.pools)):
+        steps.append(
+            Step(
+                f"workload policy {policy} (its node pools are gone)",
+                _gcloud(
+                    "compute",
+                    "resource-policies",
+                    "delete",
+                    policy,
+                    *_policy_where(target),
+                    "--quiet",
+                ),
+                done_if=Check(
+                    _gcloud(
+                        "compute", "resource-policies", "describe", policy, *_policy_where(target)
+                    ),
+                    negate=True,
+                ),
             )
         )
     if need.launcher_image and not target.registry:

@@ -186,7 +186,7 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             for group in doc["spec"].get("workerGroupSpecs", []):
                 found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
                 if found:
-                    pools.append(NodePool(f"{release}-ray-{found.shape.pod_type}", found))
+                    pools.append(NodePool(f"{release}-ray-{found.shape.name}", found))
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:
@@ -194,13 +194,13 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
                 pods_account = pods_account or pod.get("serviceAccountName", "")
                 found = from_pod_spec(pod, rj.get("replicas", 1))
                 if found:
-                    pools.append(NodePool(f"{release}-sax-{found.shape.pod_type}", found))
+                    pools.append(NodePool(f"{release}-sax-{found.shape.name}", found))
         elif kind == "Deployment":  # vLLM: each replica one single-host slice
             pod = doc["spec"]["template"]["spec"]
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
                 pods_account = pods_account or pod.get("serviceAccountName", "")
-                pools.append(NodePool(f"{release}-vllm-{found.shape.pod_type}", found))
+                pools.append(NodePool(f"{release}-vllm-{found.shape.name}", found))
     return ReleaseNeeds(
         pools,
         cpu_pods,

@@ -74,7 +74,7 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
 def _smallest_multi_host(generation_name: str) -> str:
     topologies = GENERATIONS[generation_name].topologies
     return next(
-        shape.pod_type
+        shape.name
         for shape in (slice_shape(generation_name, topo) for topo in topologies)
         if shape.multi_host
     )
@@ -112,6 +112,8 @@ def host_nodes(
     for s in range(num_slices):
         for host in range(shape.hosts):
             resources = {
+                # Ray counts TPU per chip (ray#64058: per device only with
+                # RAY_TPU_RESOURCE_PER_CHIP), as a tpu7x pod with google.com/tpu: 4 shows it.
                 "TPU": shape.chips_per_host,
                 f"accelerator_type:{shape.generation.ray_accelerator_type}": 1,
             }
@@ -133,8 +135,9 @@ def host_nodes(
                         "TPU_NAME": f"local-slice-{s}",
                         "TPU_WORKER_ID": str(host),
                         "JAX_PLATFORMS": "cpu",
+                        # A host's JAX devices: its chips, or two per chip on tpu7x.
                         "XLA_FLAGS": (
-                            f"--xla_force_host_platform_device_count={shape.chips_per_host}"
+                            f"--xla_force_host_platform_device_count={shape.devices_per_host}"
                         ),
                         # As the chart's multi-slice pods declare it (for the TPU webhook): a
                         # job on fewer slices must not believe it.

@@ -44,7 +44,7 @@ class Slices:
 
     @property
     def devices_per_host(self) -> int:
-        return self.shape.chips_per_host if self.shape else self.cpu_devices_per_host
+        return self.shape.devices_per_host if self.shape else self.cpu_devices_per_host
 
     @property
     def num_workers(self) -> int:
@@ -64,7 +64,7 @@ class Slices:
         s = self.shape
         many = f"{self.num_slices} x " if self.num_slices > 1 else ""
         return (
-            f"{many}{s.pod_type} (TPU {s.generation.name} {s.topology}: {s.hosts} hosts x "
+            f"{many}{s.name} (TPU {s.generation.name} {s.topology}: {s.hosts} hosts x "
             f"{s.chips_per_host} chips)"
         )
 
@@ -176,7 +176,7 @@ def from_cluster_nodes(nodes: list[dict]) -> Slices:
         if len(members) != shape.hosts:
             raise UsageError(
                 "topology",
-                f"slice {name} ({shape.pod_type}) has {len(members)} of its {shape.hosts} hosts "
+                f"slice {name} ({shape.name}) has {len(members)} of its {shape.hosts} hosts "
                 "in the Ray cluster",
                 "wait until every TPU worker pod is Running (kubectl get pods), then resubmit",
             )

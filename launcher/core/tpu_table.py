@@ -21,7 +21,7 @@ class Generation:
     """One TPU generation as GKE, Ray and MaxText name it."""
 
     name: str  # our canonical short name, also MaxText's compile_topology prefix
-    ray_version: str  # Ray's accelerator version ("v5litepod" for v5e)
+    ray_version: str  # Ray's accelerator version ("v5litepod" for v5e, "v7x" for tpu7x)
     gke_accelerator: str  # node label cloud.google.com/gke-tpu-accelerator
     cores_per_chip: int  # TensorCores per chip: pod type names count cores
     hbm_gib: float  # HBM per chip
@@ -34,10 +34,27 @@ class Generation:
     multi_host_chips: int = 4  # chips per host of multi-host slices
     # Extra `gcloud container node-pools create` flags GKE's guides give for this generation.
     node_pool_flags: tuple[str, ...] = ()
+    # JAX devices per chip. v4 and v5p run their two TensorCores as one (megacore) device;
+    # tpu7x shows each TensorCore as a device, so its per-device HBM and peak are half a chip's.
+    devices_per_chip: int = 1
+    # Cloud TPU's accelerator-type prefix where it is not Ray's version (tpu7x-16, Ray's v7x-16).
+    type_prefix: str = ""
+    # Multi-host node pools are placed by a workload policy (`--placement-policy`) that names
+    # the topology, instead of `--tpu-topology` (GKE: "About Ironwood (TPU7x) in GKE").
+    workload_policy: bool = False
+    min_gke_version: str = ""  # the oldest GKE Standard version that offers this generation
 
     @property
     def ray_accelerator_type(self) -> str:
         return f"TPU-{self.ray_version.upper()}"
+
+    @property
+    def cloud_tpu_prefix(self) -> str:
+        return self.type_prefix or self.ray_version
+
+    def per_device(self, per_chip: float) -> float:
+        """A chip's figure (HBM, peak, bandwidth) for one JAX device: half of it on tpu7x."""
+        return per_chip / self.devices_per_chip
 
     @property
     def dims(self) -> int:
@@ -98,8 +115,49 @@ GENERATIONS: dict[str, Generation] = {
             # v6e-16 pool with one thread per core.
             node_pool_flags=("--threads-per-core=1",),
         ),
+        # Ironwood. Cloud TPU's "TPU7x (Ironwood)" page: 2 TensorCores per chip, each a JAX
+        # device (the pinned libtpu's get_topology_desc("tpu7x:2x2x2") gives 16 devices of
+        # kind TPU7x, 8 per host); 2,307 TFLOP/s bf16, 192 GiB HBM at 7,380 GB/s per chip;
+        # ICI per chip as v5p's in that page's side-by-side table (1,200 GB/s both ways).
+        # GKE's "About Ironwood (TPU7x)": label tpu7x, 4 chips per VM (tpu7x-standard-4t),
+        # workload policies for multi-host pools, GKE Standard 1.34.0-gke.2201000 or later.
+        # Topologies: Ray 2.60's VALID_TPU_TOPOLOGY["v7x"] (all in MaxText's
+        # accelerator_to_spec_map; Ray knows no 1x1x1, so tpu7x-2 is left out).
+        # Names count TensorCores as MaxText and Cloud TPU do: tpu7x-16 = 2x2x2 = 8 chips.
+        Generation(
+            name="tpu7x",
+            ray_version="v7x",
+            type_prefix="tpu7x",
+            gke_accelerator="tpu7x",
+            cores_per_chip=2,
+            devices_per_chip=2,
+            hbm_gib=192,
+            peak_bf16_tflops=2307,
+            hbm_gbps=7380,
+            ici_gbps=4800,
+            topologies=(
+                "2x2x1",
+                "2x2x2",
+                "2x2x4",
+                "2x4x4",
+                "4x4x4",
+                "4x4x8",
+                "4x8x8",
+                "8x8x8",
+                "8x8x16",
+                "8x16x16",
+            ),
+            machines={4: "tpu7x-standard-4t"},
+            workload_policy=True,
+            min_gke_version="1.34.0-gke.2201000",
+        ),
     )
 }
+
+
+def device_noun(devices_per_chip: int) -> str:
+    """What a per-device figure is called: the chip, where a device is one (all but tpu7x)."""
+    return "chip" if devices_per_chip == 1 else "device"
 
 
 @dataclass(frozen=True)
@@ -124,6 +182,7 @@ MACHINES: dict[str, Machine] = {
     "ct6e-standard-1t": Machine(44, 176),
     "ct6e-standard-4t": Machine(180, 720),
     "ct6e-standard-8t": Machine(180, 1440),
+    "tpu7x-standard-4t": Machine(224, 960),
     "e2-standard-4": Machine(4, 16),
     "n2-standard-4": Machine(4, 16),
     "n2-standard-8": Machine(8, 32),
@@ -164,8 +223,23 @@ class SliceShape:
         return self.generation.machines[self.chips_per_host]
 
     @property
+    def devices_per_host(self) -> int:
+        """JAX devices on each host: chips, or two per chip on tpu7x."""
+        return self.chips_per_host * self.generation.devices_per_chip
+
+    @property
+    def devices(self) -> int:
+        return self.chips * self.generation.devices_per_chip
+
+    @property
+    def name(self) -> str:
+        """Cloud TPU's name for the slice, counted in cores (v5p-16 = 8 chips, tpu7x-16)."""
+        return f"{self.generation.cloud_tpu_prefix}-{self.chips * self.generation.cores_per_chip}"
+
+    @property
     def pod_type(self) -> str:
-        """Ray's and Cloud TPU's name for the slice, counted in cores (v5p-16 = 8 chips)."""
+        """Ray's name for the slice (its `TPU-<pod type>-head` resource and pod-type label):
+        Cloud TPU's, but for Ironwood, which Ray spells v7x-16."""
         return f"{self.generation.ray_version}-{self.chips * self.generation.cores_per_chip}"
 
     @property
@@ -230,15 +304,16 @@ def slice_shape(accelerator: str, topology: str, chips_per_host: int | None = No
 
 
 def _name_prefixes(gen: Generation) -> tuple[str, ...]:
-    """How users write a generation in a slice name: Cloud TPU's prefix first (v5litepod), then
-    the short name where it differs (v5e)."""
-    return tuple(dict.fromkeys((gen.ray_version, gen.name)))
+    """How users write a generation in a slice name: Cloud TPU's prefix first (v5litepod,
+    tpu7x), then Ray's and the short name where they differ (v5e, v7x)."""
+    return tuple(dict.fromkeys((gen.cloud_tpu_prefix, gen.ray_version, gen.name)))
 
 
 def tpu_type_names() -> dict[str, tuple[str, str]]:
     """Every slice name users type, as Cloud TPU's accelerator types and Ray's pod types spell
-    them, -> (generation, topology). v4 and v5p names count TensorCores (v5p-16 = 8 chips), v5e
-    and v6e names count chips; v5e is `v5litepod-N`, and `v5e-N` is accepted too."""
+    them, -> (generation, topology). v4, v5p and tpu7x names count TensorCores (v5p-16 = 8
+    chips), v5e and v6e names count chips; v5e is `v5litepod-N`, and `v5e-N` is accepted too;
+    Ironwood is `tpu7x-N`, and Ray's `v7x-N` is accepted too."""
     names = {}
     for gen in GENERATIONS.values():
         for topo in gen.topologies:
@@ -278,7 +353,7 @@ def closest_names(name: str) -> list[str]:
 
 
 UNKNOWN_TPU_FIX = (
-    "name a slice as Cloud TPU does: v4-16, v5p-16, v5litepod-32, v6e-16 "
+    "name a slice as Cloud TPU does: v4-16, v5p-16, v5litepod-32, v6e-16, tpu7x-16 "
     "(`tpu-launcher tpu-table` lists them)"
 )
 
@@ -328,12 +403,13 @@ def as_json_table() -> dict:
             "rayAcceleratorType": gen.ray_accelerator_type,
             "hbmGiB": gen.hbm_gib,
             "peakBf16TFLOPs": gen.peak_bf16_tflops,
+            "devicesPerChip": gen.devices_per_chip,
             "topologies": shapes,
         }
     names: dict = {}
     for name, (gen_name, topo) in tpu_type_names().items():
         gen = GENERATIONS[gen_name]
-        canonical = f"{gen.ray_version}-{topology_chips(topo) * gen.cores_per_chip}"
+        canonical = f"{gen.cloud_tpu_prefix}-{topology_chips(topo) * gen.cores_per_chip}"
         entry = names.setdefault(
             name, {"generation": gen_name, "canonical": canonical, "topologies": []}
         )
@@ -356,8 +432,8 @@ def print_table(as_json: bool = False) -> None:
         for topo in gen.topologies:
             shape = slice_shape(gen.name, topo)
             print(
-                f"{shape.pod_type:>14} {gen.name:>4} {topo:>7} {shape.chips:>4} chips "
-                f"{shape.hosts:>3} hosts x {shape.chips_per_host} {shape.machine_type:<18} "
-                f"{gen.gke_accelerator:<22} {gen.hbm_gib:g} GiB HBM "
-                f"{gen.peak_bf16_tflops:g} TFLOP/s bf16"
+                f"{shape.name:>14} {gen.name:>5} {topo:>8} {shape.chips:>4} chips "
+                f"{shape.devices:>5} devices {shape.hosts:>4} hosts x {shape.chips_per_host} "
+                f"{shape.machine_type:<18} {gen.gke_accelerator:<22} {gen.hbm_gib:g} GiB HBM "
+                f"{gen.peak_bf16_tflops:g} TFLOP/s bf16 per chip"
             )

@@ -49,9 +49,11 @@ class CalibrationRun:
         terms = terms if terms is not None else self.terms
         assert terms is not None, f"{self.name} has no recorded compile"
         fields = {k: terms.get(k, 0.0) for k in RECORDED}
+        gen = self.target.shape.generation
         return MemoryReport(
             target=self.slice,
-            hbm_gib=self.target.shape.generation.hbm_gib,
+            hbm_gib=gen.per_device(gen.hbm_gib),
+            devices_per_chip=gen.devices_per_chip,
             outputs_gib=0.0,
             aliased_gib=0.0,
             compile_seconds=0.0,

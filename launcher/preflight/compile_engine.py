@@ -59,11 +59,10 @@ def compile_report(
         report = MemoryReport(**json.loads(cached.read_text()))
         report.note = (report.note + "; " if report.note else "") + f"cached: {cached}"
         return report
-    hbm = target.shape.generation.hbm_gib
+    gen = target.shape.generation
+    hbm = gen.per_device(gen.hbm_gib)  # XLA's figures are per device, and so is the fit
     label = (
-        f"{target.num_slices} x {target.shape.pod_type}"
-        if target.num_slices > 1
-        else (target.shape.pod_type)
+        f"{target.num_slices} x {target.shape.name}" if target.num_slices > 1 else target.shape.name
     )
     with tempfile.TemporaryDirectory(prefix="preflight-") as out:
         overrides = {
@@ -98,6 +97,7 @@ def compile_report(
         report = MemoryReport(
             target=label,
             hbm_gib=hbm,
+            devices_per_chip=gen.devices_per_chip,
             arguments_gib=stats["argument_size_in_bytes"] / GIB,
             outputs_gib=stats.get("output_size_in_bytes", 0) / GIB,
             aliased_gib=stats.get("alias_size_in_bytes", 0) / GIB,
@@ -117,6 +117,7 @@ def compile_report(
         report = MemoryReport(
             target=label,
             hbm_gib=hbm,
+            devices_per_chip=gen.devices_per_chip,
             arguments_gib=0,
             outputs_gib=0,
             aliased_gib=0,

@@ -28,6 +28,7 @@ from math import prod
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import Slices
+from launcher.core.tpu_table import SliceShape, device_noun
 from launcher.preflight.calibration import calibrated_model, errors_on, generation_flags
 from launcher.preflight.compile_engine import compile_report
 from launcher.preflight.memory_report import GIB, MemoryReport
@@ -42,11 +43,13 @@ FINAL_COMPILES = 3  # estimated candidates compiled for real
 COMPILE_GIB = 4  # host memory one ahead-of-time compile of an 8B model takes, with headroom
 
 
-def candidate_splits(topology: str, chips_per_host: int) -> list[dict[str, int]]:
-    """Every split of the slice's physical torus axes over data, fsdp and tensor that MaxText
+def candidate_splits(shape: SliceShape) -> list[dict[str, int]]:
+    """Every split of the slice's physical device axes over data, fsdp and tensor that MaxText
     can lay out (each logical axis a product of whole physical axes), with fsdp > 1 (without it
-    every chip holds all parameters) and tensor within a host. fsdp-only comes first."""
-    dims = [int(d) for d in topology.split("x") if int(d) > 1]
+    every device holds all parameters) and tensor within a host. The axes are the torus's, and
+    on tpu7x the two devices of each chip one more. fsdp-only comes first."""
+    cores = [shape.generation.devices_per_chip]
+    dims = [int(d) for d in [*shape.topology.split("x"), *cores] if int(d) > 1]
     splits: list[dict[str, int]] = []
     for assignment in itertools.product(("data", "fsdp", "tensor"), repeat=len(dims)):
         sizes = {
@@ -54,7 +57,7 @@ def candidate_splits(topology: str, chips_per_host: int) -> list[dict[str, int]]
             for axis in ("data", "fsdp", "tensor")
         }
         split = {f"ici_{axis}_parallelism": n for axis, n in sizes.items() if n > 1}
-        if sizes["fsdp"] > 1 and sizes["tensor"] <= chips_per_host and split not in splits:
+        if sizes["fsdp"] > 1 and sizes["tensor"] <= shape.devices_per_host and split not in splits:
             splits.append(split)
     return sorted(splits, key=len)
 
@@ -165,7 +168,9 @@ class Advice:
             return None
         step = self.model.predict(terms)
         return Prediction(
-            step, c.batch * self.seq / step, flops / (gen.peak_bf16_tflops * 1e12) / step
+            step,
+            c.batch * self.seq / step,
+            flops / (gen.per_device(gen.peak_bf16_tflops) * 1e12) / step,
         )
 
     def global_batch(self, c: Candidate) -> float:
@@ -226,7 +231,7 @@ def _estimate(probe: Candidate, remat: str, batch: float, target: Slices) -> Can
     gen = target.shape.generation
     tensor = probe.split.get("ici_tensor_parallelism", 1)
     flops = r.flops * scale
-    compute = (flops + new.remat_flops()) / (gen.peak_bf16_tflops * 1e12)
+    compute = (flops + new.remat_flops()) / (gen.per_device(gen.peak_bf16_tflops) * 1e12)
     probe_terms = step_terms(r, gen, "")
     terms = StepTerms(
         compute_s=compute,
@@ -262,10 +267,7 @@ def advise(
     if given is None:
         _compile_all([own], args, target, job_flags, use_cache, log)
 
-    probes = [
-        Candidate(s, "full", batch0, probe=True)
-        for s in candidate_splits(target.shape.topology, target.shape.chips_per_host)
-    ]
+    probes = [Candidate(s, "full", batch0, probe=True) for s in candidate_splits(target.shape)]
     _compile_all(probes, args, target, flags, use_cache, log)
     advice = Advice(target, args, job_flags, flags, model, own, list(probes), None, seq)
 
@@ -374,14 +376,16 @@ def _row(advice: Advice, c: Candidate, label: str) -> str:
 
 def render(advice: Advice, job_args: list[str]) -> str:
     gen = advice.target.shape.generation
+    per = device_noun(gen.devices_per_chip)
     given = advice.prediction(advice.given)
     lines = [
-        f"sharding advice for {advice.target.describe()}: PREDICTED per chip and step by the "
+        f"sharding advice for {advice.target.describe()}: PREDICTED per {per} and step by the "
         f"step model calibrated on published runs ({advice.model.describe()}; peak "
-        f"{gen.peak_bf16_tflops:g} TFLOP/s, HBM {gen.hbm_gbps:g} GB/s, ICI {gen.ici_gbps:g} "
-        "Gbit/s from the TPU table)",
+        f"{gen.per_device(gen.peak_bf16_tflops):g} TFLOP/s, HBM "
+        f"{gen.per_device(gen.hbm_gbps):g} GB/s, ICI {gen.per_device(gen.ici_gbps):g} Gbit/s "
+        f"per {per} from the TPU table)",
         f"  candidates compiled with LIBTPU_INIT_ARGS={advice.flags or '(none)'}",
-        f"  {'candidate (split, remat, batch/chip)':<40}{'global':>7}{'memory':>11}{'fits':>6}"
+        f"  {f'candidate (split, remat, batch/{per})':<40}{'global':>7}{'memory':>11}{'fits':>6}"
         f"{'step':>9}{'tokens/s':>12}{'MFU':>6}",
         _row(advice, advice.given, f"the job as given: {advice.given.name}"),
     ]
@@ -408,7 +412,7 @@ def render(advice: Advice, job_args: list[str]) -> str:
         ratio = f", {p.tokens_per_chip_s / given.tokens_per_chip_s:.1f}x the job as given"
     lines.append(
         f"  recommended: {best.name}: {_seconds(p.step_s)}/step, {p.tokens_per_chip_s:,.0f} "
-        f"tokens/s/chip{ratio}, MFU {p.mfu:.0%}"
+        f"tokens/s/{per}{ratio}, MFU {p.mfu:.0%}"
     )
     job_batch, new_batch = advice.global_batch(advice.given), advice.global_batch(best)
     changes = changed_args(advice, best)
@@ -449,6 +453,12 @@ def render(advice: Advice, job_args: list[str]) -> str:
             f"  on {gen.name} the model's error on the published runs: "
             + ", ".join(f"{name} {e:+.0%}" for name, e in errors.items())
             + " (negative: the run was slower than predicted)"
+        )
+    else:
+        lines.append(
+            f"  NOT CALIBRATED on {gen.name}: no published MaxText run on it with its arguments "
+            f"is recorded, so its compute weight is the one fitted to the other generations "
+            f"({advice.model.compute:.2f}); the ranking holds better than the step times"
         )
     lines.append(
         "  A prediction from the compiled program and published measurements, not a "

@@ -1,11 +1,12 @@
 """How long one training step takes on a TPU: the terms a compile shows, weighed by what
 published runs measured.
 
-From the ahead-of-time compile (see compile_engine) and the TPU table, per chip and step:
+From the ahead-of-time compile (see compile_engine) and the TPU table, per device and step (a
+device is a chip, but half a chip on tpu7x, whose TensorCores are devices of their own):
 
     compute = (MaxText's model FLOPs + what the remat policy recomputes) / peak bf16 FLOP/s
     hbm     = HBM bytes (XLA's rule, every loop trip counted) / HBM bandwidth
-    ici     = collective bytes / ICI bandwidth (all of a chip's links)
+    ici     = collective bytes / ICI bandwidth (all of a device's links)
 
 A roofline takes max(compute, hbm, ici): a lower bound no real step reaches. The calibrated
 model adds the terms, each with its own weight fitted (non-negative least squares on the
@@ -41,7 +42,7 @@ def overlaps_collectives(libtpu_flags: str) -> bool:
 
 @dataclass(frozen=True)
 class StepTerms:
-    """One step's terms in seconds at the chip's peak figures."""
+    """One step's terms in seconds at the device's peak figures."""
 
     compute_s: float
     hbm_s: float
@@ -56,9 +57,10 @@ class StepTerms:
 
 def step_terms(report: MemoryReport, gen: Generation, libtpu_flags: str) -> StepTerms:
     return StepTerms(
-        compute_s=(report.flops + report.remat_flops) / (gen.peak_bf16_tflops * 1e12),
-        hbm_s=report.hbm_bytes / (gen.hbm_gbps * 1e9),
-        ici_s=report.ici_bytes / (gen.ici_gbps / 8 * 1e9),
+        compute_s=(report.flops + report.remat_flops)
+        / (gen.per_device(gen.peak_bf16_tflops) * 1e12),
+        hbm_s=report.hbm_bytes / (gen.per_device(gen.hbm_gbps) * 1e9),
+        ici_s=report.ici_bytes / (gen.per_device(gen.ici_gbps) / 8 * 1e9),
         overlapped=overlaps_collectives(libtpu_flags),
         generation=gen.name,
     )

@@ -222,6 +222,8 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
     assert slices is not None
     summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
     write_run_record(plan.run_dir, args)  # what `generate` rebuilds the model from
+    gen = slices.shape.generation if slices.shape else None
+    peak_tflops = gen.per_device(gen.peak_bf16_tflops) if gen else None
     trainer = slice_trainer(
         plan,
         train_loop_per_worker,
@@ -232,8 +234,9 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
             # Each start reads what MaxText is told on the number of slices it got.
             "hosts_per_slice": slices.hosts_per_slice,
             "sizings": {n: asdict(s) for n, s in plan.sizings.items()},
-            # MFU in the progress lines where the TPU table knows the chip's peak.
-            "peak_tflops": slices.shape.generation.peak_bf16_tflops if slices.is_tpu else None,
+            # MFU in the progress lines where the TPU table knows the peak: MaxText's TFLOP/s
+            # are per device, and a tpu7x device is half a chip.
+            "peak_tflops": peak_tflops,
         },
         name=plan.run_name,
         max_failures=max_failures,

@@ -43,6 +43,11 @@ POOLS = {
     "v6e-8-single-host.yaml": [("tpu-ray-v6e-8", "ct6e-standard-8t", None, "1")],
     # vLLM: one single-host node per replica (the Deployment's pods)
     "v6e-8-vllm.yaml": [("tpu-vllm-v6e-8", "ct6e-standard-8t", None, "1")],
+    # Ironwood: 4 chips per tpu7x-standard-4t VM; multi-host pools are placed by a workload
+    # policy, never --tpu-topology (GKE: About Ironwood (TPU7x) in GKE).
+    "tpu7x-16.yaml": [("tpu-ray-tpu7x-16-0", "tpu7x-standard-4t", None, "2")],
+    "tpu7x-128.yaml": [("tpu-ray-tpu7x-128-0", "tpu7x-standard-4t", None, "16")],
+    "tpu7x-8-vllm.yaml": [("tpu-vllm-tpu7x-8", "tpu7x-standard-4t", None, "1")],
     "cpu.yaml": [],
 }
 
@@ -103,6 +108,7 @@ CPU_POOLS = {
     "cpu.yaml": ("n2-standard-4", "1"),
     "v5e-32-saxml.yaml": ("n2-standard-4", "1"),
     "v6e-8-vllm.yaml": ("n2-standard-4", "1"),
+    "tpu7x-8-vllm.yaml": ("n2-standard-4", "1"),
 }
 
 
@@ -176,6 +182,35 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     ) in script
     assert "PROJECT_NUMBER=$(gcloud projects describe my-proj" in script
     assert "Set " not in script  # nothing left to fill in
+
+
+def test_an_ironwood_slice_is_placed_by_a_workload_policy_made_first(capsys):
+    """GKE's "About Ironwood (TPU7x) in GKE": a multi-host tpu7x pool is placed by a workload
+    policy (`gcloud compute resource-policies create workload-policy ... --type=HIGH_THROUGHPUT
+    --accelerator-topology=2x2x2`) named by `--placement-policy`, which replaces
+    `--tpu-topology`; GKE Standard 1.34.0-gke.2201000 or later."""
+    script = _plan(capsys, "tpu7x-16.yaml", *TUTORIAL)
+    commands = _commands(script)
+    (policy,) = [
+        c
+        for c in commands
+        if c[1:5] == ["compute", "resource-policies", "create", "workload-policy"]
+    ]
+    (pool,) = [
+        c for c in commands if c[1:4] == ["container", "node-pools", "create"] and "tpu7x" in c[4]
+    ]
+    assert commands.index(policy) < commands.index(pool)
+    assert (_flag(policy, "type"), _flag(policy, "accelerator-topology")) == (
+        "HIGH_THROUGHPUT",
+        "2x2x2",
+    )
+    assert _flag(policy, "region") == "us-east5"  # the region of the zonal LOCATION
+    assert _flag(pool, "placement-policy") == policy[5]
+    assert not [c for c in commands if _flag(c, "tpu-topology")]
+    assert "1.34.0-gke.2201000" in script
+    # A single-host Ironwood slice is one VM: no policy, no topology.
+    single = _commands(_plan(capsys, "tpu7x-8-vllm.yaml", *TUTORIAL))
+    assert not [c for c in single if c[1:3] == ["compute", "resource-policies"]]
 
 
 def test_the_image_built_is_the_image_the_chart_renders(capsys):
@@ -400,6 +435,18 @@ def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
     assert _gke("down", "v6e-16.yaml", "--yes") == 0
     pools = json.loads(fake_gcloud.read_text())["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
     assert list(pools) == ["default-pool"]  # ours gone, the cluster and its own pool kept
+
+
+def test_gke_up_and_down_make_and_remove_ironwoods_workload_policy(fake_gcloud, capsys):
+    assert _gke("up", "tpu7x-16.yaml") == 0
+    state = json.loads(fake_gcloud.read_text())
+    (key,) = state["policies"]
+    assert state["policies"][key]["acceleratorTopology"] == "2x2x2"
+    pools = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
+    assert pools["tpu-ray-tpu7x-16-0"]["placementPolicy"] == key.rsplit("/", 1)[1]
+    assert _gke("up", "tpu7x-16.yaml") == 0  # a second run skips what exists
+    assert _gke("down", "tpu7x-16.yaml", "--yes") == 0
+    assert json.loads(fake_gcloud.read_text())["policies"] == {}  # after its pool, not before
 
 
 def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):

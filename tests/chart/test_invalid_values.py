@@ -111,6 +111,16 @@ CASES = [
         "TPU_WORKER_ID is set by the GKE TPU webhook",
     ),
     (
+        "Ironwood process addresses the webhook sets",
+        [
+            "ray.worker.tpu.type=tpu7x-16",
+            "ray.worker.env[0].name=TPU_PROCESS_ADDRESSES",
+            "ray.worker.env[0].value=x",
+        ],
+        "ray.worker.env",
+        "TPU_PROCESS_ADDRESSES is set by the GKE TPU webhook",
+    ),
+    (
         "megascale env the webhook sets",
         ["ray.worker.env[0].name=MEGASCALE_COORDINATOR_ADDRESS", "ray.worker.env[0].value=x"],
         "ray.worker.env",

@@ -79,6 +79,16 @@ def test_the_chart_derives_every_name_as_the_launcher_does(name):
     )
 
 
+def test_an_ironwood_slice_renders_as_gke_builds_it():
+    """GKE's "About Ironwood (TPU7x) in GKE": tpu7x-16 is topology 2x2x2 on two
+    tpu7x-standard-4t VMs of 4 chips, nodes labelled gke-tpu-accelerator=tpu7x; Ray's own name
+    for it (v7x-16) is the same slice."""
+    expected = (2, {GKE_ACCELERATOR_LABEL: "tpu7x", GKE_TOPOLOGY_LABEL: "2x2x2"}, "4", "4")
+    assert _scheduling(_worker_group("ray.worker.tpu.type=tpu7x-16")) == expected
+    assert _scheduling(_worker_group("ray.worker.tpu.type=v7x-16")) == expected
+    assert _scheduling(_worker_group("ray.worker.tpu.type=tpu7x-128"))[0] == 16
+
+
 def test_the_long_form_with_every_key_renders_what_the_name_does():
     shape = tpu_type("v6e-16")
     long_form = _worker_group(

@@ -32,8 +32,19 @@ def test_one_single_host_slice_per_replica_as_the_table_derives_it():
     chips = str(shape.chips_per_host)
     assert container["resources"]["requests"]["google.com/tpu"] == chips
     assert container["resources"]["limits"]["google.com/tpu"] == chips
-    # Every chip of the host is one tensor-parallel group.
-    assert f"--tensor-parallel-size={shape.chips_per_host}" in container["args"]
+    # Every device of the host is one tensor-parallel group.
+    assert f"--tensor-parallel-size={shape.devices_per_host}" in container["args"]
+
+
+def test_an_ironwood_host_serves_over_its_eight_devices():
+    """tpu7x-8 is one tpu7x-standard-4t VM: 4 chips (google.com/tpu: 4) of two TensorCores, each
+    a device to JAX and vLLM: one tensor-parallel group of 8 (Cloud TPU: TPU7x (Ironwood))."""
+    deployment, _ = _serving(render(VALUES / "tpu7x-8-vllm.yaml"))
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert pod["nodeSelector"] == {GKE_ACCELERATOR_LABEL: "tpu7x", GKE_TOPOLOGY_LABEL: "2x2x1"}
+    assert container["resources"]["limits"]["google.com/tpu"] == "4"
+    assert "--tensor-parallel-size=8" in container["args"]
 
 
 def test_the_model_comes_from_the_bucket_mount_and_answers_before_ready():

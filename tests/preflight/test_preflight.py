@@ -53,6 +53,23 @@ def test_the_tutorial_job_fits_a_v6e_16_with_its_memory_figures():
     assert elapsed < 30, "a cached preflight must not compile again"
 
 
+def test_the_tutorial_job_fits_a_tpu7x_16_per_device_and_per_chip():
+    """Ironwood's two TensorCores per chip are two JAX devices, each with half the chip's 192 GiB
+    (Cloud TPU: TPU7x (Ironwood)): tpu7x-16 has the 16 devices the tutorial's fsdp 4 x tensor 4
+    splits, and the fit compares a device's bytes with a device's HBM."""
+    out = preflight("--values", "values/tpu7x-16.yaml", "--", *TUTORIAL_JOB)
+    assert out.returncode == 0, out.stdout + out.stderr
+    text = out.stdout
+    assert "per-device memory of one training step on tpu7x-16" in text, text
+    assert "verdict: fits" in text
+    assert _gib(text, "HBM per device (tpu7x-16)") == 96
+    assert _gib(text, "HBM per chip") == 192
+    per_device = _gib(text, "total")
+    assert _gib(text, "total per chip (2 devices)") == pytest.approx(2 * per_device, abs=0.02)
+    # The same 16-way split of the same model as on v6e-16: about the same bytes per device.
+    assert 4 < _gib(text, "parameters + optimizer state") < 8
+
+
 def test_a_job_too_big_for_its_slice_is_refused_with_the_knobs():
     too_big = preflight(
         "--",

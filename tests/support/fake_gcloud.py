@@ -3,8 +3,9 @@ run here, so this script stands in for the commands the launcher's GKE road runs
 project's state in a JSON file, records every call, and answers as the real services do where
 the road depends on it: what exists, what a filter matches, what the API refuses (a node pool
 in a cluster that does not exist, a multi-host TPU pool without its topology or with the wrong
-number of nodes, a bucket in a zone, a push to a repository that does not exist, a create of
-what exists). Facts it holds the launcher to are named with their source where they are checked.
+number of nodes, an Ironwood pool placed without its workload policy, a bucket in a zone, a push
+to a repository that does not exist, a create of what exists). Facts it holds the launcher to
+are named with their source where they are checked.
 
     install(bin_dir, state_file) -> writes bin_dir/gcloud and bin_dir/docker
 """
@@ -90,7 +91,15 @@ def _value(obj: dict, fmt: str) -> str:
 class Gcloud:
     def __init__(self, state: dict) -> None:
         self.state = state
-        for key in ("clusters", "repositories", "images", "buckets", "bindings", "builds"):
+        for key in (
+            "clusters",
+            "repositories",
+            "images",
+            "buckets",
+            "bindings",
+            "builds",
+            "policies",
+        ):
             state.setdefault(key, {} if key not in ("bindings", "builds") else [])
 
     # -- container clusters -------------------------------------------------------------------
@@ -196,6 +205,16 @@ class Gcloud:
         nodes = int(flags.get("num-nodes", 3))
         tpu = _tpu_machine(machine)
         topology = flags.get("tpu-topology")
+        if tpu and "placement-policy" in flags:
+            topology = self._placement_topology(flags, tpu[0], machine)
+        elif tpu and GENERATIONS[tpu[0]].workload_policy and topology:
+            # GKE's "About Ironwood (TPU7x)": a workload policy "replaces the --tpu-topology
+            # flag used by other TPU versions".
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                f"message=--tpu-topology is not supported for {machine}; use a workload policy "
+                "(--placement-policy)"
+            )
         if tpu:
             _, chips_per_host = tpu
             # GKE's "Deploy TPU workloads in GKE Standard": a multi-host slice's pool has
@@ -239,12 +258,67 @@ class Gcloud:
             "machineType": machine,
             "nodes": nodes,
             "tpuTopology": topology,
+            "placementPolicy": flags.get("placement-policy"),
             "chips": nodes * tpu[1] if tpu else 0,
             "zone": flags.get("node-locations"),
             "spot": "spot" in flags,
             "flags": sorted(flags),
             "config": {"workloadMetadataConfig": {"mode": "GKE_METADATA"}},
         }
+
+    def _placement_topology(self, flags: dict, generation: str, machine: str) -> str:
+        """The topology a pool's workload policy names; the policy must exist in the pool's
+        project and region, and only Ironwood's pools take one (GKE: About Ironwood (TPU7x))."""
+        if not GENERATIONS[generation].workload_policy:
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                f"message=workload policies are not supported for {machine}"
+            )
+        region = re.sub(r"-[a-z]$", "", flags.get("location", ""))
+        key = f"{flags.get('project')}/{region}/{flags['placement-policy']}"
+        policy = self.state["policies"].get(key)
+        if policy is None:
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) ResponseError: code=404, "
+                f"message=resource policy {key} not found"
+            )
+        return policy["acceleratorTopology"]
+
+    # -- compute resource-policies -------------------------------------------------------------
+    def resource_policies(self, verb: str, pos: list[str], flags: dict) -> str:
+        if verb == "create":
+            kind, name = pos[0], pos[1]
+            key = f"{flags.get('project')}/{flags.get('region')}/{name}"
+            if kind != "workload-policy" or flags.get("type") not in (
+                "HIGH_THROUGHPUT",
+                "HIGH_AVAILABILITY",
+            ):
+                raise Refused(f"ERROR: (gcloud.compute.resource-policies.create) bad {pos} {flags}")
+            if key in self.state["policies"]:
+                raise Refused(f"ERROR: (gcloud.compute.resource-policies.create) exists: {key}")
+            self.state["policies"][key] = {
+                "name": name,
+                "type": flags["type"],
+                "acceleratorTopology": flags.get("accelerator-topology"),
+            }
+            return ""
+        key = f"{flags.get('project')}/{flags.get('region')}/{pos[0]}"
+        if key not in self.state["policies"]:
+            raise Refused(f"ERROR: (gcloud.compute.resource-policies.{verb}) Not found: {key}")
+        if verb == "describe":
+            return json.dumps(self.state["policies"][key])
+        if verb == "delete":
+            users = [
+                c
+                for c in self.state["clusters"].values()
+                for p in c["nodePools"].values()
+                if p.get("placementPolicy") == pos[0]
+            ]
+            if users:  # Compute Engine refuses to delete a policy a resource still uses
+                raise Refused(f"ERROR: (gcloud.compute.resource-policies.delete) {key} is in use")
+            del self.state["policies"][key]
+            return ""
+        raise Refused(f"ERROR: unknown command {verb}")
 
     # -- artifacts, builds --------------------------------------------------------------------
     def repositories(self, verb: str, pos: list[str], flags: dict) -> str:
@@ -354,6 +428,8 @@ class Gcloud:
             return self.node_pools(pos[2], pos[3:], flags)
         if group == ["artifacts", "repositories"]:
             return self.repositories(pos[2], pos[3:], flags)
+        if group == ["compute", "resource-policies"]:
+            return self.resource_policies(pos[2], pos[3:], flags)
         if pos[:3] == ["artifacts", "docker", "images"]:
             if pos[4] not in self.state["images"]:
                 raise Refused(

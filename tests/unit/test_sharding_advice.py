@@ -12,7 +12,7 @@ import pytest
 from launcher.core.job_plan import parse_job_args
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import Slices
-from launcher.core.tpu_table import topology_chips, tpu_type
+from launcher.core.tpu_table import tpu_type
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.sharding_advice import (
     HBM_MARGIN,
@@ -28,17 +28,28 @@ pytestmark = pytest.mark.unit
 
 
 @pytest.mark.parametrize(
-    ("topology", "chips_per_host"), [("4x4", 4), ("2x2x2", 4), ("4x8", 4), ("2x4", 8), ("8x16", 4)]
+    ("name", "chips_per_host"),
+    [
+        ("v6e-16", 4),
+        ("v5p-16", 4),
+        ("v6e-32", 4),
+        ("v6e-8", 8),
+        ("v6e-128", 4),
+        ("tpu7x-16", 4),  # 2x2x2 chips, two devices each: 16 devices, 8 per host
+        ("tpu7x-128", 4),
+    ],
 )
-def test_every_candidate_covers_the_slice_with_whole_physical_axes(topology, chips_per_host):
-    dims = [int(d) for d in topology.split("x")]
-    splits = candidate_splits(topology, chips_per_host)
-    assert splits[0] == {"ici_fsdp_parallelism": topology_chips(topology)}  # fsdp only first
+def test_every_candidate_covers_the_slice_with_whole_physical_axes(name, chips_per_host):
+    shape = tpu_type(name, chips_per_host)
+    # The device axes: the torus's, and on tpu7x the two devices of each chip.
+    dims = [int(d) for d in shape.topology.split("x")] + [shape.generation.devices_per_chip]
+    splits = candidate_splits(shape)
+    assert splits[0] == {"ici_fsdp_parallelism": shape.devices}  # fsdp only first
     assert len({tuple(sorted(s.items())) for s in splits}) == len(splits)
     for split in splits:
-        assert prod(split.values()) == topology_chips(topology)
+        assert prod(split.values()) == shape.devices
         assert split["ici_fsdp_parallelism"] > 1
-        assert split.get("ici_tensor_parallelism", 1) <= chips_per_host
+        assert split.get("ici_tensor_parallelism", 1) <= shape.devices_per_host
         for size in split.values():  # a product of some of the physical axes
             assert any(
                 prod(c) == size for r in range(1, len(dims) + 1) for c in combinations(dims, r)
@@ -46,9 +57,16 @@ def test_every_candidate_covers_the_slice_with_whole_physical_axes(topology, chi
 
 
 def test_the_tutorial_slice_gets_fsdp_and_fsdp_x_tensor_4():
-    splits = candidate_splits("4x4", 4)
+    splits = candidate_splits(tpu_type("v6e-16"))
     assert {"ici_fsdp_parallelism": 4, "ici_tensor_parallelism": 4} in splits
     assert {"ici_fsdp_parallelism": 16} in splits
+
+
+def test_tpu7x_splits_count_devices_and_keep_tensor_within_a_host():
+    splits = candidate_splits(tpu_type("tpu7x-16"))
+    assert {"ici_fsdp_parallelism": 16} in splits
+    assert {"ici_fsdp_parallelism": 2, "ici_tensor_parallelism": 8} in splits  # a host's 8
+    assert all(s.get("ici_tensor_parallelism", 1) <= 8 for s in splits)
 
 
 def test_with_split_resets_other_axes_and_puts_data_over_dcn():

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.unit
         ("v5litepod", "2x2", 1, 4, "ct5lp-hightpu-4t", "v5litepod-4"),
         ("v5p", "2x2x2", 2, 4, "ct5p-hightpu-4t", "v5p-16"),  # v5p-16 counts cores
         ("v4", "2x2x4", 4, 4, "ct4p-hightpu-4t", "v4-32"),
+        ("tpu7x", "2x2x2", 2, 4, "tpu7x-standard-4t", "v7x-16"),  # Ray spells Ironwood v7x
+        ("TPU-V7X", "4x4x4", 16, 4, "tpu7x-standard-4t", "v7x-128"),
     ],
 )
 def test_derives_hosts_machine_and_pod_type(
@@ -66,11 +68,60 @@ def test_refuses_what_gke_cannot_build(accel, topology, chips, field, says):
     assert says in str(err.value)
 
 
-def test_pod_type_round_trips():
+def test_pod_type_and_name_round_trip():
     for gen in GENERATIONS.values():
         for topo in gen.topologies:
             shape = slice_shape(gen.name, topo)
             assert tpu_type(shape.pod_type) == shape
+            assert tpu_type(shape.name) == shape
+
+
+def test_ironwood_counts_two_devices_per_chip():
+    """Cloud TPU's "TPU7x (Ironwood)": 2 TensorCores per chip, each a JAX device (the pinned
+    libtpu's get_topology_desc("tpu7x:2x2x2") gives 16 devices, 8 per process), 192 GiB HBM
+    and 2,307 TFLOP/s bf16 per chip; tpu7x-16 is 2 VMs of 4 chips."""
+    shape = tpu_type("tpu7x-16")
+    assert (shape.name, shape.pod_type, shape.compile_topology) == (
+        "tpu7x-16",
+        "v7x-16",
+        "tpu7x-16",
+    )
+    assert (shape.hosts, shape.chips_per_host, shape.chips) == (2, 4, 8)
+    assert (shape.devices_per_host, shape.devices) == (8, 16)
+    gen = shape.generation
+    assert (gen.per_device(gen.hbm_gib), gen.per_device(gen.peak_bf16_tflops)) == (96, 1153.5)
+    assert (gen.gke_accelerator, gen.ray_accelerator_type) == ("tpu7x", "TPU-V7X")
+    # Chips and devices are one on every other generation (v4/v5p: megacore).
+    assert all(g.devices_per_chip == 1 for g in GENERATIONS.values() if g is not gen)
+
+
+def test_every_slice_is_a_maxtext_compile_topology_with_its_device_count():
+    """MaxText's own table (the pinned maxtext's accelerator_to_spec_map), which preflight's
+    compile_topology names: the same topology and as many devices."""
+    from maxtext.utils.accelerator_to_spec_map import UserFacingNameToSystemCharacteristics
+
+    for gen in GENERATIONS.values():
+        for topo in gen.topologies:
+            shape = slice_shape(gen.name, topo)
+            spec = UserFacingNameToSystemCharacteristics[shape.compile_topology]
+            assert spec.topology_name.split(":")[1] == topo, shape.compile_topology
+            assert spec.devices_per_slice == shape.devices, shape.compile_topology
+
+
+def test_every_slice_is_one_ray_knows_as_the_same_pod_type():
+    """Ray's TPU tables (the pinned ray's _private/accelerators/tpu.py), which its slice
+    reservation reads: the topology is valid, and the pod type and chips per host agree."""
+    from ray._private.accelerators import tpu as ray_tpu
+
+    for gen in GENERATIONS.values():
+        for topo in gen.topologies:
+            shape = slice_shape(gen.name, topo)
+            manager = ray_tpu.TPUAcceleratorManager
+            assert manager.is_valid_tpu_accelerator_topology(gen.ray_version, topo), shape.name
+            pod_type = ray_tpu.infer_tpu_pod_type_from_topology(topo, gen.ray_accelerator_type)
+            assert pod_type == shape.pod_type
+            assert ray_tpu.normalize_tpu_accelerator_type(shape.name) == shape.pod_type
+            assert ray_tpu.get_chips_per_host(topo, gen.ray_version) == shape.chips_per_host
 
 
 @pytest.mark.parametrize(
@@ -84,6 +135,9 @@ def test_pod_type_round_trips():
         ("v5litepod-32", 32, 8, 4),
         ("v5e-32", 32, 8, 4),
         ("V6E-8", 8, 1, 8),  # 2x4: one host of 8 by default
+        ("tpu7x-16", 8, 2, 4),  # tpu7x names count TensorCores, as Cloud TPU and MaxText do
+        ("v7x-16", 8, 2, 4),  # Ray's spelling
+        ("tpu7x-8", 4, 1, 4),
     ],
 )
 def test_tpu_type_names_as_users_type_them(name, chips, hosts, chips_per_host):

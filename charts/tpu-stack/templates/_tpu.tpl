@@ -16,8 +16,8 @@ tpu-stack.slice: one `tpu:` block resolved against the table. The slice is the o
 8 chips by default, or two of 4); `generation`, `gkeAccelerator`, `machineType` and
 `hostsPerSlice` are derived and, when set, must agree (the GKE TPU webhook rejects a RayCluster
 whose hosts x chips is not the topology). Call with (dict "tpu" <block> "path" "ray.worker.tpu"
-"ctx" $); returns YAML: name, generation, gkeAccelerator, topology, chips, chipsPerHost, hosts,
-machineType, slices, and errors (one message per problem, each naming the key and the fix).
+"ctx" $); returns YAML: name, generation, gkeAccelerator, topology, chips, chipsPerHost,
+devicesPerHost (JAX devices: two per chip on tpu7x), hosts, machineType, slices, and errors (one message per problem, each naming the key and the fix).
 */}}
 {{- define "tpu-stack.slice" -}}
 {{- $t := .tpu -}}
@@ -85,7 +85,7 @@ machineType, slices, and errors (one message per problem, each naming the key an
           {{- $name = $n -}}
         {{- end -}}
       {{- end -}}
-      {{- $_ := merge $out (dict "name" $name "generation" $gen "gkeAccelerator" $g.gkeAccelerator "topology" $topo "chips" (int $shape.chips) "chipsPerHost" $cph "hosts" (int $host.hosts) "machineType" $host.machineType) -}}
+      {{- $_ := merge $out (dict "name" $name "generation" $gen "gkeAccelerator" $g.gkeAccelerator "topology" $topo "chips" (int $shape.chips) "chipsPerHost" $cph "devicesPerHost" (mul $cph (int $g.devicesPerChip)) "hosts" (int $host.hosts) "machineType" $host.machineType) -}}
     {{- end -}}
   {{- end -}}
 {{- end -}}
