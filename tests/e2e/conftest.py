@@ -1,7 +1,8 @@
 """The session's local Ray cluster: started here unless one already runs (`make up`).
 
-It has one simulated slice (a job takes every slice the cluster has); the elastic test needs
-two and restarts it with two, so it runs after the other end-to-end tests."""
+It has one simulated slice (a job takes every slice the cluster has); the Ironwood test restarts
+it as a tpu7x-16 and the elastic test with two slices, so they run after the other end-to-end
+tests, in that order."""
 
 from __future__ import annotations
 
@@ -12,11 +13,13 @@ import pytest
 
 from tests.support.local_ray import LocalCluster, local_cluster_command, run_name
 
-LAST = "test_elastic_slices.py"
+# The modules that restart the cluster with another shape, in the order they run, last.
+LAST = ("test_ironwood_slice.py", "test_elastic_slices.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    items.sort(key=lambda item: item.path.name == LAST)  # stable: the rest keep their order
+    # Stable: the rest keep their order, first.
+    items.sort(key=lambda item: LAST.index(item.path.name) + 1 if item.path.name in LAST else 0)
 
 
 @pytest.fixture(scope="session")

@@ -32,6 +32,19 @@ def test_any_named_multi_host_slice_the_machine_can_hold():
     assert host_nodes(None, None, 1, None, None, tpu="v6e-16")[0]["resources"]["TPU"] == 4
 
 
+def test_an_ironwood_host_counts_chips_for_ray_and_devices_for_jax():
+    """A tpu7x pod asks for google.com/tpu: 4 and Ray counts TPU per chip (ray#64058: per
+    device only with RAY_TPU_RESOURCE_PER_CHIP); Ray names the generation v7x (TPU-V7X,
+    pod type v7x-16); JAX sees each chip's two TensorCores as devices: 8 per host."""
+    nodes = host_nodes(None, None, 1, None, None, tpu="tpu7x-16")
+    assert [_slice_labels(n) for n in nodes] == [("v7x-16", "2x2x2", "0"), ("v7x-16", "2x2x2", "1")]
+    assert nodes[0]["resources"] == {"TPU": 4, "accelerator_type:TPU-V7X": 1, "TPU-v7x-16-head": 1}
+    assert {n["env"]["XLA_FLAGS"] for n in nodes} == {"--xla_force_host_platform_device_count=8"}
+    with pytest.raises(UsageError) as err:
+        host_nodes(None, None, 1, None, None, tpu="tpu7x-128")
+    assert "--tpu=tpu7x-16" in str(err.value)
+
+
 def test_a_slice_too_large_to_simulate_names_one_that_fits():
     with pytest.raises(UsageError, match=f"at most {MAX_SIMULATED_HOSTS}") as err:
         host_nodes(None, None, 1, None, None, tpu="v6e-256")

@@ -1,0 +1,56 @@
+"""Ironwood on the local cluster: `tpu-launcher up --tpu tpu7x-16` starts 2 simulated hosts that
+look to Ray like tpu7x hosts (4 chips each, TPU-V7X, pod type v7x-16 with its head resource), each
+JAX process seeing 8 CPU devices (a tpu7x chip is two devices); the tiny model trains, checkpoints
+and resumes on the 16 devices through the same path as v5p-16.
+
+The cluster is restarted with that slice for this module (after the tests on the session's
+v5p-16, before the elastic test's two slices); one started by `make up` gets its slice back."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.local_ray import (
+    LocalCluster,
+    full_log,
+    launcher_result,
+    local_cluster_command,
+    run_name,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+
+
+@pytest.fixture(scope="module")
+def ironwood(local_cluster: LocalCluster) -> LocalCluster:
+    bucket = str(local_cluster.bucket if local_cluster.started_here else ".local/bucket")
+
+    def restart(*up_args: str) -> None:
+        local_cluster_command("down", check=False)
+        up = local_cluster_command("up", "--bucket-dir", bucket, *up_args, check=False)
+        assert up.returncode == 0, up.stdout + up.stderr
+
+    restart("--tpu", "tpu7x-16")
+    yield local_cluster
+    if not local_cluster.started_here:
+        restart()
+
+
+def test_a_tpu7x_16_trains_on_16_devices_and_resumes(ironwood):
+    name = run_name("ironwood")
+    code, out = ironwood.submit("tiny-llama.yml", f"run_name={name}", "steps=6")
+    assert code == 0, out[-6000:]
+    # The launcher on the head read the slice from Ray's nodes: chips and devices apart.
+    assert "tpu7x-16 (TPU tpu7x 2x2x2: 2 hosts x 4 chips): 2 workers x 8 devices = 16" in out
+    # MaxText's own count of the JAX devices it trains on.
+    assert "Config param num_target_devices: 16" in full_log(out)
+    first = launcher_result(out)
+    assert (first["first_step"], first["last_step"]) == (0, 5)
+    assert first["checkpoints"] == [0, 5]
+
+    code, out = ironwood.submit("tiny-llama.yml", f"run_name={name}", "steps=8")
+    assert code == 0, out[-6000:]
+    second = launcher_result(out)
+    assert second["first_step"] == 6, "the second submission did not resume from step 5"
+    assert second["checkpoints"] == [0, 5, 7]  # every 5 steps, and the last
+    assert second["final_loss"] < first["first_loss"]
