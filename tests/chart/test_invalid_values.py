@@ -121,6 +121,16 @@ CASES = [
         "TPU_PROCESS_ADDRESSES is set by the GKE TPU webhook",
     ),
     (
+        "Ray counting TPU per device",
+        [
+            "ray.worker.tpu.type=tpu7x-16",
+            "ray.worker.env[0].name=RAY_TPU_RESOURCE_PER_CHIP",
+            "ray.worker.env[0].value=2",
+        ],
+        "ray.worker.env",
+        "the launcher reserves a host by its chips",
+    ),
+    (
         "megascale env the webhook sets",
         ["ray.worker.env[0].name=MEGASCALE_COORDINATOR_ADDRESS", "ray.worker.env[0].value=x"],
         "ray.worker.env",

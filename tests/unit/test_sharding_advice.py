@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import shlex
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from itertools import combinations
 from math import prod
 
@@ -13,13 +13,16 @@ from launcher.core.job_plan import parse_job_args
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import Slices
 from launcher.core.tpu_table import tpu_type
+from launcher.preflight.calibration import calibrated_model
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.sharding_advice import (
     HBM_MARGIN,
+    Advice,
     Candidate,
     _estimate,
     candidate_splits,
     paste_args,
+    render,
     with_split,
 )
 from tests.support.tutorial import LLAMA3_8B
@@ -174,3 +177,41 @@ def test_paste_args_change_the_job_in_place_and_round_trip_through_the_launcher(
         "run_name=r",
         "remat_policy=full",
     ]
+
+
+def _advice_on(name: str) -> str:
+    """The advice's text for one compiled candidate (the job as given) on slice `name`."""
+    shape = tpu_type(name)
+    gen = shape.generation
+    given = probe({"ici_fsdp_parallelism": shape.devices})
+    given.report = replace(
+        given.report,
+        target=name,
+        hbm_gib=gen.per_device(gen.hbm_gib),
+        devices_per_chip=gen.devices_per_chip,
+    )
+    job = ["base.yml", "run_name=r", f"ici_fsdp_parallelism={shape.devices}"]
+    advice = Advice(
+        target=Slices(shape),
+        job=MaxTextArgs.parse(job),
+        job_flags="",
+        flags="",
+        model=calibrated_model(),
+        given=given,
+        candidates=[given],
+        best=given,
+        seq=4096,
+    )
+    return render(advice, job)
+
+
+def test_the_advice_says_where_its_step_model_is_not_calibrated():
+    """Published runs are recorded for v4, v5e, v5p and v6e, none for Ironwood: there the
+    advice says so, and counts per device (half a chip), next to its figures."""
+    ironwood = _advice_on("tpu7x-16")
+    assert "NOT CALIBRATED on tpu7x" in ironwood
+    assert "PREDICTED per device" in ironwood and "tokens/s/device" in ironwood
+    assert "peak 1153.5 TFLOP/s" in ironwood  # 2,307 per chip, two devices
+    trillium = _advice_on("v6e-16")
+    assert "NOT CALIBRATED" not in trillium and "on v6e the model's error" in trillium
+    assert "tokens/s/chip" in trillium
