@@ -95,7 +95,10 @@ def host_nodes(
             "JAX_PLATFORMS": "cpu",
             "XLA_FLAGS": f"--xla_force_host_platform_device_count={cpu_devices}",
         }
-        return [{"resources": {}, "labels": {}, "env": env} for _ in range(cpu_hosts)]
+        return [
+            {"name": f"cpu-host-{i}", "resources": {}, "labels": {}, "env": env}
+            for i in range(cpu_hosts)
+        ]
     if not (tpu or accelerator or topology):
         tpu = DEFAULT_TPU
     slices = from_flags(accelerator, topology, num_slices, None, None, None, tpu=tpu)
@@ -121,6 +124,7 @@ def host_nodes(
                 resources[f"TPU-{shape.pod_type}-head"] = 1
             nodes.append(
                 {
+                    "name": f"local-slice-{s}-host-{host}",
                     "resources": resources,
                     "labels": {
                         LABEL_SLICE: f"local-slice-{s}",
@@ -179,15 +183,16 @@ def up(spec: LocalClusterSpec) -> None:
         spec.cpu_devices_per_host,
         tpu=spec.tpu,
     )
+    started = time.monotonic()
     try:
         _start(spec, nodes, bucket)
-    except CommandError:
+    except (CommandError, UsageError):
         if not spec.dry_run:
             run("stop what was started", ["ray", "stop", "--force"], capture=True, check=False)
         raise
     print(
-        f"local Ray cluster up: dashboard {DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, "
-        f"bucket directory {bucket}"
+        f"local Ray cluster up in {time.monotonic() - started:.0f} s: dashboard "
+        f"{DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, bucket directory {bucket}"
     )
 
 
@@ -208,8 +213,9 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         capture=True,
     )
     common = _common_args(spec.object_store_mb)
-    run(
-        "start the Ray head",
+    _start_node(
+        "the Ray head",
+        HEAD_NAME,
         [
             "ray",
             "start",
@@ -221,9 +227,8 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
             *common,
             *_node_ports(0),
         ],
-        env=_env({OUTPUT_DIR_ENV: str(bucket)}),
-        dry_run=spec.dry_run,
-        capture=True,
+        _env({OUTPUT_DIR_ENV: str(bucket)}),
+        spec.dry_run,
     )
     for i, node in enumerate(nodes):
         _start_host(i, node, bucket, spec.object_store_mb, spec.dry_run)
@@ -237,8 +242,9 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
 
 def _start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_run: bool) -> None:
     labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
-    run(
-        f"start simulated host {index}",
+    _start_node(
+        f"simulated host {index} ({node['name']})",
+        node["name"],
         [
             "ray",
             "start",
@@ -252,10 +258,42 @@ def _start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_
             *_common_args(object_store_mb),
             *_node_ports(index + 1),
         ],
-        env=_env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
-        dry_run=dry_run,
-        capture=True,
+        _env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
+        dry_run,
     )
+
+
+# `ray start` gives a new raylet a fixed 30 s to register with the GCS (ray/_private/node.py)
+# and then gives up with this message, while the raylet goes on starting: on a busy machine it
+# can take longer. The node is then waited for, as long as this, before it counts as failed.
+SLOW_REGISTRATION = "timed out during startup"
+REGISTRATION_TIMEOUT_S = 300.0
+HEAD_NAME = "head"
+
+
+def _start_node(
+    what: str,
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    dry_run: bool,
+    timeout_s: float = REGISTRATION_TIMEOUT_S,
+) -> None:
+    """`ray start` for one node (the head or a simulated host) under `name`; when Ray stops
+    waiting for it to register, waits for it here, bounded, and says how long it took."""
+    started = time.monotonic()
+    try:
+        run(f"start {what}", [*argv, f"--node-name={name}"], env=env, dry_run=dry_run, capture=True)
+    except CommandError as e:
+        if SLOW_REGISTRATION not in e.output:
+            raise
+        print(
+            f"{what}: `ray start` stopped waiting for it to register (Ray's fixed 30 s); "
+            f"waiting up to {timeout_s:g} s more",
+            flush=True,
+        )
+        wait_until_registered(name, timeout_s)
+        print(f"{what} registered after {time.monotonic() - started:.0f} s", flush=True)
 
 
 def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
@@ -311,55 +349,52 @@ def slice_down(slice_index: int) -> int:
     return len(victims)
 
 
-# `ray start` gives a new raylet a fixed 30 s to register with the GCS and then gives up with
-# this message, while the raylet goes on starting; on a machine busy training it can take longer.
-SLOW_REGISTRATION = "timed out during startup"
-JOIN_TIMEOUT_S = 120.0
-
-
-def slice_up(slice_index: int, join_timeout_s: float = JOIN_TIMEOUT_S) -> None:
+def slice_up(slice_index: int) -> None:
     """Starts one simulated slice's hosts again, with the resources and labels they had."""
     record, hosts = _slice_hosts(slice_index)
     for index, node in hosts:
-        try:
-            _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
-        except CommandError as e:
-            if SLOW_REGISTRATION not in e.output:
-                raise
-            worker_id = node["labels"][LABEL_WORKER_ID]
-            print(
-                f"slice {slice_index} host {worker_id}: `ray start` stopped waiting for it to "
-                f"register (Ray's fixed 30 s); waiting up to {join_timeout_s:g}s more"
-            )
-            _wait_until_joined(node["labels"][LABEL_SLICE], worker_id, join_timeout_s)
+        _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
     print(f"slice {slice_index} is back: {len(hosts)} hosts joined the local cluster")
 
 
-def alive_hosts() -> set[tuple[str, str]]:
-    """(slice name, worker id) of every live simulated TPU host, from Ray's state API on the
-    local dashboard, with the local cluster's token."""
+def _alive_nodes() -> list[dict]:
+    """The live nodes, from Ray's state API on the local dashboard, with the local token."""
     request = urllib.request.Request(
         f"{DASHBOARD_ADDRESS}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         nodes = json.load(response)["data"]["result"]["result"]
+    return [n for n in nodes if n["state"] == "ALIVE"]
+
+
+def alive_hosts() -> set[tuple[str, str]]:
+    """(slice name, worker id) of every live simulated TPU host."""
     return {
         (n["labels"][LABEL_SLICE], n["labels"][LABEL_WORKER_ID])
-        for n in nodes
-        if n["state"] == "ALIVE" and LABEL_SLICE in n.get("labels", {})
+        for n in _alive_nodes()
+        if LABEL_SLICE in n.get("labels", {})
     }
 
 
-def _wait_until_joined(slice_name: str, worker_id: str, timeout_s: float) -> None:
+def _is_alive(name: str) -> bool:
+    try:
+        return name in {n.get("node_name") for n in _alive_nodes()}
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def wait_until_registered(name: str, timeout_s: float) -> None:
+    """Until the node `name` is alive in Ray's state API, which may not answer at first (the
+    dashboard still starting, or the GCS too busy); at most `timeout_s`."""
     deadline = time.monotonic() + timeout_s
-    while (slice_name, worker_id) not in alive_hosts():
+    while not _is_alive(name):
         if time.monotonic() > deadline:
             raise UsageError(
-                "slice",
-                f"host {worker_id} of {slice_name} did not join the local cluster within "
-                f"{timeout_s:g}s of `ray start` giving up",
-                "the machine may be out of CPU or memory: stop the job, then `make down` and "
-                "`make up SLICES=2`",
+                "up",
+                f"Ray node {name} did not register with the local cluster within {timeout_s:g} s "
+                "of `ray start` giving up",
+                "the machine may be out of CPU or memory: stop what runs beside it, then "
+                "`tpu-launcher down` and `tpu-launcher up`",
             )
         time.sleep(2)
 

@@ -16,6 +16,7 @@ from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
 
+from launcher.core.child_process import child_env
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, config_files
 from launcher.core.slices import Slices
@@ -83,6 +84,7 @@ def compile_report(
         # a TPU VM) load libtpu at once instead of failing on its lockfile.
         env = {
             **os.environ,
+            **child_env(),
             "JAX_PLATFORMS": "cpu",
             OUT_ENV: out,
             "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",

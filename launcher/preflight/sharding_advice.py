@@ -11,7 +11,7 @@ fastest on this slice, predicted by a step model calibrated on published runs.
    scaled the same way. Candidates that cannot beat the best compiled one even at the compute
    bound are dropped.
 3. The best estimates are compiled for real; if one does not fit, the next smaller batch is.
-   Everything compiled that fits is ranked by the calibrated model's tokens/s per chip.
+   Everything compiled that fits is ranked by the calibrated model's tokens/s per device.
 
 It is a prediction from the compiled program and published measurements, not a measurement:
 calibration says how far off it was on the published runs.
@@ -440,7 +440,7 @@ def render(advice: Advice, job_args: list[str]) -> str:
                 q = advice.prediction(b)
                 lines.append(
                     f"  at the job's own global batch the best is {b.name}: "
-                    f"{q.tokens_per_chip_s:,.0f} tokens/s/chip:\n    ARGS="
+                    f"{q.tokens_per_chip_s:,.0f} tokens/s/{per}:\n    ARGS="
                     + _shell_quote(paste_args(job_args, changed_args(advice, b), advice.flags))
                 )
     lines.append(

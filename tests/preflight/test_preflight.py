@@ -3,6 +3,7 @@ answers whether it fits, before any TPU-hour is paid for."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -10,6 +11,7 @@ import subprocess
 import sys
 import time
 
+import psutil
 import pytest
 
 from launcher.core.job_plan import parse_job_args
@@ -90,6 +92,33 @@ def test_a_job_too_big_for_its_slice_is_refused_with_the_knobs():
     )
     for knob in ("per_device_batch_size", "remat_policy=full", "ici_fsdp_parallelism"):
         assert knob in too_big.stderr
+
+
+def test_a_killed_preflight_leaves_no_compile_running():
+    """What a test's time limit or `kill -9` does to a preflight: its compile, a child process
+    that would otherwise run on for minutes without it, ends with it."""
+    job = ["--tpu=v6e-16", *TUTORIAL_JOB]
+    launcher = subprocess.Popen(
+        [sys.executable, "-m", "launcher", "preflight", "--no-cache", "--", *job],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    deadline = time.monotonic() + 120
+    compiles = []
+    while not compiles and time.monotonic() < deadline and launcher.poll() is None:
+        time.sleep(0.5)
+        with contextlib.suppress(psutil.Error):
+            compiles = [
+                c
+                for c in psutil.Process(launcher.pid).children(recursive=True)
+                if "launcher.preflight.aot_probe" in " ".join(c.cmdline())
+            ]
+    assert compiles, "the preflight started no compile"
+    launcher.kill()
+    launcher.wait()
+    _, alive = psutil.wait_procs(compiles, timeout=15)
+    assert not alive, f"compiles left running after the preflight was killed: {alive}"
 
 
 def test_parallelism_is_checked_before_compiling():
