@@ -132,8 +132,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--advise",
         action="store_true",
-        help="also rank candidate ICI splits by a "
-        "roofline estimate (a few minutes per split, cold)",
+        help="also search batch, remat policy and ICI split for the fastest configuration that "
+        "fits (several compiles: minutes each for an 8B model, cold)",
+    )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --advise: the largest per_device_batch_size to try (default: every batch "
+        "the advice knows), e.g. to stay near the global batch your learning rate was tuned "
+        "for; fewer, faster compiles",
     )
     p.add_argument("--no-cache", action="store_true")
     p.add_argument("job_args", nargs=argparse.REMAINDER, help="-- then the job's arguments")
@@ -319,6 +328,7 @@ def _dispatch(ns: argparse.Namespace) -> int:
                 namespace=ns.namespace,
                 bucket=ns.bucket,
                 advise=ns.advise,
+                max_batch=ns.max_batch,
                 use_cache=not ns.no_cache,
             )
         )

@@ -35,6 +35,7 @@ class PreflightRequest:
     namespace: str = "default"
     bucket: str | None = None  # gs://bucket/prefix to check
     advise: bool = False
+    max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
 
 
@@ -83,6 +84,7 @@ def preflight(request: PreflightRequest) -> int:
             slices,
             use_cache=request.use_cache,
             given=report,
+            max_batch=request.max_batch,
             job_flags=plan.libtpu_init_args,
         )
         print(sharding_advice.render(advice, request.job_args))

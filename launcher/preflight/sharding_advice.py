@@ -253,14 +253,17 @@ def advise(
     log=print,
     given: MemoryReport | None = None,
     job_flags: str = "",
+    max_batch: int | None = None,
 ) -> Advice:
     """Probes, estimates, compiles the best estimates; returns everything for `render`.
-    `given` is the job's own report (compiled with `job_flags`)."""
+    `given` is the job's own report (compiled with `job_flags`); batches above `max_batch`
+    are not tried."""
     assert target.shape is not None
     gen = target.shape.generation
     model = calibrated_model()
     flags = generation_flags(gen.name)
     batch0 = float(args.get("per_device_batch_size"))
+    batches = [b for b in BATCHES if max_batch is None or b <= max_batch]
     seq = int(args.get("max_target_length"))
     own_split = resolved_split(args.parallelism("ici"), target.devices_per_slice)
     own = Candidate(own_split, str(args.get("remat_policy")), batch0, report=given)
@@ -278,7 +281,7 @@ def advise(
         for remat in POLICIES:
             fitting = [
                 c
-                for b in sorted({*BATCHES, batch0})
+                for b in sorted({*batches, batch0})
                 if (c := _estimate(probe, remat, b, target)) is not None
             ]
             estimates += fitting[-2:]  # the largest batch that fits, and the one below it
@@ -304,7 +307,7 @@ def advise(
     retry = []
     for f in finals:  # the estimate was too optimistic: one batch smaller
         if f.report and not f.report.fits:
-            smaller = [b for b in BATCHES if b < f.batch]
+            smaller = [b for b in batches if b < f.batch]
             if smaller:
                 retry.append(Candidate(f.split, f.remat, smaller[-1]))
     _compile_all(retry, args, target, flags, use_cache, log)

@@ -141,6 +141,8 @@ ROW = re.compile(
 )
 
 
+# A limit for hangs, not speed: about ten compiles, each minutes on a busy 2-core machine cold.
+@pytest.mark.timeout(1800)
 def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_ready_args():
     # A model small enough to compile in seconds; the same code path as the tutorial job's advice
     # (benchmarks/preflight_timing.py runs that one: minutes per candidate).
@@ -155,7 +157,8 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
         "base_mlp_dim=1024",
         "max_target_length=512",
     ]
-    out = preflight("--advise", "--", *job)
+    # --max-batch 8: the same search with smaller, faster final compiles than up to batch 64.
+    out = preflight("--advise", "--max-batch", "8", "--", *job)
     assert out.returncode == 0, out.stdout + out.stderr
     text = out.stdout[out.stdout.index("sharding advice for") :]
     assert "PREDICTED" in text and "not a measurement" in text
@@ -174,6 +177,7 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
     best = max(fitting, key=lambda r: float(r["tokens"].replace(",", "")))
     assert best["name"].endswith("<- best"), text
     assert float(best["global"]) > 32 and "global batch CHANGES" in text
+    assert max(float(r["global"]) for r in rows) <= 8 * 16, text  # --max-batch 8, 16 chips
 
     # The pasted arguments are a job the launcher takes, with the recommendation in it.
     pasted = shlex.split(re.findall(r"ARGS=(.+)$", text, re.M)[-1])
