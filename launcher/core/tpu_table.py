@@ -408,8 +408,7 @@ def as_json_table() -> dict:
         }
     names: dict = {}
     for name, (gen_name, topo) in tpu_type_names().items():
-        gen = GENERATIONS[gen_name]
-        canonical = f"{gen.cloud_tpu_prefix}-{topology_chips(topo) * gen.cores_per_chip}"
+        canonical = slice_shape(gen_name, topo).name
         entry = names.setdefault(
             name, {"generation": gen_name, "canonical": canonical, "topologies": []}
         )

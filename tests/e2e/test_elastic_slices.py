@@ -119,7 +119,8 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     # The slice is back: the job grows to two at Ray's next resize check and finishes.
     _wait_for(client, job_id, re.compile(r"\[elastic\] 2 of 2 slices"), back_at, 600)
     grown_after = time.monotonic() - up_at
-    assert wait_until_done(client, job_id, timeout=900) == "SUCCEEDED"
+    state = wait_until_done(client, job_id, timeout=900)
+    assert state == "SUCCEEDED", client.get_job_logs(job_id)[-8000:]
     logs = client.get_job_logs(job_id)
     result = launcher_result(logs)
     starts = [s for s in result["starts"] if s["first_step"] is not None]
