@@ -226,8 +226,15 @@ def workload_policy(pool: NodePool) -> str | None:
     )
 
 
-def _policy_where(target: GkeTarget) -> list[str]:
-    return [f"--region={target.region}", f"--project={target.project}"]
+def _resource_policies(verb: str, *words: str, target: GkeTarget) -> list[str]:
+    return _gcloud(
+        "compute",
+        "resource-policies",
+        verb,
+        *words,
+        f"--region={target.region}",
+        f"--project={target.project}",
+    )
 
 
 def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
@@ -251,21 +258,15 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
             Step(
                 f"workload policy {policy}: {shape.name}'s topology {shape.topology}, hosts "
                 "placed together (Ironwood pools take it instead of --tpu-topology)",
-                _gcloud(
-                    "compute",
-                    "resource-policies",
+                _resource_policies(
                     "create",
                     "workload-policy",
                     policy,
                     "--type=HIGH_THROUGHPUT",
                     f"--accelerator-topology={shape.topology}",
-                    *_policy_where(target),
+                    target=target,
                 ),
-                done_if=Check(
-                    _gcloud(
-                        "compute", "resource-policies", "describe", policy, *_policy_where(target)
-                    )
-                ),
+                done_if=Check(_resource_policies("describe", policy, target=target)),
             )
         )
         flags += [f"--placement-policy={policy}", f"--num-nodes={shape.hosts}"]
@@ -485,20 +486,8 @@ def down_plan(
         steps.append(
             Step(
                 f"workload policy {policy} (its node pools are gone)",
-                _gcloud(
-                    "compute",
-                    "resource-policies",
-                    "delete",
-                    policy,
-                    *_policy_where(target),
-                    "--quiet",
-                ),
-                done_if=Check(
-                    _gcloud(
-                        "compute", "resource-policies", "describe", policy, *_policy_where(target)
-                    ),
-                    negate=True,
-                ),
+                _resource_policies("delete", policy, "--quiet", target=target),
+                done_if=Check(_resource_policies("describe", policy, target=target), negate=True),
             )
         )
     if need.launcher_image and not target.registry:

@@ -83,8 +83,7 @@ def render(
             )
     merged = load_values(chart / "values.yaml", *values)
     gcsfuse = merged.get("global", {}).get("gcsfuse", {})
-    bucket = target.bucket or gcsfuse.get("bucketName") or None
-    bucket = bucket or "${BUCKET}"
+    bucket = target.bucket or gcsfuse.get("bucketName") or "${BUCKET}"
     sets = [v for v in target.helm_sets() if not v.startswith("global.gcsfuse.bucketName=")]
     sets.append(f"global.gcsfuse.bucketName={bucket}")
     argv = [helm, "template", release, str(chart), "--namespace", namespace]

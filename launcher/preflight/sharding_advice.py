@@ -48,8 +48,8 @@ def candidate_splits(shape: SliceShape) -> list[dict[str, int]]:
     can lay out (each logical axis a product of whole physical axes), with fsdp > 1 (without it
     every device holds all parameters) and tensor within a host. The axes are the torus's, and
     on tpu7x the two devices of each chip one more. fsdp-only comes first."""
-    cores = [shape.generation.devices_per_chip]
-    dims = [int(d) for d in [*shape.topology.split("x"), *cores] if int(d) > 1]
+    axes = [int(d) for d in shape.topology.split("x")] + [shape.generation.devices_per_chip]
+    dims = [d for d in axes if d > 1]
     splits: list[dict[str, int]] = []
     for assignment in itertools.product(("data", "fsdp", "tensor"), repeat=len(dims)):
         sizes = {

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -26,7 +27,13 @@ from tests.support.job_control import (
     submit_no_wait,
     wait_until_done,
 )
-from tests.support.local_ray import LocalCluster, launcher_result, local_cluster_command, run_name
+from tests.support.local_ray import (
+    LocalCluster,
+    launcher_result,
+    local_cluster_command,
+    reshaped,
+    run_name,
+)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
@@ -35,19 +42,9 @@ WORKER_STEP = re.compile(r"\(RayTrainWorker pid=(\d+)\)[^\n]*?" + STEP.pattern)
 
 
 @pytest.fixture(scope="module")
-def two_slices(local_cluster: LocalCluster) -> LocalCluster:
-    bucket = str(local_cluster.bucket if local_cluster.started_here else ".local/bucket")
-
-    def restart(*up_args: str) -> None:
-        local_cluster_command("down", check=False)
-        up = local_cluster_command("up", "--bucket-dir", bucket, *up_args, check=False)
-        assert up.returncode == 0, up.stdout + up.stderr
-
-    if running_slices() < 2:
-        restart("--num-slices", "2")
-    yield local_cluster
-    if not local_cluster.started_here:
-        restart()
+def two_slices(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
+    with reshaped(local_cluster, "--num-slices", "2", restart=running_slices() < 2) as cluster:
+        yield cluster
 
 
 def _wait_for(client, job_id: str, pattern: re.Pattern, offset: int, timeout: float) -> str:

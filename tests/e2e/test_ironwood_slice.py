@@ -8,32 +8,19 @@ v5p-16, before the elastic test's two slices); one started by `make up` gets its
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
-from tests.support.local_ray import (
-    LocalCluster,
-    full_log,
-    launcher_result,
-    local_cluster_command,
-    run_name,
-)
+from tests.support.local_ray import LocalCluster, full_log, launcher_result, reshaped, run_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 
 
 @pytest.fixture(scope="module")
-def ironwood(local_cluster: LocalCluster) -> LocalCluster:
-    bucket = str(local_cluster.bucket if local_cluster.started_here else ".local/bucket")
-
-    def restart(*up_args: str) -> None:
-        local_cluster_command("down", check=False)
-        up = local_cluster_command("up", "--bucket-dir", bucket, *up_args, check=False)
-        assert up.returncode == 0, up.stdout + up.stderr
-
-    restart("--tpu", "tpu7x-16")
-    yield local_cluster
-    if not local_cluster.started_here:
-        restart()
+def ironwood(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
+    with reshaped(local_cluster, "--tpu", "tpu7x-16") as cluster:
+        yield cluster
 
 
 def test_a_tpu7x_16_trains_on_16_devices_and_resumes(ironwood):

@@ -9,6 +9,8 @@ import re
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +78,25 @@ class LocalCluster:
             argv, cwd=REPO, text=True, capture_output=True, timeout=timeout, env=env
         )
         return proc.returncode, proc.stdout + proc.stderr
+
+
+@contextmanager
+def reshaped(cluster: LocalCluster, *up_args: str, restart: bool = True) -> Iterator[LocalCluster]:
+    """The session's local cluster for a module that needs another shape: restarted with
+    `up_args` (unless `restart` is False: it has that shape already); one started by `make up`
+    gets its default shape back after the module."""
+    bucket = str(cluster.bucket if cluster.started_here else ".local/bucket")
+
+    def start(*args: str) -> None:
+        local_cluster_command("down", check=False)
+        up = local_cluster_command("up", "--bucket-dir", bucket, *args, check=False)
+        assert up.returncode == 0, up.stdout + up.stderr
+
+    if restart:
+        start(*up_args)
+    yield cluster
+    if not cluster.started_here:
+        start()
 
 
 def full_log(output: str) -> str:
