@@ -32,7 +32,7 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.client.job_output import FULL_LOG  # noqa: E402
+from launcher.core.job_events import EventKind, parse  # noqa: E402
 from launcher.core.job_plan import compile_cache_for  # noqa: E402
 from launcher.runtime.progress import parse_step_line  # noqa: E402
 from tests.support.local_ray import require_local_cluster  # noqa: E402
@@ -337,8 +337,9 @@ def via_submit(args, out_dir: Path) -> Run:
     follower = None
     for line in proc.stdout:
         run.see(line)
-        if follower is None and line.startswith(FULL_LOG):
-            follower = LogFollower(Path(line[len(FULL_LOG) :].strip()), run)
+        event = parse(line.rstrip())
+        if follower is None and event is not None and event.kind is EventKind.FULL_LOG:
+            follower = LogFollower(Path(event.fields["path"]), run)
             follower.start()
     code = proc.wait()
     if follower is not None:

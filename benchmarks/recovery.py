@@ -31,8 +31,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from launcher.runtime.progress import steps_logged  # noqa: E402
 from tests.support.job_control import (  # noqa: E402
-    STEP,
     jobs_client,
     kill_a_host,
     seconds_to_first_step_after_restore,
@@ -100,7 +100,7 @@ def lose_a_slice(cluster: LocalCluster, elastic: bool, steps: int, lose_at: int,
     if status != "SUCCEEDED":
         raise SystemExit(f"job {job_id} ended {status}: make logs JOB={job_id}")
     goodput = launcher_result(client.get_job_logs(job_id))["goodput"]
-    return SliceLoss(goodput["wall_seconds"], goodput["goodput"], len(set(STEP.findall(away_logs))))
+    return SliceLoss(goodput["wall_seconds"], goodput["goodput"], len(set(steps_logged(away_logs))))
 
 
 def cache_recovery(cluster: LocalCluster, args: argparse.Namespace) -> None:

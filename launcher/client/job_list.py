@@ -16,7 +16,7 @@ import re
 import time
 from dataclasses import dataclass
 
-from launcher.core.progress_line import PROGRESS_LINE
+from launcher.core.job_events import EventKind, events
 from launcher.core.ray_auth import auth_headers
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
@@ -43,9 +43,8 @@ def _duration(seconds: float) -> str:
 
 def last_step(logs: str) -> str:
     """step/total of the job's last progress line, or "-"."""
-    for line in reversed(logs.splitlines()):
-        if m := PROGRESS_LINE.search(line):
-            return f"{m['step']}/{m['total']}"
+    if progress := events(logs, EventKind.PROGRESS):
+        return f"{progress[-1].fields['step']}/{progress[-1].fields['total']}"
     return "-"
 
 

@@ -26,10 +26,11 @@ from pathlib import Path
 
 from launcher.client.commands import run
 from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
-from launcher.client.job_output import FULL_LOG, JobOutput
+from launcher.client.job_output import JobOutput
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
-from launcher.core.job_plan import RESULT_MARK, parse_job_args, plan_job
+from launcher.core.job_events import format_full_log, last_result
+from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
 from launcher.core.run_requests import ExportRequest, GenerateRequest, check_request
 
@@ -236,7 +237,7 @@ def _submit(
         print(f"dashboard: `helm status {request.release}` shows its port-forward", flush=True)
     else:
         print(f"dashboard: {address}/#/jobs/{job_id}", flush=True)
-    print(f"{FULL_LOG}{output.log_path}", flush=True)
+    print(format_full_log(output.log_path), flush=True)
     try:
         _follow(address, job_id, output)
     except KeyboardInterrupt:
@@ -360,9 +361,7 @@ def _print_goodput(address: str, job_id: str) -> None:
     from ray.job_submission import JobSubmissionClient
 
     logs = JobSubmissionClient(address, headers=auth_headers()).get_job_logs(job_id)
-    results = [line for line in logs.splitlines() if line.startswith(RESULT_MARK)]
-    if results:
-        result = json.loads(results[-1][len(RESULT_MARK) :])
+    if result := last_result(logs):
         if "goodput" in result:
             print("\n".join(format_breakdown(result["goodput"])))
         if "compile_cache" in result:

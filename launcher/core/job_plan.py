@@ -26,8 +26,6 @@ from launcher.core.slices import Slices
 # The chart sets this to the gcsfuse mount path; the local cluster to its bucket directory.
 OUTPUT_DIR_ENV = "LAUNCHER_OUTPUT_DIR"
 DEFAULT_OUTPUT_DIR = "/data"
-# The job's last line: its result as JSON, for `submit`, `status` and the tests to read.
-RESULT_MARK = "LAUNCHER_RESULT "
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"

@@ -10,9 +10,6 @@ from launcher.core.errors import UsageError
 
 DECODE_ENTRYPOINT = ["python", "-m", "launcher", "decode"]
 CONVERT_ENTRYPOINT = ["python", "-m", "launcher", "convert"]
-# The lines their summaries start with (submit shows them whole).
-GENERATED_MARK = "== generated =="
-EXPORTED_MARK = "== exported =="
 
 
 @dataclass(frozen=True)

@@ -26,10 +26,10 @@ from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
+from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
     DEFAULT_OUTPUT_DIR,
     OUTPUT_DIR_ENV,
-    RESULT_MARK,
     JobOptions,
     JobPlan,
     define_flags,
@@ -48,7 +48,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     steps = committed_steps(run_dir)
     first = metrics.get("first_step")
     resumed = f"resumed at step {first}" if first else "started from step 0"
-    print("\n== training finished ==", flush=True)
+    print("\n" + format_summary_title("training"), flush=True)
     print(
         f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
         f"run in {seconds:.0f}s)"
@@ -79,11 +79,10 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
     print(
         f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
-        "--steps_beyond_checkpoint=N; `make demo` does) to go on from the latest checkpoint"
+        "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest checkpoint"
     )
     print(
-        RESULT_MARK
-        + json.dumps(
+        format_result(
             {
                 "run_dir": str(run_dir),
                 "checkpoints": steps,

@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR
+from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
     DEFAULT_OUTPUT_DIR,
     OUTPUT_DIR_ENV,
-    RESULT_MARK,
     JobOptions,
     plan_job,
 )
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_record import find_run_checkpoint
-from launcher.core.run_requests import GENERATED_MARK, GenerateRequest, check_request
+from launcher.core.run_requests import GenerateRequest, check_request
 from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos
 
 # The prompt is padded to a multiple of this: prompts of similar length share one compiled
@@ -118,7 +118,7 @@ def _print_result(request: GenerateRequest, plan: GenerationPlan, out: dict, sec
     ids = until_eos(list(out["token_ids"]), plan.tokenizer.eos_id)
     text = plan.tokenizer.decode(ids)
     quoted = json.dumps  # control characters escaped: a tiny model emits any byte
-    print(f"\n{GENERATED_MARK}", flush=True)
+    print("\n" + format_summary_title("generate"), flush=True)
     print(f"run:        {request.run}, checkpoint step {plan.step}")
     print(f"prompt:     {quoted(request.prompt, ensure_ascii=False)}")
     print(f"generated:  {quoted(text, ensure_ascii=False)}")
@@ -130,8 +130,7 @@ def _print_result(request: GenerateRequest, plan: GenerationPlan, out: dict, sec
         f"in {out['generate_seconds']}s ({per_token * 1000:.0f} ms/token)"
     )
     print(
-        RESULT_MARK
-        + json.dumps(
+        format_result(
             {
                 "run": request.run,
                 "step": plan.step,

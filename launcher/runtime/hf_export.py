@@ -24,9 +24,10 @@ from pathlib import Path
 import numpy as np
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import DEFAULT_OUTPUT_DIR, OUTPUT_DIR_ENV, RESULT_MARK
+from launcher.core.job_events import format_result, format_summary_title
+from launcher.core.job_plan import DEFAULT_OUTPUT_DIR, OUTPUT_DIR_ENV
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
-from launcher.core.run_requests import EXPORTED_MARK, ExportRequest, check_request
+from launcher.core.run_requests import ExportRequest, check_request
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
 EXPORT_SUBDIR = "hf"  # <run>/hf/<step>/
@@ -307,7 +308,7 @@ def export(request: ExportRequest) -> int:
 
 def _print_result(found: RunCheckpoint, target: Path, record: dict) -> None:
     files = sorted(p for p in target.iterdir() if p.is_file())
-    print(f"\n{EXPORTED_MARK}", flush=True)
+    print("\n" + format_summary_title("export"), flush=True)
     print(f"run:        {found.run}, checkpoint step {record['step']} ({record['source']})")
     print(f"model:      {target} (Hugging Face LlamaForCausalLM, {record['dtype']})")
     print(f"parameters: {record['parameters']:,}; tokenizer: {record['tokenizer']}")
@@ -318,4 +319,4 @@ def _print_result(found: RunCheckpoint, target: Path, record: dict) -> None:
     if target.is_relative_to(mount):
         inside = f"{DEFAULT_OUTPUT_DIR}/{target.relative_to(mount)}"
     print(f"serve it:   helm upgrade ... --set serving.engine=vllm --set vllm.model={inside}")
-    print(RESULT_MARK + json.dumps({**record, "dir": str(target)}), flush=True)
+    print(format_result({**record, "dir": str(target)}), flush=True)

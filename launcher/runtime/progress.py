@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.progress_line import format_progress_line
+from launcher.core.job_events import format_checkpoint, format_progress
 
 # MaxText's metric_logger: "completed step: 5, seconds: 0.060, TFLOP/s/device: 0.001,
 # Tokens/s/device: 2133.760, total_weights: 512, loss: 5.960, ..."
@@ -48,6 +48,11 @@ def parse_step_line(line: str) -> StepRecord | None:
     )
 
 
+def steps_logged(log: str) -> list[int]:
+    """The steps MaxText's step lines in a whole log name, in log order (every host's)."""
+    return [rec.step for line in log.splitlines() if (rec := parse_step_line(line))]
+
+
 # MaxText's checkpointing.print_save_message, for a synchronous and an asynchronous save.
 CHECKPOINT_LINE = re.compile(
     r"(?:Saved a checkpoint at step|Started an asynchronous checkpoint save for step) (\d+)"
@@ -63,6 +68,7 @@ class ProgressTracker(logging.Handler):
     total_steps: int = 0
     echo: bool = True
     peak_tflops: float | None = None  # per device, where the TPU table knows it: MFU
+    hardware_flops: bool = True  # False on CPU devices: TFLOP/s and MFU are left out
     attempt: Attempt | None = None
     publish: Callable[[Attempt], None] | None = None
     publish_every: float = 10.0
@@ -100,21 +106,23 @@ class ProgressTracker(logging.Handler):
     def progress_line(self, rec: StepRecord) -> str:
         recent = [s.seconds for s in self.steps[-10:]]
         eta = max(0, self.total_steps - rec.step - 1) * statistics.median(recent)
-        return format_progress_line(
+        return format_progress(
             rec.step + 1,
             self.total_steps,
             rec.loss,
             rec.seconds,
             rec.tokens_per_device,
-            rec.tflops_per_device,
-            rec.tflops_per_device / self.peak_tflops if self.peak_tflops else None,
+            rec.tflops_per_device if self.hardware_flops else None,
+            rec.tflops_per_device / self.peak_tflops
+            if self.peak_tflops and self.hardware_flops
+            else None,
             eta,
         )
 
     def _checkpoint(self, step: int) -> None:
         if self.attempt is not None:
             self.attempt.checkpoints.append((step, time.time()))
-        self.say(f"[checkpoint] saved step {step}")
+        self.say(format_checkpoint(step))
         self.flush_events()
 
     def say(self, line: str) -> None:

@@ -11,6 +11,7 @@ from ray.experimental import internal_kv
 
 from launcher.core.deferred_imports import defer_unused_imports
 from launcher.core.goodput import Attempt
+from launcher.core.job_events import format_elastic, format_restart
 
 KV_NAMESPACE = "tpu-launcher"
 
@@ -78,6 +79,8 @@ def train_loop_per_worker(config: dict) -> None:
         total_steps=int(config.get("steps", 0)),
         echo=rank == 0,
         peak_tflops=config.get("peak_tflops"),
+        # MaxText's TFLOP/s on CPU devices standing in for TPU chips mean nothing: left out.
+        hardware_flops=not cpu_devices(),
     )
     if rank == 0:  # rank 0 speaks for the worker group: its events are the job's
         tracker.attempt = Attempt(
@@ -93,16 +96,12 @@ def train_loop_per_worker(config: dict) -> None:
             )
         )
         if earlier:
-            tracker.say(
-                f"[restart] the worker group started again (start {earlier + 1}) on "
-                f"{context.get_world_size()} hosts ({slices} slice{'s' if slices > 1 else ''}); "
-                "MaxText resumes from the latest checkpoint"
-            )
+            tracker.say(format_restart(earlier + 1, context.get_world_size(), slices))
         if sizing and len(config["sizings"]) > 1:
             tracker.say(
-                f"[elastic] {slices} of {max(config['sizings'])} slices: global batch "
-                f"{sizing['global_batch']:g}"
-                + "".join(f", {k}={v}" for k, v in sizing["overrides"].items())
+                format_elastic(
+                    slices, max(config["sizings"]), sizing["global_batch"], sizing["overrides"]
+                )
             )
         tracker.publish = lambda attempt: _put(key, attempt.to_json())
         _count_compile_time(tracker.attempt)

@@ -20,9 +20,10 @@ import pytest
 
 from launcher.client.local_cluster import running_slices
 from launcher.core.checkpoints import committed_steps
+from launcher.core.job_events import EventKind, clean, events, parse
+from launcher.runtime.progress import parse_step_line, steps_logged
 from tests.support.job_control import (
     RESTORED,
-    STEP,
     jobs_client,
     submit_no_wait,
     wait_until_done,
@@ -37,8 +38,12 @@ from tests.support.local_ray import (
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
-RESTART = re.compile(r"\[restart\] the worker group started again")
-WORKER_STEP = re.compile(r"\(RayTrainWorker pid=(\d+)\)[^\n]*?" + STEP.pattern)
+WORKER = re.compile(r"^(?:\x1b\[[0-9;]*m)?\(RayTrainWorker pid=(\d+)\)")  # Ray's line prefix
+
+
+def _is(line: str, kind: EventKind) -> bool:
+    event = parse(clean(line))
+    return event is not None and event.kind is kind
 
 
 @pytest.fixture(scope="module")
@@ -71,13 +76,15 @@ def _last_step_of_each_start_that_trained(logs: str) -> list[int]:
     restart line came before its worker's first step line, wherever Ray's log monitor put it
     (an old group's last lines can follow the next start's first). Ray may start a group that
     never trains (one placed on a slice that was going away): it has no step lines."""
-    restarts = [m.start() for m in RESTART.finditer(logs)]
+    lines = logs.splitlines()
+    restarts = [i for i, line in enumerate(lines) if _is(line, EventKind.RESTART)]
     start_of: dict[str, int] = {}  # worker pid -> its start, fixed by its first step line
     last: dict[int, int] = {}
-    for m in WORKER_STEP.finditer(logs):
-        pid, step = m[1], int(m[2])
-        start = start_of.setdefault(pid, bisect.bisect_right(restarts, m.start()))
-        last[start] = max(last.get(start, step), step)
+    for i, line in enumerate(lines):
+        worker = WORKER.match(line)
+        if worker and (rec := parse_step_line(line)):
+            start = start_of.setdefault(worker[1], bisect.bisect_right(restarts, i))
+            last[start] = max(last.get(start, rec.step), rec.step)
     return [last[start] for start in sorted(last)]
 
 
@@ -141,13 +148,11 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
 
     # No committed checkpoint was lost, and the loss fell on one slice and overall.
     assert set(committed_before_loss) <= set(committed_steps(run_dir))
-    losses = [float(x) for x in re.findall(r"completed step: \d+, .*? loss: ([\d.]+)", logs)]
+    losses = [rec.loss for line in logs.splitlines() if (rec := parse_step_line(line))]
     assert losses[-1] < losses[0] / 2, (losses[0], losses[-1])
     # From the one-slice start's first line: the old group may log a step or two after the loss.
     one_slice = logs[logs.index("[elastic] 1 of 2 slices", lost_at) : back_at]
-    one_slice_losses = [
-        float(x) for x in re.findall(r"\[progress\] step \d+/\d+ loss ([\d.]+)", one_slice)
-    ]
+    one_slice_losses = [float(e.fields["loss"]) for e in events(one_slice, EventKind.PROGRESS)]
     assert len(one_slice_losses) >= 2 and one_slice_losses[-1] < one_slice_losses[0]
 
     # MEGASCALE_*: Ray's values for each group; none left on one slice, though the hosts' own
@@ -157,7 +162,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     assert megascale[1] == {}, megascale
     assert megascale[2].get("MEGASCALE_NUM_SLICES") == "2"
     assert megascale[2].get("MEGASCALE_SLICE_ID") == "0"  # rank 0 is on the first slice
-    assert max(int(s) for s in STEP.findall(logs)) == 99
+    assert max(steps_logged(logs)) == 99
     print(
         f"\nelastic: 2 slices -> 1 after step {last_computed[0]} (resumed at {restored[0] + 1})"
         f" -> 2 after step {last_computed[1]} (resumed at {restored[1] + 1}); one-slice start"

@@ -14,10 +14,11 @@ from pathlib import Path
 import pytest
 
 from launcher.core.checkpoints import committed_steps
+from launcher.core.job_events import EventKind, events
 from launcher.core.job_plan import COMPILE_CACHE_SUBDIR
+from launcher.runtime.progress import steps_logged
 from tests.support.job_control import (
     RESTORED,
-    STEP,
     jobs_client,
     kill_a_host,
     seconds_to_first_step_after_restore,
@@ -44,14 +45,14 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     assert wait_until_done(client, job_id) == "SUCCEEDED"
     logs = client.get_job_logs(job_id)
     after = logs[len(before_kill) :]
-    last_before = max(int(s) for s in STEP.findall(before_kill))
+    last_before = max(steps_logged(before_kill))
     restored = [int(s) for s in RESTORED.findall(after)]
     assert restored, "the restarted worker group did not restore a checkpoint"
     redone = last_before - restored[-1]
     assert 0 <= redone <= CHECKPOINT_PERIOD, (last_before, restored)
     result = launcher_result(logs)
     assert result["last_step"] == 29 and result["first_step"] == restored[-1] + 1
-    assert "[restart] the worker group started again (start 2)" in logs
+    assert [e.fields["start"] for e in events(logs, EventKind.RESTART)] == ["2"]
     # Goodput counts the restart: the redone steps and the recovery; the parts add up.
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput

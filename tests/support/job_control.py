@@ -12,7 +12,8 @@ from pathlib import Path
 
 import psutil
 
-STEP = re.compile(r"completed step: (\d+),")
+from launcher.runtime.progress import steps_logged
+
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 
 
@@ -30,7 +31,7 @@ def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         logs = client.get_job_logs(job_id)
-        steps = [int(s) for s in STEP.findall(logs)]
+        steps = steps_logged(logs)
         if steps and max(steps) >= step:
             return logs
         assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED"), logs[-3000:]
@@ -69,7 +70,7 @@ def seconds_to_first_step_after_restore(
     while time.monotonic() - since < timeout:
         after = client.get_job_logs(job_id)[offset:]
         restore = RESTORED.search(after)
-        if restore and STEP.search(after, restore.end()):
+        if restore and steps_logged(after[restore.end() :]):
             return time.monotonic() - since
         time.sleep(0.5)
     raise AssertionError(f"no step after a restore within {timeout}s of the kill")

@@ -3,9 +3,7 @@ user drives it, for the end-to-end tests."""
 
 from __future__ import annotations
 
-import json
 import os
-import re
 import subprocess
 import sys
 import uuid
@@ -14,8 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.client.job_output import FULL_LOG
-from launcher.core.job_plan import RESULT_MARK
+from launcher.core.job_events import EventKind, events, last_result
 from tests.support.paths import REPO
 
 
@@ -100,17 +97,16 @@ def reshaped(cluster: LocalCluster, *up_args: str, restart: bool = True) -> Iter
 
 
 def full_log(output: str) -> str:
-    """The job's whole log, which `submit` keeps in the file it names (FULL_LOG PATH)."""
-    paths = re.findall(rf"^{re.escape(FULL_LOG)}(\S+)$", output, re.M)
+    """The job's whole log, which `submit` keeps in the file it names first ("full log: PATH")."""
+    paths = [e.fields["path"] for e in events(output, EventKind.FULL_LOG)]
     return Path(paths[-1]).read_text() if paths else output
 
 
 def launcher_result(output: str) -> dict:
     """The job's machine-readable result, from its whole log (the terminal does not show it)."""
-    output = full_log(output) if RESULT_MARK not in output else output
-    lines = [ln for ln in output.splitlines() if RESULT_MARK in ln]
-    assert lines, f"the job printed no summary:\n{output[-4000:]}"
-    return json.loads(lines[-1].split(RESULT_MARK, 1)[1])
+    result = last_result(output) or last_result(full_log(output))
+    assert result is not None, f"the job printed no summary:\n{full_log(output)[-4000:]}"
+    return result
 
 
 def run_name(prefix: str) -> str:

@@ -14,10 +14,10 @@ from launcher.cli import _generate_request, _parser
 from launcher.client.job_output import JobOutput
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, COMMIT_MARKER
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import RESULT_MARK
+from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_record import RUN_RECORD, read_run_record, write_run_record
-from launcher.core.run_requests import GENERATED_MARK, GenerateRequest, check_request
+from launcher.core.run_requests import GenerateRequest, check_request
 from launcher.runtime.generate import PREFILL_BUCKET, plan_generation
 from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, until_eos
 
@@ -148,9 +148,10 @@ def test_submit_shows_the_generated_text_and_keeps_the_result_line_in_the_log(tm
     output = JobOutput(tmp_path / "job.log", stream=screen, title="generating")
     output.feed("(RayTrainWorker pid=1) Config param vocab_size: 256\n")
     output.feed("launcher: generate from run demo, checkpoint step 9 (/b/demo/checkpoints/9)\n")
-    output.feed(f'\n{GENERATED_MARK}\ngenerated:  "\\u0004ab"\n{RESULT_MARK}{{}}\n')
+    title, result = format_summary_title("generate"), format_result({"text": "ab"})
+    output.feed(f'\n{title}\ngenerated:  "\\u0004ab"\n{result}\n')
     output.close()
     shown = screen.getvalue()
     assert "checkpoint step 9" in shown and 'generated:  "\\u0004ab"' in shown
-    assert "Config param" not in shown and RESULT_MARK not in shown
-    assert RESULT_MARK in (tmp_path / "job.log").read_text()
+    assert "Config param" not in shown and result not in shown
+    assert result in (tmp_path / "job.log").read_text()

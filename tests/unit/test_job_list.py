@@ -7,13 +7,13 @@ from types import SimpleNamespace
 import pytest
 
 from launcher.client.job_list import format_rows, last_step, row
-from launcher.core.progress_line import format_progress_line
+from launcher.core.job_events import format_progress
 
 pytestmark = pytest.mark.unit
 
 
 def test_the_step_is_the_last_progress_line():
-    lines = [format_progress_line(s, 40, 3.2, 0.5, 100, 1.0, None, 10) for s in (8, 16)]
+    lines = [format_progress(s, 40, 3.2, 0.5, 100, 1.0, None, 10) for s in (8, 16)]
     log = "\n".join(["(RayTrainWorker pid=1) " + lines[0], "noise", lines[1], "completed"])
     assert last_step(log) == "16/40"
     assert last_step("no progress yet") == "-"

@@ -1,5 +1,5 @@
-"""What `make submit` shows of a job, fed the lines a real job prints (as Ray relays them, with
-its process prefixes and colours): the plan, progress every tenth of the run, checkpoint saves,
+"""What `tpu-launcher submit` shows of a job, fed the lines a real job prints (as Ray relays them,
+with its process prefixes and colours): the plan, progress every tenth of the run, checkpoint saves,
 restarts and Ray Train's reason, the summary; the rest only in the log file, which keeps every
 line."""
 
@@ -9,7 +9,9 @@ import io
 
 import pytest
 
-from launcher.client.job_output import JobOutput, clean
+from launcher.client.job_output import JobOutput
+from launcher.core import job_events
+from launcher.core.job_events import EventKind, clean, parse
 
 pytestmark = pytest.mark.unit
 
@@ -88,7 +90,9 @@ def test_verbose_shows_every_line(tmp_path):
 
 def test_a_failing_jobs_last_lines_come_from_the_log(tmp_path):
     out = JobOutput(tmp_path / "job.log", stream=io.StringIO())
-    out.feed("".join(W + f"line {i}\n" for i in range(100)) + W + "[progress] step 1/2 loss 1\n")
+    out.feed(
+        "".join(W + f"line {i}\n" for i in range(100)) + W + EVERY_EVENT[EventKind.PROGRESS] + "\n"
+    )
     out.close()
     tail = out.failure_tail()
     assert tail[-1] == "line 99" and len(tail) == 40  # without prefixes or progress lines
@@ -99,11 +103,45 @@ def test_clean_strips_rays_prefix_and_colours():
 
 
 def test_the_progress_line_reads_back_as_written():
-    from launcher.core.progress_line import PROGRESS_LINE, format_progress_line
+    line = job_events.format_progress(12, 40, 3.5231, 0.4312, 1234.4, 0.0125, 0.4567, 12.2)
+    f = parse(clean(W + line)).fields
+    assert (f["step"], f["total"], f["loss"], f["seconds"]) == ("12", "40", "3.5231", "0.431")
+    assert (f["tokens"], f["tflops"], f["mfu"], f["eta"]) == ("1234", "0.013", "45.7%", "12")
+    # On CPU devices: no TFLOP/s, no MFU (not "0.0%").
+    bare = parse(job_events.format_progress(1, 2, 1.0, 1.0, 1.0, None, None, 0.0)).fields
+    assert "mfu" not in bare and "tflops" not in bare and bare["eta"] == "0"
 
-    line = format_progress_line(12, 40, 3.5231, 0.4312, 1234.4, 0.0125, 0.4567, 12.2)
-    m = PROGRESS_LINE.search(clean(W + line))
-    assert (m["step"], m["total"], m["loss"], m["seconds"]) == ("12", "40", "3.5231", "0.431")
-    assert (m["tokens"], m["tflops"], m["mfu"], m["eta"]) == ("1234", "0.013", "45.7%", "12")
-    bare = PROGRESS_LINE.search(format_progress_line(1, 2, 1.0, 1.0, 1.0, 0.0, None, 0.0))
-    assert bare["mfu"] is None and bare["eta"] == "0"
+
+# One line of every kind, as the job (or submit) writes it through job_events.
+EVERY_EVENT = {
+    EventKind.PROGRESS: job_events.format_progress(2, 2, 3.1, 0.3, 400, 0.1, 0.2, 0),
+    EventKind.CHECKPOINT: job_events.format_checkpoint(5),
+    EventKind.RESTART: job_events.format_restart(2, 4, 2),
+    EventKind.ELASTIC: job_events.format_elastic(1, 2, 16, {"ici_fsdp_parallelism": 4}),
+    EventKind.LAUNCHER: "launcher: v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips)",
+    EventKind.FAILURE_POLICY: "[FailurePolicy] RETRY",
+    EventKind.SUMMARY: job_events.format_summary_title("training"),
+    EventKind.RESULT: job_events.format_result({"last_step": 1}),
+    EventKind.FULL_LOG: job_events.format_full_log("/tmp/job.log"),
+}
+HIDDEN = {EventKind.RESULT}  # machine-readable: the log file only
+WRITTEN_BY_SUBMIT = {EventKind.FULL_LOG}  # printed by submit itself, never fed from the job
+
+
+def test_every_event_parses_back_to_its_kind():
+    assert set(EVERY_EVENT) == set(EventKind), "a new event kind needs a line here"
+    for kind, line in EVERY_EVENT.items():
+        event = parse(clean(W + line))
+        assert event is not None and event.kind is kind, (kind, line)
+    assert parse("Config param adam_b1: 0.9") is None
+
+
+@pytest.mark.parametrize("kind", sorted(set(EventKind) - WRITTEN_BY_SUBMIT))
+def test_every_event_the_job_writes_reaches_the_terminal_unless_machine_readable(tmp_path, kind):
+    """Through Ray's worker prefix and colours, as a real job's lines arrive."""
+    screen = io.StringIO()
+    out = JobOutput(tmp_path / "job.log", stream=screen)
+    out.feed(W + EVERY_EVENT[kind] + "\n")
+    out.close()
+    shown = screen.getvalue()
+    assert (EVERY_EVENT[kind] in shown) is (kind not in HIDDEN), (kind, shown)

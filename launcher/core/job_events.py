@@ -1,0 +1,140 @@
+"""What a job says to the workstation: one format and one parse per tagged line, here.
+
+The job (rank 0, the driver) writes these lines into its log; Ray relays them; `submit` parses
+each back with `parse` and decides what the terminal shows by the event's kind, never by
+matching text of its own. A new event is a format function, a pattern in `_PATTERNS` and a
+case in the client's display: `tests/unit/test_job_output.py` renders every kind.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class EventKind(StrEnum):
+    PROGRESS = "progress"  # one per step: the live display
+    CHECKPOINT = "checkpoint"  # a committed save
+    RESTART = "restart"  # the worker group started again (a failure, a resize)
+    ELASTIC = "elastic"  # the slices a start got, and the global batch on them
+    SUMMARY = "summary"  # the first line of a job's closing summary; the lines after it belong
+    RESULT = "result"  # the machine-readable summary: the log file only
+    LAUNCHER = "launcher"  # the launcher's own messages (the plan, a refusal)
+    FAILURE_POLICY = "failure policy"  # Ray Train's decision; its next lines say why
+    FULL_LOG = "full log"  # written by submit, first: where the whole log goes
+
+
+# The summaries a job ends with, by the job that writes them.
+SUMMARY_TITLES = {
+    "training": "== training finished ==",
+    "generate": "== generated ==",
+    "export": "== exported ==",
+}
+_RESULT = "LAUNCHER_RESULT "
+# Ray prefixes a worker's lines with "(RayTrainWorker pid=123)" (coloured on a terminal).
+_RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]*m)?\s?")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FULL_LOG = "full log: "
+
+_PATTERNS: dict[EventKind, re.Pattern[str]] = {
+    EventKind.PROGRESS: re.compile(
+        r"^\[progress\] step (?P<step>\d+)/(?P<total>\d+) loss (?P<loss>\S+) step time "
+        r"(?P<seconds>\S+)s tokens/s/device (?P<tokens>\S+)(?: TFLOP/s/device (?P<tflops>\S+))?"
+        r"(?: MFU (?P<mfu>\S+))?(?: ETA (?P<eta>\S+?)s?)?$"
+    ),
+    EventKind.CHECKPOINT: re.compile(r"^\[checkpoint\] saved step (?P<step>\d+)$"),
+    EventKind.RESTART: re.compile(r"^\[restart\] .*\(start (?P<start>\d+)\)"),
+    EventKind.ELASTIC: re.compile(r"^\[elastic\] (?P<slices>\d+) of (?P<of>\d+) slices"),
+    EventKind.SUMMARY: re.compile(
+        "^(?P<title>" + "|".join(map(re.escape, SUMMARY_TITLES.values())) + ")$"
+    ),
+    EventKind.RESULT: re.compile("^" + re.escape(_RESULT) + r"(?P<json>\{.*\})$"),
+    EventKind.LAUNCHER: re.compile(r"^(?:launcher:|tpu-launcher)"),
+    EventKind.FAILURE_POLICY: re.compile(r"^\[FailurePolicy\]"),
+    EventKind.FULL_LOG: re.compile("^" + re.escape(_FULL_LOG) + r"(?P<path>\S+)$"),
+}
+
+
+@dataclass(frozen=True)
+class JobEvent:
+    kind: EventKind
+    line: str
+    fields: dict[str, str] = field(default_factory=dict)
+
+
+def clean(line: str) -> str:
+    """A line as a person reads it: no colour codes, no Ray process prefix."""
+    return _ANSI.sub("", _RAY_PREFIX.sub("", line, count=1)).rstrip()
+
+
+def parse(line: str) -> JobEvent | None:
+    """The event a log line is (Ray's process prefix and colours already removed), or None."""
+    for kind, pattern in _PATTERNS.items():
+        if m := pattern.search(line):
+            fields = {k: v for k, v in m.groupdict().items() if v is not None}
+            return JobEvent(kind, line, fields)
+    return None
+
+
+def events(log: str, kind: EventKind) -> list[JobEvent]:
+    """Every event of one kind in a whole log, in order."""
+    found = (parse(clean(line)) for line in log.splitlines())
+    return [e for e in found if e is not None and e.kind is kind]
+
+
+def format_progress(
+    step: int,
+    total: int,
+    loss: float,
+    seconds: float,
+    tokens_per_device: float,
+    tflops_per_device: float | None,
+    mfu: float | None,
+    eta_seconds: float,
+) -> str:
+    """`step` counts from 1; `mfu` is a fraction. TFLOP/s and MFU are left out where they mean
+    nothing (None): TFLOP/s on CPU devices, MFU where the chip's peak is unknown."""
+    tflops = f" TFLOP/s/device {tflops_per_device:.3f}" if tflops_per_device is not None else ""
+    shown_mfu = f" MFU {mfu:.1%}" if mfu is not None else ""
+    return (
+        f"[progress] step {step}/{total} loss {loss:.4f} step time {seconds:.3f}s "
+        f"tokens/s/device {tokens_per_device:.0f}{tflops}{shown_mfu} ETA {eta_seconds:.0f}s"
+    )
+
+
+def format_checkpoint(step: int) -> str:
+    return f"[checkpoint] saved step {step}"
+
+
+def format_restart(start: int, hosts: int, slices: int) -> str:
+    return (
+        f"[restart] the worker group started again (start {start}) on {hosts} hosts "
+        f"({slices} slice{'s' if slices > 1 else ''}); MaxText resumes from the latest checkpoint"
+    )
+
+
+def format_elastic(slices: int, of: int, global_batch: float, overrides: dict[str, object]) -> str:
+    return f"[elastic] {slices} of {of} slices: global batch {global_batch:g}" + "".join(
+        f", {k}={v}" for k, v in overrides.items()
+    )
+
+
+def format_summary_title(job: str) -> str:
+    """`job`: training, generate or export."""
+    return SUMMARY_TITLES[job]
+
+
+def format_result(record: dict) -> str:
+    return _RESULT + json.dumps(record)
+
+
+def format_full_log(path: object) -> str:
+    return f"{_FULL_LOG}{path}"
+
+
+def last_result(log: str) -> dict | None:
+    """The record of the job's last result line in a whole log, or None."""
+    found = events(log, EventKind.RESULT)
+    return json.loads(found[-1].fields["json"]) if found else None
