@@ -44,9 +44,9 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
     ) or ("<cluster>" if dry_run else "")
     if not cluster:
         raise UsageError(
-            "RELEASE",
+            "--release",
             f"no RayCluster of release {release!r} in namespace {namespace!r}",
-            f"check `helm list -n {namespace}` and pass NAMESPACE=..., or install it: "
+            f"check `helm list -n {namespace}` and pass --namespace, or install it: "
             f"tpu-launcher install --release {release} --values <values file>",
         )
     secret = _get(
@@ -86,7 +86,7 @@ def port_forward(namespace: str, target: str, port: int, dry_run: bool = False) 
         m = re.search(r"127\.0\.0\.1:(\d+)", line)
         if not m:
             raise UsageError(
-                "RELEASE",
+                "--release",
                 f"kubectl port-forward to {target} failed: {line.strip() or 'no output'}",
                 f"check `kubectl -n {namespace} get {target}` and its pods",
             )
@@ -118,7 +118,7 @@ def find_service(
     name, _, port = found.partition(" ")
     if not name or not port.isdigit():
         raise UsageError(
-            "RELEASE",
+            "--release",
             f"release {release!r} in namespace {namespace!r} has no {component} Service",
             f"check `helm list -n {namespace}` and that the release serves with it "
             "(serving.engine)",
@@ -139,10 +139,10 @@ def release_slices(release: str, namespace: str) -> Slices | None:
     items = json.loads(out)["items"] if out else []
     if not items:
         raise UsageError(
-            "RELEASE",
+            "--release",
             f"no RayCluster of release {release!r} in namespace {namespace!r}",
-            f"check `helm list -n {namespace}` and pass NAMESPACE=..., or name the slice with "
-            "VALUES=values/<slice>.yaml",
+            f"check `helm list -n {namespace}` and pass --namespace, or name the slice with "
+            "--values values/<slice>.yaml",
         )
     for group in items[0]["spec"].get("workerGroupSpecs", []):
         found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))

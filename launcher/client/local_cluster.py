@@ -171,7 +171,9 @@ def up(spec: LocalClusterSpec) -> None:
     """Starts the head and the simulated hosts, unless a local cluster already answers. A step
     that fails stops what the earlier steps started, so a retry starts clean."""
     if not spec.dry_run and is_running():
-        print(f"local Ray cluster already running: {DASHBOARD_ADDRESS} (`make down` stops it)")
+        print(
+            f"local Ray cluster already running: {DASHBOARD_ADDRESS} (`tpu-launcher down` stops it)"
+        )
         return
     bucket = Path(spec.bucket_dir).resolve()
     bucket.mkdir(parents=True, exist_ok=True)
@@ -300,7 +302,9 @@ def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
     """The running cluster's record and the (index, node) of each host of one slice."""
     if not is_running() or not NODES_FILE.is_file():
         raise UsageError(
-            "slice", "no local Ray cluster is running", "start one: make up TPU=v5p-16 SLICES=2"
+            "slice",
+            "no local Ray cluster is running",
+            "start one: tpu-launcher up --tpu v5p-16 --num-slices 2",
         )
     record = json.loads(NODES_FILE.read_text())
     name = f"local-slice-{slice_index}"
@@ -310,7 +314,7 @@ def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
         raise UsageError(
             "slice",
             f"the local cluster has no slice {slice_index} (it has {count} TPU slice(s))",
-            f"pass SLICE=0 .. {count - 1} (make up SLICES=2 starts two)",
+            f"pass a slice index 0 .. {count - 1} (`tpu-launcher up --num-slices 2` starts two)",
         )
     return record, hosts
 

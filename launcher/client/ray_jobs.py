@@ -27,6 +27,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
 from launcher.client.job_output import JobOutput
+from launcher.client.slice_target import bind_job_to, resolve_target
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import format_full_log, last_result
@@ -35,7 +36,7 @@ from launcher.core.ray_auth import auth_headers, auth_token
 from launcher.core.run_requests import ExportRequest, GenerateRequest, check_request
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
-# The last submission id, so `make logs|status|stop` need no JOB=.
+# The last submission id, so `logs`, `status` and `stop` need no job id.
 STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
 ENTRYPOINT = ["python", "-m", "launcher", "train"]
 # The job's metadata key for its run (what `tpu-launcher list` shows).
@@ -64,7 +65,7 @@ def check_reachable(address: str, release: str | None = None, namespace: str = "
                 f"the Ray dashboard at {address} refused the request ({e.code}): token "
                 "authentication is on and no valid token was sent",
                 "set RAY_AUTH_TOKEN (the chart's NOTES show how to read it), or use "
-                "`make submit RELEASE=<release>` which reads it for you",
+                "`--release <release>`, which reads it for you",
             ) from None
         return  # any other HTTP answer means a dashboard is there
     except (urllib.error.URLError, OSError) as e:
@@ -82,8 +83,8 @@ def check_reachable(address: str, release: str | None = None, namespace: str = "
         raise UsageError(
             "address",
             f"no Ray dashboard answers at {address} ({reason})",
-            "start the local cluster with `make up`, pass ADDRESS=http://host:8265, or "
-            "RELEASE=<helm release> to port-forward a cluster's head",
+            "start the local cluster with `tpu-launcher up`, pass --address http://host:8265, "
+            "or --release <helm release> to port-forward a cluster's head",
         ) from None
 
 
@@ -128,30 +129,41 @@ def _address(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
 
 
 def submit(request: SubmitRequest) -> int:
-    """Checks the job here (and, for a values file or a release, runs preflight for its slice),
-    submits it, follows it; 0 when it succeeded."""
+    """Checks the job here; for a values file or a release, resolves its slice once, runs
+    preflight for it and binds the job to it (the approved slice is the slice it runs on);
+    submits it and follows it; 0 when it succeeded."""
     options, maxtext_argv = parse_job_args(request.job_args)
-    plan = plan_job(options, maxtext_argv)
-    target = request.values or (request.release and f"release {request.release}")
-    if target and not request.skip_preflight and request.dry_run:
-        print(f"[dry-run] preflight: the job on the slice of {target}", flush=True)
-    elif target and not request.skip_preflight:
-        from launcher.preflight.command import PreflightRequest, preflight
-
-        code = preflight(
-            PreflightRequest(
-                request.job_args,
-                values=request.values,
-                release=request.release,
-                namespace=request.namespace,
-            )
+    job_args = request.job_args
+    if request.dry_run and request.release:  # reading the release needs its cluster
+        print(
+            f"[dry-run] preflight: the job on the slice of release {request.release}, "
+            "then bound to it",
+            flush=True,
         )
-        if code:
-            return code
+        target = None
+    else:
+        target = resolve_target(request.values, request.release, request.namespace)
+    plan = plan_job(options, maxtext_argv, target=target.slices if target else None)
+    if target is not None and target.slices is not None and target.slices.is_tpu:
+        if request.dry_run and not request.skip_preflight:
+            print(f"[dry-run] preflight: the job on the slice of {target.source}", flush=True)
+        elif not request.skip_preflight:
+            from launcher.preflight.command import PreflightRequest, preflight
+
+            code = preflight(PreflightRequest(job_args, target.slices, target.source))
+            if code:
+                return code
+        if options.slice_request() is None:
+            job_args = bind_job_to(job_args, target.slices)
+            print(
+                f"launcher: the job is bound to {target.slices.describe()} ({target.source}): "
+                "a cluster of another shape refuses it",
+                flush=True,
+            )
     with contextlib.ExitStack() as stack:
         staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="tpu-launcher-job-"))
         shipment = plan_shipment(
-            request.job_args, maxtext_argv, plan.args.config, request.working_dir, Path(staging)
+            job_args, maxtext_argv, plan.args.config, request.working_dir, Path(staging)
         )
         for line in shipment.describe():
             print(line, flush=True)
@@ -166,7 +178,7 @@ def submit(request: SubmitRequest) -> int:
 
 
 def submit_run_request(request: GenerateRequest | ExportRequest, target: SubmitRequest) -> int:
-    """Submits what `make generate` or `make export` asks of a trained run to `target`'s
+    """Submits what `generate` or `export` asks of a trained run to `target`'s
     cluster and follows it; 0 when it succeeded. The run, its checkpoint and its model are
     found in the cluster (on the bucket); the request is checked here first."""
     check_request(request)
@@ -242,7 +254,7 @@ def _submit(
         _follow(address, job_id, output)
     except KeyboardInterrupt:
         output.close()
-        print(f"\nstopped following; job {job_id} goes on (make stop JOB={job_id} stops it)")
+        print(f"\nstopped following; job {job_id} goes on (`tpu-launcher stop {job_id}` stops it)")
         return 130
     output.close()
     status = job_status(address, job_id)
@@ -291,10 +303,10 @@ def _follow(address: str, job_id: str, output: JobOutput) -> None:
 
 def _next_steps(job_id: str, title: str) -> None:
     print("next steps:")
-    print(f"  make logs JOB={job_id}     # the job's whole log (VERBOSE=1: live)")
-    print(f"  make status JOB={job_id}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
+    print(f"  tpu-launcher logs {job_id}     # the job's whole log (--follow: live)")
+    print(f"  tpu-launcher status {job_id}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
     if title == "training":
-        print(f"  make stop JOB={job_id}     # stop it; checkpoints stay, a resubmit resumes")
+        print(f"  tpu-launcher stop {job_id}     # stop it; checkpoints stay, a resubmit resumes")
 
 
 def _last_job() -> tuple[str | None, str | None]:
@@ -318,7 +330,7 @@ def act_on_job(
     job_id = job or last_id
     if not job_id:
         raise UsageError(
-            "JOB",
+            "job",
             "no job id given and none submitted from here yet",
             "pass the submission id (`tpu-launcher list` lists the cluster's jobs)",
         )
@@ -340,7 +352,7 @@ def _act_on_job(command: str, job_id: str, address: str, follow: bool) -> int:
         JobSubmissionClient(address).get_job_info(job_id)
     except RuntimeError:
         raise UsageError(
-            "JOB",
+            "job",
             f"no job {job_id!r} on the Ray cluster at {address}",
             f"list the jobs with `tpu-launcher list --address {address}`",
         ) from None

@@ -1,6 +1,6 @@
-"""`make sax-publish|sax-generate|sax-list|sax-unpublish`: Saxml's HTTP server (the chart's
+"""`tpu-launcher sax publish|generate|list|unpublish`: Saxml's HTTP server (the chart's
 `saxml.http`, the sax-http image) from a workstation, through a port-forward of a release's
-Service (RELEASE=) or at an address (SAX_URL=).
+Service (--release) or at an address (--url).
 
 What each sends is the GKE Saxml tutorial's (Serve an LLM using TPUs on GKE with Saxml):
     POST /publish    {"model": "/sax/test/spmd", "model_path": "saxml.server.pax.lm.params.
@@ -45,18 +45,18 @@ class SaxRequest:
         parts = self.model.split("/")
         if len(parts) != 4 or parts[:2] != ["", "sax"] or not all(parts[2:]):
             raise UsageError(
-                "MODEL",
+                "--model",
                 f"{self.model!r} is not a Sax model name",
                 "name it /sax/<cell>/<model>, in the release's cell (saxml.cell, default "
-                "/sax/test): MODEL=/sax/test/llama",
+                "/sax/test): --model /sax/test/llama",
             )
         if self.action == "publish":
             if not self.model_path:
                 raise UsageError(
-                    "MODEL_PATH",
+                    "--model-path",
                     "is required to publish",
                     "name the Saxml model class, e.g. "
-                    "MODEL_PATH=saxml.server.pax.lm.params.lm_cloud.LLaMA7BFP16TPUv5e",
+                    "--model-path saxml.server.pax.lm.params.lm_cloud.LLaMA7BFP16TPUv5e",
                 )
             if self.replicas < 1:
                 raise UsageError("REPLICAS", f"must be at least 1, got {self.replicas}", "1")
@@ -90,17 +90,17 @@ def call(url: str, request: SaxRequest, timeout: float = 600) -> object:
     except urllib.error.HTTPError as e:
         said = e.read().decode(errors="replace").strip()
         raise UsageError(
-            "MODEL",
+            "--model",
             f"Saxml's HTTP server answered {method} {path} with {e.code}: {said or e.reason}",
-            "check the model name and, for publish, MODEL_PATH and CHECKPOINT; "
-            "`make sax-list MODEL=...` shows what the cell serves",
+            "check the model name and, for publish, --model-path and --checkpoint; "
+            "`tpu-launcher sax list --model ...` shows what the cell serves",
         ) from None
     except (urllib.error.URLError, OSError) as e:
         raise UsageError(
-            "SAX_URL",
+            "--url",
             f"no Saxml HTTP server answers at {url} ({getattr(e, 'reason', e)})",
-            "pass RELEASE=<release> (a release with serving.engine=saxml) to port-forward "
-            f"its HTTP Service, or SAX_URL=http://<load balancer address>:{HTTP_PORT}",
+            "pass --release <release> (a release with serving.engine=saxml) to port-forward "
+            f"its HTTP Service, or --url http://<load balancer address>:{HTTP_PORT}",
         ) from None
     try:
         return json.loads(raw)
@@ -126,9 +126,9 @@ def sax(
             url = stack.enter_context(port_forward(namespace, f"service/{service}", port, dry_run))
         if not url:
             raise UsageError(
-                "SAX_URL",
+                "--url",
                 "no Saxml HTTP server named",
-                f"pass RELEASE=<release> (port-forwarded) or SAX_URL=http://<address>:{HTTP_PORT}",
+                f"pass --release <release> (port-forwarded) or --url http://<address>:{HTTP_PORT}",
             )
         print(f"{method} {url.rstrip('/')}{path} {json.dumps(body)}", flush=True)
         if dry_run:

@@ -1,4 +1,4 @@
-"""The errors library code raises. Only entry points turn them into exit codes (`exit_code_for`),
+"""The errors library code raises. Only entry points turn them into exit codes (`report`),
 so a caller such as `up` can clean up after a failed step before the process ends."""
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ class CommandError(Exception):
     def __str__(self) -> str:
         if self.returncode == NOT_FOUND_EXIT_CODE:
             return (
-                f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (run `make venv`)"
+                f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (install it, "
+                "or run from the project's .venv)"
             )
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])

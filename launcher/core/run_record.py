@@ -37,7 +37,7 @@ def read_run_record(run_dir: Path) -> MaxTextArgs:
     path = run_dir / RUN_RECORD
     if not path.is_file():
         raise UsageError(
-            "RUN",
+            "--run",
             f"{run_dir} has no {RUN_RECORD}: the run was not trained by this launcher's "
             "`train` (or before it kept one)",
             "give the MaxText config and model keys it was trained with after --, e.g. "
@@ -72,18 +72,18 @@ def find_run_checkpoint(
     steps = committed_steps(run_dir)
     if not steps:
         raise UsageError(
-            "RUN",
+            "--run",
             f"run {run!r} has no committed checkpoint in {run_dir / CHECKPOINTS_SUBDIR}",
-            f'train it first (`make demo`, or `make submit ARGS="... run_name={run}"`), or name '
-            "a run that has checkpoints",
+            f"train it first (`tpu-launcher demo`, or `tpu-launcher submit -- ... "
+            f"run_name={run}`), or name a run that has checkpoints",
         )
     chosen = steps[-1] if step is None else step
     if chosen not in steps:
         raise UsageError(
-            "STEP",
+            "--step",
             f"run {run!r} has no committed checkpoint {chosen} (it has "
             f"{', '.join(map(str, steps))})",
-            f"pick one of those, or leave STEP out for the latest ({steps[-1]})",
+            f"pick one of those, or leave --step out for the latest ({steps[-1]})",
         )
     model = _model_args(run_dir, run, maxtext_argv)
     # Parameters only: a full training state to restore would need the optimizer's too.

@@ -1,4 +1,4 @@
-"""What `make generate` and `make export` ask of a trained run, read once on the workstation
+"""What `tpu-launcher generate` and `export` ask of a trained run, read once on the workstation
 (`tpu-launcher generate|export`, which check and submit them) and again in the cluster
 (`tpu-launcher decode|convert`, which run them)."""
 
@@ -60,18 +60,18 @@ class ExportRequest:
 def check_request(request: GenerateRequest | ExportRequest) -> None:
     """What can be refused before anything starts. Raises UsageError."""
     if not request.run:
-        raise UsageError("RUN", "is empty", "name the run: RUN=demo")
+        raise UsageError("--run", "is empty", "name the run: --run demo")
     if isinstance(request, ExportRequest):
         return
     if not request.prompt:
-        raise UsageError("PROMPT", "is empty", 'give the text to continue: PROMPT="hello"')
+        raise UsageError("--prompt", "is empty", 'give the text to continue: --prompt "hello"')
     if request.max_tokens < 1:
         raise UsageError(
-            "MAX_TOKENS", f"must be at least 1, got {request.max_tokens}", "MAX_TOKENS=32"
+            "--max-tokens", f"must be at least 1, got {request.max_tokens}", "--max-tokens 32"
         )
     if request.temperature < 0:
         raise UsageError(
-            "TEMPERATURE",
+            "--temperature",
             f"must be 0 (greedy) or more, got {request.temperature}",
-            "TEMPERATURE=0 for greedy decoding, 1.0 to sample from the model as trained",
+            "--temperature 0 for greedy decoding, 1.0 to sample from the model as trained",
         )

@@ -4,12 +4,12 @@ before anyone pays for a TPU-hour.
     tpu-launcher preflight --values values/v6e-16.yaml [--bucket gs://b/prefix] [--advise] \
         -- [launcher flags] base.yml model_name=llama3-8b run_name=r per_device_batch_size=1 ...
 
-The job's arguments are the same as `tpu-launcher submit`'s. The target slice is a values
-file's, an installed release's, or the job's own --accelerator_type/--topology. The training
-step is compiled ahead of time for that TPU topology (see compile_engine) and its per-chip memory
-set against the chip's HBM from the TPU table. With --bucket it also checks the bucket (see
-bucket_check); with --advise it searches batch, remat policy and ICI split for the fastest
-configuration that fits, predicted by a step model calibrated on published runs (see
+The job's arguments are the same as `tpu-launcher submit`'s. The target slice is resolved by
+the caller (a values file's, an installed release's) and handed in, or is the job's own --tpu.
+The training step is compiled ahead of time for that TPU topology (see compile_engine) and its
+per-chip memory set against the chip's HBM from the TPU table. With --bucket it also checks the
+bucket (see bucket_check); with --advise it searches batch, remat policy and ICI split for the
+fastest configuration that fits, predicted by a step model calibrated on published runs (see
 sharding_advice).
 """
 
@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.slices import Slices
-from launcher.core.values_file import training_slices
 from launcher.preflight.compile_engine import compile_report
 from launcher.preflight.memory_report import refuse_if_too_big
 
@@ -30,34 +29,20 @@ class PreflightRequest:
     """`tpu-launcher preflight`'s options, read once."""
 
     job_args: list[str]
-    values: str | None = None  # a chart values file naming the slice
-    release: str | None = None  # or an installed release (kubectl's current context)
-    namespace: str = "default"
+    target: Slices | None = None  # the slice a values file or a release names, resolved
+    target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
     advise: bool = False
     max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
 
 
-def _target(request: PreflightRequest) -> Slices | None:
-    """The slice to compile for; None for a release without TPUs (nothing to compile for)."""
-    if request.values:
-        return training_slices(request.values)
-    if request.release:
-        from launcher.client.helm_release import release_slices
-
-        return release_slices(request.release, request.namespace)
-    return None
-
-
 def preflight(request: PreflightRequest) -> int:
     """Prints the reports; raises UsageError when the job is wrong for the slice or too big."""
     options, maxtext_argv = parse_job_args(request.job_args)
-    target = _target(request)
-    if target is None and request.release:  # `make submit RELEASE=` on a CPU cluster goes on
-        print(
-            f"preflight: release {request.release} has no TPU worker group: nothing to compile for"
-        )
+    target = request.target
+    if target is None and request.target_source:  # a release on a CPU cluster: submit goes on
+        print(f"preflight: {request.target_source} has no TPU worker group: nothing to compile for")
         return 0
     plan = plan_job(options, maxtext_argv, target=target)
     slices = plan.slices
@@ -65,8 +50,8 @@ def preflight(request: PreflightRequest) -> int:
         raise UsageError(
             "values",
             "preflight needs a TPU slice to compile for",
-            "pass VALUES=values/<slice>.yaml, RELEASE=<release>, or "
-            "--accelerator_type and --topology in the job's arguments",
+            "pass --values values/<slice>.yaml or --release <release>, or name the slice in "
+            "the job's arguments (--tpu=v6e-16)",
         )
     if request.bucket:
         from launcher.preflight.bucket_check import check_bucket

@@ -42,6 +42,9 @@ HBM_MARGIN = 0.10  # estimates stay 10% under the chip's HBM: they are extrapola
 FINAL_COMPILES = 3  # estimated candidates compiled for real
 COMPILE_GIB = 4  # host memory one ahead-of-time compile of an 8B model takes, with headroom
 
+# What the advice prints before the job's arguments with the recommendation in them.
+PASTE_HERE = "paste as the job's arguments (tpu-launcher submit|preflight ... -- <these>):"
+
 
 def candidate_splits(shape: SliceShape) -> list[dict[str, int]]:
     """Every split of the slice's physical device axes over data, fsdp and tensor that MaxText
@@ -329,7 +332,7 @@ def changed_args(advice: Advice, c: Candidate) -> dict[str, str]:
 
 
 def paste_args(job_args: list[str], changes: dict[str, str], libtpu_flags: str) -> str:
-    """The job's arguments with `changes`, as one shell word list for `make submit ARGS=...`:
+    """The job's arguments with `changes`, as one shell word list to paste after `--`:
     the launcher's flags (LIBTPU_INIT_ARGS as --libtpu_init_args), then MaxText's, in the
     user's order, changed in place or appended."""
     import shlex
@@ -443,13 +446,10 @@ def render(advice: Advice, job_args: list[str]) -> str:
                 q = advice.prediction(b)
                 lines.append(
                     f"  at the job's own global batch the best is {b.name}: "
-                    f"{q.tokens_per_chip_s:,.0f} tokens/s/{per}:\n    ARGS="
-                    + _shell_quote(paste_args(job_args, changed_args(advice, b), advice.flags))
+                    f"{q.tokens_per_chip_s:,.0f} tokens/s/{per}:\n    "
+                    + paste_args(job_args, changed_args(advice, b), advice.flags)
                 )
-    lines.append(
-        "  paste into make submit (or make preflight):\n    ARGS="
-        + _shell_quote(paste_args(job_args, changes, advice.flags))
-    )
+    lines.append(f"  {PASTE_HERE}\n    " + paste_args(job_args, changes, advice.flags))
     errors = errors_on(gen.name)
     if errors:
         lines.append(
@@ -469,11 +469,3 @@ def render(advice: Advice, job_args: list[str]) -> str:
         "published run. Measure the recommendation on the slice before a long run."
     )
     return "\n".join(lines)
-
-
-def _shell_quote(text: str) -> str:
-    """`text` as one shell word: in double quotes where nothing in it is special there (the
-    single quotes shlex put around LIBTPU_INIT_ARGS stay readable), else shlex's quoting."""
-    import shlex
-
-    return f'"{text}"' if not set(text) & set('"$`\\!') else shlex.quote(text)

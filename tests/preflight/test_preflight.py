@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from launcher.core.job_plan import parse_job_args
+from launcher.preflight.sharding_advice import PASTE_HERE
 from tests.support.paths import REPO
 from tests.support.tutorial import TUTORIAL_JOB_ARGS
 
@@ -180,13 +181,12 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
     assert max(float(r["global"]) for r in rows) <= 8 * 16, text  # --max-batch 8, 16 chips
 
     # The pasted arguments are a job the launcher takes, with the recommendation in it.
-    pasted = shlex.split(re.findall(r"ARGS=(.+)$", text, re.M)[-1])
-    assert len(pasted) == 1
-    options, maxtext = parse_job_args(shlex.split(pasted[0]))
+    pasted = text.split(PASTE_HERE + "\n    ", 1)[1].splitlines()[0]
+    options, maxtext = parse_job_args(shlex.split(pasted))
     assert options.accelerator_type == "v6e" and options.topology == "4x4"
     assert "--xla_tpu_enable_async_collective_fusion=true" in options.libtpu_init_args
     recommended = best["name"].removesuffix(" <- best").split(", ")
     assert f"remat_policy={recommended[1]}" in maxtext or recommended[1] == "full"
     assert f"per_device_batch_size={recommended[2].removeprefix('batch ')}" in maxtext
-    again = preflight("--", *shlex.split(pasted[0]))
+    again = preflight("--", *shlex.split(pasted))
     assert again.returncode == 0 and "verdict: fits" in again.stdout, again.stdout + again.stderr

@@ -1,4 +1,5 @@
-"""`make submit` and friends: argument handling and early, clear failures (no cluster needed)."""
+"""`tpu-launcher submit` and friends: argument handling and early, clear failures (no cluster
+needed)."""
 
 from __future__ import annotations
 

@@ -75,7 +75,7 @@ def test_a_run_trained_elsewhere_is_described_by_its_config(tmp_path):
     request = GenerateRequest("old", "hi")
     with pytest.raises(UsageError) as e:
         plan_generation(request, str(tmp_path))
-    assert e.value.field == "RUN" and RUN_RECORD in e.value.problem
+    assert e.value.field == "--run" and RUN_RECORD in e.value.problem
     assert "-- tiny-llama.yml" in e.value.fix
     given = GenerateRequest("old", "hi", maxtext_argv=["tiny-llama.yml"])
     plan = plan_generation(given, str(tmp_path))
@@ -96,10 +96,10 @@ def test_a_run_without_checkpoints_or_without_that_step_is_refused(tmp_path):
 @pytest.mark.parametrize(
     ("request_", "field"),
     [
-        (GenerateRequest("demo", ""), "PROMPT"),
-        (GenerateRequest("", "hi"), "RUN"),
-        (GenerateRequest("demo", "hi", max_tokens=0), "MAX_TOKENS"),
-        (GenerateRequest("demo", "hi", temperature=-0.5), "TEMPERATURE"),
+        (GenerateRequest("demo", ""), "--prompt"),
+        (GenerateRequest("", "hi"), "--run"),
+        (GenerateRequest("demo", "hi", max_tokens=0), "--max-tokens"),
+        (GenerateRequest("demo", "hi", temperature=-0.5), "--temperature"),
     ],
 )
 def test_bad_requests_are_refused_on_the_workstation(request_, field):

@@ -74,3 +74,11 @@ def test_the_graph_sees_imports_at_all():
     """Guards the two tests above against a walker that finds nothing."""
     assert "launcher.core.job_plan" in GRAPH["launcher.runtime.entrypoint"]
     assert "launcher.preflight.command" in GRAPH["launcher.client.ray_jobs"]
+
+
+def test_preflight_is_handed_its_target_and_never_reaches_the_client():
+    """The client resolves the slice (a values file, a release) and hands it down; preflight
+    reaching back up for it would make two places decide the target."""
+    for name in (m for m in MODULES if m.startswith("launcher.preflight")):
+        crossing = sorted(m for m in _reaches(name) if m.startswith("launcher.client"))
+        assert not crossing, f"{name} imports (directly or through others) {crossing}"

@@ -1,4 +1,4 @@
-"""`make sax-*` against a FAKE Saxml HTTP server: a stand-in for the sax-http image (Saxml's
+"""`tpu-launcher sax` against a FAKE Saxml HTTP server: a stand-in for the sax-http image (Saxml's
 model servers need TPUs) on 127.0.0.1 that records each request and answers with the JSON the
 GKE Saxml tutorial shows. Asserted: the method, path and JSON each command sends, the answer
 printed, and the refusals a user can hit."""
@@ -94,7 +94,7 @@ def test_the_servers_refusal_is_shown_with_what_to_check(fake_sax):
     with pytest.raises(Exception) as e:
         sax(SaxRequest("generate", MODEL, query="hi"), fake_sax, None, "default")
     assert "answered POST /generate with 404: model /sax/test/spmd not found" in str(e.value)
-    assert "make sax-list" in str(e.value)
+    assert "tpu-launcher sax list" in str(e.value)
 
 
 def test_no_server_and_bad_names_are_refused_before_sending(capsys):
@@ -103,7 +103,7 @@ def test_no_server_and_bad_names_are_refused_before_sending(capsys):
     assert main(["sax", "list", "--model", "spmd", "--url", "http://127.0.0.1:9"]) == 2
     assert "name it /sax/<cell>/<model>" in capsys.readouterr().err
     assert main(["sax", "publish", "--model", MODEL, "--url", "http://127.0.0.1:9"]) == 2
-    assert "MODEL_PATH: is required to publish" in capsys.readouterr().err
+    assert "--model-path: is required to publish" in capsys.readouterr().err
     assert main(["sax", "generate", "--model", MODEL, "--url", "http://127.0.0.1:9"]) == 2
     assert "PROMPT: is empty" in capsys.readouterr().err
 

@@ -1,0 +1,37 @@
+"""The slice a job is meant for, resolved once at the edge (a values file is read, a release's
+RayCluster asked), then handed down: preflight compiles for it and submit binds the job to it,
+so the slice preflight approved is the slice the job runs on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from launcher.core.slices import Slices
+
+
+@dataclass(frozen=True)
+class SliceTarget:
+    slices: Slices | None  # None: a release without a TPU worker group (nothing to compile)
+    source: str  # where it came from, for messages: "values/v6e-16.yaml", "release tpu"
+
+
+def resolve_target(values: str | None, release: str | None, namespace: str) -> SliceTarget | None:
+    """The target a values file or an installed release names; None when neither is given."""
+    if values:
+        from launcher.core.values_file import training_slices
+
+        return SliceTarget(training_slices(values), values)
+    if release:
+        from launcher.client.helm_release import release_slices
+
+        return SliceTarget(release_slices(release, namespace), f"release {release}")
+    return None
+
+
+def bind_job_to(job_args: list[str], slices: Slices) -> list[str]:
+    """The job's arguments with the target slice named first (`--tpu=v6e-16 --num_slices=N`):
+    the head then refuses to run it on a cluster of another shape (check_fits_cluster) instead
+    of deciding the slice itself. A job that names its slice already was checked against the
+    target by plan_job and goes as it is."""
+    assert slices.shape is not None, "only a TPU slice is bound"
+    return [f"--tpu={slices.shape.name}", f"--num_slices={slices.num_slices}", *job_args]
