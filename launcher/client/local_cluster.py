@@ -171,6 +171,7 @@ def up(spec: LocalClusterSpec) -> None:
     """Starts the head and the simulated hosts, unless a local cluster already answers. A step
     that fails stops what the earlier steps started, so a retry starts clean."""
     if not spec.dry_run and is_running():
+        _refuse_if_another_directorys("use")
         print(
             f"local Ray cluster already running: {DASHBOARD_ADDRESS} (`tpu-launcher down` stops it)"
         )
@@ -237,7 +238,12 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
     if not spec.dry_run:  # what `slice-up` starts again
         NODES_FILE.write_text(
             json.dumps(
-                {"nodes": nodes, "bucket": str(bucket), "object_store_mb": spec.object_store_mb}
+                {
+                    "nodes": nodes,
+                    "bucket": str(bucket),
+                    "object_store_mb": spec.object_store_mb,
+                    "started_from": str(Path.cwd()),
+                }
             )
         )
 
@@ -403,7 +409,31 @@ def wait_until_registered(name: str, timeout_s: float) -> None:
         time.sleep(2)
 
 
-def down(dry_run: bool = False) -> None:
+def _started_from() -> str | None:
+    """The directory `up` ran in for the running cluster (None: unknown, e.g. a `ray start`)."""
+    try:
+        return json.loads(NODES_FILE.read_text()).get("started_from")
+    except (OSError, ValueError):
+        return None
+
+
+def _refuse_if_another_directorys(verb: str) -> None:
+    """One local cluster per machine (its ports are fixed): a second checkout must not use or
+    stop the first one's without saying so."""
+    owner = _started_from()
+    if owner is not None and Path(owner) != Path.cwd():
+        raise UsageError(
+            "local cluster",
+            f"the local Ray cluster on {DASHBOARD_ADDRESS} was started from {owner}, not from "
+            f"this directory ({Path.cwd()}); its checkpoints go to that directory's bucket",
+            f"{verb} it from {owner}, or stop it with `tpu-launcher down --force` and start "
+            "this directory's own with `tpu-launcher up`",
+        )
+
+
+def down(dry_run: bool = False, force: bool = False) -> None:
+    if not dry_run and not force and is_running():
+        _refuse_if_another_directorys("stop")
     run("stop the local Ray cluster", ["ray", "stop", "--force"], dry_run=dry_run, capture=True)
     print("local Ray cluster stopped")
 

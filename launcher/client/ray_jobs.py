@@ -33,12 +33,16 @@ from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import format_full_log, last_result
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
-from launcher.core.run_requests import ExportRequest, GenerateRequest, check_request
+from launcher.core.run_requests import (
+    TRAIN_ENTRYPOINT,
+    ExportRequest,
+    GenerateRequest,
+    check_request,
+)
 
 DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 # The last submission id, so `logs`, `status` and `stop` need no job id.
 STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
-ENTRYPOINT = ["python", "-m", "launcher", "train"]
 # The job's metadata key for its run (what `tpu-launcher list` shows).
 RUN_METADATA = "run_name"
 RAY_RUNTIME_ENV_IGNORE_GITIGNORE = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
@@ -167,7 +171,7 @@ def submit(request: SubmitRequest) -> int:
         )
         for line in shipment.describe():
             print(line, flush=True)
-        entrypoint = [*ENTRYPOINT, *shipment.job_args]
+        entrypoint = [*TRAIN_ENTRYPOINT, *shipment.job_args]
         return _submit(
             request,
             plan.run_name,

@@ -13,6 +13,7 @@ Each answer is JSON; it is printed as it came.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import urllib.error
@@ -135,3 +136,23 @@ def sax(
             return 0
         print(json.dumps(call(url, request), indent=1), flush=True)
     return 0
+
+
+def run_sax(ns: argparse.Namespace) -> int:
+    request = SaxRequest(ns.action, ns.model, ns.model_path, ns.checkpoint, ns.replicas, ns.query)
+    return sax(request, ns.url, ns.release, ns.namespace, ns.dry_run)
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("sax", help="Saxml's HTTP server: publish, generate, list, unpublish")
+    p.add_argument("action", choices=list(ACTIONS))
+    p.add_argument("--model", required=True, help="the Sax model name, /sax/<cell>/<model>")
+    p.add_argument("--model-path", help="publish: the Saxml model class")
+    p.add_argument("--checkpoint", help="publish: its checkpoint (default: None, random weights)")
+    p.add_argument("--replicas", type=int, default=1, help="publish: model server replicas")
+    p.add_argument("--query", help="generate: the prompt")
+    p.add_argument("--url", help="the HTTP server, http://host:8888 (else --release)")
+    p.add_argument("--release", help="a release with serving.engine=saxml: port-forward it")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the request only")
+    p.set_defaults(func=run_sax)

@@ -127,6 +127,21 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
 
 
+def job_flags_help() -> str:
+    """The job's flags as `submit --help` and `preflight --help` list them."""
+    import textwrap
+
+    fv = flags.FlagValues()
+    define_flags(fv)
+    lines = []
+    for name in fv:  # in the order they are defined
+        flag = fv[name]
+        default = "" if flag.default in (None, "") else f" (default {flag.default})"
+        lines.append(f"  --{name}{default}")
+        lines += textwrap.wrap(flag.help, 94, initial_indent="      ", subsequent_indent="      ")
+    return "\n".join(lines)
+
+
 @dataclass(frozen=True)
 class JobOptions:
     """The launcher's flags, read once."""

@@ -136,6 +136,7 @@ class MaxTextArgs:
             overrides[key] = value
         args_obj = cls(resolve_config(config_name), overrides)
         args_obj.check_known_keys()
+        args_obj.check_value_types()
         return args_obj
 
     @property
@@ -172,6 +173,24 @@ class MaxTextArgs:
                     field=key,
                     problem=f"unknown MaxText config key {key!r}",
                     fix=hint,
+                )
+
+    def check_value_types(self) -> None:
+        """A value of the wrong kind for its key (per_device_batch_size=abc, steps=1.5), as
+        MaxText's own config model declares the key, is refused here with the key, not as a
+        traceback on every host once the job starts."""
+        from launcher.core.maxtext_types import value_kinds
+
+        types_py = maxtext_configs_dir() / "types.py"
+        kinds = value_kinds(types_py) if types_py.is_file() else {}
+        for key, raw in self.overrides.items():
+            kind = kinds.get(key)
+            if kind is not None and not kind.accepts(raw):
+                raise UsageError(
+                    field=key,
+                    problem=f"{raw!r} is not {kind.describe()}, as MaxText's config model "
+                    "declares it",
+                    fix=f"give {key}= {kind.describe()}",
                 )
 
     def check_required(self) -> None:

@@ -4,12 +4,41 @@
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 
 from launcher.core.errors import UsageError
 
-DECODE_ENTRYPOINT = ["python", "-m", "launcher", "decode"]
-CONVERT_ENTRYPOINT = ["python", "-m", "launcher", "convert"]
+# How a job on the cluster runs the launcher (the image's Python); one place for every job.
+JOB_ENTRYPOINT = ["python", "-m", "launcher"]
+TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
+DECODE_ENTRYPOINT = [*JOB_ENTRYPOINT, "decode"]
+CONVERT_ENTRYPOINT = [*JOB_ENTRYPOINT, "convert"]
+
+
+def job_args(values: list[str]) -> list[str]:
+    """argparse's REMAINDER after `--`, without it."""
+    return values[1:] if values[:1] == ["--"] else values
+
+
+def add_run_options(p: argparse.ArgumentParser) -> None:
+    """Which trained run and checkpoint, and the model keys over the run's own."""
+    p.add_argument("--run", required=True, help="the run_name it was trained with")
+    p.add_argument("--step", type=int, help="the checkpoint (default: the latest committed)")
+    p.add_argument(
+        "maxtext_args",
+        nargs=argparse.REMAINDER,
+        help="-- then MaxText key=value over the run's own (or its whole config, first, "
+        "for a run trained elsewhere)",
+    )
+
+
+def add_generation_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--prompt", required=True, help="the text to continue")
+    p.add_argument("--max-tokens", type=int, default=32, help="tokens to generate")
+    p.add_argument("--seed", type=int, default=0, help="the same seed generates the same text")
+    p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
+    add_run_options(p)
 
 
 @dataclass(frozen=True)
@@ -24,6 +53,18 @@ class GenerateRequest:
 
     verb = "generate"  # the job id's prefix
     title = "generating"  # what submit's progress display says
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> GenerateRequest:
+        return cls(
+            ns.run,
+            ns.prompt,
+            max_tokens=ns.max_tokens,
+            seed=ns.seed,
+            temperature=ns.temperature,
+            step=ns.step,
+            maxtext_argv=job_args(ns.maxtext_args),
+        )
 
     def command(self) -> list[str]:
         """The in-cluster command that runs this request."""
@@ -48,6 +89,10 @@ class ExportRequest:
 
     verb = "export"
     title = "exporting"
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> ExportRequest:
+        return cls(ns.run, step=ns.step, maxtext_argv=job_args(ns.maxtext_args))
 
     def command(self) -> list[str]:
         """The in-cluster command that runs this request."""

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from launcher.client.ray_jobs import ENTRYPOINT
+from launcher.core.run_requests import TRAIN_ENTRYPOINT
 from launcher.core.tpu_table import (
     GKE_ACCELERATOR_LABEL,
     GKE_TOPOLOGY_LABEL,
@@ -117,6 +117,8 @@ def test_chart_table_is_the_launchers_table():
     )
 
 
-def test_the_charts_job_command_is_what_submit_sends():
-    values = yaml.safe_load((CHART / "values.yaml").read_text())
-    assert values["ray"]["launcher"]["command"] == ENTRYPOINT
+def test_the_job_command_notes_show_is_what_submit_sends():
+    """NOTES print a plain `ray job submit` line for users without the launcher installed."""
+    notes = (CHART / "templates" / "NOTES.txt").read_text()
+    command = " ".join(TRAIN_ENTRYPOINT)
+    assert f"ray job submit --address http://127.0.0.1:8265 -- {command} <job args>" in notes

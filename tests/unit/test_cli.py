@@ -84,6 +84,44 @@ def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):
     assert "preflight" not in out
 
 
+def test_the_slice_preflight_approved_is_the_slice_the_job_is_submitted_with(capsys):
+    """A job without a slice of its own, aimed at a values file's slice, goes bound to it: the
+    head then refuses a cluster of another shape instead of running on whatever it has."""
+    args = ["--", "tiny-llama.yml", "run_name=r"]
+    code, out, err = tpu_launcher(
+        capsys, "submit", "--dry-run", "--values", "values/tpu7x-16.yaml", *args
+    )
+    assert code == 0, err
+    assert "-- python -m launcher train --tpu=tpu7x-16 --num_slices=1 tiny-llama.yml" in out
+    assert "bound to tpu7x-16" in out
+    # A job naming another slice than its target is refused before anything runs.
+    code, _, err = tpu_launcher(
+        capsys,
+        "submit",
+        "--dry-run",
+        "--values",
+        "values/tpu7x-16.yaml",
+        "--",
+        "--tpu=v6e-16",
+        *args[1:],
+    )
+    assert code == 2 and "its target is tpu7x-16" in err, err
+
+
+def test_the_head_refuses_a_bound_job_on_a_cluster_of_another_shape():
+    """What the binding buys, on the head: plan_job holds --tpu to the Ray cluster's nodes."""
+    from launcher.core.errors import UsageError
+    from launcher.core.job_plan import parse_job_args, plan_job
+    from tests.support.ray_nodes import ray_nodes
+
+    nodes = ray_nodes("v5p", "2x2x2")  # a v5p-16 cluster's nodes, as the local cluster starts
+    options, maxtext = parse_job_args(["--tpu=tpu7x-16", "tiny-llama.yml", "run_name=r"])
+    with pytest.raises(UsageError, match="offers v5p-16"):
+        plan_job(options, maxtext, nodes=nodes)
+    options, maxtext = parse_job_args(["--tpu=v5p-16", "tiny-llama.yml", "run_name=r"])
+    assert plan_job(options, maxtext, nodes=nodes).slices.shape.name == "v5p-16"
+
+
 def test_help_lists_every_subcommand(capsys):
     with pytest.raises(SystemExit) as exited:
         cli.main(["--help"])

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli import _generate_request, _parser
+from launcher.cli import _parser
 from launcher.client.job_output import JobOutput
 from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, COMMIT_MARKER
 from launcher.core.errors import UsageError
@@ -120,7 +120,7 @@ def test_the_request_reaches_the_cluster_unchanged():
     )
     argv = request.command()
     assert argv[:4] == ["python", "-m", "launcher", "decode"]
-    assert _generate_request(_parser().parse_args(argv[3:])) == request
+    assert GenerateRequest.from_args(_parser().parse_args(argv[3:])) == request
 
 
 def test_the_record_train_writes_is_what_generate_reads(tmp_path):

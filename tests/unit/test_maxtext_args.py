@@ -47,6 +47,13 @@ def test_defaults_never_override_what_the_user_set():
         (["steps=1", "steps=2"], "steps", "set twice"),
         (["steps"], "steps", "must be key=value"),
         (["no-such.yml"], "config", "not found"),
+        # Kinds as MaxText's config model (configs/types.py) declares them.
+        (["per_device_batch_size=abc"], "per_device_batch_size", "is not a number"),
+        (["steps=abc"], "steps", "is not a whole number"),
+        (["steps=1.5"], "steps", "is not a whole number"),
+        (["enable_checkpointing=maybe"], "enable_checkpointing", "is not true or false"),
+        (["learning_rate=-1.0"], "learning_rate", "is not a number >= 0"),
+        (["attention_type=sparse"], "attention_type", "is not one of global, local_sliding"),
     ],
 )
 def test_refuses_bad_arguments_with_the_key_and_the_fix(argv, field, says):
@@ -54,6 +61,22 @@ def test_refuses_bad_arguments_with_the_key_and_the_fix(argv, field, says):
         MaxTextArgs.parse(argv)
     assert err.value.field == field
     assert says in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "per_device_batch_size=0.5",  # int | float: a fraction of a batch per device
+        "steps=-1",
+        "steps=150_001",
+        "learning_rate=3.e-5",
+        "learning_rate=1e-4",  # YAML reads it as text; MaxText's float field takes it
+        "enable_checkpointing=false",
+        "dataset_type=synthetic",  # a str: left to MaxText
+    ],
+)
+def test_values_of_the_declared_kind_pass(value):
+    assert MaxTextArgs.parse([value]).overrides
 
 
 def test_requires_a_run_name_so_a_rerun_can_resume():

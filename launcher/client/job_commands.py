@@ -1,0 +1,232 @@
+"""The job commands a user runs on a workstation: demo, submit, preflight, logs, status, stop,
+generate, export. Each adds its own parser and handler; requests are built by name here."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from launcher.core.run_requests import (
+    ExportRequest,
+    GenerateRequest,
+    add_generation_options,
+    add_run_options,
+    job_args,
+)
+
+# The demo: a tiny Llama-style model on the local simulated slice; each run trains 40 steps past
+# the latest checkpoint, so a rerun resumes and goes on.
+DEMO_JOB = ["--steps_beyond_checkpoint=40", "tiny-llama.yml", "run_name=demo"]
+JOB_ARGS_HELP = (
+    "-- then the job's arguments: the job's flags below, then MaxText's [config.yml] key=value"
+)
+
+
+def _verbose_default() -> bool:
+    return os.environ.get("VERBOSE", "") not in ("", "0")
+
+
+def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
+    """Which Ray cluster: an address, a release (port-forwarded), else the local one."""
+    p.add_argument(
+        "--address",
+        help="Ray dashboard URL (default: RAY_API_SERVER_ADDRESS, RAY_ADDRESS, then the local "
+        "cluster)",
+    )
+    p.add_argument(
+        "--release", help="a tpu-stack Helm release: port-forward its head and send its token"
+    )
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    if verbose:
+        p.add_argument(
+            "--verbose",
+            action="store_true",
+            default=_verbose_default(),
+            help="show every line of the job live (default: the plan, progress, checkpoints, "
+            "restarts and the summary; the whole log goes to a file) [env VERBOSE=1]",
+        )
+
+
+def _submit_request(ns: argparse.Namespace, args: list[str]):
+    from launcher.client.ray_jobs import SubmitRequest
+
+    return SubmitRequest(
+        args,
+        address=ns.address,
+        submission_id=ns.submission_id,
+        no_wait=ns.no_wait,
+        dry_run=ns.dry_run,
+        release=ns.release,
+        namespace=ns.namespace,
+        values=ns.values,
+        skip_preflight=ns.skip_preflight,
+        verbose=ns.verbose,
+        working_dir=ns.working_dir,
+    )
+
+
+def run_submit(ns: argparse.Namespace) -> int:
+    from launcher.client.ray_jobs import submit, use_token_if_present
+
+    use_token_if_present()
+    return submit(_submit_request(ns, job_args(ns.job_args)))
+
+
+def run_demo(ns: argparse.Namespace) -> int:
+    from launcher.client import local_cluster
+    from launcher.client.ray_jobs import SubmitRequest, submit, use_token_if_present
+
+    local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
+    use_token_if_present()
+    job = [*DEMO_JOB, *job_args(ns.maxtext_args)]
+    return submit(SubmitRequest(job, no_wait=ns.no_wait, verbose=ns.verbose))
+
+
+def run_preflight(ns: argparse.Namespace) -> int:
+    from launcher.client.slice_target import resolve_target
+    from launcher.preflight.command import PreflightRequest, preflight
+
+    target = resolve_target(ns.values, ns.release, ns.namespace)
+    return preflight(
+        PreflightRequest(
+            job_args(ns.job_args),
+            target.slices if target else None,
+            target.source if target else None,
+            bucket=ns.bucket,
+            advise=ns.advise,
+            max_batch=ns.max_batch,
+            use_cache=not ns.no_cache,
+        )
+    )
+
+
+def run_on_job(ns: argparse.Namespace) -> int:
+    from launcher.client.ray_jobs import act_on_job, use_token_if_present
+
+    use_token_if_present()
+    return act_on_job(
+        ns.command,
+        ns.job,
+        ns.address,
+        getattr(ns, "follow", False),
+        release=ns.release,
+        namespace=ns.namespace,
+    )
+
+
+def run_about_run(ns: argparse.Namespace) -> int:
+    """generate or export: a job about a trained run, on the cluster that has its bucket."""
+    from launcher.client.ray_jobs import SubmitRequest, submit_run_request, use_token_if_present
+
+    use_token_if_present()
+    where = SubmitRequest(
+        [], address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
+    )
+    request_type = GenerateRequest if ns.command == "generate" else ExportRequest
+    return submit_run_request(request_type.from_args(ns), where)
+
+
+def _job_flags_epilog() -> str:
+    from launcher.core.job_plan import job_flags_help
+
+    return "the job's flags (before MaxText's arguments):\n" + job_flags_help()
+
+
+def _submit_options(p: argparse.ArgumentParser) -> None:
+    add_where_options(p)
+    p.add_argument("--submission-id", help="job id (default <run_name>-<time>)")
+    p.add_argument("--no-wait", action="store_true", help="return after submitting")
+    p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the commands only")
+    p.add_argument(
+        "--values",
+        help="a chart values file: preflight the job for its slice, then bind the job to it",
+    )
+    p.add_argument(
+        "--skip-preflight",
+        action="store_true",
+        help="with --values/--release: submit without preflight (the job is still bound to "
+        "the slice)",
+    )
+    p.add_argument(
+        "--working-dir",
+        help="a directory that travels with the job and is its working directory on every host "
+        "(code, configs; at most 100 MiB). Without it, a MaxText config of your own travels alone",
+    )
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    formatter = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "demo",
+        help="train the tiny model on the local simulated slice (started if it is not running); "
+        "run again to resume",
+    )
+    p.add_argument("--tpu", help="the simulated slice for a new local cluster (default v5p-16)")
+    p.add_argument("--num-slices", "--num_slices", type=int, default=1)
+    p.add_argument("--no-wait", action="store_true", help="return after submitting")
+    p.add_argument("--verbose", action="store_true", default=_verbose_default())
+    p.add_argument("maxtext_args", nargs=argparse.REMAINDER, help="-- then more MaxText key=value")
+    p.set_defaults(func=run_demo)
+
+    p = sub.add_parser(
+        "submit",
+        help="check a training job, submit it, follow it",
+        epilog=_job_flags_epilog(),
+        formatter_class=formatter,
+    )
+    _submit_options(p)
+    p.add_argument("job_args", nargs=argparse.REMAINDER, help=JOB_ARGS_HELP)
+    p.set_defaults(func=run_submit)
+
+    p = sub.add_parser(
+        "preflight",
+        help="will the job fit the slice? (compiles for the TPU on CPU)",
+        epilog=_job_flags_epilog(),
+        formatter_class=formatter,
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--values", help="a chart values file naming the slice")
+    target.add_argument("--release", help="an installed release whose RayCluster names the slice")
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    p.add_argument(
+        "--bucket", help="gs://bucket/prefix to check (exists, writable, latest checkpoint)"
+    )
+    p.add_argument(
+        "--advise",
+        action="store_true",
+        help="also search batch, remat policy and ICI split for the fastest configuration that "
+        "fits (several compiles: minutes each for an 8B model, cold)",
+    )
+    p.add_argument(
+        "--max-batch",
+        type=int,
+        default=None,
+        metavar="N",
+        help="with --advise: the largest per_device_batch_size to try (default: every batch "
+        "the advice knows), e.g. to stay near the global batch your learning rate was tuned "
+        "for; fewer, faster compiles",
+    )
+    p.add_argument("--no-cache", action="store_true", help="compile again, not from the cache")
+    p.add_argument("job_args", nargs=argparse.REMAINDER, help=JOB_ARGS_HELP)
+    p.set_defaults(func=run_preflight)
+
+    for name, what in (("logs", "print"), ("status", "show"), ("stop", "stop")):
+        q = sub.add_parser(name, help=f"{what} a job (default: the last one submitted from here)")
+        q.add_argument("job", nargs="?", help="submission id")
+        add_where_options(q, verbose=False)
+        if name == "logs":
+            q.add_argument("--follow", action="store_true", help="go on printing as it runs")
+        q.set_defaults(func=run_on_job)
+
+    p = sub.add_parser(
+        "generate", help="generate text from a run's latest checkpoint, on the cluster's slice"
+    )
+    add_generation_options(p)
+    add_where_options(p)
+    p.set_defaults(func=run_about_run)
+    p = sub.add_parser(
+        "export", help="write a run's checkpoint as a Hugging Face model next to it, for vLLM"
+    )
+    add_run_options(p)
+    add_where_options(p)
+    p.set_defaults(func=run_about_run)

@@ -1,0 +1,92 @@
+"""The local cluster's commands: up, down, local-status, slice-down, slice-up (a real Ray
+cluster on this machine whose simulated TPU hosts run on CPU)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def run_up(ns: argparse.Namespace) -> int:
+    from launcher.client import local_cluster
+
+    local_cluster.up(
+        local_cluster.LocalClusterSpec(
+            tpu=ns.tpu,
+            accelerator=ns.accelerator,
+            topology=ns.topology,
+            num_slices=ns.num_slices,
+            cpu_hosts=ns.cpu_hosts,
+            cpu_devices_per_host=ns.cpu_devices_per_host,
+            bucket_dir=ns.bucket_dir,
+            object_store_mb=ns.object_store_mb,
+            dry_run=ns.dry_run,
+        )
+    )
+    return 0
+
+
+def run_down(ns: argparse.Namespace) -> int:
+    from launcher.client import local_cluster
+
+    local_cluster.down(ns.dry_run, force=ns.force)
+    return 0
+
+
+def run_local_status(ns: argparse.Namespace) -> int:
+    from launcher.client import local_cluster
+
+    return local_cluster.status()
+
+
+def run_slice(ns: argparse.Namespace) -> int:
+    from launcher.client import local_cluster
+
+    if ns.command == "slice-down":
+        local_cluster.slice_down(ns.slice)
+    else:
+        local_cluster.slice_up(ns.slice)
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("up", help="start the local Ray cluster (a simulated TPU slice on CPU)")
+    p.add_argument(
+        "--tpu",
+        help="the simulated slice, as Cloud TPU names it (default v5p-16: 2 hosts x 4 chips); "
+        "each host's chips are CPU devices",
+    )
+    p.add_argument("--accelerator", help="long form: TPU generation (with --topology)")
+    p.add_argument("--topology", help="long form: the slice's topology")
+    p.add_argument("--num-slices", "--num_slices", type=int, default=1, help="simulated slices")
+    p.add_argument(
+        "--cpu-hosts", "--cpu_hosts", type=int, help="a CPU-only slice of this many hosts instead"
+    )
+    p.add_argument(
+        "--cpu-devices-per-host", "--cpu_devices_per_host", type=int, default=2, metavar="N"
+    )
+    p.add_argument(
+        "--bucket-dir",
+        default=".local/bucket",
+        help="directory that stands for the mounted checkpoint bucket",
+    )
+    p.add_argument("--object-store-mb", type=int, default=256)
+    p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the commands only")
+    p.set_defaults(func=run_up)
+
+    p = sub.add_parser("down", help="stop the local Ray cluster this directory started")
+    p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the command only")
+    p.add_argument(
+        "--force", action="store_true", help="stop it even if another directory started it"
+    )
+    p.set_defaults(func=run_down)
+
+    p = sub.add_parser("local-status", help="exit 0 when the local Ray cluster answers")
+    p.set_defaults(func=run_local_status)
+
+    for name, what in (
+        ("slice-down", "kill a simulated slice's hosts, as a preemption does"),
+        ("slice-up", "start a simulated slice's hosts again"),
+    ):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("slice", type=int, help="the slice's index (0 .. slices - 1)")
+        p.set_defaults(func=run_slice)

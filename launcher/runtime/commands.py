@@ -1,0 +1,75 @@
+"""The in-cluster commands: what the chart's pods and the jobs `tpu-launcher` submits run there,
+never a user at a workstation. `train` is the JaxTrainer entrypoint (absl parses its flags);
+`decode` and `convert` are the jobs `generate` and `export` submit; the checks are `helm
+test`'s."""
+
+from __future__ import annotations
+
+import argparse
+
+from launcher.core.run_requests import (
+    ExportRequest,
+    GenerateRequest,
+    add_generation_options,
+    add_run_options,
+)
+
+IN_CLUSTER = "(in the cluster) "
+
+
+def run_decode(ns: argparse.Namespace) -> int:
+    from launcher.runtime.generate import generate
+
+    return generate(GenerateRequest.from_args(ns))
+
+
+def run_convert(ns: argparse.Namespace) -> int:
+    from launcher.runtime.hf_export import export
+
+    return export(ExportRequest.from_args(ns))
+
+
+def run_cluster_check(ns: argparse.Namespace) -> int:
+    from launcher.runtime.cluster_check import check
+
+    return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster)
+
+
+def run_serving_check(ns: argparse.Namespace) -> int:
+    from launcher.runtime.serving_check import check
+
+    return check(ns.url, ns.model, ns.timeout)
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    # Listed for --help only: `train` is handed its arguments unparsed (see launcher.cli).
+    sub.add_parser(
+        "train",
+        add_help=False,
+        help=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it is in "
+        "(its flags: `tpu-launcher train --help`)",
+    )
+    p = sub.add_parser("decode", help=IN_CLUSTER + "generate's job: MaxText's inference engine")
+    add_generation_options(p)
+    p.set_defaults(func=run_decode)
+    p = sub.add_parser("convert", help=IN_CLUSTER + "export's job: the conversion")
+    add_run_options(p)
+    p.set_defaults(func=run_convert)
+
+    p = sub.add_parser(
+        "cluster-check", help=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
+    )
+    p.add_argument("--address", required=True)
+    p.add_argument("--expect-nodes", type=int, required=True, help="head + workers")
+    p.add_argument("--timeout", type=float, default=300)
+    p.add_argument(
+        "--ray-cluster", help="also check the TPU webhook's work on this RayCluster's pods"
+    )
+    p.set_defaults(func=run_cluster_check)
+    p = sub.add_parser(
+        "serving-check", help=IN_CLUSTER + "helm test of vLLM: the model is listed and answers"
+    )
+    p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
+    p.add_argument("--model", required=True, help="the served model name")
+    p.add_argument("--timeout", type=float, default=300)
+    p.set_defaults(func=run_serving_check)
