@@ -14,7 +14,7 @@ import yaml
 from launcher.client.commands import run
 from launcher.client.gke_target import GkeTarget
 from launcher.core.errors import CommandError, UsageError
-from launcher.core.slices import Slices, from_pod_spec
+from launcher.core.slices import TpuSlices, from_pod_spec
 from launcher.core.tpu_table import MACHINES
 from launcher.core.values_file import load_values
 
@@ -38,7 +38,7 @@ GCSFUSE_SIDECAR = (0.25, 0.25)
 @dataclass(frozen=True)
 class NodePool:
     name: str
-    slices: Slices
+    slices: TpuSlices
 
 
 @dataclass(frozen=True)

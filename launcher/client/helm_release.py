@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 from launcher.client.commands import run, start
 from launcher.core.errors import UsageError
-from launcher.core.slices import Slices, from_pod_spec
+from launcher.core.slices import TpuSlices, from_pod_spec
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
@@ -126,7 +126,7 @@ def find_service(
     return name, int(port)
 
 
-def release_slices(release: str, namespace: str) -> Slices | None:
+def release_slices(release: str, namespace: str) -> TpuSlices | None:
     """The TPU slices a release's RayCluster asks for: its TPU worker group's node selectors
     (accelerator, topology), chips per host and replicas (one per slice); None for a release
     without TPUs (values/cpu.yaml)."""

@@ -86,7 +86,7 @@ def list_jobs(address: str, limit: int) -> list[JobRow]:
     jobs = [j for j in client.list_jobs() if j.submission_id]  # not drivers run by hand
     jobs.sort(key=lambda j: j.start_time or 0, reverse=True)
     now_ms = time.time() * 1000
-    return [row(j, client.get_job_logs(j.submission_id), now_ms) for j in jobs[:limit]]
+    return [row(j, client.get_job_logs(j.submission_id or ""), now_ms) for j in jobs[:limit]]
 
 
 def run_list(ns: argparse.Namespace) -> int:

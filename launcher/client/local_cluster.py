@@ -29,6 +29,7 @@ from launcher.core.slices import (
     LABEL_SLICE,
     LABEL_TOPOLOGY,
     LABEL_WORKER_ID,
+    TpuSlices,
     from_flags,
 )
 from launcher.core.tpu_table import GENERATIONS, slice_shape
@@ -102,7 +103,7 @@ def host_nodes(
     if not (tpu or accelerator or topology):
         tpu = DEFAULT_TPU
     slices = from_flags(accelerator, topology, num_slices, None, None, None, tpu=tpu)
-    assert slices is not None and slices.shape is not None
+    assert isinstance(slices, TpuSlices)
     shape = slices.shape
     if slices.num_workers > MAX_SIMULATED_HOSTS:
         raise UsageError(

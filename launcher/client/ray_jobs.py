@@ -148,7 +148,7 @@ def submit(request: SubmitRequest) -> int:
     else:
         target = resolve_target(request.values, request.release, request.namespace)
     plan = plan_job(options, maxtext_argv, target=target.slices if target else None)
-    if target is not None and target.slices is not None and target.slices.is_tpu:
+    if target is not None and target.slices is not None:
         if request.dry_run and not request.skip_preflight:
             print(f"[dry-run] preflight: the job on the slice of {target.source}", flush=True)
         elif not request.skip_preflight:

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 
 
 @dataclass(frozen=True)
 class SliceTarget:
-    slices: Slices | None  # None: a release without a TPU worker group (nothing to compile)
+    slices: TpuSlices | None  # None: a release without a TPU worker group (nothing to compile)
     source: str  # where it came from, for messages: "values/v6e-16.yaml", "release tpu"
 
 
@@ -28,10 +28,9 @@ def resolve_target(values: str | None, release: str | None, namespace: str) -> S
     return None
 
 
-def bind_job_to(job_args: list[str], slices: Slices) -> list[str]:
+def bind_job_to(job_args: list[str], slices: TpuSlices) -> list[str]:
     """The job's arguments with the target slice named first (`--tpu=v6e-16 --num_slices=N`):
     the head then refuses to run it on a cluster of another shape (check_fits_cluster) instead
     of deciding the slice itself. A job that names its slice already was checked against the
     target by plan_job and goes as it is."""
-    assert slices.shape is not None, "only a TPU slice is bound"
     return [f"--tpu={slices.shape.name}", f"--num_slices={slices.num_slices}", *job_args]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
@@ -137,7 +138,7 @@ def _smallest_exact(accumulation: int, min_slices: int, max_slices: int) -> int:
     return candidate
 
 
-def _folded_overrides(args: MaxTextArgs, slices: Slices, dcn: dict) -> dict[str, str]:
+def _folded_overrides(args: MaxTextArgs, slices: Slices, dcn: dict[str, Any]) -> dict[str, str]:
     """Simulated slices: MaxText counts one slice of every CPU device, so each DCN axis that
     spans slices becomes the same ICI axis (the ICI fill resolved per slice first)."""
     if slices.num_slices == 1:

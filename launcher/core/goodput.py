@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 
 @dataclass
@@ -47,11 +48,11 @@ class Attempt:
     compile_seconds_saved: float = 0.0
     ended_at: float | None = None
 
-    def to_json(self) -> dict:
+    def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
-    def from_json(cls, data: dict) -> Attempt:
+    def from_json(cls, data: dict[str, Any]) -> Attempt:
         return cls(
             started_at=data["started_at"],
             workers=data.get("workers", 0),
@@ -76,7 +77,7 @@ PARTS = (
 )
 
 
-def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> dict:
+def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> dict[str, Any]:
     """Seconds per part (PARTS), the wall time, goodput and what the clocks leave unaccounted."""
     parts = dict.fromkeys((key for key, _ in PARTS), 0.0)
     attempts = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
@@ -138,7 +139,7 @@ def _steady_seconds(attempts: list[Attempt]) -> float:
     return statistics.median(plain or every)
 
 
-def _result(parts: dict, wall: float) -> dict:
+def _result(parts: dict[str, Any], wall: float) -> dict[str, Any]:
     accounted = sum(parts.values())
     return {
         "wall_seconds": wall,
@@ -148,7 +149,7 @@ def _result(parts: dict, wall: float) -> dict:
     }
 
 
-def format_breakdown(result: dict) -> list[str]:
+def format_breakdown(result: dict[str, Any]) -> list[str]:
     wall = result["wall_seconds"] or 1.0
     lines = [f"goodput:      {result['goodput']:.0%} of {result['wall_seconds']:.0f}s wall time"]
     for key, label in PARTS:
@@ -157,7 +158,7 @@ def format_breakdown(result: dict) -> list[str]:
     return lines
 
 
-def format_compile_cache(cache: dict) -> str:
+def format_compile_cache(cache: dict[str, Any]) -> str:
     """The summary's line on JAX's persistent compilation cache (the result's compile_cache)."""
     hits = cache["hits"]
     return (

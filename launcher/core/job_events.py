@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 
 class EventKind(StrEnum):
@@ -115,7 +117,9 @@ def format_restart(start: int, hosts: int, slices: int) -> str:
     )
 
 
-def format_elastic(slices: int, of: int, global_batch: float, overrides: dict[str, object]) -> str:
+def format_elastic(
+    slices: int, of: int, global_batch: float, overrides: Mapping[str, object]
+) -> str:
     return f"[elastic] {slices} of {of} slices: global batch {global_batch:g}" + "".join(
         f", {k}={v}" for k, v in overrides.items()
     )
@@ -126,7 +130,7 @@ def format_summary_title(job: str) -> str:
     return SUMMARY_TITLES[job]
 
 
-def format_result(record: dict) -> str:
+def format_result(record: dict[str, Any]) -> str:
     return _RESULT + json.dumps(record)
 
 
@@ -134,7 +138,7 @@ def format_full_log(path: object) -> str:
     return f"{_FULL_LOG}{path}"
 
 
-def last_result(log: str) -> dict | None:
+def last_result(log: str) -> dict[str, Any] | None:
     """The record of the job's last result line in a whole log, or None."""
     found = events(log, EventKind.RESULT)
     return json.loads(found[-1].fields["json"]) if found else None

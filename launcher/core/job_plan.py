@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from absl import flags
 
@@ -131,7 +132,7 @@ def job_flags_help() -> str:
     """The job's flags as `submit --help` and `preflight --help` list them."""
     import textwrap
 
-    fv = flags.FlagValues()
+    fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     lines = []
     for name in fv:  # in the order they are defined
@@ -163,7 +164,8 @@ class JobOptions:
 
     @classmethod
     def from_flags(cls, fv: flags.FlagValues) -> JobOptions:
-        return cls(**{f.name: fv[f.name].value for f in fields(cls)})
+        values: dict[str, Any] = {f.name: fv[f.name].value for f in fields(cls)}
+        return cls(**values)
 
     def slice_request(self) -> Slices | None:
         """The slice these flags ask for, or None when they name none (the cluster decides)."""
@@ -180,7 +182,7 @@ class JobOptions:
 
 def parse_job_args(job_args: list[str]) -> tuple[JobOptions, list[str]]:
     """Splits a job's arguments into the launcher's options and MaxText's arguments."""
-    fv = flags.FlagValues()
+    fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     try:
         rest = fv(["tpu-launcher train", *job_args])
@@ -218,7 +220,7 @@ def plan_job(
     options: JobOptions,
     maxtext_argv: list[str],
     *,
-    nodes: list[dict] | None = None,
+    nodes: list[dict[str, Any]] | None = None,
     target: Slices | None = None,
     require_slice: bool = False,
     output_dir: str | None = None,

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -73,7 +74,7 @@ def resolve_config(name: str | None) -> Path:
 
 
 @cache
-def _load_yaml(path: Path) -> dict:
+def _load_yaml(path: Path) -> dict[str, Any]:
     with open(path) as f:
         return yaml.safe_load(f) or {}
 
@@ -88,15 +89,15 @@ def config_files(path: Path) -> list[Path]:
     return files
 
 
-def load_config_chain(path: Path) -> dict:
+def load_config_chain(path: Path) -> dict[str, Any]:
     """The config with its `base_config` parents merged under it, as MaxText loads it."""
-    cfg: dict = {}
+    cfg: dict[str, Any] = {}
     for file in reversed(config_files(path)):
         cfg.update(_load_yaml(file))
     return cfg
 
 
-def _typed(value: str):
+def _typed(value: str) -> Any:
     """A command-line value as MaxText's YAML parser types it ("4" -> 4, "true" -> True)."""
     try:
         return yaml.safe_load(value)
@@ -140,10 +141,10 @@ class MaxTextArgs:
         return args_obj
 
     @property
-    def config_values(self) -> dict:
+    def config_values(self) -> dict[str, Any]:
         return load_config_chain(self.config)
 
-    def get(self, key: str):
+    def get(self, key: str) -> Any:
         if key in self.overrides:
             return _typed(self.overrides[key])
         return self.config_values.get(key)

@@ -1,11 +1,12 @@
-"""What a job runs on: N TPU slices of one shape, or H CPU hosts x C devices; and the Ray
-Train ScalingConfig that places one JaxTrainer worker per host.
+"""What a job runs on: N TPU slices of one shape (TpuSlices), or H CPU hosts x C devices
+(CpuSlices); and the Ray Train ScalingConfig that places one JaxTrainer worker per host.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from launcher.core.errors import UsageError
 from launcher.core.tpu_table import (
@@ -24,27 +25,22 @@ LABEL_TOPOLOGY = "ray.io/tpu-topology"
 LABEL_ACCELERATOR = "ray.io/accelerator-type"
 LABEL_POD_TYPE = "ray.io/tpu-pod-type"
 
+if TYPE_CHECKING:  # Ray is imported where a config is built: in the cluster
+    from ray.train.v2.api.config import ScalingConfig
 
-@dataclass(frozen=True)
-class Slices:
-    """`num_slices` TPU slices of `shape`, or (shape None) a CPU slice of hosts x devices."""
 
-    shape: SliceShape | None
-    num_slices: int = 1
-    cpu_hosts: int = 0
-    cpu_devices_per_host: int = 0
+class _Counts:
+    """What follows from hosts per slice and devices per host, for either kind of slice."""
 
-    @property
-    def is_tpu(self) -> bool:
-        return self.shape is not None
+    num_slices: int
 
     @property
     def hosts_per_slice(self) -> int:
-        return self.shape.hosts if self.shape else self.cpu_hosts
+        raise NotImplementedError
 
     @property
     def devices_per_host(self) -> int:
-        return self.shape.devices_per_host if self.shape else self.cpu_devices_per_host
+        raise NotImplementedError
 
     @property
     def num_workers(self) -> int:
@@ -58,9 +54,23 @@ class Slices:
     def num_devices(self) -> int:
         return self.devices_per_slice * self.num_slices
 
+
+@dataclass(frozen=True)
+class TpuSlices(_Counts):
+    """`num_slices` TPU slices of one shape."""
+
+    shape: SliceShape
+    num_slices: int = 1
+
+    @property
+    def hosts_per_slice(self) -> int:
+        return self.shape.hosts
+
+    @property
+    def devices_per_host(self) -> int:
+        return self.shape.devices_per_host
+
     def describe(self) -> str:
-        if self.shape is None:
-            return f"CPU slice: {self.cpu_hosts} hosts x {self.cpu_devices_per_host} devices"
         s = self.shape
         many = f"{self.num_slices} x " if self.num_slices > 1 else ""
         return (
@@ -68,24 +78,20 @@ class Slices:
             f"{s.chips_per_host} chips)"
         )
 
-    def scaling_config(self, min_slices: int | None = None, resize_check_s: float = 60.0):
-        """One Ray Train worker per host; on TPU, Ray's slice reservation gang-schedules them.
-        With min_slices below num_slices, Ray's elastic trainer takes whole slices in between
-        and checks every resize_check_s whether more came back."""
-        from ray.train import ScalingConfig
+    def scaling_config(
+        self, min_slices: int | None = None, resize_check_s: float = 60.0
+    ) -> ScalingConfig:
+        """One Ray Train worker per host; Ray's slice reservation gang-schedules them. With
+        min_slices below num_slices, Ray's elastic trainer takes whole slices in between and
+        checks every resize_check_s whether more came back."""
+        from ray.train.v2.api.config import ScalingConfig  # JaxTrainer's (Ray Train v2)
 
-        if self.shape is None:
-            return ScalingConfig(
-                num_workers=self.num_workers,
-                resources_per_worker={"CPU": 1},
-                placement_strategy="SPREAD",
-            )
         elastic = min_slices is not None and min_slices < self.num_slices
         return ScalingConfig(
             use_tpu=True,
             num_workers=(
                 (min_slices * self.hosts_per_slice, self.num_workers)
-                if elastic
+                if elastic and min_slices is not None
                 else self.num_workers
             ),
             elastic_resize_monitor_interval_s=resize_check_s,
@@ -94,6 +100,41 @@ class Slices:
             resources_per_worker={"TPU": self.shape.chips_per_host},
             placement_strategy="SPREAD",
         )
+
+
+@dataclass(frozen=True)
+class CpuSlices(_Counts):
+    """One CPU-only slice: `hosts` Ray workers of `cpus_per_host` JAX CPU devices each."""
+
+    hosts: int
+    cpus_per_host: int
+    num_slices: int = 1
+
+    @property
+    def hosts_per_slice(self) -> int:
+        return self.hosts
+
+    @property
+    def devices_per_host(self) -> int:
+        return self.cpus_per_host
+
+    def describe(self) -> str:
+        return f"CPU slice: {self.hosts} hosts x {self.cpus_per_host} devices"
+
+    def scaling_config(
+        self, min_slices: int | None = None, resize_check_s: float = 60.0
+    ) -> ScalingConfig:
+        from ray.train.v2.api.config import ScalingConfig  # JaxTrainer's (Ray Train v2)
+
+        return ScalingConfig(
+            num_workers=self.num_workers,
+            resources_per_worker={"CPU": 1},
+            placement_strategy="SPREAD",
+        )
+
+
+# What a job runs on: TPU slices, or a CPU slice (the local cluster, CPU-only releases).
+Slices = TpuSlices | CpuSlices
 
 
 def from_flags(
@@ -123,7 +164,7 @@ def from_flags(
                 f"devices per host={cpu_devices_per_host})",
                 "pass --cpu_hosts=2 --cpu_devices_per_host=2",
             )
-        return Slices(None, 1, cpu_hosts, cpu_devices_per_host)
+        return CpuSlices(cpu_hosts, cpu_devices_per_host)
     if tpu:
         shape = tpu_type(tpu, chips_per_host)
         if (accelerator_type and generation(accelerator_type) != shape.generation) or (
@@ -135,7 +176,7 @@ def from_flags(
                 f"--accelerator_type={accelerator_type} --topology={topology} say otherwise",
                 f"pass --tpu={tpu} alone (or only the long form)",
             )
-        return Slices(shape, num_slices)
+        return TpuSlices(shape, num_slices)
     if accelerator_type or topology:
         if not (accelerator_type and topology):
             missing = "topology" if accelerator_type else "accelerator_type"
@@ -144,11 +185,11 @@ def from_flags(
                 "is required with the other TPU flag",
                 f"pass --{missing}=..., e.g. --accelerator_type=v6e --topology=4x4",
             )
-        return Slices(slice_shape(accelerator_type, topology, chips_per_host), num_slices)
+        return TpuSlices(slice_shape(accelerator_type, topology, chips_per_host), num_slices)
     return None
 
 
-def from_cluster_nodes(nodes: list[dict]) -> Slices:
+def from_cluster_nodes(nodes: list[dict[str, Any]]) -> TpuSlices:
     """Reads the TPU slices a Ray cluster offers (alive nodes with TPU resources and labels)."""
     tpu_nodes = [n for n in nodes if n.get("Alive") and n.get("Resources", {}).get("TPU")]
     if not tpu_nodes:
@@ -158,10 +199,10 @@ def from_cluster_nodes(nodes: list[dict]) -> Slices:
             "pass --accelerator_type and --topology (TPU) or --cpu_hosts and "
             "--cpu_devices_per_host (CPU-only clusters)",
         )
-    by_slice: dict[str, list[dict]] = defaultdict(list)
+    by_slice: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for node in tpu_nodes:
         by_slice[node.get("Labels", {}).get(LABEL_SLICE, node.get("NodeID", "?"))].append(node)
-    shapes: dict[tuple, list[str]] = defaultdict(list)
+    shapes: dict[tuple[Any, ...], list[str]] = defaultdict(list)
     for name, members in sorted(by_slice.items()):
         labels = members[0].get("Labels", {})
         accel, topo = labels.get(LABEL_ACCELERATOR), labels.get(LABEL_TOPOLOGY)
@@ -189,10 +230,10 @@ def from_cluster_nodes(nodes: list[dict]) -> Slices:
             "pass --accelerator_type, --topology and --num_slices to choose",
         )
     (gen, topo, chips), names = next(iter(shapes.items()))
-    return Slices(slice_shape(gen, topo, chips), len(names))
+    return TpuSlices(slice_shape(gen, topo, chips), len(names))
 
 
-def from_pod_spec(pod: dict, replicas: int) -> Slices | None:
+def from_pod_spec(pod: dict[str, Any], replicas: int) -> TpuSlices | None:
     """The slices a Kubernetes pod template asks for (a RayCluster worker group, a JobSet's
     replicated Job): its GKE TPU node selectors, its google.com/tpu limit (chips per host) and
     `replicas` (one per slice); None for a pod without TPUs."""
@@ -204,16 +245,17 @@ def from_pod_spec(pod: dict, replicas: int) -> Slices | None:
     if not chips or GKE_TOPOLOGY_LABEL not in selectors:
         return None
     shape = slice_shape(selectors[GKE_ACCELERATOR_LABEL], selectors[GKE_TOPOLOGY_LABEL], chips)
-    return Slices(shape, int(replicas))
+    return TpuSlices(shape, int(replicas))
 
 
-def check_fits_cluster(slices: Slices, nodes: list[dict], min_slices: int | None = None) -> None:
+def check_fits_cluster(
+    slices: Slices, nodes: list[dict[str, Any]], min_slices: int | None = None
+) -> None:
     """Fails early when the cluster cannot hold the requested TPU slices (an elastic job: at
     least min_slices of them)."""
-    if not slices.is_tpu:
+    if isinstance(slices, CpuSlices):
         return
     found = from_cluster_nodes(nodes)
-    assert found.shape is not None and slices.shape is not None
     same = (found.shape.generation, found.shape.topology, found.shape.chips_per_host) == (
         slices.shape.generation,
         slices.shape.topology,

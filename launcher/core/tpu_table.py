@@ -12,6 +12,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from functools import reduce
+from typing import Any
 
 from launcher.core.errors import UsageError
 
@@ -381,11 +382,11 @@ def default_chips_per_host(gen: Generation, topology: str) -> int:
     return chips if chips in host_sizes(gen, topology) else gen.multi_host_chips
 
 
-def as_json_table() -> dict:
+def as_json_table() -> dict[str, Any]:
     """The table as the chart consumes it (charts/tpu-stack/files/tpu-table.json): the
     generations with their topologies and hosts, and every slice name with the topologies it
     may stand for (the first is the default) and the names of each prefix for suggestions."""
-    generations: dict = {}
+    generations: dict[str, Any] = {}
     for gen in GENERATIONS.values():
         shapes = {}
         for topo in gen.topologies:
@@ -406,7 +407,7 @@ def as_json_table() -> dict:
             "devicesPerChip": gen.devices_per_chip,
             "topologies": shapes,
         }
-    names: dict = {}
+    names: dict[str, Any] = {}
     for name, (gen_name, topo) in tpu_type_names().items():
         canonical = slice_shape(gen_name, topo).name
         entry = names.setdefault(

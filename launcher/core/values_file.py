@@ -5,11 +5,12 @@ serving one; each is held to the TPU table."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import yaml
 
 from launcher.core.errors import UsageError
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
 # Where in the values each slice group lives, and what turns it on.
@@ -20,10 +21,10 @@ TPU_BLOCKS = {
 }
 
 
-def load_values(*paths: str | Path) -> dict:
+def load_values(*paths: str | Path) -> dict[str, Any]:
     """Values files merged in Helm's order (maps merge, anything else: the later file wins)."""
 
-    def merge(base: dict, over: dict) -> dict:
+    def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         for key, value in over.items():
             if isinstance(value, dict) and isinstance(base.get(key), dict):
                 merge(base[key], value)
@@ -31,20 +32,20 @@ def load_values(*paths: str | Path) -> dict:
                 base[key] = value
         return base
 
-    merged: dict = {}
+    merged: dict[str, Any] = {}
     for path in paths:
         merge(merged, yaml.safe_load(Path(path).read_text()) or {})
     return merged
 
 
-def _block(values: dict, path: tuple[str, ...]) -> dict | None:
+def _block(values: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:
     node: object = values
     for key in path:
         node = node.get(key) if isinstance(node, dict) else None
     return node if isinstance(node, dict) else None
 
 
-def tpu_blocks(values: dict) -> dict[str, dict]:
+def tpu_blocks(values: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """The enabled TPU blocks of values, as written, by component: "ray", "saxml", "vllm" (Ray
     is on unless disabled; a serving engine only when serving.engine names it, as in the
     chart)."""
@@ -61,7 +62,7 @@ def tpu_blocks(values: dict) -> dict[str, dict]:
     return found
 
 
-def block_shape(tpu: dict) -> SliceShape | None:
+def block_shape(tpu: dict[str, Any]) -> SliceShape | None:
     """The slice one `tpu:` block names: `type` (v6e-16), or the long form generation +
     topology; `topology` / `chipsPerHost` choose among a name's shapes. The chart applies the
     same rule to the same table and also refuses derived keys that disagree (`helm template`)."""
@@ -80,17 +81,17 @@ def block_shape(tpu: dict) -> SliceShape | None:
     return None
 
 
-def tpu_slices(values: dict) -> dict[str, Slices]:
+def tpu_slices(values: dict[str, Any]) -> dict[str, TpuSlices]:
     """The enabled TPU slice groups of (merged) values, by component, held to the TPU table."""
     found = {}
     for component, tpu in tpu_blocks(values).items():
         shape = block_shape(tpu)
         if shape is not None:
-            found[component] = Slices(shape, int(tpu.get("slices") or 1))
+            found[component] = TpuSlices(shape, int(tpu.get("slices") or 1))
     return found
 
 
-def training_slices(path: str | Path) -> Slices:
+def training_slices(path: str | Path) -> TpuSlices:
     """The training slice (ray.worker.tpu) a values file describes, for preflight."""
     slices = tpu_slices(load_values(path)).get("ray")
     if slices is None:

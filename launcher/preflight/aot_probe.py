@@ -12,6 +12,7 @@ analysis) and, around its `jit_and_compile`, writes into the output directory:
 from __future__ import annotations
 
 import json
+import inspect
 import os
 import sys
 from dataclasses import asdict
@@ -37,7 +38,8 @@ def main() -> None:
     def capture(*args, **kwargs):
         compiled = compile_step(*args, **kwargs)
         (out / "optimized.hlo").write_text(compiled.as_text())
-        config = args[8] if len(args) > 8 else kwargs["config"]
+        # MaxText's config, bound by name whichever way train_compile passed it.
+        config = inspect.signature(compile_step).bind(*args, **kwargs).arguments["config"]
         try:
             from maxtext.utils import maxtext_utils
 

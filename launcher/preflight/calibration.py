@@ -15,7 +15,7 @@ from functools import cache
 from pathlib import Path
 
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import tpu_type
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.step_model import StepModel, StepTerms, fit, step_terms
@@ -37,8 +37,8 @@ class CalibrationRun:
     terms: dict | None  # the recorded compile (RECORDED fields + versions), None before --record
 
     @property
-    def target(self) -> Slices:
-        return Slices(tpu_type(self.slice), self.num_slices)
+    def target(self) -> TpuSlices:
+        return TpuSlices(tpu_type(self.slice), self.num_slices)
 
     def maxtext_args(self) -> MaxTextArgs:
         return MaxTextArgs.parse(["base.yml", *self.args, f"run_name={self.name}"])

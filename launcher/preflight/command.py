@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 from launcher.preflight.compile_engine import compile_report
 from launcher.preflight.memory_report import refuse_if_too_big
 
@@ -29,7 +29,7 @@ class PreflightRequest:
     """`tpu-launcher preflight`'s options, read once."""
 
     job_args: list[str]
-    target: Slices | None = None  # the slice a values file or a release names, resolved
+    target: TpuSlices | None = None  # the slice a values file or a release names, resolved
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
     advise: bool = False
@@ -46,7 +46,7 @@ def preflight(request: PreflightRequest) -> int:
         return 0
     plan = plan_job(options, maxtext_argv, target=target)
     slices = plan.slices
-    if slices is None or not slices.is_tpu:
+    if not isinstance(slices, TpuSlices):
         raise UsageError(
             "values",
             "preflight needs a TPU slice to compile for",

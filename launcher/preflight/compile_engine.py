@@ -15,11 +15,12 @@ import time
 from dataclasses import asdict
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from launcher.core.child_process import child_env
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, config_files
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 from launcher.preflight.aot_probe import OUT_ENV
 from launcher.preflight.hlo_traffic import step_traffic
 from launcher.preflight.memory_report import GIB, MemoryReport
@@ -34,10 +35,28 @@ _OOM = re.compile(r"(Ran out of memory in memory space hbm|RESOURCE_EXHAUSTED)[^
 _USED = re.compile(r"required for HLO temporaries \(([\d.]+)([MGT])\)|Used ([\d.]+)([MGT]) of")
 
 
-def cache_key(args: MaxTextArgs, target: Slices, libtpu_flags: str = "") -> str:
+class CompileError(UsageError):
+    """MaxText could not build or compile the job (not: it does not fit). `cause` is the line
+    of the compile's output that says why, for a one-line mention (the advice's table)."""
+
+    cause: str = ""
+
+    @classmethod
+    def from_output(cls, label: str, output: str) -> CompileError:
+        lines = output.strip().splitlines() or ["no output"]
+        tail = "\n".join(lines[-15:])
+        error = cls(
+            "maxtext arguments",
+            f"the ahead-of-time compile for {label} failed:\n{tail}",
+            "fix the MaxText arguments it names, then run preflight again",
+        )
+        error.cause = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])
+        return error
+
+
+def cache_key(args: MaxTextArgs, target: TpuSlices, libtpu_flags: str = "") -> str:
     """Everything that decides the answer: MaxText and JAX versions, the config files, the
     arguments, the target slice, the compiler's flags."""
-    assert target.shape is not None
     material = {
         "versions": [metadata.version(p) for p in ("maxtext", "jax", "libtpu")],
         "configs": [f.read_text() for f in config_files(args.config)],
@@ -50,10 +69,9 @@ def cache_key(args: MaxTextArgs, target: Slices, libtpu_flags: str = "") -> str:
 
 
 def compile_report(
-    args: MaxTextArgs, target: Slices, use_cache: bool = True, libtpu_flags: str = ""
+    args: MaxTextArgs, target: TpuSlices, use_cache: bool = True, libtpu_flags: str = ""
 ) -> MemoryReport:
     """`libtpu_flags` (LIBTPU_INIT_ARGS) change what XLA does, e.g. how collectives overlap."""
-    assert target.shape is not None
     key = cache_key(args, target, libtpu_flags)
     cached = CACHE_DIR / f"{key}.json"
     if use_cache and cached.is_file():
@@ -129,18 +147,13 @@ def compile_report(
             note=f"XLA: {oom[0].split('. ')[0]}",
         )
     else:
-        tail = "\n".join(output.strip().splitlines()[-15:])
-        raise UsageError(
-            "maxtext arguments",
-            f"the ahead-of-time compile for {label} failed:\n{tail}",
-            "fix the MaxText arguments it names, then run preflight again",
-        )
+        raise CompileError.from_output(label, output)
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     cached.write_text(json.dumps(asdict(report)))
     return report
 
 
-def _traffic(out: Path, devices: int) -> dict[str, float]:
+def _traffic(out: Path, devices: int) -> dict[str, Any]:
     """The probe's extras (optimized HLO, analytic FLOPs) as MemoryReport fields."""
     hlo, analytic = out / "optimized.hlo", out / "analytic.json"
     if not hlo.is_file():

@@ -94,7 +94,7 @@ def _shape_bytes(text: str) -> int:
 
 def _on_chip(layout: str | None) -> bool:
     """A layout in memory space 1 (`S(1)`): the TPU's on-chip memory, not HBM."""
-    return bool(layout) and "S(1)" in layout
+    return layout is not None and "S(1)" in layout
 
 
 def _all_bytes(text: str, per_layer: int = 1) -> float:

@@ -25,12 +25,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import prod
 
-from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import SliceShape, device_noun
 from launcher.preflight.calibration import calibrated_model, errors_on, generation_flags
-from launcher.preflight.compile_engine import compile_report
+from launcher.preflight.compile_engine import CompileError, compile_report
 from launcher.preflight.memory_report import GIB, MemoryReport
 from launcher.preflight.remat_costs import ModelDims
 from launcher.preflight.step_model import StepModel, StepTerms, step_terms
@@ -149,7 +148,7 @@ class Prediction:
 
 @dataclass
 class Advice:
-    target: Slices
+    target: TpuSlices
     job: MaxTextArgs
     job_flags: str
     flags: str  # the LIBTPU_INIT_ARGS candidates are compiled and predicted with
@@ -162,7 +161,7 @@ class Advice:
     def prediction(self, c: Candidate) -> Prediction | None:
         """The calibrated model's step for a compiled candidate, or an estimated one's."""
         gen = self.target.shape.generation
-        if c.fits:
+        if c.fits and c.report is not None:
             flags = self.job_flags if c is self.given else self.flags
             terms, flops = step_terms(c.report, gen, flags), c.report.flops
         elif c.estimated_terms:
@@ -175,6 +174,17 @@ class Advice:
             c.batch * self.seq / step,
             flops / (gen.per_device(gen.peak_bf16_tflops) * 1e12) / step,
         )
+
+    def predicted(self, c: Candidate) -> Prediction:
+        """The prediction of a candidate that has one (compiled and fitting, or estimated)."""
+        p = self.prediction(c)
+        assert p is not None, f"{c.name} has no prediction"
+        return p
+
+    def speed(self, c: Candidate) -> float:
+        """Predicted tokens/s per chip (or device); 0 for a candidate without a prediction."""
+        p = self.prediction(c)
+        return p.tokens_per_chip_s if p else 0.0
 
     def global_batch(self, c: Candidate) -> float:
         return c.batch * self.target.num_devices
@@ -190,16 +200,15 @@ def _parallel(n: int) -> int:
 
 
 def _compile_all(
-    cands: list[Candidate], job: MaxTextArgs, target: Slices, flags: str, use_cache: bool, log
+    cands: list[Candidate], job: MaxTextArgs, target: TpuSlices, flags: str, use_cache: bool, log
 ) -> None:
     def one(c: Candidate) -> None:
         try:
             c.report = compile_report(
                 c.args(job, target.num_slices), target, use_cache=use_cache, libtpu_flags=flags
             )
-        except UsageError as e:  # one candidate MaxText cannot build does not stop the others
-            lines = e.problem.splitlines()
-            c.failed = next((ln.strip() for ln in reversed(lines) if "Error" in ln), lines[-1])
+        except CompileError as e:  # one candidate MaxText cannot build does not stop the others
+            c.failed = e.cause
         log(f"advice: compiled {c.name}: " + (c.failed[:80] or _fit_word(c)))
 
     if not cands:
@@ -218,7 +227,7 @@ def _fit_word(c: Candidate) -> str:
     return f"{c.report.total_gib:.1f} GiB, " + ("fits" if c.report.fits else "does NOT fit")
 
 
-def _estimate(probe: Candidate, remat: str, batch: float, target: Slices) -> Candidate | None:
+def _estimate(probe: Candidate, remat: str, batch: float, target: TpuSlices) -> Candidate | None:
     """The candidate at (remat, batch) extrapolated from its split's probe, or None when it
     would not fit with the margin."""
     r = probe.report
@@ -251,7 +260,7 @@ def _estimate(probe: Candidate, remat: str, batch: float, target: Slices) -> Can
 
 def advise(
     args: MaxTextArgs,
-    target: Slices,
+    target: TpuSlices,
     use_cache: bool = True,
     log=print,
     given: MemoryReport | None = None,
@@ -261,7 +270,6 @@ def advise(
     """Probes, estimates, compiles the best estimates; returns everything for `render`.
     `given` is the job's own report (compiled with `job_flags`); batches above `max_batch`
     are not tried."""
-    assert target.shape is not None
     gen = target.shape.generation
     model = calibrated_model()
     flags = generation_flags(gen.name)
@@ -279,7 +287,7 @@ def advise(
 
     estimates: list[Candidate] = []
     for probe in probes:
-        if not (probe.fits and probe.report.model_dims):
+        if not (probe.fits and probe.report is not None and probe.report.model_dims):
             continue
         for remat in POLICIES:
             fitting = [
@@ -290,16 +298,15 @@ def advise(
             estimates += fitting[-2:]  # the largest batch that fits, and the one below it
     compiled = {c.key for c in probes}
     estimates = [c for c in estimates if c.key not in compiled]
-    estimates.sort(key=lambda c: -advice.prediction(c).tokens_per_chip_s)
+    estimates.sort(key=lambda c: -advice.speed(c))
 
     # Compile the best estimates; a candidate the best compiled one beats even at its compute
     # bound (the model's other terms at zero) is not worth a compile.
-    best_so_far = max(
-        (advice.prediction(c).tokens_per_chip_s for c in probes if c.fits), default=0.0
-    )
+    best_so_far = max((advice.speed(c) for c in probes if c.fits), default=0.0)
     finals: list[Candidate] = []
     for c in estimates:
         weight = model.compute_weight(gen.name)
+        assert c.estimated_terms is not None  # an estimate has its terms
         if c.batch * seq / (weight * c.estimated_terms.compute_s) <= best_so_far:
             continue
         if len(finals) < FINAL_COMPILES and all(
@@ -316,7 +323,7 @@ def advise(
     _compile_all(retry, args, target, flags, use_cache, log)
     advice.candidates = [*probes, *finals, *retry]
     fitting = [c for c in advice.candidates if c.fits]
-    advice.best = max(fitting, key=lambda c: advice.prediction(c).tokens_per_chip_s, default=None)
+    advice.best = max(fitting, key=advice.speed, default=None)
     advice.candidates += [c for c in estimates if c.key not in {k.key for k in advice.candidates}]
     return advice
 
@@ -412,7 +419,7 @@ def render(advice: Advice, job_args: list[str]) -> str:
     if best is None:
         lines.append("  no candidate fits: see the preflight's knobs (batch, remat, slice)")
         return "\n".join(lines)
-    p = advice.prediction(best)
+    p = advice.predicted(best)
     ratio = ""
     if given:
         ratio = f", {p.tokens_per_chip_s / given.tokens_per_chip_s:.1f}x the job as given"
@@ -442,8 +449,8 @@ def render(advice: Advice, job_args: list[str]) -> str:
                 if c.fits and advice.global_batch(c) == job_batch and c is not best
             ]
             if same:
-                b = max(same, key=lambda c: advice.prediction(c).tokens_per_chip_s)
-                q = advice.prediction(b)
+                b = max(same, key=advice.speed)
+                q = advice.predicted(b)
                 lines.append(
                     f"  at the job's own global batch the best is {b.name}: "
                     f"{q.tokens_per_chip_s:,.0f} tokens/s/{per}:\n    "

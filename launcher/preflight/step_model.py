@@ -121,7 +121,9 @@ def fit(points: list[tuple[StepTerms, float]]) -> StepModel:
     pooled = _nnls(points, [])
     generations = sorted({t.generation for t, _ in points if t.generation})
     if not generations:
-        return StepModel(*pooled)
+        compute, hbm, exposed, overlapped = pooled
+        return StepModel(compute, hbm, exposed, overlapped)
     weights = _nnls(points, generations)
     by_gen = tuple(zip(generations, weights[: len(generations)], strict=True))
-    return StepModel(pooled[0], *weights[len(generations) :], compute_by_generation=by_gen)
+    hbm, exposed, overlapped = weights[len(generations) :]
+    return StepModel(pooled[0], hbm, exposed, overlapped, compute_by_generation=by_gen)

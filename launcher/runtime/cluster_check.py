@@ -117,7 +117,7 @@ def check(
     seen, last_error = -1, ""
     read_pods = ray_cluster is not None
     while time.monotonic() < deadline:
-        if read_pods:
+        if read_pods and ray_cluster is not None:
             try:
                 problems = webhook_problems(kube_pods(ray_cluster))
             except (OSError, KeyError, ValueError) as e:  # no API access: skip this part

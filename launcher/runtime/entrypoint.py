@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from typing import Any
 
 from absl import app, flags
 
@@ -36,6 +37,7 @@ from launcher.core.job_plan import (
     plan_job,
 )
 from launcher.core.run_record import write_run_record
+from launcher.core.slices import CpuSlices, TpuSlices
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
@@ -114,7 +116,7 @@ def worker_env(plan: JobPlan) -> dict[str, str]:
     """What every host's worker process gets on top of its container's environment."""
     slices = plan.slices
     assert slices is not None
-    if not slices.is_tpu:
+    if isinstance(slices, CpuSlices):
         return {
             "JAX_PLATFORMS": "cpu",
             "XLA_FLAGS": f"--xla_force_host_platform_device_count={slices.devices_per_host}",
@@ -186,11 +188,11 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
 
 
 def slice_trainer(
-    plan: JobPlan, loop: Callable[[dict], None], loop_config: dict, name: str, max_failures: int
-):
+    plan: JobPlan, loop: Callable[[Any], None], loop_config: Any, name: str, max_failures: int
+) -> Any:
     """A JaxTrainer that runs `loop(loop_config)` on every host of the planned slices (with
     jax.distributed set up across them; CPU devices where the slice is simulated)."""
-    from ray.train import FailureConfig, RunConfig
+    from ray.train.v2.api.config import FailureConfig, RunConfig  # JaxTrainer's (Train v2)
     from ray.train.v2.jax import JaxTrainer
 
     from launcher.runtime.cpu_backend import CpuJaxConfig
@@ -204,7 +206,7 @@ def slice_trainer(
         train_loop_per_worker=loop,
         train_loop_config=loop_config,
         scaling_config=slices.scaling_config(plan.min_slices, plan.resize_check_s),
-        jax_config=None if slices.is_tpu else CpuJaxConfig(),
+        jax_config=CpuJaxConfig() if isinstance(slices, CpuSlices) else None,
         run_config=RunConfig(
             name=name,
             storage_path=f"{out_dir}/ray_results",
@@ -215,28 +217,28 @@ def slice_trainer(
 
 
 def _fit(plan: JobPlan, max_failures: int) -> int:
-    from launcher.runtime.worker import read_summary, train_loop_per_worker
+    from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
     assert slices is not None
     summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
     write_run_record(plan.run_dir, args)  # what `generate` rebuilds the model from
-    gen = slices.shape.generation if slices.shape else None
+    gen = slices.shape.generation if isinstance(slices, TpuSlices) else None
     peak_tflops = gen.per_device(gen.peak_bf16_tflops) if gen else None
     trainer = slice_trainer(
         plan,
         train_loop_per_worker,
-        {
-            "argv": args.argv(),
-            "steps": args.get("steps"),
-            "summary_key": summary_key,
+        WorkerConfig(
+            argv=args.argv(),
+            steps=int(args.get("steps")),
+            summary_key=summary_key,
             # Each start reads what MaxText is told on the number of slices it got.
-            "hosts_per_slice": slices.hosts_per_slice,
-            "sizings": {n: asdict(s) for n, s in plan.sizings.items()},
+            hosts_per_slice=slices.hosts_per_slice,
+            sizings=dict(plan.sizings),
             # MFU in the progress lines where the TPU table knows the peak: MaxText's TFLOP/s
             # are per device, and a tpu7x device is half a chip.
-            "peak_tflops": peak_tflops,
-        },
+            peak_tflops=peak_tflops,
+        ),
         name=plan.run_name,
         max_failures=max_failures,
     )
@@ -265,14 +267,14 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
     return 0
 
 
-def _outcome(plan: JobPlan, summary_key: str) -> dict:
+def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
     """Goodput from every start's events, the loss curve as a sparkline, and the plot (PNG,
     next to the TensorBoard logs) when there were steps."""
     from launcher.runtime.plots import loss_sparkline, write_plot
     from launcher.runtime.worker import read_attempts
 
     attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
-    outcome = {
+    outcome: dict[str, Any] = {
         "goodput": breakdown(attempts, STARTED_AT, time.time()),
         "compile_cache": {
             "dir": plan.args.get("jax_cache_dir") or "off",

@@ -87,4 +87,4 @@ def _make_result_tokens_a_pytree(cls: type) -> None:
             data=kids[0], log_prob=kids[1], **dict(zip(statics, aux, strict=True))
         ),
     )
-    cls._launcher_pytree = True
+    setattr(cls, "_launcher_pytree", True)  # noqa: B010  # a mark on a class we do not own

@@ -20,6 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -93,7 +94,7 @@ class LlamaShape:
             param_scan_axis=int(c.param_scan_axis),
         )
 
-    def hf_dims(self) -> dict:
+    def hf_dims(self) -> dict[str, int]:
         """The dict MaxText's conversion tables read."""
         keys = (
             "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
@@ -106,21 +107,23 @@ class LlamaShape:
         tokenizer's bos/eos token ids (None: it has none, and vLLM stops at no token)."""
         import transformers
 
-        rope: dict = {"rope_type": "default", "rope_theta": self.rope_theta}
+        rope: dict[str, Any] = {"rope_type": "default", "rope_theta": self.rope_theta}
         if self.rope_type == "llama3.1":  # MaxText's LLaMARotaryEmbedding: Llama 3.1's scaling
             from maxtext.checkpoint_conversion.utils.hf_model_configs import llama31_8b_config
 
             rope = {**llama31_8b_config.rope_scaling, "rope_theta": self.rope_theta}
-        config = transformers.LlamaConfig(
-            architectures=["LlamaForCausalLM"],
+        # As a dict: torch_dtype is one of the keys PretrainedConfig takes through **kwargs.
+        fields: dict[str, Any] = {
+            "architectures": ["LlamaForCausalLM"],
             **special,
             **self.hf_dims(),
-            rms_norm_eps=self.rms_norm_eps,
-            max_position_embeddings=self.max_position_embeddings,
-            tie_word_embeddings=self.tie_word_embeddings,
-            rope_parameters=rope,
-            torch_dtype=dtype,
-        )
+            "rms_norm_eps": self.rms_norm_eps,
+            "max_position_embeddings": self.max_position_embeddings,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "rope_parameters": rope,
+            "torch_dtype": dtype,
+        }
+        config = transformers.LlamaConfig(**fields)
         return config.to_dict()
 
 
@@ -313,10 +316,7 @@ def _print_result(found: RunCheckpoint, target: Path, record: dict) -> None:
     print(f"model:      {target} (Hugging Face LlamaForCausalLM, {record['dtype']})")
     print(f"parameters: {record['parameters']:,}; tokenizer: {record['tokenizer']}")
     print("files:      " + ", ".join(f"{p.name} ({p.stat().st_size:,} B)" for p in files))
-    mount = os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR).rstrip("/")
-    # The path in a serving pod, which mounts the bucket at the chart's default mount path.
-    inside = target
-    if target.is_relative_to(mount):
-        inside = f"{DEFAULT_OUTPUT_DIR}/{target.relative_to(mount)}"
-    print(f"serve it:   helm upgrade ... --set serving.engine=vllm --set vllm.model={inside}")
+    # The same path in a serving pod: the chart mounts the bucket at global.gcsfuse.mountPath in
+    # every pod of a release (one helper), the path this job's output directory is.
+    print(f"serve it:   helm upgrade ... --set serving.engine=vllm --set vllm.model={target}")
     print(format_result({**record, "dir": str(target)}), flush=True)

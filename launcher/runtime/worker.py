@@ -6,10 +6,12 @@ import json
 import logging
 import os
 import time
+from dataclasses import dataclass, field
 
 from ray.experimental import internal_kv
 
 from launcher.core.deferred_imports import defer_unused_imports
+from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
 from launcher.core.job_events import format_elastic, format_restart
 
@@ -39,8 +41,21 @@ def argv_for_this_host(argv: list[str], overrides: dict[str, str] | None = None)
     return argv
 
 
-def slices_of_this_start(world_size: int, config: dict) -> int:
-    return max(1, world_size // int(config.get("hosts_per_slice") or world_size))
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What the driver hands every host's worker (Ray pickles it to each): the job, once."""
+
+    argv: list[str]  # MaxText's argv, before a start's sizing overrides
+    steps: int
+    summary_key: str  # where the attempts and the summary go in Ray's KV store
+    hosts_per_slice: int
+    # Elastic jobs: MaxText's overrides per number of slices a start may get.
+    sizings: dict[int, SliceSizing] = field(default_factory=dict)
+    peak_tflops: float | None = None  # per device, where the TPU table knows it: MFU
+
+
+def slices_of_this_start(world_size: int, hosts_per_slice: int) -> int:
+    return max(1, world_size // (hosts_per_slice or world_size))
 
 
 def drop_stale_megascale(slices: int) -> dict[str, str]:
@@ -58,27 +73,25 @@ def quiet_orbax() -> None:
         logging.getLogger("absl").addFilter(_drop_orbax_info)
 
 
-def train_loop_per_worker(config: dict) -> None:
+def train_loop_per_worker(config: WorkerConfig) -> None:
     import ray.train
 
     from launcher.runtime.progress import ProgressTracker
 
     context = ray.train.get_context()
     rank = context.get_world_rank()
-    slices = slices_of_this_start(context.get_world_size(), config)
-    sizing = (config.get("sizings") or {}).get(slices)
+    slices = slices_of_this_start(context.get_world_size(), config.hosts_per_slice)
+    sizing = config.sizings.get(slices)
     argv = argv_for_this_host(
-        config["argv"],
-        (sizing["simulated_overrides"] if cpu_devices() else sizing["overrides"])
-        if sizing
-        else None,
+        config.argv,
+        (sizing.simulated_overrides if cpu_devices() else sizing.overrides) if sizing else None,
     )
     megascale = drop_stale_megascale(slices)
     quiet_orbax()
     tracker = ProgressTracker(
-        total_steps=int(config.get("steps", 0)),
+        total_steps=config.steps,
         echo=rank == 0,
-        peak_tflops=config.get("peak_tflops"),
+        peak_tflops=config.peak_tflops,
         # MaxText's TFLOP/s on CPU devices standing in for TPU chips mean nothing: left out.
         hardware_flops=not cpu_devices(),
     )
@@ -89,19 +102,15 @@ def train_loop_per_worker(config: dict) -> None:
             slices=slices,
             megascale=megascale,
         )
-        key = f"{config['summary_key']}/attempts/{time.time_ns()}"
+        key = f"{config.summary_key}/attempts/{time.time_ns()}"
         earlier = len(
-            internal_kv._internal_kv_list(
-                f"{config['summary_key']}/attempts/", namespace=KV_NAMESPACE
-            )
+            internal_kv._internal_kv_list(f"{config.summary_key}/attempts/", namespace=KV_NAMESPACE)
         )
         if earlier:
             tracker.say(format_restart(earlier + 1, context.get_world_size(), slices))
-        if sizing and len(config["sizings"]) > 1:
+        if sizing and len(config.sizings) > 1:
             tracker.say(
-                format_elastic(
-                    slices, max(config["sizings"]), sizing["global_batch"], sizing["overrides"]
-                )
+                format_elastic(slices, max(config.sizings), sizing.global_batch, sizing.overrides)
             )
         tracker.publish = lambda attempt: _put(key, attempt.to_json())
         _count_compile_time(tracker.attempt)
@@ -119,7 +128,7 @@ def train_loop_per_worker(config: dict) -> None:
             tracker.attempt.ended_at = time.time()
             tracker.flush_events()
     if rank == 0:
-        publish_summary(config["summary_key"], tracker.summary())
+        publish_summary(config.summary_key, tracker.summary())
 
 
 # JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile (which
@@ -136,11 +145,11 @@ CACHE_SAVED_EVENT = "/jax/compilation_cache/compile_time_saved_sec"
 def _count_compile_time(attempt: Attempt) -> None:
     import jax
 
-    def duration(event: str, seconds: float, **_: object) -> None:
+    def duration(event: str, duration_secs: float, **_: str | int) -> None:
         if event in COMPILE_EVENTS:
-            attempt.compile_seconds += seconds
+            attempt.compile_seconds += duration_secs
         elif event == CACHE_SAVED_EVENT:
-            attempt.compile_seconds_saved += seconds
+            attempt.compile_seconds_saved += duration_secs
 
     def count(event: str, **_: object) -> None:
         if event == CACHE_HIT_EVENT:

@@ -11,7 +11,7 @@ import pytest
 
 from launcher.core.job_plan import parse_job_args
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.slices import Slices
+from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import tpu_type
 from launcher.preflight.calibration import calibrated_model
 from launcher.preflight.memory_report import MemoryReport
@@ -91,7 +91,7 @@ def test_with_split_resets_other_axes_and_puts_data_over_dcn():
     split.check_parallelism(16, 2, "2 x v6e-16")  # a split the launcher itself accepts
 
 
-V6E_16 = Slices(tpu_type("v6e-16"))
+V6E_16 = TpuSlices(tpu_type("v6e-16"))
 
 
 def probe(split: dict[str, int]) -> Candidate:
@@ -192,7 +192,7 @@ def _advice_on(name: str) -> str:
     )
     job = ["base.yml", "run_name=r", f"ici_fsdp_parallelism={shape.devices}"]
     advice = Advice(
-        target=Slices(shape),
+        target=TpuSlices(shape),
         job=MaxTextArgs.parse(job),
         job_flags="",
         flags="",

@@ -25,9 +25,9 @@ def test_cpu_devices_add_maxtexts_cpu_mode_unless_the_user_chose(monkeypatch):
 
 
 def test_the_slices_a_start_got_come_from_its_world_size():
-    assert slices_of_this_start(4, {"hosts_per_slice": 2}) == 2
-    assert slices_of_this_start(2, {"hosts_per_slice": 2}) == 1
-    assert slices_of_this_start(3, {}) == 1  # a job planned before elastic slices
+    assert slices_of_this_start(4, hosts_per_slice=2) == 2
+    assert slices_of_this_start(2, hosts_per_slice=2) == 1
+    assert slices_of_this_start(3, hosts_per_slice=0) == 1  # no hosts per slice: one slice
 
 
 def test_one_slice_drops_a_stale_slice_count_and_more_keep_rays(monkeypatch):
