@@ -11,8 +11,8 @@ analysis) and, around its `jit_and_compile`, writes into the output directory:
 
 from __future__ import annotations
 
-import json
 import inspect
+import json
 import os
 import sys
 from dataclasses import asdict

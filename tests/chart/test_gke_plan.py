@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import subprocess
 
 import pytest
 
@@ -256,26 +255,6 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
     assert "--set ray.image.registry=us-east5-docker.pkg.dev" in out
     assert "--set ray.image.repository=my-proj/tpu-stack/launcher" in out
     assert "--set global.gcsfuse.bucketName=my-ckpts" in out
-
-
-def test_make_image_and_make_install_name_the_same_target():
-    """The Make aliases pass the same flags to both commands (the target comes from the
-    environment each reads the same way)."""
-
-    def dry(target: str) -> str:
-        proc = subprocess.run(
-            ["make", "-n", target, "VALUES=values/v6e-16.yaml"],
-            cwd=REPO,
-            text=True,
-            capture_output=True,
-            check=True,
-        )
-        line = next(ln for ln in proc.stdout.splitlines() if "tpu-launcher" in ln)
-        return line.split("tpu-launcher", 1)[1].split(None, 1)[1]
-
-    assert (
-        dry("image").strip() == dry("install").strip() == dry("gke-plan").split(None, 1)[1].strip()
-    )
 
 
 def test_install_without_a_project_names_the_fix(capsys):
