@@ -60,8 +60,8 @@ test-unit test-chart test-cluster test-e2e test-preflight test-image:
 
 .PHONY: verify
 verify: venv helm ## Every static check: ruff, format, mypy, shellcheck, hadolint, chart lint, drift.
-	$(VENV)/bin/ruff check launcher tests ci benchmarks
-	$(VENV)/bin/ruff format --check launcher tests ci benchmarks
+	$(VENV)/bin/ruff check launcher harness tests ci benchmarks
+	$(VENV)/bin/ruff format --check launcher harness tests ci benchmarks
 	$(VENV)/bin/mypy
 	$(VENV)/bin/shellcheck -x -P SCRIPTDIR ci/*.sh ci/cluster/*.sh .ci/run
 	$(VENV)/bin/hadolint images/launcher/Dockerfile
@@ -74,11 +74,11 @@ verify: venv helm ## Every static check: ruff, format, mypy, shellcheck, hadolin
 
 .PHONY: lint format
 lint: venv ## ruff (lint and format check) and shellcheck: the quick part of verify.
-	$(VENV)/bin/ruff check launcher tests ci benchmarks
-	$(VENV)/bin/ruff format --check launcher tests ci benchmarks
+	$(VENV)/bin/ruff check launcher harness tests ci benchmarks
+	$(VENV)/bin/ruff format --check launcher harness tests ci benchmarks
 	$(VENV)/bin/shellcheck -x -P SCRIPTDIR ci/*.sh ci/cluster/*.sh .ci/run
 format: venv ## ruff format the Python code.
-	$(VENV)/bin/ruff format launcher tests ci benchmarks
+	$(VENV)/bin/ruff format launcher harness tests ci benchmarks
 
 ##@ Test control plane (real API server, scheduler, KubeRay, JobSet; kwok fake GKE TPU nodes)
 

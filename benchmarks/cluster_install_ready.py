@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from ci.cluster import control_plane, gke_nodes  # noqa: E402
-from tests.support.helm import BUCKET, CHART, helm  # noqa: E402
-from tests.support.kube import ready as raycluster_ready  # noqa: E402
+from harness.helm import BUCKET, CHART, helm  # noqa: E402
+from harness.kube import ready as raycluster_ready  # noqa: E402
 
 VALUES = ["v6e-16.yaml", "v6e-16-x2.yaml", "cpu.yaml"]
 

@@ -32,10 +32,10 @@ import psutil
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.local_ray import require_local_cluster  # noqa: E402
 from launcher.core.job_events import EventKind, parse  # noqa: E402
 from launcher.core.job_plan import compile_cache_for  # noqa: E402
 from launcher.runtime.progress import parse_step_line  # noqa: E402
-from tests.support.local_ray import require_local_cluster  # noqa: E402
 
 WARMUP_STEPS = 5  # compile, first checkpoint
 # Where the time to the first step goes under `make submit`: the first line of each stage.

@@ -21,8 +21,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from harness.tutorial import TUTORIAL_JOB_ARGS  # noqa: E402
 from launcher.preflight.calibration import load_runs  # noqa: E402
-from tests.support.tutorial import TUTORIAL_JOB_ARGS  # noqa: E402
 
 TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]
 TUTORIAL = next(r for r in load_runs() if r.name == "gke-tutorial-llama3-8b")

@@ -31,8 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from launcher.runtime.progress import steps_logged  # noqa: E402
-from tests.support.job_control import (  # noqa: E402
+from harness.job_control import (  # noqa: E402
     jobs_client,
     kill_a_host,
     seconds_to_first_step_after_restore,
@@ -40,13 +39,14 @@ from tests.support.job_control import (  # noqa: E402
     wait_for_step,
     wait_until_done,
 )
-from tests.support.local_ray import (  # noqa: E402
+from harness.local_ray import (  # noqa: E402
     LocalCluster,
     launcher_result,
     local_cluster_command,
     require_local_cluster,
     run_name,
 )
+from launcher.runtime.progress import steps_logged  # noqa: E402
 
 TARGET = 0.60  # recovery with the cache / without
 ONE_SLICE = ("--tpu=v5p-16", "--num_slices=1")

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from tests.support.local_ray import (  # noqa: E402
+from harness.local_ray import (  # noqa: E402
     LocalCluster,
     launcher_result,
     require_local_cluster,

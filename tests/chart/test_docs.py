@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from tests.support.helm import CHART, REPO
+from harness.helm import CHART, REPO
 
 pytestmark = pytest.mark.chart
 

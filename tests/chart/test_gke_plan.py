@@ -14,10 +14,10 @@ import re
 
 import pytest
 
+from harness.helm import CHART, VALUES_FILES, helm, run_helm
+from harness.paths import REPO
 from launcher import cli
 from tests.support import fake_gcloud as fake_gcloud_module
-from tests.support.helm import CHART, VALUES_FILES, helm, run_helm
-from tests.support.paths import REPO
 
 pytestmark = pytest.mark.chart
 

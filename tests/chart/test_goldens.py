@@ -7,8 +7,8 @@ import difflib
 
 import pytest
 
+from harness.helm import VALUES_FILES
 from tests.support.goldens import GOLDENS, MASK, golden_path, render_golden
-from tests.support.helm import VALUES_FILES
 
 pytestmark = pytest.mark.chart
 
@@ -42,7 +42,8 @@ def test_a_template_change_shows_in_the_diff(tmp_path, monkeypatch):
     """The check can fail: a chart with one edited template no longer equals the goldens."""
     import shutil
 
-    from tests.support import goldens, helm
+    from harness import helm
+    from tests.support import goldens
 
     chart = tmp_path / "tpu-stack"
     shutil.copytree(helm.CHART, chart)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support.helm import BUCKET, refused
+from harness.helm import BUCKET, refused
 
 pytestmark = pytest.mark.chart
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from tests.support.helm import REPO, by_kind, render
+from harness.helm import REPO, by_kind, render
 from tests.support.k8s_schemas import KUBERAY_MODULE, module_dir
 
 pytestmark = pytest.mark.chart
-BUCKET = "ckpt-bucket"  # what tests.support.helm installs with
+BUCKET = "ckpt-bucket"  # what harness.helm installs with
 
 # The GKE tutorial's v6e-16 RayCluster: head (8 CPU, 16Gi) and one `tpu-group` of 4 hosts x 4
 # chips (topology 4x4, tpu-v6e-slice), the bucket through gcsfuse's CSI driver at /data with

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.helm import BUCKET, CHART, VALUES_FILES, by_kind, render, run_helm
 from launcher.core.job_plan import MIN_SLICES_ENV
-from tests.support.helm import BUCKET, CHART, VALUES_FILES, by_kind, render, run_helm
 
 pytestmark = pytest.mark.chart
 

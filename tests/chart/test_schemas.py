@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from ci.cluster.gke_nodes import merged_values
-from tests.support.helm import VALUES_FILES, render
+from harness.helm import VALUES_FILES, render
 from tests.support.k8s_schemas import validate
 
 pytestmark = pytest.mark.chart

@@ -9,6 +9,7 @@ import json
 import pytest
 import yaml
 
+from harness.helm import CHART, VALUES_FILES, by_kind, render
 from launcher.core.run_requests import TRAIN_ENTRYPOINT
 from launcher.core.tpu_table import (
     GKE_ACCELERATOR_LABEL,
@@ -18,7 +19,6 @@ from launcher.core.tpu_table import (
     tpu_type_names,
 )
 from launcher.core.values_file import tpu_blocks
-from tests.support.helm import CHART, VALUES_FILES, by_kind, render
 
 pytestmark = pytest.mark.chart
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from harness.helm import VALUES, by_kind, render
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
-from tests.support.helm import VALUES, by_kind, render
 
 pytestmark = pytest.mark.chart
 VLLM_VALUES = VALUES / "v6e-8-vllm.yaml"

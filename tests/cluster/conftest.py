@@ -19,8 +19,8 @@ import pykube
 import pytest
 
 from ci.cluster import control_plane
-from tests.support.kube import Release, wait_for
-from tests.support.paths import REPO
+from harness.kube import Release, wait_for
+from harness.paths import REPO
 
 
 def _control_plane(*args: str) -> subprocess.CompletedProcess:

@@ -15,8 +15,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.support.helm import CHART, helm
-from tests.support.kube import Release
+from harness.helm import CHART, helm
+from harness.kube import Release
 
 pytestmark = pytest.mark.cluster
 

@@ -15,12 +15,12 @@ import pytest
 from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 
 from ci.cluster import gke_nodes
+from harness.helm import CHART
+from harness.kube import Release, dump, ray_clusters, ready, wait_for
+from harness.paths import REPO
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 from launcher.core.values_file import tpu_slices
 from launcher.runtime.cluster_check import kube_pods, webhook_problems
-from tests.support.helm import CHART
-from tests.support.kube import Release, dump, ray_clusters, ready, wait_for
-from tests.support.paths import REPO
 
 pytestmark = pytest.mark.cluster
 

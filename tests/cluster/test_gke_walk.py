@@ -24,6 +24,10 @@ import pykube
 import pytest
 
 from ci.cluster import gke_nodes
+from harness.helm import CHART, helm
+from harness.kube import Release, dump, ready, wait_for
+from harness.local_ray import tpu_launcher
+from harness.paths import REPO
 from launcher.client.gke_release import room
 from launcher.core.tpu_table import (
     GENERATIONS,
@@ -32,10 +36,6 @@ from launcher.core.tpu_table import (
     topology_chips,
 )
 from tests.support import fake_gcloud
-from tests.support.helm import CHART, helm
-from tests.support.kube import Release, dump, ready, wait_for
-from tests.support.local_ray import tpu_launcher
-from tests.support.paths import REPO
 
 pytestmark = pytest.mark.cluster
 

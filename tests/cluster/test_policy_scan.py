@@ -14,9 +14,9 @@ import pykube
 import pytest
 import yaml
 
-from tests.support.helm import CHART
-from tests.support.kube import Release, wait_for
-from tests.support.paths import REPO, pins
+from harness.helm import CHART
+from harness.kube import Release, wait_for
+from harness.paths import REPO, pins
 
 pytestmark = pytest.mark.cluster
 VALUES = REPO / "values"

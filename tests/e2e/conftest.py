@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.local_ray import LocalCluster, local_cluster_command, run_name
+from harness.local_ray import LocalCluster, local_cluster_command, run_name
 
 # The modules that restart the cluster with another shape, in the order they run, last.
 LAST = ("test_ironwood_slice.py", "test_elastic_slices.py")

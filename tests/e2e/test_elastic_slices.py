@@ -18,23 +18,23 @@ from collections.abc import Iterator
 
 import pytest
 
-from launcher.client.local_cluster import running_slices
-from launcher.core.checkpoints import committed_steps
-from launcher.core.job_events import EventKind, clean, events, parse
-from launcher.runtime.progress import parse_step_line, steps_logged
-from tests.support.job_control import (
+from harness.job_control import (
     RESTORED,
     jobs_client,
     submit_no_wait,
     wait_until_done,
 )
-from tests.support.local_ray import (
+from harness.local_ray import (
     LocalCluster,
     launcher_result,
     local_cluster_command,
     reshaped,
     run_name,
 )
+from launcher.client.local_cluster import running_slices
+from launcher.core.checkpoints import committed_steps
+from launcher.core.job_events import EventKind, clean, events, parse
+from launcher.runtime.progress import parse_step_line, steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml

@@ -13,11 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core.checkpoints import committed_steps
-from launcher.core.job_events import EventKind, events
-from launcher.core.job_plan import COMPILE_CACHE_SUBDIR
-from launcher.runtime.progress import steps_logged
-from tests.support.job_control import (
+from harness.job_control import (
     RESTORED,
     jobs_client,
     kill_a_host,
@@ -26,8 +22,12 @@ from tests.support.job_control import (
     wait_for_step,
     wait_until_done,
 )
-from tests.support.local_ray import launcher_result, run_name
-from tests.support.paths import REPO
+from harness.local_ray import launcher_result, run_name
+from harness.paths import REPO
+from launcher.core.checkpoints import committed_steps
+from launcher.core.job_events import EventKind, events
+from launcher.core.job_plan import COMPILE_CACHE_SUBDIR
+from launcher.runtime.progress import steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml

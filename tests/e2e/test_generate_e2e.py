@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer
 
+from harness.local_ray import launcher_result
 from launcher.core.checkpoints import committed_steps
 from tests.support.hf_llama_reference import HfLlama
-from tests.support.local_ray import launcher_result
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.support.local_ray import LocalCluster, full_log, launcher_result, reshaped, run_name
+from harness.local_ray import LocalCluster, full_log, launcher_result, reshaped, run_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
 

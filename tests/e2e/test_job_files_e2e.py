@@ -10,9 +10,9 @@ import re
 
 import pytest
 
-from tests.support.job_control import jobs_client, wait_until_done
-from tests.support.local_ray import run_name, tpu_launcher
-from tests.support.paths import REPO
+from harness.job_control import jobs_client, wait_until_done
+from harness.local_ray import run_name, tpu_launcher
+from harness.paths import REPO
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

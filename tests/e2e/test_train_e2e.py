@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.local_ray import full_log, launcher_result, local_cluster_command, run_name
+from harness.local_ray import full_log, launcher_result, local_cluster_command, run_name
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 

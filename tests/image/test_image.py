@@ -13,7 +13,7 @@ import zipfile
 
 import pytest
 
-from tests.support.paths import REPO, pins
+from harness.paths import REPO, pins
 
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"

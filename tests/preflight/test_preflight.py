@@ -14,10 +14,10 @@ import time
 import psutil
 import pytest
 
+from harness.paths import REPO
+from harness.tutorial import TUTORIAL_JOB_ARGS
 from launcher.core.job_plan import parse_job_args
 from launcher.preflight.sharding_advice import PASTE_HERE
-from tests.support.paths import REPO
-from tests.support.tutorial import TUTORIAL_JOB_ARGS
 
 pytestmark = [pytest.mark.preflight, pytest.mark.timeout(900)]
 TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]

@@ -14,8 +14,8 @@ import re
 import sys
 from pathlib import Path
 
-from tests.support.helm import BUCKET, CHART, VALUES_FILES, run_helm
-from tests.support.paths import REPO
+from harness.helm import BUCKET, CHART, VALUES_FILES, run_helm
+from harness.paths import REPO
 
 GOLDENS = REPO / "tests" / "chart" / "goldens"
 RELEASE, NAMESPACE = "tpu", "ml"

@@ -21,7 +21,7 @@ import jsonschema
 import yaml
 from referencing import Registry, Resource
 
-from tests.support.paths import pins
+from harness.paths import pins
 
 KUBERAY_MODULE = f"github.com/ray-project/kuberay/ray-operator@{pins()['KUBERAY_VERSION']}"
 JOBSET_MODULE = f"sigs.k8s.io/jobset@{pins()['JOBSET_VERSION']}"

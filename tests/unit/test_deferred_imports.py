@@ -9,8 +9,8 @@ import sys
 
 import pytest
 
+from harness.paths import REPO
 from launcher.core.deferred_imports import DEFERRED, defer_unused_imports
-from tests.support.paths import REPO
 
 pytestmark = pytest.mark.unit
 

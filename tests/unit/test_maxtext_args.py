@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
+from harness.tutorial import TUTORIAL_ARGV
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import (
     MaxTextArgs,
     check_output_directory,
     maxtext_configs_dir,
 )
-from tests.support.tutorial import TUTORIAL_ARGV
 
 pytestmark = pytest.mark.unit
 

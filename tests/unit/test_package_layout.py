@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.paths import REPO
+from harness.paths import REPO
 
 pytestmark = pytest.mark.unit
 PACKAGE = REPO / "launcher"

@@ -10,7 +10,7 @@ import tomllib
 import pytest
 import yaml
 
-from tests.support.paths import REPO
+from harness.paths import REPO
 
 pytestmark = pytest.mark.unit
 

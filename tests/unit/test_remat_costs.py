@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from harness.tutorial import LLAMA3_8B
 from launcher.preflight.calibration import load_runs
 from launcher.preflight.remat_costs import KEPT_BY_POLICY, OFFLOADED, ModelDims
 from launcher.preflight.sharding_advice import POLICIES
-from tests.support.tutorial import LLAMA3_8B
 
 pytestmark = pytest.mark.unit
 

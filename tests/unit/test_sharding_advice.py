@@ -9,6 +9,7 @@ from math import prod
 
 import pytest
 
+from harness.tutorial import LLAMA3_8B
 from launcher.core.job_plan import parse_job_args
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import TpuSlices
@@ -25,7 +26,6 @@ from launcher.preflight.sharding_advice import (
     render,
     with_split,
 )
-from tests.support.tutorial import LLAMA3_8B
 
 pytestmark = pytest.mark.unit
 

@@ -7,9 +7,9 @@ from importlib import metadata
 
 import pytest
 
+from harness.tutorial import TUTORIAL_JOB_ARGS
 from launcher.preflight.calibration import fit_runs, generation_flags, load_runs
 from launcher.preflight.step_model import StepModel, StepTerms, fit, overlaps_collectives
-from tests.support.tutorial import TUTORIAL_JOB_ARGS
 
 pytestmark = pytest.mark.unit
 TARGET = 0.25  # issue: every calibration run within +-25%

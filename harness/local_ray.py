@@ -12,8 +12,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.paths import REPO
 from launcher.core.job_events import EventKind, events, last_result
-from tests.support.paths import REPO
 
 
 def tpu_launcher(
@@ -42,9 +42,9 @@ def local_cluster_command(*args: str, check: bool = True) -> subprocess.Complete
 
 
 def require_local_cluster() -> None:
-    """For the benchmarks, which use the cluster `make up` started: exit with the fix if none."""
+    """For the benchmarks, which use the cluster `tpu-launcher up` started: exit with the fix if none."""
     if local_cluster_command("local-status", check=False).returncode:
-        raise SystemExit("start the local cluster first: make up")
+        raise SystemExit("start the local cluster first: tpu-launcher up (or make up)")
 
 
 @dataclass

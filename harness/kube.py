@@ -15,7 +15,7 @@ import pykube
 import pytest
 
 from ci.cluster import control_plane, gke_nodes
-from tests.support.helm import BUCKET, CHART, helm
+from harness.helm import BUCKET, CHART, helm
 
 
 def wait_for(

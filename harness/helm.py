@@ -8,7 +8,7 @@ from pathlib import Path
 
 import yaml
 
-from tests.support.paths import REPO, pins
+from harness.paths import REPO, pins
 
 CHART = REPO / "charts" / "tpu-stack"
 VALUES = REPO / "values"
