@@ -42,9 +42,9 @@ def local_cluster_command(*args: str, check: bool = True) -> subprocess.Complete
 
 
 def require_local_cluster() -> None:
-    """For the benchmarks, which use the cluster `tpu-launcher up` started: exit with the fix if none."""
+    """For the benchmarks, which use a running local cluster: exit with the fix if none."""
     if local_cluster_command("local-status", check=False).returncode:
-        raise SystemExit("start the local cluster first: tpu-launcher up (or make up)")
+        raise SystemExit("start the local cluster first: tpu-launcher up")
 
 
 @dataclass
@@ -53,7 +53,7 @@ class LocalCluster:
     started_here: bool
 
     def submit(self, *job_args: str, extra: tuple[str, ...] = (), timeout: int = 540):
-        """Submits through the same code path as `make submit`; returns (exit code, output)."""
+        """Submits as `tpu-launcher submit` does; returns (exit code, output)."""
         argv = [sys.executable, "-m", "launcher", "submit", *extra, "--", *job_args]
         if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
             argv.append(f"base_output_directory={self.bucket}")
@@ -64,7 +64,7 @@ class LocalCluster:
         return proc.returncode, proc.stdout + proc.stderr
 
     def about_run(self, command: str, run: str, *options: str, timeout: int = 300):
-        """`generate` or `export` through the same code path as `make generate|export`;
+        """`generate` or `export` through the same code path as `tpu-launcher generate|export`;
         (exit code, output). MaxText keys go in `options` after "--"."""
         argv = [sys.executable, "-m", "launcher", command, "--run", run, *options]
         if not self.started_here:
@@ -80,8 +80,8 @@ class LocalCluster:
 @contextmanager
 def reshaped(cluster: LocalCluster, *up_args: str, restart: bool = True) -> Iterator[LocalCluster]:
     """The session's local cluster for a module that needs another shape: restarted with
-    `up_args` (unless `restart` is False: it has that shape already); one started by `make up`
-    gets its default shape back after the module."""
+    `up_args` (unless `restart` is False: it has that shape already); one started by
+    `tpu-launcher up` gets its default shape back after the module."""
     bucket = str(cluster.bucket if cluster.started_here else ".local/bucket")
 
     def start(*args: str) -> None:

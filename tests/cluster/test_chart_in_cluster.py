@@ -447,7 +447,7 @@ def _preflight(release: Release, name: str, *job_args: str) -> subprocess.Comple
 
 
 def test_preflight_reads_the_slice_from_a_release(release: Release):
-    """`make preflight RELEASE=...`: the target slice comes from the release's RayCluster (the
+    """`tpu-launcher preflight --release`: the target slice comes from the release's RayCluster (the
     parallelism check runs before any compile, so a mismatch shows what was read)."""
     release.add_nodes_for(VALUES / "v6e-16-x2.yaml")
     release.install(VALUES / "v6e-16-x2.yaml")
@@ -462,7 +462,7 @@ def test_preflight_reads_the_slice_from_a_release(release: Release):
 
 
 def test_preflight_lets_a_cpu_release_through(release: Release):
-    """`make submit RELEASE=` runs preflight first; a release without TPUs has nothing to
+    """`submit --release` runs preflight first; a release without TPUs has nothing to
     compile and must not stop the submission."""
     release.add_nodes_for(VALUES / "cpu.yaml")
     release.install(VALUES / "cpu.yaml")

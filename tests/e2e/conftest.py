@@ -1,4 +1,4 @@
-"""The session's local Ray cluster: started here unless one already runs (`make up`).
+"""The session's local Ray cluster: started here unless one already runs (`tpu-launcher up`).
 
 It has one simulated slice (a job takes every slice the cluster has); the Ironwood test restarts
 it as a tpu7x-16 and the elastic test with two slices, so they run after the other end-to-end
@@ -36,7 +36,7 @@ def local_cluster(tmp_path_factory) -> LocalCluster:
 
 @dataclass(frozen=True)
 class TrainedRun:
-    """A run `make submit` trained: its name, directory and what submit printed."""
+    """A run `tpu-launcher submit` trained: its name, directory and what submit printed."""
 
     name: str
     dir: Path

@@ -5,7 +5,7 @@ back, the job grows back to two and finishes. Ray Train's elastic JaxTrainer doe
 the launcher tells MaxText the mesh and accumulation for each size.
 
 It runs last (tests/e2e/conftest.py) and restarts the local cluster with two
-slices; a cluster someone started (`make up`) gets its one slice back after it, in the same
+slices; a cluster someone started (`tpu-launcher up`) gets its one slice back after it, in the same
 bucket directory.
 """
 

@@ -1,10 +1,12 @@
 """Ironwood on the local cluster: `tpu-launcher up --tpu tpu7x-16` starts 2 simulated hosts that
 look to Ray like tpu7x hosts (4 chips each, TPU-V7X, pod type v7x-16 with its head resource), each
-JAX process seeing 8 CPU devices (a tpu7x chip is two devices); the tiny model trains, checkpoints
-and resumes on the 16 devices through the same path as v5p-16.
+JAX process seeing 8 CPU devices (a tpu7x chip is two devices); the tiny model trains and
+checkpoints on the 16 devices through the same path as v5p-16 (whose resume the train test
+checks: the restore does not depend on the generation).
 
 The cluster is restarted with that slice for this module (after the tests on the session's
-v5p-16, before the elastic test's two slices); one started by `make up` gets its slice back."""
+v5p-16, before the elastic test's two slices); one started by `tpu-launcher up` gets its slice
+back."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ def ironwood(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
         yield cluster
 
 
-def test_a_tpu7x_16_trains_on_16_devices_and_resumes(ironwood):
+def test_a_tpu7x_16_trains_and_checkpoints_on_16_devices(ironwood):
     name = run_name("ironwood")
     code, out = ironwood.submit("tiny-llama.yml", f"run_name={name}", "steps=6")
     assert code == 0, out[-6000:]
@@ -34,10 +36,4 @@ def test_a_tpu7x_16_trains_on_16_devices_and_resumes(ironwood):
     first = launcher_result(out)
     assert (first["first_step"], first["last_step"]) == (0, 5)
     assert first["checkpoints"] == [0, 5]
-
-    code, out = ironwood.submit("tiny-llama.yml", f"run_name={name}", "steps=8")
-    assert code == 0, out[-6000:]
-    second = launcher_result(out)
-    assert second["first_step"] == 6, "the second submission did not resume from step 5"
-    assert second["checkpoints"] == [0, 5, 7]  # every 5 steps, and the last
-    assert second["final_loss"] < first["first_loss"]
+    assert first["final_loss"] < first["first_loss"]

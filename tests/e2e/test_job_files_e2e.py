@@ -1,6 +1,8 @@
 """A job submitted from a directory outside the checkout, with a MaxText config of its own:
 the config travels with the job (Ray's working_dir) and the cluster trains from that copy, even
-after the local file is gone; `tpu-launcher list` then shows the job with its run and step."""
+after the local file is gone; `tpu-launcher list` then shows the job with its run and step. The
+job runs on a CPU-only slice (2 hosts x 2 devices: plain Ray workers, jax.distributed on CPU),
+the path of clusters without TPUs, so one job start covers both."""
 
 from __future__ import annotations
 
@@ -24,7 +26,13 @@ def test_a_config_of_your_own_travels_with_the_job(local_cluster, tmp_path):
     # Its own sizes (not the packaged tiny-llama's), so a run of the packaged one would differ.
     (work / "my-model.yml").write_text(tiny.replace("base_mlp_dim: 128", "base_mlp_dim: 96"))
     name = run_name("shipped")
-    job = ["--tpu=v5p-16", "my-model.yml", f"run_name={name}", "steps=3"]
+    job = [
+        "--cpu_hosts=2",
+        "--cpu_devices_per_host=2",
+        "my-model.yml",
+        f"run_name={name}",
+        "steps=3",
+    ]
     if not local_cluster.started_here:
         job.append(f"base_output_directory={local_cluster.bucket}")
     env = {**os.environ, "LAUNCHER_STATE_DIR": str(tmp_path / "state")}
@@ -48,6 +56,7 @@ def test_a_config_of_your_own_travels_with_the_job(local_cluster, tmp_path):
         r"launcher: maxtext \S+/runtime_resources/working_dir_files/\S+/my-model.yml", logs
     )
     assert "Config param base_mlp_dim: 96" in logs
+    assert "CPU slice: 2 hosts x 2 devices: 2 workers x 2 devices = 4 devices" in logs
 
     listed = launcher("list")
     assert listed.returncode == 0, listed.stderr

@@ -1,4 +1,4 @@
-"""`make generate` before anything starts: which checkpoint, which model, which decode arguments,
+"""`generate` before anything starts: which checkpoint, which model, which decode arguments,
 and the refusals a user can hit, each naming what to change. The run directories are real
 (checkpoint directories with and without Orbax's commit marker, the record `train` writes)."""
 

@@ -1,4 +1,4 @@
-"""`make export`'s pieces that need no checkpoint: the model sizes read from MaxText's config,
+"""`export`'s pieces that need no checkpoint: the model sizes read from MaxText's config,
 what is refused, the byte tokenizer, and the tensor conversion's invariants. That the exported
 model computes what MaxText computes is the e2e test's (tests/e2e/test_generate_e2e.py)."""
 
