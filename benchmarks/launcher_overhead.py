@@ -1,14 +1,14 @@
 #!/usr/bin/env python3
 """Launcher overhead: the same tiny MaxText job (a) as bare MaxText processes and (b) through
-`make submit` on the local Ray cluster (JaxTrainer on the simulated v5p-16 slice), in turn,
+`tpu-launcher submit` on the local Ray cluster (JaxTrainer on the simulated v5p-16 slice), in turn,
 --runs times.
 
 Prints, per run, the median steady-state step time, the time from the command to the first
 completed step and the peak RSS per simulated host, then the median ratios against the targets
-(step time <= 1.02x, first step <= 1.25x, memory within 300 MB). The last run is profiled: when
-each stage of `make submit` began, the CPU seconds every process group spent before the first
-step, and each group's share of the cores while training is steady (every process on the
-machine, read once a second).
+(step time <= 1.02x, first step <= 1.25x, memory within 300 MB). The last run is profiled:
+when each stage of `tpu-launcher submit` began, the CPU seconds every process group spent
+before the first step, and each group's share of the cores while training is steady (every
+process on the machine, read once a second).
 
     .venv/bin/python benchmarks/launcher_overhead.py [--runs 3] [--steps 30] [--hosts 2]
 """
@@ -34,11 +34,11 @@ sys.path.insert(0, str(REPO))
 
 from harness.local_ray import require_local_cluster  # noqa: E402
 from launcher.core.job_events import EventKind, parse  # noqa: E402
-from launcher.core.job_plan import compile_cache_for  # noqa: E402
+from launcher.core.run_dir import compile_cache_for  # noqa: E402
 from launcher.runtime.progress import parse_step_line  # noqa: E402
 
 WARMUP_STEPS = 5  # compile, first checkpoint
-# Where the time to the first step goes under `make submit`: the first line of each stage.
+# Where the time to the first step goes under `tpu-launcher submit`: the first line of each stage.
 MARKERS = {
     "submitted job": "ray job submit returned (precheck + CLI)",
     "launcher: ": "driver planned the slice (job driver started, ray.init)",
@@ -313,7 +313,7 @@ class LogFollower(threading.Thread):
 
 
 def via_submit(args, out_dir: Path) -> Run:
-    run = Run("make submit")
+    run = Run("tpu-launcher submit")
     argv = [
         sys.executable,
         "-m",
@@ -348,7 +348,7 @@ def via_submit(args, out_dir: Path) -> Run:
     run.profile.done.set()
     if code:
         sys.stderr.write("".join(run.output[-60:]))
-        raise SystemExit(f"make submit failed: exit {code}")
+        raise SystemExit(f"tpu-launcher submit failed: exit {code}")
     return run
 
 
@@ -412,7 +412,7 @@ def main() -> None:
         f"memory delta      {mem_delta:+.0f} MB (target within 300 MB)  "
         f"{_verdict(abs(mem_delta), 300)}"
     )
-    print("\nthe last run, profiled. where `make submit`'s time to the first step goes:")
+    print("\nthe last run, profiled. where `tpu-launcher submit`'s time to the first step goes:")
     for marker, what in MARKERS.items():
         if marker in b.marks:
             print(f"  {b.marks[marker] - b.started:6.1f}s {what}")

@@ -2,7 +2,7 @@
 """Recovery from a lost host with and without the run's compilation cache, and goodput of an
 elastic multi-slice job against a fixed-size one when a slice is lost and comes back, in one run.
 
-On the local Ray cluster with two simulated v5p-16 slices (`make up SLICES=2`):
+On the local Ray cluster with two simulated v5p-16 slices (`tpu-launcher up --num-slices 2`):
 
 1. The same tiny MaxText job on one slice runs twice, once with JAX's persistent compilation
    cache in the run's directory (the launcher's default) and once with it off
@@ -70,7 +70,7 @@ def recover(cluster: LocalCluster, cache: bool, steps: int, kill_at: int) -> Rec
     seconds = seconds_to_first_step_after_restore(client, job_id, offset, killed_at)
     status = wait_until_done(client, job_id)
     if status != "SUCCEEDED":
-        raise SystemExit(f"job {job_id} ended {status}: make logs JOB={job_id}")
+        raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
     compiled = launcher_result(client.get_job_logs(job_id))["compile_cache"]
     return Recovery(
         seconds, compiled["compile_seconds_per_start"][-1], compiled["hits_per_start"][-1]
@@ -98,7 +98,7 @@ def lose_a_slice(cluster: LocalCluster, elastic: bool, steps: int, lose_at: int,
     local_cluster_command("slice-up", "1")
     status = wait_until_done(client, job_id, timeout=1800)
     if status != "SUCCEEDED":
-        raise SystemExit(f"job {job_id} ended {status}: make logs JOB={job_id}")
+        raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
     goodput = launcher_result(client.get_job_logs(job_id))["goodput"]
     return SliceLoss(goodput["wall_seconds"], goodput["goodput"], len(set(steps_logged(away_logs))))
 

@@ -1,11 +1,11 @@
 #!/usr/bin/env python3
-"""From a trained run to text and to a servable model: `make generate` and `make export`, timed.
+"""From a trained run to text and to a servable model: `tpu-launcher generate` and `export`, timed.
 
-On the local Ray cluster (`make up`: the simulated v5p-16 slice), a tiny run is trained
+On the local Ray cluster (`tpu-launcher up`: the simulated v5p-16 slice), a tiny run is trained
 (--steps), then generated from twice (the second finds the prefill and generate programs in
-the run's compilation cache) and exported, each through the same commands as the make targets.
+the run's compilation cache) and exported, each through the same commands a user runs.
 Printed: each command's wall time from this side (submission to exit), the job's own split
-(parameters, prefill, tokens), and the ratio against the target: `make generate` within 180 s
+(parameters, prefill, tokens), and the ratio against the target: `generate` within 180 s
 on 2 cores.
 
     .venv/bin/python benchmarks/serving_path.py [--steps 10] [--max-tokens 32]
@@ -29,7 +29,7 @@ from harness.local_ray import (  # noqa: E402
     run_name,
 )
 
-TARGET_SECONDS = 180.0  # `make generate` after `make demo`, 2 cores
+TARGET_SECONDS = 180.0  # `generate` after `tpu-launcher demo`, 2 cores
 
 
 def timed(what: str, call) -> tuple[float, dict]:
@@ -73,7 +73,7 @@ def main() -> None:
         )
     worst = max(walls)
     print(
-        f"\nmake generate / target: {worst:.0f}s / {TARGET_SECONDS:.0f}s = "
+        f"\ngenerate / target: {worst:.0f}s / {TARGET_SECONDS:.0f}s = "
         f"{worst / TARGET_SECONDS:.2f} {'ok' if worst <= TARGET_SECONDS else 'MISSED'}"
     )
 

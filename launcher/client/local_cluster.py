@@ -21,8 +21,8 @@ from pathlib import Path
 
 from launcher.client.commands import run
 from launcher.core.errors import CommandError, UsageError
-from launcher.core.job_plan import OUTPUT_DIR_ENV
 from launcher.core.ray_auth import auth_headers
+from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.slices import (
     LABEL_ACCELERATOR,
     LABEL_POD_TYPE,

@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
+from launcher.core.run_dir import CHECKPOINTS_SUBDIR
+
 COMMIT_MARKER = "commit_success.txt"
-CHECKPOINTS_SUBDIR = "checkpoints"
 
 
 def is_committed(

@@ -18,25 +18,22 @@ from typing import Any
 from absl import flags
 
 from launcher.core import slices as slices_mod
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.checkpoints import committed_steps
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
+from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RunDir, compile_cache_for
 from launcher.core.slices import Slices
 
-# The chart sets this to the gcsfuse mount path; the local cluster to its bucket directory.
-OUTPUT_DIR_ENV = "LAUNCHER_OUTPUT_DIR"
-DEFAULT_OUTPUT_DIR = "/data"
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
 # The chart's ray.worker.tpu.minSlices, set on the head: jobs are elastic down to it by default.
 MIN_SLICES_ENV = "LAUNCHER_MIN_SLICES"
 # JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the run's directory on
-# the bucket, next to the checkpoints: every restart, and every resubmission with the same
-# arguments, loads the compiled step instead of compiling it again. MaxText's own default
+# the bucket (RunDir), next to the checkpoints: every restart, and every resubmission with the
+# same arguments, loads the compiled step instead of compiling it again. MaxText's own default
 # (base.yml) is a directory in the pod, which a restarted pod no longer has.
-COMPILE_CACHE_SUBDIR = "jax_cache"
 MAXTEXT_DEFAULT_CACHE_DIR = "~/jax_cache"
 
 
@@ -212,8 +209,8 @@ class JobPlan:
         return str(self.args.get("run_name"))
 
     @property
-    def run_dir(self) -> Path:
-        return Path(str(self.args.get("base_output_directory"))) / self.run_name
+    def run_dir(self) -> RunDir:
+        return RunDir(Path(str(self.args.get("base_output_directory"))) / self.run_name)
 
 
 def plan_job(
@@ -268,11 +265,6 @@ def plan_job(
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
             args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
     return JobPlan(slices, args, options.libtpu_init_args, sized, options.resize_check_s)
-
-
-def compile_cache_for(output_dir: str, run_name: str) -> str:
-    # Joined as text: a gs:// directory is no local Path.
-    return f"{output_dir.rstrip('/')}/{run_name}/{COMPILE_CACHE_SUBDIR}"
 
 
 def resolve_steps(

@@ -12,11 +12,10 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.checkpoints import committed_steps
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
-
-RUN_RECORD = "tpu-launcher-run.json"
+from launcher.core.run_dir import RUN_RECORD, RunDir
 
 
 def write_run_record(run_dir: Path, args: MaxTextArgs) -> Path | None:
@@ -24,7 +23,7 @@ def write_run_record(run_dir: Path, args: MaxTextArgs) -> Path | None:
     if str(run_dir).startswith("gs:"):
         return None
     run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RUN_RECORD
+    path = RunDir(run_dir).record
     record = {"config": str(args.config), "overrides": args.overrides}
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1) + "\n")
@@ -34,7 +33,7 @@ def write_run_record(run_dir: Path, args: MaxTextArgs) -> Path | None:
 
 def read_run_record(run_dir: Path) -> MaxTextArgs:
     """The MaxText arguments `run_dir` was trained with. Raises UsageError."""
-    path = run_dir / RUN_RECORD
+    path = RunDir(run_dir).record
     if not path.is_file():
         raise UsageError(
             "--run",
@@ -52,14 +51,14 @@ class RunCheckpoint:
     """A committed checkpoint of a run and the model that reads it."""
 
     run: str
-    run_dir: Path
+    run_dir: RunDir
     step: int
     model: MaxTextArgs  # the run's arguments with the user's on top; no full-state restore
 
     @property
     def items_dir(self) -> Path:
         """Orbax's tree of the training state (parameters, optimizer state, step)."""
-        return self.run_dir / CHECKPOINTS_SUBDIR / str(self.step) / "items"
+        return self.run_dir.checkpoint(self.step) / "items"
 
 
 def find_run_checkpoint(
@@ -68,12 +67,12 @@ def find_run_checkpoint(
     """The run's latest committed checkpoint (or `step`) under the output directory (or the
     base_output_directory= the user gives). Raises UsageError."""
     given = MaxTextArgs.parse(maxtext_argv).overrides if maxtext_argv else {}
-    run_dir = Path(given.get("base_output_directory", output_dir)) / run
-    steps = committed_steps(run_dir)
+    run_dir = RunDir(Path(given.get("base_output_directory", output_dir)) / run)
+    steps = committed_steps(run_dir.path)
     if not steps:
         raise UsageError(
             "--run",
-            f"run {run!r} has no committed checkpoint in {run_dir / CHECKPOINTS_SUBDIR}",
+            f"run {run!r} has no committed checkpoint in {run_dir.checkpoints}",
             f"train it first (`tpu-launcher demo`, or `tpu-launcher submit -- ... "
             f"run_name={run}`), or name a run that has checkpoints",
         )
@@ -85,10 +84,10 @@ def find_run_checkpoint(
             f"{', '.join(map(str, steps))})",
             f"pick one of those, or leave --step out for the latest ({steps[-1]})",
         )
-    model = _model_args(run_dir, run, maxtext_argv)
+    model = _model_args(run_dir.path, run, maxtext_argv)
     # Parameters only: a full training state to restore would need the optimizer's too.
     kept = {k: v for k, v in model.overrides.items() if k != "load_full_state_path"}
-    kept["base_output_directory"] = str(run_dir.parent)
+    kept["base_output_directory"] = str(run_dir.path.parent)
     return RunCheckpoint(run, run_dir, chosen, MaxTextArgs(model.config, kept))
 
 

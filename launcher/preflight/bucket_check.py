@@ -8,8 +8,9 @@ import re
 import uuid
 from dataclasses import dataclass
 
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps_in_listing
+from launcher.core.checkpoints import committed_steps_in_listing
 from launcher.core.errors import UsageError
+from launcher.core.run_dir import CHECKPOINTS_SUBDIR
 
 
 @dataclass

@@ -23,19 +23,18 @@ from typing import Any
 from absl import app, flags
 
 from launcher.core import job_plan
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, committed_steps
+from launcher.core.checkpoints import committed_steps
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
-    DEFAULT_OUTPUT_DIR,
-    OUTPUT_DIR_ENV,
     JobOptions,
     JobPlan,
     define_flags,
     plan_job,
 )
+from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
 
@@ -47,7 +46,7 @@ STARTED_AT = time.time()
 
 def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> None:
     run_dir = plan.run_dir
-    steps = committed_steps(run_dir)
+    steps = committed_steps(run_dir.path)
     first = metrics.get("first_step")
     resumed = f"resumed at step {first}" if first else "started from step 0"
     print("\n" + format_summary_title("training"), flush=True)
@@ -58,9 +57,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
     if "final_loss" in metrics:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
-    print(
-        f"checkpoints:  {run_dir / CHECKPOINTS_SUBDIR} (steps {', '.join(map(str, steps)) or '-'})"
-    )
+    print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
     if outcome.get("sparkline"):
         print(f"loss curve:   {outcome['sparkline']}")
     for line in format_breakdown(outcome["goodput"]):
@@ -78,7 +75,8 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
         )
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
-    print(f"tensorboard:  tensorboard --logdir {run_dir / 'tensorboard'}")
+    # The event files' directory, not a command: TensorBoard itself is not installed with us.
+    print(f"tensorboard:  {run_dir.tensorboard} (MaxText's event files)")
     print(
         f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
         "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest checkpoint"
@@ -86,7 +84,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     print(
         format_result(
             {
-                "run_dir": str(run_dir),
+                "run_dir": str(run_dir.path),
                 "checkpoints": steps,
                 **metrics,
                 "goodput": outcome["goodput"],
@@ -142,7 +140,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
         maxtext_argv,
         nodes=ray_nodes(options),
         require_slice=True,
-        output_dir=os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR),
+        output_dir=output_dir(),
     )
     slices, args = plan.slices, plan.args
     assert slices is not None  # require_slice
@@ -209,7 +207,7 @@ def slice_trainer(
         jax_config=CpuJaxConfig() if isinstance(slices, CpuSlices) else None,
         run_config=RunConfig(
             name=name,
-            storage_path=f"{out_dir}/ray_results",
+            storage_path=f"{out_dir}/{RAY_RESULTS_SUBDIR}",
             failure_config=FailureConfig(max_failures=max_failures),
             worker_runtime_env={"env_vars": env} if env else None,
         ),
@@ -222,7 +220,7 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
     slices, args = plan.slices, plan.args
     assert slices is not None
     summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
-    write_run_record(plan.run_dir, args)  # what `generate` rebuilds the model from
+    write_run_record(plan.run_dir.path, args)  # what `generate` rebuilds the model from
     gen = slices.shape.generation if isinstance(slices, TpuSlices) else None
     peak_tflops = gen.per_device(gen.peak_bf16_tflops) if gen else None
     trainer = slice_trainer(
@@ -254,7 +252,7 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
             flush=True,
         )
         print(
-            f"  checkpoints so far are kept under {plan.run_dir / CHECKPOINTS_SUBDIR}; fix "
+            f"  checkpoints so far are kept under {plan.run_dir.checkpoints}; fix "
             "the cause and submit again with the same run_name to resume.",
             file=sys.stderr,
             flush=True,
@@ -302,7 +300,7 @@ def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
     if points:
         outcome["sparkline"] = loss_sparkline([p.loss for p in points])
         try:
-            plot = write_plot(points, plan.run_dir / "tensorboard" / "launcher.png")
+            plot = write_plot(points, plan.run_dir.plot)
             outcome["plot"] = str(plot)
         except OSError as e:  # a plot is not worth failing the job over
             print(f"launcher: could not write the plot: {e}", file=sys.stderr)

@@ -10,22 +10,18 @@ prompt, and decodes and prints what rank 0 generated.
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
-    DEFAULT_OUTPUT_DIR,
-    OUTPUT_DIR_ENV,
     JobOptions,
     plan_job,
 )
 from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.run_dir import RunDir, output_dir
 from launcher.core.run_record import find_run_checkpoint
 from launcher.core.run_requests import GenerateRequest, check_request
 from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos
@@ -37,7 +33,7 @@ PREFILL_BUCKET = 16
 
 @dataclass(frozen=True)
 class GenerationPlan:
-    run_dir: Path
+    run_dir: RunDir
     step: int
     args: MaxTextArgs  # the run's model, pointed at the checkpoint, sized for the prompt
     tokenizer: Tokenizer
@@ -69,14 +65,14 @@ def generate(request: GenerateRequest) -> int:
     from launcher.runtime.generate_worker import generate_per_worker
     from launcher.runtime.worker import read_summary
 
-    plan = plan_generation(request, os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR))
+    plan = plan_generation(request, output_dir())
     job = plan_job(
         JobOptions(), plan.args.argv()[1:], nodes=ray_nodes(JobOptions()), require_slice=True
     )
     assert job.slices is not None
     print(
         f"launcher: generate from run {request.run}, checkpoint step {plan.step} "
-        f"({plan.run_dir / CHECKPOINTS_SUBDIR / str(plan.step)})",
+        f"({plan.run_dir.checkpoint(plan.step)})",
         flush=True,
     )
     print(

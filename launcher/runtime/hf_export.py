@@ -26,12 +26,11 @@ import numpy as np
 
 from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title
-from launcher.core.job_plan import DEFAULT_OUTPUT_DIR, OUTPUT_DIR_ENV
+from launcher.core.run_dir import output_dir
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import ExportRequest, check_request
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
-EXPORT_SUBDIR = "hf"  # <run>/hf/<step>/
 EXPORT_RECORD = "tpu-launcher-export.json"
 WEIGHTS_FILE = "model.safetensors"
 # MaxText's decoder block for the Llama family (Llama 2, 3, 3.1 and the demo's tiny-llama).
@@ -260,9 +259,9 @@ def export(request: ExportRequest) -> int:
         request.run,
         request.step,
         request.maxtext_argv,
-        os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR),
+        output_dir(),
     )
-    target = found.run_dir / EXPORT_SUBDIR / str(found.step)
+    target = found.run_dir.export(found.step)
     print(
         f"launcher: export run {found.run}, checkpoint step {found.step} "
         f"({found.items_dir.parent}) to {target}",

@@ -23,7 +23,7 @@ from harness.job_control import (
 from harness.local_ray import launcher_result, run_name
 from harness.paths import REPO
 from launcher.core.job_events import EventKind, events
-from launcher.core.job_plan import COMPILE_CACHE_SUBDIR
+from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
 from launcher.runtime.progress import steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

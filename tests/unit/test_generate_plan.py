@@ -12,11 +12,12 @@ import pytest
 
 from launcher.cli import _parser
 from launcher.client.job_output import JobOutput
-from launcher.core.checkpoints import CHECKPOINTS_SUBDIR, COMMIT_MARKER
+from launcher.core.checkpoints import COMMIT_MARKER
 from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.run_record import RUN_RECORD, read_run_record, write_run_record
+from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RUN_RECORD
+from launcher.core.run_record import read_run_record, write_run_record
 from launcher.core.run_requests import GenerateRequest, check_request
 from launcher.runtime.generate import PREFILL_BUCKET, plan_generation
 from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, until_eos

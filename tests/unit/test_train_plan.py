@@ -7,14 +7,13 @@ import pytest
 from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import (
-    COMPILE_CACHE_SUBDIR,
     JobOptions,
-    compile_cache_for,
     parse_job_args,
     plan_job,
     resolve_steps,
 )
 from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.run_dir import COMPILE_CACHE_SUBDIR, compile_cache_for
 from tests.support.ray_nodes import ray_nodes
 
 pytestmark = pytest.mark.unit
@@ -37,7 +36,7 @@ def test_plans_the_tutorial_job_on_its_cluster(tmp_path):
     )
     assert plan.slices.describe() == "v6e-16 (TPU v6e 4x4: 4 hosts x 4 chips)"
     assert plan.args.overrides["base_output_directory"] == str(tmp_path)
-    assert plan.run_dir == tmp_path / "seed"
+    assert plan.run_dir.path == tmp_path / "seed"
 
 
 def test_explicit_flags_must_match_the_cluster(tmp_path):
