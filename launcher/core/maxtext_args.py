@@ -45,8 +45,8 @@ def maxtext_configs_dir() -> Path:
         raise UsageError(
             field="maxtext",
             problem="the maxtext package is not installed in this Python environment",
-            fix="install tpu-launcher with its dependencies (the project's `make venv`), "
-            "or use the launcher image (in the cluster)",
+            fix="install tpu-launcher with its dependencies (maxtext is one of them; in a "
+            "checkout, its .venv has them), or run in the launcher image",
         )
     return Path(next(iter(spec.submodule_search_locations))) / "configs"
 
