@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from launcher.core.slices import TpuSlices
+from launcher.core.tpu_table import default_chips_per_host
 
 
 @dataclass(frozen=True)
@@ -32,5 +33,10 @@ def bind_job_to(job_args: list[str], slices: TpuSlices) -> list[str]:
     """The job's arguments with the target slice named first (`--tpu=v6e-16 --num_slices=N`):
     the head then refuses to run it on a cluster of another shape (check_fits_cluster) instead
     of deciding the slice itself. A job that names its slice already was checked against the
-    target by plan_job and goes as it is."""
-    return [f"--tpu={slices.shape.name}", f"--num_slices={slices.num_slices}", *job_args]
+    target by plan_job and goes as it is. Where the name alone means another host size (v6e-8
+    as two hosts of 4 chips), --chips_per_host says which."""
+    shape = slices.shape
+    bound = [f"--tpu={shape.name}", f"--num_slices={slices.num_slices}"]
+    if shape.chips_per_host != default_chips_per_host(shape.generation, shape.topology):
+        bound.append(f"--chips_per_host={shape.chips_per_host}")
+    return [*bound, *job_args]

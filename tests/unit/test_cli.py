@@ -108,6 +108,23 @@ def test_the_slice_preflight_approved_is_the_slice_the_job_is_submitted_with(cap
     assert code == 2 and "its target is tpu7x-16" in err, err
 
 
+@pytest.mark.parametrize(
+    ("accelerator", "topology", "chips", "slices"),
+    [("v6e", "4x4", 4, 2), ("v6e", "2x4", 4, 1), ("v6e", "2x4", 8, 1), ("tpu7x", "2x2x2", 4, 1)],
+)
+def test_a_bound_job_reads_back_as_the_same_slices(accelerator, topology, chips, slices):
+    """Whatever shape the target has (v6e-8 as two hosts of 4 included), the bound arguments
+    name exactly it."""
+    from launcher.client.slice_target import bind_job_to
+    from launcher.core.job_plan import parse_job_args
+    from launcher.core.slices import TpuSlices
+    from launcher.core.tpu_table import slice_shape
+
+    target = TpuSlices(slice_shape(accelerator, topology, chips), slices)
+    options, maxtext = parse_job_args(bind_job_to(["tiny-llama.yml", "run_name=r"], target))
+    assert options.slice_request() == target and maxtext == ["tiny-llama.yml", "run_name=r"]
+
+
 def test_the_head_refuses_a_bound_job_on_a_cluster_of_another_shape():
     """What the binding buys, on the head: plan_job holds --tpu to the Ray cluster's nodes."""
     from launcher.core.errors import UsageError
