@@ -71,6 +71,10 @@ def release(kube_cluster) -> Iterator[Release]:
     pykube.Namespace(api, {"metadata": {"name": namespace, "labels": labels}}).create()
     rel = Release(api, kube_cluster.kube_config_path, namespace)
     yield rel
+    # Cordoned first: the scheduler stops placing pods on them long before they are deleted (a
+    # deleted node can linger in its cache, and a next test's pod land on it, on a busy machine).
+    for name in rel.nodes:
+        pykube.Node.objects(api).get(name=name).cordon()
     rel.helm("uninstall", rel.name, "--wait", check=False)
     pykube.Namespace.objects(api).get(name=namespace).delete()
     # Pods are removed by kwok on behalf of their node: keep the nodes until they are gone.
@@ -81,3 +85,8 @@ def release(kube_cluster) -> Iterator[Release]:
     )
     for name in rel.nodes:
         pykube.Node.objects(api).get(name=name).delete()
+    wait_for(
+        "the release's nodes to be deleted",
+        lambda: not any(pykube.Node.objects(api).get_or_none(name=n) for n in rel.nodes),
+        60,
+    )
