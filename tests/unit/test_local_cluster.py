@@ -58,3 +58,31 @@ def test_multi_slice_hosts_declare_the_slice_count_as_the_charts_pods_do():
     assert {n["env"]["MEGASCALE_NUM_SLICES"] for n in two} == {"2"}
     assert [n["env"]["TPU_NAME"] for n in two] == ["local-slice-0"] * 2 + ["local-slice-1"] * 2
     assert "MEGASCALE_NUM_SLICES" not in host_nodes(None, None, 1, None, None)[0]["env"]
+
+
+def test_a_second_checkout_neither_uses_nor_stops_another_checkouts_cluster(tmp_path, monkeypatch):
+    """The cluster's record names the directory `up` ran in; from another directory `up` and
+    `down` refuse with the way out, and `down --force` goes ahead. (The running cluster is a
+    stand-in here: its record file and a dashboard that answers; the e2e tier runs real ones.)"""
+    from launcher.client import local_cluster
+    from launcher.client.local_cluster import LocalClusterSpec, down, up
+
+    record = tmp_path / "nodes.json"
+    record.write_text('{"nodes": [], "started_from": "/home/someone/other-checkout"}')
+    monkeypatch.setattr(local_cluster, "NODES_FILE", record)
+    monkeypatch.setattr(local_cluster, "is_running", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    stopped = []
+    monkeypatch.setattr(local_cluster, "run", lambda *a, **k: stopped.append(a[1]))
+    for call in (lambda: up(LocalClusterSpec()), lambda: down()):
+        with pytest.raises(UsageError) as refused:
+            call()
+        assert "started from /home/someone/other-checkout" in str(refused.value)
+        assert "tpu-launcher down --force" in refused.value.fix
+    assert stopped == []
+    down(force=True)
+    assert stopped == [["ray", "stop", "--force"]]
+
+    record.write_text(f'{{"nodes": [], "started_from": "{tmp_path}"}}')
+    up(LocalClusterSpec())  # this directory's own: used as it is
+    down()
