@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from launcher.core.errors import UsageError
+from launcher.core.maxtext_types import typed, value_kinds
 
 LAUNCHER_CONFIGS_DIR = Path(__file__).parents[1] / "configs"
 # Prefixes under which MaxText's docs and GKE's tutorials name its configs.
@@ -97,14 +98,6 @@ def load_config_chain(path: Path) -> dict[str, Any]:
     return cfg
 
 
-def _typed(value: str) -> Any:
-    """A command-line value as MaxText's YAML parser types it ("4" -> 4, "true" -> True)."""
-    try:
-        return yaml.safe_load(value)
-    except yaml.YAMLError:
-        return value
-
-
 @dataclass
 class MaxTextArgs:
     config: Path
@@ -146,7 +139,7 @@ class MaxTextArgs:
 
     def get(self, key: str) -> Any:
         if key in self.overrides:
-            return _typed(self.overrides[key])
+            return typed(self.overrides[key])
         return self.config_values.get(key)
 
     def with_defaults(self, **defaults: object) -> MaxTextArgs:
@@ -180,8 +173,6 @@ class MaxTextArgs:
         """A value of the wrong kind for its key (per_device_batch_size=abc, steps=1.5), as
         MaxText's own config model declares the key, is refused here with the key, not as a
         traceback on every host once the job starts."""
-        from launcher.core.maxtext_types import value_kinds
-
         types_py = maxtext_configs_dir() / "types.py"
         kinds = value_kinds(types_py) if types_py.is_file() else {}
         for key, raw in self.overrides.items():

@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -47,7 +48,7 @@ class ValueKind:
     def accepts(self, raw: str) -> bool:
         if self.choices:
             return raw in self.choices or ("None" in self.parts and raw in ("None", "null"))
-        value = _typed(raw)
+        value = typed(raw)
         if value is None:
             return "None" in self.parts
         if isinstance(value, bool):
@@ -64,7 +65,8 @@ class ValueKind:
         return ok
 
 
-def _typed(raw: str) -> object:
+def typed(raw: str) -> Any:
+    """A command-line value as MaxText's YAML parser types it ("4" -> 4, "true" -> True)."""
     try:
         return yaml.safe_load(raw)
     except yaml.YAMLError:

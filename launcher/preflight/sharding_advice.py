@@ -330,12 +330,12 @@ def advise(
 
 def changed_args(advice: Advice, c: Candidate) -> dict[str, str]:
     """The MaxText arguments `c` changes in the job (values equal to the job's are left out)."""
-    from launcher.core.maxtext_args import _typed
+    from launcher.core.maxtext_types import typed
 
     new = c.args(advice.job, advice.target.num_slices).overrides
     if advice.target.num_slices == 1:  # one slice: nothing goes over DCN
         new = {k: v for k, v in new.items() if not k.startswith("dcn_")}
-    return {k: v for k, v in new.items() if _typed(v) != advice.job.get(k)}
+    return {k: v for k, v in new.items() if typed(v) != advice.job.get(k)}
 
 
 def paste_args(job_args: list[str], changes: dict[str, str], libtpu_flags: str) -> str:
