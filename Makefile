@@ -47,8 +47,8 @@ down: venv ## tpu-launcher down: stop the local Ray cluster.
 ##@ Tests (make test runs every tier; each tier alone: make test-<tier>)
 
 .PHONY: test test-unit test-chart test-cluster test-e2e test-preflight test-image
-test: venv helm cluster-build scanner ## Every tier, in one pytest run.
-	ci/pytest.sh $(PY) $(PYTEST_ARGS)
+test: venv helm cluster-build scanner ## Every tier, in one pytest run on two workers (tests/conftest.py).
+	ci/pytest.sh $(PY) -n 2 $(PYTEST_ARGS)
 test-unit: venv ## Seconds: no Go, no helm, no Ray cluster, no compile.
 test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals, goldens.
 test-cluster: venv helm cluster-build scanner ## The chart installed into the test control plane.

@@ -1,11 +1,21 @@
 """Every test belongs to exactly one tier (a marker: what it needs to run); `make test-<tier>`
-runs one, `make test` all. A test without its tier would silently fall out of every tier run."""
+runs one, `make test` all. A test without its tier would silently fall out of every tier run.
+
+`make test` runs on two pytest-xdist workers with `TierScheduling`: a tier that owns one shared
+thing runs whole, in order, on one worker: e2e (the local Ray cluster, reshaped in turn), cluster
+(the test control plane) and preflight (its compiles, which a test counts by process). The e2e
+tier, the long one, starts first; the rest spread over the other worker, a module at a time."""
 
 from __future__ import annotations
 
 import pytest
+from xdist.remote import Producer
+from xdist.scheduler import LoadScopeScheduling
+from xdist.workermanage import WorkerController
 
 TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
+# The tiers whose tests share one session-wide thing, by directory; the first is the critical path.
+WHOLE_ON_ONE_WORKER = ("tests/e2e", "tests/cluster", "tests/preflight")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -16,3 +26,33 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"{item.nodeid} is marked {tiers or 'with no tier'}: give it exactly one of "
                 f"{', '.join(TIERS)} (pytestmark = pytest.mark.<tier>)"
             )
+        if tiers[0] in ("e2e", "cluster", "preflight") and not _whole_tier(item.nodeid):
+            raise pytest.UsageError(
+                f"{item.nodeid} is a {tiers[0]} test outside tests/{tiers[0]}: under `make test` "
+                f"it would run beside its tier on the other worker; move it to tests/{tiers[0]}/"
+            )
+
+
+def _whole_tier(nodeid: str) -> str | None:
+    return next((d for d in WHOLE_ON_ONE_WORKER if nodeid.startswith(d + "/")), None)
+
+
+class TierScheduling(LoadScopeScheduling):
+    """xdist's scope scheduling with a tier as one scope where the tier shares something, else a
+    module. (`--dist loadgroup` would say the same with marks, but xdist 3.8 carries the group in
+    `item._nodeid`, which pytest 9 no longer reads back: groups were split across workers.)"""
+
+    def _split_scope(self, nodeid: str) -> str:
+        return _whole_tier(nodeid) or nodeid.split("::", 1)[0]
+
+    def _assign_work_unit(self, node: WorkerController) -> None:
+        # The critical path first: whichever worker asks first gets the e2e tier.
+        first = WHOLE_ON_ONE_WORKER[0]
+        if first in self.workqueue:
+            self.workqueue.move_to_end(first, last=False)
+        super()._assign_work_unit(node)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Producer) -> TierScheduling:
+    # Any distributed run (`-n N`, whatever `--dist` says): the tiers need their worker to pass.
+    return TierScheduling(config, log)
