@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from launcher.client.commands import run
@@ -28,7 +30,7 @@ from launcher.client.gke_plan import (
     image_build_step,
     up_plan,
 )
-from launcher.client.gke_release import ReleaseNeeds, needs, render
+from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secrets
 from launcher.client.gke_target import GkeTarget, add_target_options
 from launcher.core.errors import UsageError
 
@@ -144,6 +146,28 @@ def image(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _create_if_missing(name: str, key: str, namespace: str, dry_run: bool) -> None:
+    """A Secret the release's pods read and the user has not made yet (vLLM's API key), made
+    with a random value after the install (its pods start once it exists). The value goes
+    through a private file, never the command line."""
+    kubectl = ["kubectl", "-n", namespace]
+    found = run(f"find Secret {name}", [*kubectl, "get", "secret", name], capture=True, check=False)
+    if found.returncode == 0 and not dry_run:
+        return
+    with tempfile.TemporaryDirectory() as private:
+        value = Path(private) / key
+        value.write_text(secrets.token_hex(32))
+        argv = [*kubectl, "create", "secret", "generic", name, f"--from-file={key}={value}"]
+        run(
+            f"create Secret {name} with a new random {key} (only if missing)", argv, dry_run=dry_run
+        )
+    if not dry_run:
+        print(
+            f"created Secret {name} with a new {key}; read it with: kubectl -n {namespace} get "
+            f"secret {name} -o jsonpath='{{.data.{key}}}' | base64 -d"
+        )
+
+
 def install(ns: argparse.Namespace) -> int:
     """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket."""
     target = GkeTarget.from_args(ns)
@@ -155,6 +179,9 @@ def install(ns: argparse.Namespace) -> int:
     for value in [*target.helm_sets(), *ns.set]:
         argv += ["--set", value]
     run("install the release", argv, dry_run=ns.dry_run)
+    docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
+    for name, key in user_secrets(docs):
+        _create_if_missing(name, key, ns.namespace, ns.dry_run)
     if not ns.dry_run:
         print(f"next: tpu-launcher submit --release {ns.release} -- <job args>")
     return 0

@@ -17,6 +17,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.gke_release import (
     CpuPool,
+    Identity,
     NodePool,
     ReleaseNeeds,
     cpu_pool,
@@ -358,44 +359,59 @@ def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             done_if=Check(_gcloud("storage", "buckets", "describe", f"gs://{need.bucket}")),
         )
     ]
-    if need.gcp_service_account:
-        return [
-            *steps,
+    if any(not i.gcp_service_account for i in need.identities):
+        steps.append(
             Step(
-                f"{need.gcp_service_account} may read and write gs://{need.bucket}",
+                "the project's number (Workload Identity principals name it)",
+                _gcloud("projects", "describe", target.project, "--format=value(projectNumber)"),
+                capture_as="PROJECT_NUMBER",
+            )
+        )
+    for identity in need.identities:
+        steps += _grant_steps(identity, need, target)
+    return steps
+
+
+def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
+    """The bucket for one part's identity: objectUser where its pods write (training's
+    checkpoints, Saxml's state), objectViewer where they only read (serving), so a compromised
+    model server cannot rewrite checkpoints."""
+    role, may = (
+        ("roles/storage.objectUser", "read and write")
+        if identity.writes
+        else ("roles/storage.objectViewer", "read")
+    )
+    account = identity.account
+    if gsa := identity.gcp_service_account:
+        return [
+            Step(
+                f"{gsa} may {may} gs://{need.bucket}",
                 _gcloud(
                     "storage",
                     "buckets",
                     "add-iam-policy-binding",
                     f"gs://{need.bucket}",
-                    f"--member=serviceAccount:{need.gcp_service_account}",
-                    "--role=roles/storage.objectUser",
+                    f"--member=serviceAccount:{gsa}",
+                    f"--role={role}",
                 ),
             ),
             Step(
-                f"the release's service account {need.service_account} may act as it",
+                f"the release's service account {account} may act as it",
                 _gcloud(
                     "iam",
                     "service-accounts",
                     "add-iam-policy-binding",
-                    need.gcp_service_account,
+                    gsa,
                     f"--project={target.project}",
                     "--role=roles/iam.workloadIdentityUser",
                     f"--member=serviceAccount:{target.project}.svc.id.goog"
-                    f"[{need.namespace}/{need.service_account}]",
+                    f"[{need.namespace}/{account}]",
                 ),
             ),
         ]
-    subject = f"ns/{need.namespace}/sa/{need.service_account}"
     return [
-        *steps,
         Step(
-            "the project's number (Workload Identity principals name it)",
-            _gcloud("projects", "describe", target.project, "--format=value(projectNumber)"),
-            capture_as="PROJECT_NUMBER",
-        ),
-        Step(
-            f"the release's service account {need.service_account} may read and write gs://{need.bucket}",
+            f"the release's service account {account} may {may} gs://{need.bucket}",
             _gcloud(
                 "storage",
                 "buckets",
@@ -403,10 +419,10 @@ def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 f"gs://{need.bucket}",
                 "--member=principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/"
                 f"locations/global/workloadIdentityPools/{target.project}.svc.id.goog/"
-                f"subject/{subject}",
-                "--role=roles/storage.objectUser",
+                f"subject/ns/{need.namespace}/sa/{account}",
+                f"--role={role}",
             ),
-        ),
+        )
     ]
 
 

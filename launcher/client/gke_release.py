@@ -1,6 +1,6 @@
 """What a release asks GKE for, read from the chart's own rendering (`helm template`): the node
 pools its pods select, the CPU its other pods request, the launcher image they pull, the bucket
-they mount and the service account they run as. Nothing here is decided twice: the plan, the
+they mount and the identity each part runs as. Nothing here is decided twice: the plan, the
 image build and the install all render the chart with the same target values."""
 
 from __future__ import annotations
@@ -33,6 +33,7 @@ CPU_MACHINES = ("n2-standard-4", "n2-standard-8", "n2-standard-16", "n2-standard
 # (GKE's defaults: 250m CPU, 256 MiB).
 NODE_SYSTEM = (0.5, 1.0)
 GCSFUSE_SIDECAR = (0.25, 0.25)
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,24 @@ class CpuPool:
 
 
 @dataclass(frozen=True)
+class Identity:
+    """A Kubernetes service account the release's pods run as, the Google service account it
+    acts as (None: Workload Identity grants go to the Kubernetes account itself), and whether
+    any of its pods mounts the bucket writable (training, Saxml's admin) or only reads it."""
+
+    account: str
+    gcp_service_account: str | None
+    writes: bool
+
+
+@dataclass(frozen=True)
 class ReleaseNeeds:
     """What the rendered release asks GKE for."""
 
     pools: list[NodePool]
     cpu_pods: list[tuple[float, float]]  # (CPU, GiB) each pod without TPUs requests
     namespace: str
-    service_account: str
-    gcp_service_account: str | None
+    identities: list[Identity]  # those whose pods mount the bucket
     ray: bool
     jobset: bool
     launcher_image: str | None  # what the Ray pods pull (None: no Ray in this release)
@@ -130,6 +141,27 @@ def pod_requests(pod: dict) -> tuple[float, float]:
     return cpu, mem
 
 
+def _bucket_mount(pod: dict) -> str | None:
+    """ "rw" or "ro" where a pod mounts the gcsfuse bucket (read-only when the volume or every
+    container's mount says so), None where it does not."""
+    volumes = [
+        v for v in pod.get("volumes", []) if v.get("csi", {}).get("driver") == GCSFUSE_DRIVER
+    ]
+    if not volumes:
+        return None
+    names = {v["name"] for v in volumes}
+    mounts = [
+        m
+        for c in pod.get("containers", [])
+        for m in c.get("volumeMounts", [])
+        if m["name"] in names
+    ]
+    read_only = all(v["csi"].get("readOnly") for v in volumes) or (
+        bool(mounts) and all(m.get("readOnly") for m in mounts)
+    )
+    return "ro" if read_only else "rw"
+
+
 def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
     """(pod template: metadata and spec, pods) of every pod template in one rendered object."""
     kind, spec = doc.get("kind"), doc.get("spec", {})
@@ -158,7 +190,9 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
     account the pods run as, the add-ons."""
     pools: list[NodePool] = []
     cpu_pods: list[tuple[float, float]] = []
-    service_account, pods_account, gsa, image = "", "", None, None
+    gsas: dict[str, str] = {}  # Kubernetes account -> its Workload Identity annotation
+    writers: dict[str, bool] = {}  # account of pods that mount the bucket -> any writable
+    image = None
     ray = jobset = False
     for doc in docs:
         kind = doc.get("kind")
@@ -173,14 +207,17 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
                 cpu_pods += [(cpu, mem)] * count
         if hook:
             continue  # helm test's objects are not the release's
+        for template, _ in _pod_templates(doc):
+            if (mount := _bucket_mount(template["spec"])) is not None:
+                account = template["spec"].get("serviceAccountName", "default")
+                writers[account] = writers.get(account, False) or mount == "rw"
         if kind == "ServiceAccount":
-            service_account = doc["metadata"]["name"]
-            gsa = doc["metadata"].get("annotations", {}).get("iam.gke.io/gcp-service-account")
+            annotations = doc["metadata"].get("annotations", {})
+            if gsa := annotations.get("iam.gke.io/gcp-service-account"):
+                gsas[doc["metadata"]["name"]] = gsa
         elif kind == "RayCluster":
             ray = True
             head = doc["spec"]["headGroupSpec"]["template"]["spec"]
-            # With serviceAccount.create=false the account exists already: the pods name it.
-            pods_account = head["serviceAccountName"]
             image = head["containers"][0]["image"]
             for group in doc["spec"].get("workerGroupSpecs", []):
                 found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
@@ -190,7 +227,6 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:
                 pod = rj["template"]["spec"]["template"]["spec"]
-                pods_account = pods_account or pod.get("serviceAccountName", "")
                 found = from_pod_spec(pod, rj.get("replicas", 1))
                 if found:
                     pools.append(NodePool(f"{release}-sax-{found.shape.name}", found))
@@ -198,19 +234,38 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             pod = doc["spec"]["template"]["spec"]
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
-                pods_account = pods_account or pod.get("serviceAccountName", "")
                 pools.append(NodePool(f"{release}-vllm-{found.shape.name}", found))
     return ReleaseNeeds(
         pools,
         cpu_pods,
         namespace,
-        service_account or pods_account,
-        gsa,
+        [Identity(a, gsas.get(a), writes) for a, writes in sorted(writers.items())],
         ray,
         jobset,
         image,
         bucket,
     )
+
+
+def user_secrets(docs: list[dict]) -> list[tuple[str, str]]:
+    """(Secret, key) the release's pods read from Secrets it does not render: the ones its
+    user creates, as vLLM's API key (Ray's token Secret is KubeRay's, never in a template)."""
+    rendered = {d["metadata"]["name"] for d in docs if d.get("kind") == "Secret"}
+    found: list[tuple[str, str]] = []
+    for doc in docs:
+        if "helm.sh/hook" in doc["metadata"].get("annotations", {}):
+            continue
+        for template, _ in _pod_templates(doc):
+            for container in template["spec"].get("containers", []):
+                for env in container.get("env", []):
+                    ref = env.get("valueFrom", {}).get("secretKeyRef")
+                    if (
+                        ref
+                        and ref["name"] not in rendered
+                        and (ref["name"], ref["key"]) not in found
+                    ):
+                        found.append((ref["name"], ref["key"]))
+    return found
 
 
 def allocatable(machine: str) -> tuple[float, float]:

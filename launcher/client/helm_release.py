@@ -49,14 +49,21 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
             f"check `helm list -n {namespace}` and pass --namespace, or install it: "
             f"tpu-launcher install --release {release} --values <values file>",
         )
-    secret = _get(
+    mode, _, secret = _get(
         "find the token Secret",
         _kubectl(
-            namespace, "get", "raycluster", cluster, "-o", "jsonpath={.spec.authOptions.secretName}"
+            namespace,
+            "get",
+            "raycluster",
+            cluster,
+            "-o",
+            "jsonpath={.spec.authOptions.mode} {.spec.authOptions.secretName}",
         ),
         dry_run,
-    )
-    if secret:
+    ).partition(" ")
+    if mode == "token":
+        # KubeRay names the Secret it creates after the cluster; a user's is named in the spec.
+        secret = secret.strip() or cluster
         token = _get(
             "read the Ray token",
             _kubectl(namespace, "get", "secret", secret, "-o", "jsonpath={.data.auth_token}"),

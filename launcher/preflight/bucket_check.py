@@ -62,7 +62,7 @@ def check_bucket(url: str, run_name: str = "") -> BucketReport:
             "bucket",
             f"the job's identity may not read bucket {bucket_name} ({e})",
             "grant its Google service account roles/storage.objectUser on the "
-            "bucket (Workload Identity: global.serviceAccount.gcpServiceAccount)",
+            "bucket (Workload Identity: ray.serviceAccount.gcpServiceAccount)",
         ) from None
     if bucket is None:
         raise UsageError(

@@ -177,8 +177,9 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     # The release's own service account (rendered by the chart), as the tutorial binds it.
     assert (
         "--member=principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/locations/global/"
-        "workloadIdentityPools/my-proj.svc.id.goog/subject/ns/default/sa/tpu-tpu-stack"
-    ) in script
+        "workloadIdentityPools/my-proj.svc.id.goog/subject/ns/default/sa/tpu-ray "
+        "--role=roles/storage.objectUser"
+    ) in " ".join(" ".join(c) for c in commands)
     assert "PROJECT_NUMBER=$(gcloud projects describe my-proj" in script
     assert "Set " not in script  # nothing left to fill in
 
@@ -257,6 +258,22 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
     assert "--set global.gcsfuse.bucketName=my-ckpts" in out
 
 
+def test_install_makes_the_serving_key_secret_the_pods_read(capsys):
+    """vLLM's pods read their API key from a Secret the chart does not render: install makes it
+    when it is missing, the key through a private file (never on a command line)."""
+    target = ["--project=my-proj", "--location=us-east5-b", "--bucket=my-ckpts"]
+    values = ["--values", str(REPO / "values/v6e-8-vllm.yaml"), "--chart", str(CHART)]
+    assert cli.main(["install", *values, *target, "--helm", str(helm(3)), "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    (create,) = [line for line in out.splitlines() if "create secret generic" in line]
+    assert "kubectl -n default create secret generic vllm-api-key --from-file=api-key=/" in create
+    assert out.index("install the release") < out.index("create Secret vllm-api-key")
+    # A training release's pods read no Secret of the user's (Ray's token is KubeRay's).
+    values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
+    assert cli.main(["install", *values, *target, "--helm", str(helm(3)), "--dry-run"]) == 0
+    assert "create secret" not in capsys.readouterr().out
+
+
 def test_install_without_a_project_names_the_fix(capsys):
     args = ["install", "--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
     assert cli.main([*args, "--helm", str(helm(3)), "--dry-run"]) == 2
@@ -267,11 +284,11 @@ def test_install_without_a_project_names_the_fix(capsys):
 def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_path):
     gsa = "trainer@my-proj.iam.gserviceaccount.com"
     extra = tmp_path / "gsa-values.yaml"
-    extra.write_text(f"global:\n  serviceAccount:\n    gcpServiceAccount: {gsa}\n")
+    extra.write_text(f"ray:\n  serviceAccount:\n    gcpServiceAccount: {gsa}\n")
     script = _plan(capsys, "v6e-16.yaml", "--values", str(extra), "--project=my-proj")
     assert f"--member=serviceAccount:{gsa}" in script
     assert "--role=roles/iam.workloadIdentityUser" in script
-    assert "--member=serviceAccount:my-proj.svc.id.goog[default/tpu-tpu-stack]" in script
+    assert "--member=serviceAccount:my-proj.svc.id.goog[default/tpu-ray]" in script
     assert "PROJECT_NUMBER" not in script
 
 
@@ -430,9 +447,28 @@ def test_gke_up_and_down_make_and_remove_ironwoods_workload_policy(fake_gcloud, 
 
 def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
     existing = tmp_path / "existing-sa.yaml"
-    existing.write_text("global:\n  serviceAccount:\n    create: false\n    name: trainer-ksa\n")
+    existing.write_text("ray:\n  serviceAccount:\n    create: false\n    name: trainer-ksa\n")
     script = _plan(capsys, "v6e-16.yaml", "--values", str(existing))
     assert script.count("/subject/ns/default/sa/trainer-ksa") == 1
+
+
+def test_serving_may_only_read_the_bucket_and_training_may_write_it(capsys, tmp_path):
+    """One identity per part: vLLM mounts the bucket read-only, so its account gets
+    objectViewer and nothing that writes; training's gets objectUser."""
+    both = tmp_path / "train-and-serve.yaml"
+    both.write_text(
+        "serving:\n  engine: vllm\nvllm:\n  model: /data/m\n  apiKey:\n    secretName: k\n"
+    )
+    grants = [
+        c
+        for c in _commands(_plan(capsys, "v6e-16.yaml", "--values", str(both)))
+        if c[:4] == ["gcloud", "storage", "buckets", "add-iam-policy-binding"]
+    ]
+    roles = {c[5].rsplit("/", 1)[1]: c[6] for c in grants}
+    assert roles == {
+        "tpu-ray": "--role=roles/storage.objectUser",
+        "tpu-vllm": "--role=roles/storage.objectViewer",
+    }
 
 
 def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tmp_path):

@@ -12,6 +12,10 @@ pytestmark = pytest.mark.chart
 # (id, --set arguments, the key the message must name, and what it must say: the fix where the
 # chart's own checks refuse, the value given where values.schema.json does; never the wording
 # of Helm's schema validator, which changes between Helm versions).
+# A vLLM release that passes every check but the one a case is about.
+VLLM = ["serving.engine=vllm", "vllm.model=/data/m", "vllm.apiKey.secretName=k"]
+LONG = "a" * 64
+
 CASES = [
     ("misspelled key", ["ray.worker.tpuu=1"], "ray.worker", "tpuu"),
     (
@@ -172,14 +176,14 @@ CASES = [
     ("head service type", ["ray.head.serviceType=Ingress"], "ray.head.serviceType", "ClusterIP"),
     (
         "no service account",
-        ["global.serviceAccount.create=false"],
-        "global.serviceAccount.name",
-        "--set global.serviceAccount.name=<account>",
+        ["ray.serviceAccount.create=false"],
+        "ray.serviceAccount.name",
+        "--set ray.serviceAccount.name=<account>",
     ),
     (
         "workload identity not an email",
-        ["global.serviceAccount.gcpServiceAccount=me"],
-        "global.serviceAccount.gcpServiceAccount",
+        ["ray.serviceAccount.gcpServiceAccount=me"],
+        "ray.serviceAccount.gcpServiceAccount",
         "me",
     ),
     ("mount path relative", ["global.gcsfuse.mountPath=data"], "global.gcsfuse.mountPath", "data"),
@@ -250,15 +254,10 @@ CASES = [
         "--set global.gcsfuse.enabled=true",
     ),
     (
-        "external vLLM load balancer open to all",
-        [
-            "serving.engine=vllm",
-            "vllm.model=/data/m",
-            "vllm.service.type=LoadBalancer",
-            "vllm.service.internal=false",
-        ],
+        "vLLM load balancer naming no clients",
+        [*VLLM, "vllm.service.type=LoadBalancer", "vllm.service.internal=false"],
         "vllm.service.loadBalancerSourceRanges",
-        "--set vllm.service.loadBalancerSourceRanges={203.0.113.0/24}",
+        "--set vllm.service.loadBalancerSourceRanges={10.0.0.0/8}",
     ),
     # An enum refusal lists the engines there are.
     ("unknown serving engine", ["serving.engine=tgi"], "serving.engine", "vllm"),
@@ -276,10 +275,14 @@ CASES = [
         "--set ray.image.registry=us-docker.pkg.dev --set ray.image.repository=p/tpu-stack/",
     ),
     (
-        "external Saxml load balancer open to all",
-        ["serving.engine=saxml", "saxml.http.service.internal=false"],
+        "external Saxml load balancer naming no clients",
+        [
+            "serving.engine=saxml",
+            "saxml.http.service.type=LoadBalancer",
+            "saxml.http.service.internal=false",
+        ],
         "saxml.http.service.loadBalancerSourceRanges",
-        "--set saxml.http.service.loadBalancerSourceRanges={203.0.113.0/24}",
+        "Saxml's HTTP server (its /publish loads models) must name the clients it admits",
     ),
     # What the API server would reject after the install started (each names the value given;
     # an `anyOf` failure, whose wording differs between Helm 3 and 4, only the key):
@@ -312,14 +315,14 @@ CASES = [
     ),
     (
         "service account name",
-        ["global.serviceAccount.name=My_SA"],
-        "global.serviceAccount.name",
+        ["ray.serviceAccount.name=My_SA"],
+        "ray.serviceAccount.name",
         "My_SA",
     ),
     (
         "service account: empty label",
-        ["global.serviceAccount.name=a..b"],
-        "global.serviceAccount.name",
+        ["vllm.serviceAccount.name=a..b"],
+        "vllm.serviceAccount.name",
         "a..b",
     ),
     ("ray version", ["ray.rayVersion=latest"], "ray.rayVersion", "latest"),
@@ -333,6 +336,223 @@ CASES = [
     ("saxml name", ["saxml.fullnameOverride=Sax_1"], "saxml.fullnameOverride", "Sax_1"),
     ("saxml cell", ["saxml.cell=test"], "saxml.cell", "test"),
     ("model server port", ["saxml.modelServer.port=70000"], "saxml.modelServer.port", "65,535"),
+    # Closed by default: auth that cannot be switched off from the side, nothing open to all,
+    # one identity per part, and the values GKE, GCS or the API server would refuse later.
+    (
+        "auth mode in the head's env",
+        ["ray.head.env[0].name=RAY_AUTH_MODE", "ray.head.env[0].value=disabled"],
+        "ray.head.env",
+        "RAY_AUTH_MODE would replace what KubeRay sets from ray.auth",
+    ),
+    (
+        "literal token in the workers' env",
+        ["ray.worker.env[0].name=RAY_AUTH_TOKEN", "ray.worker.env[0].value=abc"],
+        "ray.worker.env",
+        "RAY_AUTH_TOKEN would replace what KubeRay sets from ray.auth",
+    ),
+    (
+        "token path in the head's env",
+        ["ray.head.env[0].name=RAY_AUTH_TOKEN_PATH", "ray.head.env[0].value=/t"],
+        "ray.head.env",
+        "RAY_AUTH_TOKEN_PATH would replace",
+    ),
+    (
+        "head on a NodePort",
+        ["ray.head.serviceType=NodePort"],
+        "ray.head.serviceType",
+        "NodePort opens GCS (6379), the dashboard (8265) and the client port (10001)",
+    ),
+    (
+        "head load balancer naming no clients",
+        ["ray.head.serviceType=LoadBalancer"],
+        "ray.head.loadBalancerSourceRanges",
+        "a load balancer for the Ray head (internal load balancer) must name the clients",
+    ),
+    (
+        "head load balancer open to all",
+        ["ray.head.serviceType=LoadBalancer", "ray.head.loadBalancerSourceRanges={0.0.0.0/0}"],
+        "ray.head.loadBalancerSourceRanges",
+        "0.0.0.0/0 admits every address",
+    ),
+    (
+        "vLLM load balancer open to all",
+        [*VLLM, "vllm.service.type=LoadBalancer", "vllm.service.loadBalancerSourceRanges={::/0}"],
+        "vllm.service.loadBalancerSourceRanges",
+        "::/0 admits every address",
+    ),
+    (
+        "internal vLLM load balancer naming no clients",
+        [*VLLM, "vllm.service.type=LoadBalancer"],
+        "vllm.service.loadBalancerSourceRanges",
+        "a load balancer for the model (and the TPUs) must name the clients it admits",
+    ),
+    (
+        "Saxml load balancer open to all",
+        [
+            "serving.engine=saxml",
+            "saxml.http.service.type=LoadBalancer",
+            "saxml.http.service.loadBalancerSourceRanges={0.0.0.0/0}",
+        ],
+        "saxml.http.service.loadBalancerSourceRanges",
+        "0.0.0.0/0 admits every address, which would open Saxml's HTTP server",
+    ),
+    (
+        "load balancer made external by an annotation",
+        [
+            "serving.engine=saxml",
+            "saxml.http.service.annotations.networking\\.gke\\.io/load-balancer-type=External",
+        ],
+        "saxml.http.service.annotations",
+        "networking.gke.io/load-balancer-type is the chart's (from saxml.http.service.internal)",
+    ),
+    (
+        "legacy load balancer type annotation",
+        [*VLLM, "vllm.service.annotations.cloud\\.google\\.com/load-balancer-type=External"],
+        "vllm.service.annotations",
+        "cloud.google.com/load-balancer-type is the chart's (from vllm.service.internal)",
+    ),
+    (
+        "vLLM without an API key",
+        ["serving.engine=vllm", "vllm.model=/data/m"],
+        "vllm.apiKey.secretName",
+        "kubectl -n default create secret generic tpu-vllm-api-key --from-literal=api-key=",
+    ),
+    (
+        "vLLM key as a literal",
+        [*VLLM, "vllm.env[0].name=VLLM_API_KEY", "vllm.env[0].value=k"],
+        "vllm.env",
+        "VLLM_API_KEY is set from vllm.apiKey (a Secret), never from a literal",
+    ),
+    (
+        "vLLM port in extraArgs",
+        [*VLLM, "vllm.extraArgs={--port=9000}"],
+        "vllm.extraArgs",
+        "--port is set by the chart from vllm.containerPort",
+    ),
+    (
+        "vLLM key in extraArgs",
+        [*VLLM, "vllm.extraArgs={--api-key,abc}"],
+        "vllm.extraArgs",
+        "--api-key is set by the chart from vllm.apiKey",
+    ),
+    (
+        "Saxml cell in extraArgs",
+        ["serving.engine=saxml", "saxml.modelServer.extraArgs={--sax_cell=/sax/x}"],
+        "saxml.modelServer.extraArgs",
+        "--sax_cell is set by the chart from saxml.cell",
+    ),
+    (
+        "token Secret name",
+        ["ray.auth.existingSecret=My_Token"],
+        "ray.auth.existingSecret",
+        "My_Token",
+    ),
+    (
+        "Google account the chart cannot annotate",
+        [
+            "ray.serviceAccount.create=false",
+            "ray.serviceAccount.name=trainer",
+            "ray.serviceAccount.gcpServiceAccount=t@p.iam.gserviceaccount.com",
+        ],
+        "ray.serviceAccount.gcpServiceAccount",
+        "so t@p.iam.gserviceaccount.com would be ignored; annotate your account",
+    ),
+    (
+        "no serving account",
+        [*VLLM, "vllm.serviceAccount.create=false"],
+        "vllm.serviceAccount.name",
+        "--set vllm.serviceAccount.name=<account>",
+    ),
+    (
+        "numeric image tag",
+        ["--set-json", "ray.image.tag=1.10"],
+        "ray.image.tag",
+        "1.1 is a number in YAML (1.10 reads as 1.1",
+    ),
+    (
+        "memory in milli-bytes",
+        ["ray.worker.resources.limits.memory=512m"],
+        "ray.worker.resources.limits.memory",
+        "did you mean 512Mi?",
+    ),
+    (
+        "bucket beginning with goog",
+        ["global.gcsfuse.bucketName=goog-ckpts"],
+        "global.gcsfuse.bucketName",
+        'names may not begin with "goog"',
+    ),
+    (
+        "bucket naming google",
+        ["global.gcsfuse.bucketName=my-g00gle-ckpts"],
+        "global.gcsfuse.bucketName",
+        "close misspelling",
+    ),
+    (
+        "bucket name over 63 characters",
+        [f"global.gcsfuse.bucketName={LONG}"],
+        "global.gcsfuse.bucketName",
+        "a name without dots is at most 63 characters (this is 64)",
+    ),
+    (
+        "bucket named as an IP address",
+        ["global.gcsfuse.bucketName=192.168.5.4"],
+        "global.gcsfuse.bucketName",
+        "an IP address in dotted-decimal form",
+    ),
+    (
+        "Saxml state bucket naming google",
+        ["serving.engine=saxml", "saxml.stateBucket=google-sax"],
+        "saxml.stateBucket",
+        'names may not begin with "goog"; --set saxml.stateBucket=',
+    ),
+    (
+        "bucket mounted over the root",
+        ["global.gcsfuse.mountPath=/"],
+        "global.gcsfuse.mountPath",
+        '"/" would hide the container\'s own root filesystem',
+    ),
+    (
+        "bucket mounted over /tmp",
+        ["global.gcsfuse.mountPath=/tmp/"],
+        "global.gcsfuse.mountPath",
+        '"/tmp/" would hide the container\'s own /tmp',
+    ),
+    (
+        "bucket mounted over /dev/shm",
+        ["global.gcsfuse.mountPath=/dev/shm"],
+        "global.gcsfuse.mountPath",
+        '"/dev/shm" would hide',
+    ),
+    (
+        "release name starting with a digit",
+        ["--name-template", "1tpu"],
+        "release name",
+        "must be DNS-1035 labels",
+    ),
+    (
+        "release name with a dot",
+        ["--name-template", "tpu.prod"],
+        "release name",
+        'install it under a name such as "tpu-prod"',
+    ),
+    (
+        "Saxml names past JobSet's budget",
+        ["serving.engine=saxml", f"saxml.fullnameOverride={LONG[:40]}"],
+        "saxml.fullnameOverride",
+        "JobSet names the last model server pod",
+    ),
+    (
+        "webhook's device plugin address",
+        ["ray.worker.env[0].name=TPU_DEVICE_PLUGIN_ADDR", "ray.worker.env[0].value=x"],
+        "ray.worker.env",
+        "TPU_DEVICE_PLUGIN_ADDR is set by the GKE TPU webhook",
+    ),
+    (
+        "network policy client of unknown kind",
+        ["networkPolicy.clients[0].pods=x"],
+        "networkPolicy.clients.0",
+        "pods",
+    ),
     (
         "source range not a CIDR",
         ["saxml.http.service.loadBalancerSourceRanges={everyone}"],
@@ -357,7 +577,7 @@ def test_refuses_naming_the_key_and_the_fix(sets, key, says, major):
 
 
 def test_every_case_has_its_own_message():
-    assert len({(c[2], c[3]) for c in CASES}) == len(CASES) >= 40
+    assert len({(c[2], c[3]) for c in CASES}) == len(CASES) >= 80
 
 
 def test_all_template_refusals_come_at_once():
@@ -368,6 +588,6 @@ def test_all_template_refusals_come_at_once():
         "--set",
         "ray.worker.tpu.machineType=x",
         "--set",
-        "global.serviceAccount.create=false",
+        "ray.serviceAccount.create=false",
     )
     assert err.count("\n  - ") == 3 and "VALUES REFUSED" in err

@@ -82,12 +82,29 @@ def test_min_slices_makes_the_worker_group_and_its_jobs_elastic():
 
 
 def test_security_defaults():
+    """Closed by default: token auth with KubeRay's Secret, nothing reachable from outside the
+    cluster, a NetworkPolicy per part, an identity per part, Saxml off the host network."""
     docs = render(None, "--set", "serving.engine=saxml")
     (cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
-    assert cluster["spec"]["authOptions"]["mode"] == "token"
+    assert cluster["spec"]["authOptions"] == {"mode": "token"}
     assert cluster["spec"]["headGroupSpec"]["serviceType"] == "ClusterIP"
-    (svc,) = [d for d in docs if d["kind"] == "Service"]
-    assert svc["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
+    assert {s["spec"]["type"] for s in by_kind(docs, "Service")} == {"ClusterIP"}
+    assert not by_kind(docs, "Secret")
+    policies = {p["metadata"]["name"] for p in by_kind(docs, "NetworkPolicy")}
+    assert policies == {
+        "tpu-ray",
+        "tpu-saxml-admin",
+        "tpu-saxml-model",
+        "tpu-saxml-http",
+        "tpu-tests",
+    }
+    accounts = {a["metadata"]["name"] for a in by_kind(docs, "ServiceAccount")}
+    assert accounts == {"tpu-ray", "tpu-saxml", "tpu-ray-test"}  # the last: helm test's
+    (jobset,) = by_kind(docs, "JobSet")
+    assert (
+        jobset["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["hostNetwork"]
+        is False
+    )
     for doc in docs:
         for pod in _pod_specs(doc):
             for c in pod["containers"]:
@@ -114,6 +131,8 @@ def test_external_load_balancer_only_when_asked_with_source_ranges():
         None,
         "--set",
         "serving.engine=saxml",
+        "--set",
+        "saxml.http.service.type=LoadBalancer",
         "--set",
         "saxml.http.service.internal=false",
         "--set",
@@ -150,7 +169,7 @@ def test_quantities_and_names_render_as_strings():
         "--set",
         "global.shmSizeLimit=0.5",
         "--set-string",
-        "global.serviceAccount.name=0",
+        "ray.serviceAccount.name=0",
     )
     (cluster,) = by_kind(docs, "RayCluster")
     pod = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]

@@ -16,7 +16,11 @@ pytestmark = pytest.mark.chart
 # (vLLM reads its model from the bucket: cpu.yaml's release, without one, is refused otherwise.)
 ENGINES = {
     "saxml": ("JobSet",),
-    "vllm": ("Deployment", "--set", "vllm.model=/data/m", "--set", "global.gcsfuse.enabled=true"),
+    "vllm": (
+        "Deployment",
+        *("--set", "vllm.model=/data/m", "--set", "global.gcsfuse.enabled=true"),
+        *("--set", "vllm.apiKey.secretName=k"),
+    ),
 }
 
 

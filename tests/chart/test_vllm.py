@@ -56,8 +56,18 @@ def test_the_model_comes_from_the_bucket_mount_and_answers_before_ready():
     assert "--served-model-name=tpu" in container["args"]  # the release's name by default
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     assert mounts["/data"] == "gcs-fuse-csi-ephemeral"
-    env = {e["name"]: e["value"] for e in container["env"]}
+    env = {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
     assert env["HF_HUB_OFFLINE"] == "1"
+    # The API key from the Secret, never in the args; the bucket read-only, the root too.
+    assert env["VLLM_API_KEY"] == {"secretKeyRef": {"name": "vllm-api-key", "key": "api-key"}}
+    assert not any("api-key" in a for a in container["args"])
+    (bucket,) = [v for v in pod["volumes"] if v["name"] == "gcs-fuse-csi-ephemeral"]
+    assert bucket["csi"]["readOnly"] is True
+    assert [m.get("readOnly") for m in container["volumeMounts"] if m["mountPath"] == "/data"] == [
+        True
+    ]
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert pod["serviceAccountName"] == "tpu-vllm"
     for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
         assert container[probe]["httpGet"] == {"path": "/health", "port": "http"}, probe
     # Loading and compiling take minutes: the startup probe allows startupSeconds.
@@ -81,7 +91,13 @@ def test_meets_restricted_pod_security():
 
 
 def test_load_balancer_only_when_asked_internal_by_default():
-    _, service = _serving(render(VLLM_VALUES, "--set", "vllm.service.type=LoadBalancer"))
+    _, service = _serving(
+        render(
+            VLLM_VALUES,
+            *("--set", "vllm.service.type=LoadBalancer"),
+            *("--set", "vllm.service.loadBalancerSourceRanges={10.0.0.0/8}"),
+        )
+    )
     assert service["spec"]["type"] == "LoadBalancer"
     assert service["metadata"]["annotations"]["networking.gke.io/load-balancer-type"] == "Internal"
     _, service = _serving(
@@ -106,6 +122,12 @@ def test_helm_test_asks_the_served_model_for_a_completion():
     command = pod["spec"]["containers"][0]["command"]
     assert command[:4] == ["python", "-m", "launcher", "serving-check"]
     assert "--url=http://tpu-vllm:8000" in command and "--model=demo" in command
+    # The check sends the key from the release's Secret (and proves a request without it fails).
+    (env,) = pod["spec"]["containers"][0]["env"]
+    assert env == {
+        "name": "VLLM_API_KEY",
+        "valueFrom": {"secretKeyRef": {"name": "vllm-api-key", "key": "api-key"}},
+    }
 
 
 def test_no_serving_objects_unless_an_engine_is_named():

@@ -75,9 +75,19 @@ def values(draw) -> dict:
             "head": {"nodeSelector": {"pool": draw(schema_strings("ray.head.nodeSelector.*"))}},
             "image": {"tag": draw(schema_strings("ray.image.tag"))},
             "fullnameOverride": draw(schema_strings("ray.fullnameOverride")),
+            "serviceAccount": {"name": draw(schema_strings("ray.serviceAccount.name"))},
+            "auth": {"existingSecret": draw(schema_strings("ray.auth.existingSecret"))},
+        },
+        "networkPolicy": {
+            "clients": [
+                {
+                    "podSelector": {
+                        "matchLabels": {"role": draw(schema_strings("ray.head.nodeSelector.*"))}
+                    }
+                }
+            ]
         },
         "global": {
-            "serviceAccount": {"name": draw(schema_strings("global.serviceAccount.name"))},
             "shmSizeLimit": draw(schema_strings("global.shmSizeLimit")),
             "gcsfuse": {"bucketName": draw(schema_strings("global.gcsfuse.bucketName"))},
         },
@@ -88,6 +98,8 @@ def values(draw) -> dict:
         "vllm": {
             "model": "/data/" + draw(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True)),
             "servedModelName": draw(schema_strings("vllm.servedModelName")),
+            "apiKey": {"secretName": draw(schema_strings("vllm.apiKey.secretName"))},
+            "serviceAccount": {"name": draw(schema_strings("vllm.serviceAccount.name"))},
             "service": {"port": draw(st.integers(min_value=1, max_value=65535))},
         },
     }

@@ -15,7 +15,6 @@ import pytest
 from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 
 from ci.cluster import gke_nodes
-from harness.helm import CHART
 from harness.kube import Release, dump, ray_clusters, ready, wait_for
 from harness.paths import REPO
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
@@ -39,6 +38,31 @@ def wait_ready(rel: Release, timeout: float = 60) -> float:
         explain=lambda: dump(rel.raycluster().get("status")) + "\n" + rel.events(),
     )
     return time.monotonic() - start
+
+
+def name_of(rel: Release) -> str:
+    return rel.raycluster()["metadata"]["name"]
+
+
+def policy_selection(rel: Release) -> dict[str, tuple[set[str], list[set[str]]]]:
+    """Per NetworkPolicy of the release: the pods its podSelector selects, and per ingress rule
+    the pods its podSelector peers select, as the API server matches the labels."""
+
+    def pods(selector: dict) -> set[str]:
+        return {p.name for p in rel.pods(**selector["matchLabels"])}
+
+    found = {}
+    policies = pykube.object_factory(rel.api, "networking.k8s.io/v1", "NetworkPolicy")
+    for policy in policies.objects(rel.api).filter(namespace=rel.namespace):
+        spec = policy.obj["spec"]
+        peers = [
+            set().union(
+                *(pods(peer["podSelector"]) for peer in rule["from"] if "podSelector" in peer)
+            )
+            for rule in spec.get("ingress", [])
+        ]
+        found[policy.name] = (pods(spec["podSelector"]), peers)
+    return found
 
 
 def node_labels(rel: Release, pod: pykube.Pod) -> dict:
@@ -69,6 +93,12 @@ def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
     )
 
     heads, workers = release.pods(**HEAD), release.pods(**WORKER)
+    ray_pods = {p.name for p in heads + workers}
+    # Ray's pods reach each other on any port; the dashboard and client ports also helm test's.
+    assert policy_selection(release) == {
+        name_of(release): (ray_pods, [ray_pods, set()]),
+        f"{release.name}-tests": (set(), []),  # helm test's pods, when they run: no ingress
+    }
     assert len(heads) == 1
     assert len(workers) == expected_workers
     for pod in heads + workers:
@@ -262,8 +292,9 @@ def test_notes_name_a_missing_or_too_old_tpu_webhook(release: Release):
 def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     values_file = VALUES / "v5e-32-saxml.yaml"
     release.add_nodes_for(values_file)
-    # The tutorial's model servers use the host's network, which only `privileged` admits.
-    release.pod_security("privileged")
+    # Off the host network (the chart's default; the tutorial's servers use it, which only
+    # `privileged` admits), Saxml's pods meet `baseline`: every one is admitted.
+    release.pod_security("baseline")
     release.install(values_file)
     ns = release.namespace
     jobsets = pykube.object_factory(release.api, "jobset.x-k8s.io/v1alpha2", "JobSet")
@@ -312,6 +343,21 @@ def test_saxml_jobset_deployments_and_load_balancer(release: Release):
     # No cloud controller here gives it an address (that part is GKE's).
     assert lb["spec"]["ports"][0]["nodePort"] > 0
 
+    # The NetworkPolicies select what they mean to, as the API server reads their selectors:
+    # each server admits the other Saxml parts; the HTTP server also helm test's pods and the
+    # load balancer's range.
+    admin, http = (
+        {p.name for p in release.pods(**{"app.kubernetes.io/component": c})}
+        for c in ("saxml-admin", "saxml-http")
+    )
+    models = {p.name for p in pods}
+    assert policy_selection(release) == {
+        "tpu-saxml-admin": (admin, [models | http]),
+        "tpu-saxml-model": (models, [models, admin | http]),
+        "tpu-saxml-http": (http, [set()]),  # helm test's pods, none now; and 10.0.0.0/8
+        "tpu-tests": (set(), []),
+    }
+
 
 def test_vllm_serves_from_one_tpu_host_behind_a_cluster_ip(release: Release):
     values_file = VALUES / "v6e-8-vllm.yaml"
@@ -344,6 +390,14 @@ def test_vllm_serves_from_one_tpu_host_behind_a_cluster_ip(release: Release):
         60,
         explain=release.events,
     )
+    # Only helm test's pod (and the named clients: none here) may reach the serving port.
+    tests = {p.name for p in release.pods(**{"app.kubernetes.io/component": "test"})}
+    assert policy_selection(release) == {
+        deployment.name: ({pod.name}, [tests]),
+        f"{release.name}-tests": (tests, []),  # and nothing reaches helm test's pod
+    }
+    # vLLM's own identity, not training's, and the bucket read-only.
+    assert pod.obj["spec"]["serviceAccountName"] == deployment.name
 
 
 def test_topology_without_nodes_stays_pending_with_the_schedulers_reason(release: Release):
@@ -391,7 +445,18 @@ def test_upgrade_to_two_slices_then_uninstall_leaves_nothing(release: Release):
         explain=release.events,
     )
     wait_ready(release)
+    # The upgrade rendered the chart again (as every GitOps sync does): still KubeRay's one
+    # Secret with the same token, and every pod, the first slice's and the new one's, reads it.
     assert _token(release) == token_before, "an upgrade must keep the Ray auth token"
+    secret = release.raycluster()["metadata"]["name"]
+    for pod in [*release.pods(**WORKER), *release.pods(**HEAD)]:
+        (container,) = [c for c in pod.obj["spec"]["containers"] if c["name"].startswith("ray-")]
+        refs = [
+            e["valueFrom"]["secretKeyRef"]
+            for e in container["env"]
+            if e["name"] == "RAY_AUTH_TOKEN"
+        ]
+        assert refs == [{"name": secret, "key": "auth_token"}], (pod.name, refs)
 
     release.helm("uninstall", release.name, "--wait")
     ns = release.namespace
@@ -428,12 +493,13 @@ def test_upgrade_to_two_slices_then_uninstall_leaves_nothing(release: Release):
 
 
 def _token(release: Release) -> str:
+    """The token of KubeRay's Secret, the release's only one holding a token."""
     secrets = [
         s
         for s in pykube.Secret.objects(release.api).filter(namespace=release.namespace)
-        if s.name.endswith("-auth")
+        if "auth_token" in s.obj.get("data", {})
     ]
-    assert len(secrets) == 1
+    assert [s.name for s in secrets] == [release.raycluster()["metadata"]["name"]]
     return secrets[0].obj["data"]["auth_token"]
 
 
@@ -469,27 +535,6 @@ def test_preflight_lets_a_cpu_release_through(release: Release):
     proc = _preflight(release, release.name, "tiny-llama.yml", "run_name=r")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "no TPU worker group: nothing to compile" in proc.stdout
-
-
-def test_saxml_without_host_network_meets_baseline(release: Release):
-    values_file = VALUES / "v5e-32-saxml.yaml"
-    release.add_nodes_for(values_file)
-    release.pod_security("baseline")
-    release.helm(
-        "install",
-        release.name,
-        str(CHART),
-        *release.values_args(values_file),
-        "--set",
-        "saxml.modelServer.hostNetwork=false",
-    )
-    # 2 slices x 8 hosts of model servers, the admin and the HTTP server: all admitted, placed.
-    wait_for(
-        "every Saxml pod to be admitted and scheduled",
-        lambda: len([p for p in release.pods() if p.obj["spec"].get("nodeName")]) == 18,
-        90,
-        explain=release.events,
-    )
 
 
 def test_the_release_namespaces_enforce_restricted(release: Release):

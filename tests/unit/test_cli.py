@@ -70,7 +70,7 @@ def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
     assert code == 0, err
     assert out.index("preflight: the job on the slice of release tpu") < out.index("port-forward")
     assert "kubectl -n ml get raycluster -l app.kubernetes.io/instance=tpu" in out
-    assert "jsonpath={.spec.authOptions.secretName}" in out
+    assert "jsonpath={.spec.authOptions.mode} {.spec.authOptions.secretName}" in out
     assert "port-forward 'service/<cluster>-head-svc' :8265" in out
 
 

@@ -1,6 +1,7 @@
 """helm test's check of a vLLM release, against a FAKE vLLM: a stand-in for the OpenAI-compatible
 server (vLLM's TPU backend needs a TPU), answering /v1/models and /v1/completions on 127.0.0.1
-with the response shapes of the OpenAI API that vLLM serves."""
+with the response shapes of the OpenAI API that vLLM serves, and with its --api-key rule: a /v1/
+request without `Authorization: Bearer <key>` gets 401 (vLLM's api_server: its auth middleware)."""
 
 from __future__ import annotations
 
@@ -16,10 +17,20 @@ from launcher.runtime.serving_check import PROMPT, check
 pytestmark = pytest.mark.unit
 
 
+KEY = "s3cret"
+
+
 class FakeVllm(BaseHTTPRequestHandler):
     model = "demo"
     completion = " Paris"
+    api_key: str | None = KEY  # None: a server started without --api-key
     requests: ClassVar[list[dict]] = []
+
+    def _authorized(self) -> bool:
+        if self.api_key is None or self.headers.get("Authorization") == f"Bearer {self.api_key}":
+            return True
+        self._reply({"error": "Unauthorized"}, 401)
+        return False
 
     def _reply(self, body: dict, status: int = 200) -> None:
         data = json.dumps(body).encode()
@@ -30,12 +41,16 @@ class FakeVllm(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self) -> None:  # http.server's name
+        if not self._authorized():
+            return
         if self.path == "/v1/models":
             self._reply({"object": "list", "data": [{"id": self.model, "object": "model"}]})
         else:
             self._reply({"error": "not found"}, 404)
 
     def do_POST(self) -> None:
+        if not self._authorized():
+            return
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         type(self).requests.append(body)
         choice = {"index": 0, "text": self.completion, "finish_reason": "length"}
@@ -52,6 +67,11 @@ def fake_vllm():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_port}"
     server.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _key(monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", KEY)  # as the chart's test pod gets it from the Secret
 
 
 def test_passes_when_the_served_model_completes(fake_vllm, capsys):
@@ -75,3 +95,23 @@ def test_an_empty_completion_fails(fake_vllm, capsys, monkeypatch):
 
 def test_a_server_that_never_answers_is_named():
     assert check("http://127.0.0.1:9", "demo", timeout=0.1) == 1  # discard port: nothing listens
+
+
+def test_fails_without_the_api_key(fake_vllm, capsys, monkeypatch):
+    monkeypatch.delenv("VLLM_API_KEY")
+    assert check(fake_vllm, "demo", timeout=5) == 1
+    assert "no API key (VLLM_API_KEY is empty)" in capsys.readouterr().err
+
+
+def test_fails_with_another_key(fake_vllm, capsys, monkeypatch):
+    monkeypatch.setenv("VLLM_API_KEY", "not-the-key")
+    assert check(fake_vllm, "demo", timeout=5) == 1
+    assert "HTTP 401; the Secret named by vllm.apiKey.secretName" in capsys.readouterr().err
+    assert FakeVllm.requests == []  # nothing was generated
+
+
+def test_fails_when_the_server_answers_without_a_key(fake_vllm, capsys, monkeypatch):
+    """A server started without --api-key serves anyone: the check must not pass it."""
+    monkeypatch.setattr(FakeVllm, "api_key", None)
+    assert check(fake_vllm, "demo", timeout=5) == 1
+    assert "without the API key answered it" in capsys.readouterr().err

@@ -31,6 +31,12 @@ hostnames are built from it. */}}
 {{- include "tpu-stack.componentFullname" (dict "ctx" . "block" .Values.ray "component" "ray") -}}
 {{- end -}}
 
+{{/* tpu-stack.rayAuthSecretName: the Secret with Ray's token under `auth_token`: the user's, or
+the one KubeRay creates under the RayCluster's name (KubeRay: reconcileAuthSecret). */}}
+{{- define "tpu-stack.rayAuthSecretName" -}}
+{{- default (include "tpu-stack.rayClusterName" .) .Values.ray.auth.existingSecret -}}
+{{- end -}}
+
 {{/* tpu-stack.saxmlName: the prefix of the Saxml objects' names. */}}
 {{- define "tpu-stack.saxmlName" -}}
 {{- include "tpu-stack.componentFullname" (dict "ctx" . "block" .Values.saxml "component" "saxml") -}}
@@ -104,16 +110,21 @@ app.kubernetes.io/component: {{ .component }}
 app.kubernetes.io/part-of: tpu-stack
 {{- end -}}
 
-{{/* tpu-stack.serviceAccountName: the account every pod runs as (Workload Identity). */}}
-{{- define "tpu-stack.serviceAccountName" -}}
-{{- $sa := .Values.global.serviceAccount -}}
-{{- if $sa.name -}}
-{{- $sa.name -}}
-{{- else if contains "tpu-stack" .Release.Name -}}
-{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
-{{- else -}}
-{{- printf "%s-tpu-stack" .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{/* tpu-stack.parts: the release's parts that run pods ("ray", "vllm", "saxml"), each with
+its own identity and its values block. */}}
+{{- define "tpu-stack.parts" -}}
+{{- $parts := dict -}}
+{{- if .Values.ray.enabled }}{{ $_ := set $parts "ray" .Values.ray }}{{ end -}}
+{{- if eq .Values.serving.engine "vllm" }}{{ $_ := set $parts "vllm" .Values.vllm }}{{ end -}}
+{{- if eq .Values.serving.engine "saxml" }}{{ $_ := set $parts "saxml" .Values.saxml }}{{ end -}}
+{{- toYaml $parts -}}
 {{- end -}}
+
+{{/* tpu-stack.serviceAccountName: the account a part's pods run as (Workload Identity): one
+per part, so serving cannot act as training. Call with (dict "ctx" $ "part" "ray|vllm|saxml"). */}}
+{{- define "tpu-stack.serviceAccountName" -}}
+{{- $default := dict "ray" (include "tpu-stack.rayClusterName" .ctx) "vllm" (include "tpu-stack.vllmName" .ctx) "saxml" (include "tpu-stack.saxmlName" .ctx) -}}
+{{- default (get $default .part) (get .ctx.Values .part).serviceAccount.name -}}
 {{- end -}}
 
 {{/* tpu-stack.image: registry/repository:tag@digest. global.imageRegistry replaces the
@@ -142,33 +153,41 @@ gke-gcsfuse/ephemeral-storage-limit: {{ $g.sidecar.ephemeralStorageLimit | quote
 {{- end }}
 {{- end -}}
 
-{{/* tpu-stack.volumes: the bucket (CSI ephemeral volume) and an in-memory /dev/shm. */}}
+{{/* tpu-stack.volumes: the bucket (CSI ephemeral volume) and an in-memory /dev/shm. Call with
+(dict "ctx" $ "readOnly" <bool>): serving reads the bucket and never writes it. */}}
 {{- define "tpu-stack.volumes" -}}
-{{- $g := .Values.global.gcsfuse -}}
+{{- $g := .ctx.Values.global.gcsfuse -}}
 - name: dshm
   emptyDir:
     medium: Memory
-    {{- with .Values.global.shmSizeLimit }}
+    {{- with .ctx.Values.global.shmSizeLimit }}
     sizeLimit: {{ toString . | quote }}
     {{- end }}
 {{- if $g.enabled }}
 - name: gcs-fuse-csi-ephemeral
   csi:
     driver: gcsfuse.csi.storage.gke.io
+    {{- if .readOnly }}
+    readOnly: true
+    {{- end }}
     volumeAttributes:
       bucketName: {{ $g.bucketName | quote }}
       mountOptions: {{ $g.mountOptions | quote }}
 {{- end }}
 {{- end -}}
 
-{{/* tpu-stack.volumeMounts: where the bucket and /dev/shm appear in the containers. */}}
+{{/* tpu-stack.volumeMounts: where the bucket and /dev/shm appear in the containers. Call with
+(dict "ctx" $ "readOnly" <bool>). */}}
 {{- define "tpu-stack.volumeMounts" -}}
-{{- $g := .Values.global.gcsfuse -}}
+{{- $g := .ctx.Values.global.gcsfuse -}}
 - name: dshm
   mountPath: /dev/shm
 {{- if $g.enabled }}
 - name: gcs-fuse-csi-ephemeral
   mountPath: {{ $g.mountPath | quote }}
+  {{- if .readOnly }}
+  readOnly: true
+  {{- end }}
 {{- end }}
 {{- end -}}
 
@@ -220,4 +239,60 @@ JobSet's objects would be refused), and google.com/tpu added when `chips` is set
 claims:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- end -}}
+
+{{/* tpu-stack.loadBalancerPeers: NetworkPolicy peers for a Service values block: its load
+balancer's source ranges when it is one (validate.yaml requires them), else none. */}}
+{{- define "tpu-stack.loadBalancerPeers" -}}
+{{- if eq .type "LoadBalancer" }}
+{{- range .loadBalancerSourceRanges }}
+- ipBlock:
+    cidr: {{ . }}
+{{- end }}
+{{- end }}
+{{- end -}}
+
+{{/* tpu-stack.sourceRangeErrors: refusals (a YAML list) for a load balancer's source ranges:
+at least one, none a catch-all. Call with (dict "key" <values path> "ranges" <list> "what" <it>). */}}
+{{- define "tpu-stack.sourceRangeErrors" -}}
+{{- $msgs := list -}}
+{{- if not .ranges -}}
+{{- $msgs = append $msgs (printf "%s: a load balancer for %s must name the clients it admits; --set %s={10.0.0.0/8} (your clients' CIDRs), or a ClusterIP Service and port-forward." .key .what .key) -}}
+{{- end -}}
+{{- range .ranges -}}
+{{- if has . (list "0.0.0.0/0" "::/0") -}}
+{{- $msgs = append $msgs (printf "%s: %s admits every address, which would open %s to anyone who reaches the load balancer; name your clients' CIDRs instead: --set %s={203.0.113.0/24}." $.key . $.what $.key) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.serviceErrors: refusals (a YAML list) for a serving Service's values: a load
+balancer names its clients, and its type (internal or not) is the chart's, not an annotation's.
+Call with (dict "key" <values path of the service block> "service" <block> "what" <it>). */}}
+{{- define "tpu-stack.serviceErrors" -}}
+{{- $msgs := list -}}
+{{- if eq .service.type "LoadBalancer" -}}
+{{- $msgs = concat $msgs (include "tpu-stack.sourceRangeErrors" (dict "key" (printf "%s.loadBalancerSourceRanges" .key) "ranges" .service.loadBalancerSourceRanges "what" .what) | fromYamlArray) -}}
+{{- end -}}
+{{- range $a := list "networking.gke.io/load-balancer-type" "cloud.google.com/load-balancer-type" -}}
+{{- if hasKey (default dict $.service.annotations) $a -}}
+{{- $msgs = append $msgs (printf "%s.annotations: %s is the chart's (from %s.internal); an annotation here could make the load balancer external while the chart treats it as internal; remove it, and set %s.internal." $.key $a $.key $.key) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.flagErrors: refusals (a YAML list) for extra arguments that repeat a flag the
+chart sets from a value (the last one wins, and the chart's other parts would disagree with it).
+Call with (dict "key" <values path> "args" <list> "owned" (dict "--flag" "<the value that sets it>")). */}}
+{{- define "tpu-stack.flagErrors" -}}
+{{- $msgs := list -}}
+{{- range .args -}}
+{{- $flag := first (splitList "=" (toString .)) -}}
+{{- if hasKey $.owned $flag -}}
+{{- $msgs = append $msgs (printf "%s: %s is set by the chart from %s; remove it from %s and set that instead." $.key $flag (get $.owned $flag) $.key) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
 {{- end -}}

@@ -15,7 +15,7 @@ metadata:
     {{- . | nindent 4 }}
   {{- end }}
 spec:
-  serviceAccountName: {{ include "tpu-stack.serviceAccountName" $ctx | quote }}
+  serviceAccountName: {{ include "tpu-stack.serviceAccountName" (dict "ctx" $ctx "part" "ray") | quote }}
   {{- with $v.imagePullSecrets }}
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
@@ -49,13 +49,13 @@ spec:
       securityContext:
         {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" $v.readOnlyRootFilesystem) | nindent 8 }}
       volumeMounts:
-        {{- include "tpu-stack.volumeMounts" $ctx | nindent 8 }}
+        {{- include "tpu-stack.volumeMounts" (dict "ctx" $ctx "readOnly" false) | nindent 8 }}
         {{- if $v.readOnlyRootFilesystem }}
         - name: tmp
           mountPath: /tmp
         {{- end }}
   volumes:
-    {{- include "tpu-stack.volumes" $ctx | nindent 4 }}
+    {{- include "tpu-stack.volumes" (dict "ctx" $ctx "readOnly" false) | nindent 4 }}
     {{- if $v.readOnlyRootFilesystem }}
     # Ray's session directory (/tmp/ray: sockets, logs, spilled objects) must be writable.
     - name: tmp
