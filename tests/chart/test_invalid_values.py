@@ -427,19 +427,19 @@ CASES = [
         "vLLM port in extraArgs",
         [*VLLM, "vllm.extraArgs={--port=9000}"],
         "vllm.extraArgs",
-        "--port is set by the chart from vllm.containerPort",
+        "--port is the chart's (from vllm.containerPort)",
     ),
     (
         "vLLM key in extraArgs",
         [*VLLM, "vllm.extraArgs={--api-key,abc}"],
         "vllm.extraArgs",
-        "--api-key is set by the chart from vllm.apiKey",
+        "--api-key is the chart's (from vllm.apiKey)",
     ),
     (
         "Saxml cell in extraArgs",
         ["serving.engine=saxml", "saxml.modelServer.extraArgs={--sax_cell=/sax/x}"],
         "saxml.modelServer.extraArgs",
-        "--sax_cell is set by the chart from saxml.cell",
+        "--sax_cell is the chart's (from saxml.cell)",
     ),
     (
         "token Secret name",

@@ -122,3 +122,33 @@ def test_the_job_command_notes_show_is_what_submit_sends():
     notes = (CHART / "templates" / "NOTES.txt").read_text()
     command = " ".join(TRAIN_ENTRYPOINT)
     assert f"ray job submit --address http://127.0.0.1:8265 -- {command} <job args>" in notes
+
+
+@pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)
+def test_every_values_file_renders_a_network_policy_for_each_part_that_runs_pods(path):
+    """Closed by default whatever the topology: every pod the release runs (helm test's too) is
+    selected by one of its NetworkPolicies (the control plane's installs dry-run them)."""
+    docs = render(path)
+    policies = by_kind(docs, "NetworkPolicy")
+    selectors = [p["spec"]["podSelector"]["matchLabels"] for p in policies]
+
+    def selected(labels: dict) -> bool:
+        return any(all(labels.get(k) == v for k, v in s.items()) for s in selectors)
+
+    pods = []
+    for doc in docs:
+        if doc["kind"] == "RayCluster":
+            spec = doc["spec"]
+            pods += [spec["headGroupSpec"]["template"]]
+            pods += [g["template"] for g in spec["workerGroupSpecs"]]
+        elif doc["kind"] == "Deployment":
+            pods.append(doc["spec"]["template"])
+        elif doc["kind"] == "JobSet":
+            pods += [rj["template"]["spec"]["template"] for rj in doc["spec"]["replicatedJobs"]]
+        elif doc["kind"] == "Pod":
+            pods.append(doc)
+    assert pods and policies
+    unselected = [
+        p["metadata"].get("labels") for p in pods if not selected(p["metadata"]["labels"])
+    ]
+    assert not unselected, f"pods no NetworkPolicy selects: {unselected}"

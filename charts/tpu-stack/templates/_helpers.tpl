@@ -291,7 +291,7 @@ Call with (dict "key" <values path> "args" <list> "owned" (dict "--flag" "<the v
 {{- range .args -}}
 {{- $flag := first (splitList "=" (toString .)) -}}
 {{- if hasKey $.owned $flag -}}
-{{- $msgs = append $msgs (printf "%s: %s is set by the chart from %s; remove it from %s and set that instead." $.key $flag (get $.owned $flag) $.key) -}}
+{{- $msgs = append $msgs (printf "%s: %s is the chart's (from %s); remove it from %s and set that instead." $.key $flag (get $.owned $flag) $.key) -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $msgs -}}
