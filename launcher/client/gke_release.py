@@ -141,14 +141,21 @@ def pod_requests(pod: dict) -> tuple[float, float]:
     return cpu, mem
 
 
-def _bucket_mount(pod: dict) -> str | None:
+def _bucket_use(pod: dict, bucket: str | None) -> str | None:
     """ "rw" or "ro" where a pod mounts the gcsfuse bucket (read-only when the volume or every
-    container's mount says so), None where it does not."""
+    container's mount says so) or names it in its args or env (Saxml's GSBUCKET and SAX_ROOT: its
+    servers keep their state there through GCS's API), None where it uses no bucket."""
     volumes = [
         v for v in pod.get("volumes", []) if v.get("csi", {}).get("driver") == GCSFUSE_DRIVER
     ]
     if not volumes:
-        return None
+        said = [
+            str(word)
+            for c in pod.get("containers", [])
+            for word in [*c.get("args", []), *(e.get("value", "") for e in c.get("env", []))]
+        ]
+        named = bucket and any(w == bucket or f"gs://{bucket}/" in w for w in said)
+        return "rw" if named else None
     names = {v["name"] for v in volumes}
     mounts = [
         m
@@ -208,7 +215,7 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
         if hook:
             continue  # helm test's objects are not the release's
         for template, _ in _pod_templates(doc):
-            if (mount := _bucket_mount(template["spec"])) is not None:
+            if (mount := _bucket_use(template["spec"], bucket)) is not None:
                 account = template["spec"].get("serviceAccountName", "default")
                 writers[account] = writers.get(account, False) or mount == "rw"
         if kind == "ServiceAccount":

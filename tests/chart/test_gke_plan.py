@@ -471,6 +471,19 @@ def test_serving_may_only_read_the_bucket_and_training_may_write_it(capsys, tmp_
     }
 
 
+def test_saxml_which_keeps_its_state_through_gcs_may_write_the_bucket(capsys):
+    """Saxml's pods mount no bucket: they name it (GSBUCKET, SAX_ROOT) and write through GCS's
+    API, so their own account gets objectUser."""
+    grants = [
+        c
+        for c in _commands(_plan(capsys, "v5e-32-saxml.yaml"))
+        if c[:4] == ["gcloud", "storage", "buckets", "add-iam-policy-binding"]
+    ]
+    assert {c[5].rsplit("/", 1)[1]: c[6] for c in grants} == {
+        "tpu-saxml": "--role=roles/storage.objectUser"
+    }
+
+
 def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tmp_path):
     wrong = tmp_path / "wrong.yaml"
     wrong.write_text("ray:\n  worker:\n    tpu:\n      type: v6e-20\n")
