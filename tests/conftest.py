@@ -14,8 +14,9 @@ from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
 TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
-# The tiers whose tests share one session-wide thing, by directory; the first is the critical path.
-WHOLE_ON_ONE_WORKER = ("tests/e2e", "tests/cluster", "tests/preflight")
+# The tiers whose tests share one session-wide thing (each in tests/<tier>/); the first is the
+# critical path.
+WHOLE_ON_ONE_WORKER = ("e2e", "cluster", "preflight")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -26,7 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 f"{item.nodeid} is marked {tiers or 'with no tier'}: give it exactly one of "
                 f"{', '.join(TIERS)} (pytestmark = pytest.mark.<tier>)"
             )
-        if tiers[0] in ("e2e", "cluster", "preflight") and not _whole_tier(item.nodeid):
+        if tiers[0] in WHOLE_ON_ONE_WORKER and _whole_tier(item.nodeid) != f"tests/{tiers[0]}":
             raise pytest.UsageError(
                 f"{item.nodeid} is a {tiers[0]} test outside tests/{tiers[0]}: under `make test` "
                 f"it would run beside its tier on the other worker; move it to tests/{tiers[0]}/"
@@ -34,7 +35,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 def _whole_tier(nodeid: str) -> str | None:
-    return next((d for d in WHOLE_ON_ONE_WORKER if nodeid.startswith(d + "/")), None)
+    """The directory of a shared tier the test is in (its scope), or None."""
+    dirs = (f"tests/{tier}" for tier in WHOLE_ON_ONE_WORKER)
+    return next((d for d in dirs if nodeid.startswith(d + "/")), None)
 
 
 class TierScheduling(LoadScopeScheduling):
@@ -47,7 +50,7 @@ class TierScheduling(LoadScopeScheduling):
 
     def _assign_work_unit(self, node: WorkerController) -> None:
         # The critical path first: whichever worker asks first gets the e2e tier.
-        first = WHOLE_ON_ONE_WORKER[0]
+        first = f"tests/{WHOLE_ON_ONE_WORKER[0]}"
         if first in self.workqueue:
             self.workqueue.move_to_end(first, last=False)
         super()._assign_work_unit(node)

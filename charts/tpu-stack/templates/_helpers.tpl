@@ -241,11 +241,17 @@ claims:
 {{- end }}
 {{- end -}}
 
-{{/* tpu-stack.loadBalancerPeers: NetworkPolicy peers for a Service values block: its load
-balancer's source ranges when it is one (validate.yaml requires them), else none. */}}
-{{- define "tpu-stack.loadBalancerPeers" -}}
+{{/* tpu-stack.clientPeers: the NetworkPolicy peers that may reach a part's client-facing
+ports: helm test's pods, networkPolicy.clients, and a load balancer's source ranges when the
+Service is one (validate.yaml requires them). Call with (dict "ctx" $ "tests" <helm test's
+peer> "type" <Service type> "ranges" <its loadBalancerSourceRanges>). */}}
+{{- define "tpu-stack.clientPeers" -}}
+- {{ toYaml .tests | indent 2 | trim }}
+{{- with .ctx.Values.networkPolicy.clients }}
+{{ toYaml . }}
+{{- end }}
 {{- if eq .type "LoadBalancer" }}
-{{- range .loadBalancerSourceRanges }}
+{{- range .ranges }}
 - ipBlock:
     cidr: {{ . }}
 {{- end }}
