@@ -179,7 +179,8 @@ def install(ns: argparse.Namespace) -> int:
     for value in [*target.helm_sets(), *ns.set]:
         argv += ["--set", value]
     run("install the release", argv, dry_run=ns.dry_run)
-    docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
+    # The Secrets the installed pods read, from the same values and --set the install used.
+    docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)
     for name, key in user_secrets(docs):
         _create_if_missing(name, key, ns.namespace, ns.dry_run)
     if not ns.dry_run:

@@ -6,6 +6,7 @@ image build and the install all render the chart with the same target values."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +55,8 @@ class CpuPool:
 class Identity:
     """A Kubernetes service account the release's pods run as, the Google service account it
     acts as (None: Workload Identity grants go to the Kubernetes account itself), and whether
-    any of its pods mounts the bucket writable (training, Saxml's admin) or only reads it."""
+    any of its pods writes the bucket (training's mount, Saxml through GCS's API) or all only
+    read it (vLLM's read-only mount)."""
 
     account: str
     gcp_service_account: str | None
@@ -68,7 +70,7 @@ class ReleaseNeeds:
     pools: list[NodePool]
     cpu_pods: list[tuple[float, float]]  # (CPU, GiB) each pod without TPUs requests
     namespace: str
-    identities: list[Identity]  # those whose pods mount the bucket
+    identities: list[Identity]  # those whose pods use the bucket
     ray: bool
     jobset: bool
     launcher_image: str | None  # what the Ray pods pull (None: no Ray in this release)
@@ -82,9 +84,11 @@ def render(
     namespace: str,
     target: GkeTarget,
     helm: str,
+    extra_sets: Sequence[str] = (),
 ) -> tuple[list[dict], str | None]:
-    """The release's objects as Helm renders them for `target`, and the bucket they mount
-    (None: gcsfuse off)."""
+    """The release's objects as Helm renders them for `target` (and `extra_sets`, `--set`
+    values after the target's, as `install` passes them), and the bucket they mount (None:
+    gcsfuse off)."""
     if not (chart / "Chart.yaml").is_file():
         raise UsageError("--chart", f"no chart at {chart}", "run from the checkout or pass --chart")
     for path in values:
@@ -96,7 +100,7 @@ def render(
     gcsfuse = merged.get("global", {}).get("gcsfuse", {})
     bucket = target.bucket or gcsfuse.get("bucketName") or "${BUCKET}"
     sets = [v for v in target.helm_sets() if not v.startswith("global.gcsfuse.bucketName=")]
-    sets.append(f"global.gcsfuse.bucketName={bucket}")
+    sets += [f"global.gcsfuse.bucketName={bucket}", *extra_sets]
     argv = [helm, "template", release, str(chart), "--namespace", namespace]
     for path in values:
         argv += ["-f", path]
@@ -198,26 +202,25 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
     pools: list[NodePool] = []
     cpu_pods: list[tuple[float, float]] = []
     gsas: dict[str, str] = {}  # Kubernetes account -> its Workload Identity annotation
-    writers: dict[str, bool] = {}  # account of pods that mount the bucket -> any writable
+    writers: dict[str, bool] = {}  # account of pods that use the bucket -> any writes it
     image = None
     ray = jobset = False
     for doc in docs:
         kind = doc.get("kind")
         hook = "helm.sh/hook" in doc["metadata"].get("annotations", {})
-        # Every pod the release runs (helm test's too: it schedules) that holds no TPU slice.
         for template, count in _pod_templates(doc):
+            # Every pod the release runs (helm test's too: it schedules) that holds no TPU slice.
             if from_pod_spec(template["spec"], 1) is None:
                 cpu, mem = pod_requests(template["spec"])
                 annotations = template.get("metadata", {}).get("annotations", {})
                 if annotations.get("gke-gcsfuse/volumes") == "true":
                     cpu, mem = cpu + GCSFUSE_SIDECAR[0], mem + GCSFUSE_SIDECAR[1]
                 cpu_pods += [(cpu, mem)] * count
+            if not hook and (use := _bucket_use(template["spec"], bucket)) is not None:
+                account = template["spec"].get("serviceAccountName", "default")
+                writers[account] = writers.get(account, False) or use == "rw"
         if hook:
             continue  # helm test's objects are not the release's
-        for template, _ in _pod_templates(doc):
-            if (mount := _bucket_use(template["spec"], bucket)) is not None:
-                account = template["spec"].get("serviceAccountName", "default")
-                writers[account] = writers.get(account, False) or mount == "rw"
         if kind == "ServiceAccount":
             annotations = doc["metadata"].get("annotations", {})
             if gsa := annotations.get("iam.gke.io/gcp-service-account"):

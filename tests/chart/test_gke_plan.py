@@ -268,6 +268,10 @@ def test_install_makes_the_serving_key_secret_the_pods_read(capsys):
     (create,) = [line for line in out.splitlines() if "create secret generic" in line]
     assert "kubectl -n default create secret generic vllm-api-key --from-file=api-key=/" in create
     assert out.index("install the release") < out.index("create Secret vllm-api-key")
+    # A --set the install passes names the Secret the pods read, so it is the one made.
+    extra = ["--set", "vllm.apiKey.secretName=serve-key"]
+    assert cli.main(["install", *values, *target, *extra, "--helm", str(helm(3)), "--dry-run"]) == 0
+    assert "create secret generic serve-key --from-file=api-key=" in capsys.readouterr().out
     # A training release's pods read no Secret of the user's (Ray's token is KubeRay's).
     values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
     assert cli.main(["install", *values, *target, "--helm", str(helm(3)), "--dry-run"]) == 0
