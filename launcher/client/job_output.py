@@ -18,7 +18,13 @@ from typing import TextIO
 from launcher.core.job_events import EventKind, JobEvent, clean, parse
 
 # Shown as they come: each is one line a person acts on.
-_SHOWN = {EventKind.CHECKPOINT, EventKind.RESTART, EventKind.ELASTIC, EventKind.LAUNCHER}
+_SHOWN = {
+    EventKind.CHECKPOINT,
+    EventKind.RESTART,
+    EventKind.PREEMPTED,
+    EventKind.ELASTIC,
+    EventKind.LAUNCHER,
+}
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 
 

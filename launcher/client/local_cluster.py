@@ -46,6 +46,7 @@ DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
 # Each simulated host is a Ray node whose training worker holds a JAX process with MaxText
 # (about 1.5 GB): more than this many does not fit a workstation's memory.
 MAX_SIMULATED_HOSTS = 8
+HOST_ENV = "LAUNCHER_LOCAL_HOST"  # each simulated host's name, on every process it runs
 # The simulated hosts as `up` started them, in the Ray session's own directory (a new session,
 # a new file): `slice-up` starts a slice's hosts again from it.
 NODES_FILE = Path("/tmp/ray/session_latest/tpu-launcher-nodes.json")
@@ -267,7 +268,8 @@ def _start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_
             *_common_args(object_store_mb),
             *_node_ports(index + 1),
         ],
-        _env({**node["env"], OUTPUT_DIR_ENV: str(bucket)}),
+        # HOST_ENV names the host on each of its processes: `preempt` finds them by it.
+        _env({**node["env"], OUTPUT_DIR_ENV: str(bucket), HOST_ENV: node["name"]}),
         dry_run,
     )
 

@@ -1,5 +1,5 @@
-"""The local cluster's commands: up, down, local-status, slice-down, slice-up (a real Ray
-cluster on this machine whose simulated TPU hosts run on CPU)."""
+"""The local cluster's commands: up, down, local-status, slice-down, slice-up, preempt (a real
+Ray cluster on this machine whose simulated TPU hosts run on CPU)."""
 
 from __future__ import annotations
 
@@ -48,6 +48,13 @@ def run_slice(ns: argparse.Namespace) -> int:
     return 0
 
 
+def run_preempt(ns: argparse.Namespace) -> int:
+    from launcher.client.local_preemption import Preemption, preempt
+
+    preempt(Preemption(ns.slice, ns.host, ns.notice, ns.stay_down))
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("up", help="start the local Ray cluster (a simulated TPU slice on CPU)")
     p.add_argument(
@@ -90,3 +97,22 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p = sub.add_parser(name, help=what)
         p.add_argument("slice", type=int, help="the slice's index (0 .. slices - 1)")
         p.set_defaults(func=run_slice)
+
+    p = sub.add_parser(
+        "preempt",
+        help="take a simulated slice or host back as GKE does: notice, deadline, kill, return",
+        description="What GKE does to a reclaimed TPU host, on the local cluster: Ray's drain "
+        "of its node (reason PREEMPTION, with a deadline: the notice the chart's preStop hook "
+        "sends), its processes killed at the deadline, then the host started again. A job "
+        "saves the step every host reaches after the notice and resumes there.",
+    )
+    which = p.add_mutually_exclusive_group(required=True)
+    which.add_argument("--slice", type=int, help="every host of this slice (0 .. slices - 1)")
+    which.add_argument("--host", type=int, help="one host, by its index in the cluster")
+    p.add_argument(
+        "--notice", type=float, default=30.0, metavar="S", help="seconds from notice to kill"
+    )
+    p.add_argument(
+        "--stay-down", action="store_true", help="do not start the host(s) again after the kill"
+    )
+    p.set_defaults(func=run_preempt)

@@ -30,7 +30,7 @@ from launcher.client.job_output import JobOutput
 from launcher.client.slice_target import bind_job_to, resolve_target
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
-from launcher.core.job_events import format_full_log, last_result
+from launcher.core.job_events import EventKind, events, format_full_log, last_result
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.ray_auth import auth_headers, auth_token
 from launcher.core.run_requests import (
@@ -377,6 +377,8 @@ def _print_goodput(address: str, job_id: str) -> None:
     from ray.job_submission import JobSubmissionClient
 
     logs = JobSubmissionClient(address, headers=auth_headers()).get_job_logs(job_id)
+    if preempted := events(logs, EventKind.PREEMPTED):
+        print(f"preempted, resumed at step {preempted[-1].fields['step']}")
     if result := last_result(logs):
         if "goodput" in result:
             print("\n".join(format_breakdown(result["goodput"])))

@@ -20,6 +20,7 @@ class EventKind(StrEnum):
     PROGRESS = "progress"  # one per step: the live display
     CHECKPOINT = "checkpoint"  # a committed save
     RESTART = "restart"  # the worker group started again (a failure, a resize)
+    PREEMPTED = "preempted"  # the restart followed a preemption notice; where it resumed
     ELASTIC = "elastic"  # the slices a start got, and the global batch on them
     SUMMARY = "summary"  # the first line of a job's closing summary; the lines after it belong
     RESULT = "result"  # the machine-readable summary: the log file only
@@ -48,6 +49,7 @@ _PATTERNS: dict[EventKind, re.Pattern[str]] = {
     ),
     EventKind.CHECKPOINT: re.compile(r"^\[checkpoint\] saved step (?P<step>\d+)$"),
     EventKind.RESTART: re.compile(r"^\[restart\] .*\(start (?P<start>\d+)\)"),
+    EventKind.PREEMPTED: re.compile(r"^\[preempted\] .*resumed at step (?P<step>\d+)"),
     EventKind.ELASTIC: re.compile(r"^\[elastic\] (?P<slices>\d+) of (?P<of>\d+) slices"),
     EventKind.SUMMARY: re.compile(
         "^(?P<title>" + "|".join(map(re.escape, SUMMARY_TITLES.values())) + ")$"
@@ -115,6 +117,11 @@ def format_restart(start: int, hosts: int, slices: int) -> str:
         f"[restart] the worker group started again (start {start}) on {hosts} hosts "
         f"({slices} slice{'s' if slices > 1 else ''}); MaxText resumes from the latest checkpoint"
     )
+
+
+def format_preempted(resumed_at: int, notice_seconds: float | None) -> str:
+    notice = f"{notice_seconds:.0f} s notice" if notice_seconds is not None else "no deadline"
+    return f"[preempted] a host was taken back ({notice}); resumed at step {resumed_at}"
 
 
 def format_elastic(

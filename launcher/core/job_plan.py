@@ -102,7 +102,14 @@ def define_flags(fv: flags.FlagValues) -> None:
         "max_failures",
         3,
         "Restarts of the worker group after a host fails; "
-        "MaxText resumes from the latest checkpoint each time.",
+        "MaxText resumes from the latest checkpoint each time. Preemptions do not count.",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max_preemptions",
+        -1,
+        "Restarts after a host is preempted (spot, flex-start, maintenance; -1: no limit). "
+        "On the notice every host saves the step they reach next, and the restart resumes there.",
         flag_values=fv,
     )
     flags.DEFINE_integer(
@@ -155,6 +162,7 @@ class JobOptions:
     cpu_hosts: int | None = None
     cpu_devices_per_host: int | None = None
     max_failures: int = 3
+    max_preemptions: int = -1
     steps_beyond_checkpoint: int | None = None
     libtpu_init_args: str = ""
     dry_run: bool = False
@@ -257,7 +265,9 @@ def plan_job(
         minimum = options.min_slices if options.min_slices is not None else slices.num_slices
         sized = sizings(args, slices, minimum, options.allow_changing_batch)
     if output_dir is not None:
-        args = args.with_defaults(base_output_directory=output_dir)
+        # A preemption notice saves the step every host reaches next (launcher.runtime.preemption);
+        # without it MaxText stops at that step all the same, having saved nothing.
+        args = args.with_defaults(base_output_directory=output_dir, enable_autocheckpoint=True)
         out_dir = str(args.get("base_output_directory"))
         check_output_directory(out_dir)
         run_name = str(args.get("run_name"))

@@ -41,6 +41,12 @@ def run_serving_check(ns: argparse.Namespace) -> int:
     return check(ns.url, ns.model, ns.timeout)
 
 
+def run_preemption_notice(ns: argparse.Namespace) -> int:
+    from launcher.runtime.preemption import notice_from_pod
+
+    return notice_from_pod(ns.grace)
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     # Listed for --help only: `train` is handed its arguments unparsed (see launcher.cli).
     sub.add_parser(
@@ -56,6 +62,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_run_options(p)
     p.set_defaults(func=run_convert)
 
+    p = sub.add_parser(
+        "preemption-notice",
+        help=IN_CLUSTER + "a worker pod's preStop hook: drain its Ray node for preemption "
+        "with the grace period as the deadline, then wait it out",
+    )
+    p.add_argument("--grace", type=int, required=True, help="the pod's grace period, seconds")
+    p.set_defaults(func=run_preemption_notice)
     p = sub.add_parser(
         "cluster-check", help=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
     )

@@ -34,6 +34,7 @@ from launcher.core.job_plan import (
     define_flags,
     plan_job,
 )
+from launcher.core.preemption import PREEMPTED, restarts
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
@@ -73,6 +74,15 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
                 for start in outcome["starts"]
             )
         )
+    if outcome["restarts"]:
+        preempted = [r for r in outcome["restarts"] if r.cause == PREEMPTED]
+        failed = len(outcome["restarts"]) - len(preempted)
+        print(
+            f"restarts:     {len(preempted)} preemption{'' if len(preempted) == 1 else 's'} "
+            f"(--max_preemptions), {failed} failure{'' if failed == 1 else 's'} (--max_failures)"
+        )
+        for restart in outcome["restarts"]:
+            print(f"  {restart.describe()}")
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
     # The event files' directory, not a command: TensorBoard itself is not installed with us.
@@ -90,6 +100,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
                 "goodput": outcome["goodput"],
                 "compile_cache": outcome["compile_cache"],
                 "starts": outcome["starts"],
+                "restarts": [asdict(r) for r in outcome["restarts"]],
                 "plot": outcome.get("plot"),
             }
         ),
@@ -182,11 +193,16 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             )
         )
         return 0
-    return _fit(plan, options.max_failures)
+    return _fit(plan, options.max_failures, options.max_preemptions)
 
 
 def slice_trainer(
-    plan: JobPlan, loop: Callable[[Any], None], loop_config: Any, name: str, max_failures: int
+    plan: JobPlan,
+    loop: Callable[[Any], None],
+    loop_config: Any,
+    name: str,
+    max_failures: int,
+    max_preemptions: int = -1,
 ) -> Any:
     """A JaxTrainer that runs `loop(loop_config)` on every host of the planned slices (with
     jax.distributed set up across them; CPU devices where the slice is simulated)."""
@@ -208,13 +224,15 @@ def slice_trainer(
         run_config=RunConfig(
             name=name,
             storage_path=f"{out_dir}/{RAY_RESULTS_SUBDIR}",
-            failure_config=FailureConfig(max_failures=max_failures),
+            failure_config=FailureConfig(
+                max_failures=max_failures, max_preemption_failures=max_preemptions
+            ),
             worker_runtime_env={"env_vars": env} if env else None,
         ),
     )
 
 
-def _fit(plan: JobPlan, max_failures: int) -> int:
+def _fit(plan: JobPlan, max_failures: int, max_preemptions: int) -> int:
     from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
@@ -239,15 +257,22 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
         ),
         name=plan.run_name,
         max_failures=max_failures,
+        max_preemptions=max_preemptions,
     )
+    PREEMPTED_BEFORE.update(preempted_hosts())
     start = time.monotonic()
     try:
         result = trainer.fit()
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
-        for line in format_breakdown(_outcome(plan, summary_key)["goodput"]):
+        outcome = _outcome(plan, summary_key)
+        for line in format_breakdown(outcome["goodput"]):
             print(line, flush=True)
+        for restart in outcome["restarts"]:
+            print(f"  {restart.describe()}", flush=True)
         print(
-            f"\nlauncher: training failed after {max_failures} restarts: {type(e).__name__}: {e}",
+            f"\nlauncher: training failed ({max_failures} restarts allowed after failures "
+            f"(--max_failures), {_budget(max_preemptions)} after preemptions "
+            f"(--max_preemptions)): {type(e).__name__}: {e}",
             file=sys.stderr,
             flush=True,
         )
@@ -265,11 +290,15 @@ def _fit(plan: JobPlan, max_failures: int) -> int:
     return 0
 
 
+def _budget(limit: int) -> str:
+    return "any number" if limit < 0 else str(limit)
+
+
 def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
     """Goodput from every start's events, the loss curve as a sparkline, and the plot (PNG,
     next to the TensorBoard logs) when there were steps."""
     from launcher.runtime.plots import loss_sparkline, write_plot
-    from launcher.runtime.worker import read_attempts
+    from launcher.runtime.worker import read_attempts, read_notices
 
     attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
     outcome: dict[str, Any] = {
@@ -295,6 +324,9 @@ def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
         }
         for a in attempts
     ]
+    outcome["restarts"] = restarts(
+        attempts, read_notices(summary_key), len(preempted_hosts() - PREEMPTED_BEFORE)
+    )
     # The last computation of each step (a restart computes some again).
     points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
     if points:
@@ -305,6 +337,20 @@ def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
         except OSError as e:  # a plot is not worth failing the job over
             print(f"launcher: could not write the plot: {e}", file=sys.stderr)
     return outcome
+
+
+# Hosts Ray saw die drained for preemption before this job started: not this job's.
+PREEMPTED_BEFORE: set[str] = set()
+
+
+def preempted_hosts() -> set[str]:
+    """Ray nodes that died drained for preemption (NodeDeathInfo AUTOSCALER_DRAIN_PREEMPTED): a
+    host reclaimed before its notice reached a worker shows only here."""
+    import ray
+
+    if not ray.is_initialized():
+        return set()
+    return {n["NodeID"] for n in ray.nodes() if not n["Alive"] and n.get("DeathReason") == 3}
 
 
 def _main(argv: Sequence[str]) -> int:

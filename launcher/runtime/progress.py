@@ -59,6 +59,11 @@ CHECKPOINT_LINE = re.compile(
 )
 
 
+# MaxText's checkpointing._handle_post_checkpoint_preemption, once the save at the preemption sync
+# step committed (the train loop then ends as if done).
+PREEMPTION_STOP = "Job received termination signal (SIGTERM)"
+
+
 @dataclass
 class ProgressTracker(logging.Handler):
     """A logging handler on MaxText's logger: one compact `[progress]` line per step and a
@@ -73,6 +78,9 @@ class ProgressTracker(logging.Handler):
     publish: Callable[[Attempt], None] | None = None
     publish_every: float = 10.0
     steps: list[StepRecord] = field(default_factory=list)
+    stopped_for_preemption: bool = False
+    last_saved: int | None = None  # the step of the last save MaxText logged
+    on_first_step: Callable[[int], None] | None = None  # called once, with the step
     _published_at: float = 0.0
 
     def __post_init__(self) -> None:
@@ -87,11 +95,16 @@ class ProgressTracker(logging.Handler):
         if rec is None:
             if m := CHECKPOINT_LINE.search(message):
                 self._checkpoint(int(m[1]))
+            elif PREEMPTION_STOP in message:
+                self.stopped_for_preemption = True
             return
         # MaxText's line can reach this logger more than once; count each step once.
         if self.steps and rec.step <= self.steps[-1].step:
             return
         self.steps.append(rec)
+        if self.on_first_step is not None:
+            self.on_first_step(rec.step)
+            self.on_first_step = None
         now = time.time()
         if self.attempt is not None:
             self.attempt.steps.append(
@@ -120,6 +133,7 @@ class ProgressTracker(logging.Handler):
         )
 
     def _checkpoint(self, step: int) -> None:
+        self.last_saved = step
         if self.attempt is not None:
             self.attempt.checkpoints.append((step, time.time()))
         self.say(format_checkpoint(step))

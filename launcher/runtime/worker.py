@@ -6,6 +6,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ray.experimental import internal_kv
@@ -13,7 +14,8 @@ from ray.experimental import internal_kv
 from launcher.core.deferred_imports import defer_unused_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
-from launcher.core.job_events import format_elastic, format_restart
+from launcher.core.job_events import format_elastic, format_preempted, format_restart
+from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
 
 KV_NAMESPACE = "tpu-launcher"
 
@@ -74,6 +76,7 @@ def quiet_orbax() -> None:
 
 
 def train_loop_per_worker(config: WorkerConfig) -> None:
+    import ray
     import ray.train
 
     from launcher.runtime.progress import ProgressTracker
@@ -108,6 +111,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         )
         if earlier:
             tracker.say(format_restart(earlier + 1, context.get_world_size(), slices))
+            tracker.on_first_step = _preemption_line(config.summary_key, tracker)
         if sizing and len(config.sizings) > 1:
             tracker.say(
                 format_elastic(slices, max(config.sizings), sizing.global_batch, sizing.overrides)
@@ -116,6 +120,11 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         _count_compile_time(tracker.attempt)
     absl_logger = logging.getLogger("absl")
     absl_logger.addHandler(tracker)
+    relay = NoticeRelay(
+        _train_context(),
+        ray.get_runtime_context().get_node_id(),
+        lambda notice: _on_notice(config.summary_key, rank, notice, tracker),
+    ).start()
     try:
         # Imported here: jax must not be imported before the backend set up jax.distributed.
         defer_unused_imports()
@@ -123,12 +132,56 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
 
         maxtext_train.main(argv)
     finally:
+        relay.stop()
         absl_logger.removeHandler(tracker)
         if tracker.attempt is not None:
             tracker.attempt.ended_at = time.time()
             tracker.flush_events()
+    saved = tracker.last_saved
+    if tracker.stopped_for_preemption and (saved is None or saved + 1 < config.steps):
+        tracker.say(
+            f"launcher: step {saved} is committed on the preemption notice; this host waits for "
+            "Ray Train to restart the job at the notice's deadline"
+        )
+        after_preemption_stop(relay, saved)
     if rank == 0:
         publish_summary(config.summary_key, tracker.summary())
+
+
+def _train_context() -> object:
+    """Ray Train's context of this worker, which Ray's preemption watcher writes to."""
+    from ray.train.v2._internal.execution.context import get_train_context
+
+    return get_train_context()
+
+
+def _preemption_line(summary_key: str, tracker) -> Callable[[int], None] | None:
+    """What rank 0 says at the first step of a restart that followed a preemption notice."""
+    starts = sorted(a.started_at for a in read_attempts(summary_key))
+    since = starts[-1] if starts else 0.0  # the start before this one (not yet published)
+    notices = [n for n in read_notices(summary_key) if n["at"] >= since]
+    if not notices:
+        return None
+    first = notices[0]
+    left = max(0.0, first["deadline"] - first["at"]) if first.get("deadline") else None
+    return lambda step: tracker.say(format_preempted(step, left))
+
+
+def _on_notice(summary_key: str, rank: int, notice: Notice, tracker) -> None:
+    """Every host that sees the notice records it where the driver reads it (the one that
+    sees it may be the one that goes); rank 0 also says it."""
+    if rank == 0:
+        tracker.say(f"launcher: {notice.describe()}")
+    _put(f"{summary_key}/notices/{time.time_ns()}-{rank}", notice.to_json())
+
+
+def read_notices(key: str) -> list[dict]:
+    """Every preemption notice a host of the job saw, oldest first."""
+    found = []
+    for name in sorted(internal_kv._internal_kv_list(f"{key}/notices/", namespace=KV_NAMESPACE)):
+        if raw := internal_kv._internal_kv_get(name, namespace=KV_NAMESPACE):
+            found.append(json.loads(raw))
+    return sorted(found, key=lambda n: n["at"])
 
 
 # JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile (which

@@ -176,3 +176,24 @@ def test_quantities_and_names_render_as_strings():
     assert pod["containers"][0]["resources"]["requests"]["cpu"] == "0.5"
     assert [v["emptyDir"]["sizeLimit"] for v in pod["volumes"] if v["name"] == "dshm"] == ["0.5"]
     assert pod["serviceAccountName"] == "0"
+
+
+def test_workers_turn_their_termination_into_a_preemption_notice():
+    """The worker pods' preStop hook is the launcher's own in-cluster command with the pod's
+    grace period (a command the launcher parses: a renamed flag fails here); the head has none
+    (its pod going ends the cluster, not a host)."""
+    from launcher.cli import _parser
+
+    cluster = _ray_cluster("--set", "ray.worker.terminationGracePeriodSeconds=120")
+    worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert worker["terminationGracePeriodSeconds"] == 120
+    command = worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
+    assert command[:3] == ["python", "-m", "launcher"]
+    ns = _parser().parse_args(command[3:])
+    assert (ns.command, ns.grace) == ("preemption-notice", 120)
+    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
+    assert "lifecycle" not in head["containers"][0] and "terminationGracePeriodSeconds" not in head
+    # Null: Kubernetes' defaults, no hook.
+    plain = _ray_cluster("--set", "ray.worker.terminationGracePeriodSeconds=null")
+    worker = plain["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    assert "lifecycle" not in worker["containers"][0]

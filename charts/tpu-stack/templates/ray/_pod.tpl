@@ -1,7 +1,7 @@
 {{/*
 tpu-stack.rayPodTemplate: the one pod template of head and workers (KubeRay's own chart copies
 it per group and the copies drift). Call with (dict "ctx" $ "component" "head|worker" "group"
-<values> "container" "ray-head|ray-worker" "tpu" <resolved slice or nil> "env" <list>).
+<values> "container" "ray-head|ray-worker" "tpu" <resolved slice or nil> "env" <list> "gracePeriod" <seconds: the worker's preStop notice, or nil>).
 */}}
 {{- define "tpu-stack.rayPodTemplate" -}}
 {{- $ctx := .ctx -}}
@@ -23,12 +23,24 @@ spec:
   # Ray reaches nothing of the Kubernetes API (no in-tree autoscaler); gcsfuse and Workload
   # Identity get their tokens without the pod's own.
   automountServiceAccountToken: false
+  {{- with .gracePeriod }}
+  # From termination to kill: the preStop hook's preemption notice, the save, then the kill.
+  terminationGracePeriodSeconds: {{ . }}
+  {{- end }}
   securityContext:
     {{- include "tpu-stack.podSecurityContext" $ctx | nindent 4 }}
   containers:
     - name: {{ .container }}
       image: {{ include "tpu-stack.image" (dict "image" $v.image "global" $global "defaultTag" $ctx.Chart.AppVersion) }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
+      {{- with .gracePeriod }}
+      lifecycle:
+        preStop:
+          exec:
+            # Drains this pod's Ray node for preemption, deadline = the grace period: every
+            # host saves the step they reach next (launcher.runtime.preemption).
+            command: ["python", "-m", "launcher", "preemption-notice", "--grace", "{{ . }}"]
+      {{- end }}
       {{- with .ports }}
       ports:
         {{- toYaml . | nindent 8 }}

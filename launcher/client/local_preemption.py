@@ -1,0 +1,115 @@
+"""`tpu-launcher preempt`: what GKE does to a TPU host it takes back, done to the local cluster's
+simulated hosts: the notice (Ray's drain of the node, reason PREEMPTION, with a deadline: what the
+chart's preStop hook sends), then at the deadline the host's processes are killed, and the host
+comes back (the node pool's capacity returns) unless told to stay down."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from launcher.client import local_cluster
+from launcher.client.commands import run
+from launcher.core.errors import UsageError
+from launcher.core.preemption import DRAIN_REASON, drain_args
+
+
+@dataclass(frozen=True)
+class Preemption:
+    slice_index: int | None = None
+    host: int | None = None  # index among the cluster's simulated hosts
+    notice_s: float = 30.0
+    stay_down: bool = False
+
+
+def _targets(p: Preemption) -> tuple[dict, list[tuple[int, dict]]]:
+    if (p.slice_index is None) == (p.host is None):
+        raise UsageError(
+            "preempt", "name one slice or one host", "tpu-launcher preempt --slice 0 (or --host 1)"
+        )
+    if p.slice_index is not None:
+        return local_cluster._slice_hosts(p.slice_index)
+    record, _ = local_cluster._slice_hosts(0)
+    nodes, host = record["nodes"], p.host
+    assert host is not None
+    if not 0 <= host < len(nodes):
+        raise UsageError(
+            "host",
+            f"the local cluster has no host {host} (it has {len(nodes)})",
+            f"pass --host 0 .. {len(nodes) - 1}",
+        )
+    return record, [(host, nodes[host])]
+
+
+def _host_processes(names: set[str]) -> list:
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if proc.environ().get(local_cluster.HOST_ENV) in names:
+                found.append(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
+
+
+def preempt(p: Preemption) -> None:
+    import psutil
+
+    record, hosts = _targets(p)
+    names = {node["name"] for _, node in hosts}
+    ids = {
+        n["node_name"]: n["node_id"]
+        for n in local_cluster._alive_nodes()
+        if n.get("node_name") in names
+    }
+    if missing := names - set(ids):
+        raise UsageError(
+            "preempt",
+            f"host(s) {', '.join(sorted(missing))} are not running",
+            "start them again: tpu-launcher slice-up N",
+        )
+    told = time.monotonic()
+    for name in sorted(names):
+        run(
+            f"drain {name}",
+            drain_args(
+                f"{local_cluster.NODE_IP}:{local_cluster.HEAD_PORT}",
+                ids[name],
+                p.notice_s,
+                "tpu-launcher preempt (a simulated reclaim)",
+            ),
+            env={**os.environ, "RAY_AUTH_MODE": "token"},  # the local cluster's token
+            capture=True,
+        )
+    print(
+        f"notice: Ray drained {', '.join(sorted(names))} ({DRAIN_REASON}), "
+        f"{p.notice_s:g} s to the deadline"
+    )
+    time.sleep(max(0.0, p.notice_s - (time.monotonic() - told)))
+    victims = _host_processes(names)
+    for proc in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    print(f"deadline: killed {len(victims)} process(es) of {', '.join(sorted(names))}")
+    # A drained host whose work ended exits by itself; either way it must be gone from Ray
+    # before its replacement registers under the same name.
+    gone_by = time.monotonic() + 60
+    while any(local_cluster._is_alive(name) for name in names):
+        if time.monotonic() > gone_by:
+            raise UsageError(
+                "preempt",
+                f"{', '.join(sorted(names))} still alive in Ray 60 s after the kill",
+                "tpu-launcher down, then tpu-launcher up",
+            )
+        time.sleep(1)
+    if p.stay_down:
+        return
+    bucket = Path(record["bucket"])
+    for index, node in hosts:
+        local_cluster._start_host(index, node, bucket, record["object_store_mb"], False)
+    print(f"back: {', '.join(sorted(names))} joined the local cluster again")

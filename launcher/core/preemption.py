@@ -1,0 +1,96 @@
+"""The preemption notice as Ray takes it: a drain of the node with reason PREEMPTION and a
+deadline. The chart's preStop hook, `tpu-launcher preempt` and a worker stopped by a bare SIGTERM
+all send this one; Ray Train hands it to every worker and charges the restart to
+max_preemption_failures."""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core.goodput import Attempt
+
+DRAIN_REASON = "DRAIN_NODE_REASON_PREEMPTION"
+
+
+def drain_args(address: str | None, node_id: str | None, seconds: float, message: str) -> list[str]:
+    """`ray drain-node` for a node going in `seconds` (None node: the one it runs on)."""
+    return [
+        "ray",
+        "drain-node",
+        *([f"--address={address}"] if address else []),
+        *([f"--node-id={node_id}"] if node_id else []),
+        f"--reason={DRAIN_REASON}",
+        f"--reason-message={message}",
+        f"--deadline-remaining-seconds={max(0, round(seconds))}",
+    ]
+
+
+@dataclass(frozen=True)
+class Restart:
+    """Why the worker group started again, and what it cost in steps."""
+
+    start: int  # the start it led to: 2 for the first restart
+    cause: str  # PREEMPTED or FAILED
+    notice_seconds: float | None  # from the notice to its deadline (None: none reached the job)
+    saved_step: int | None  # the step saved on the notice (None: no save in time)
+    resumed_at: int | None  # the first step the next start computed
+    recomputed: int  # steps computed before the restart and again after it
+
+    def describe(self) -> str:
+        resumed = f"resumed at step {self.resumed_at}" if self.resumed_at is not None else "no step"
+        again = f"{self.recomputed} step{'' if self.recomputed == 1 else 's'} computed again"
+        if self.cause == FAILED:
+            return f"start {self.start}: a failure; {resumed} from the last checkpoint, {again}"
+        if self.saved_step is not None:
+            return (
+                f"start {self.start}: preempted, {self.notice_seconds:.0f} s notice; step "
+                f"{self.saved_step} saved on it; {resumed}, {again}"
+            )
+        why = (
+            "no notice reached the job before the host went"
+            if self.notice_seconds is None
+            else f"the {self.notice_seconds:.0f} s notice was too short to save"
+        )
+        return (
+            f"start {self.start}: preempted, {why}; {resumed} from the last periodic "
+            f"checkpoint, {again} (a longer grace period saves them: "
+            "ray.worker.terminationGracePeriodSeconds)"
+        )
+
+
+PREEMPTED, FAILED = "preempted", "failed"
+
+
+def restarts(
+    attempts: list[Attempt], notices: list[dict[str, Any]], preempted_hosts: int
+) -> list[Restart]:
+    """Each restart between consecutive starts (launcher.core.goodput.Attempt, with steps),
+    from the preemption notices the hosts recorded ({"at", "deadline"}) and how many hosts
+    Ray saw die drained for preemption during the job (a notice too short to reach a worker
+    leaves only that)."""
+    found = []
+    ordered = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
+    for n, (attempt, nxt) in enumerate(itertools.pairwise(ordered), start=2):
+        seen = [x for x in notices if attempt.started_at <= x["at"] < nxt.started_at]
+        notice = min(seen, key=lambda x: x["at"]) if seen else None
+        saved = None
+        if notice is not None:
+            saved = next((s for s, at in attempt.checkpoints if at >= notice["at"]), None)
+        done = max(attempt.steps[-1].step, saved if saved is not None else -1)
+        resumed = nxt.steps[0].step
+        preempted = notice is not None or preempted_hosts > 0
+        found.append(
+            Restart(
+                start=n,
+                cause=PREEMPTED if preempted else FAILED,
+                notice_seconds=max(0.0, notice["deadline"] - notice["at"])
+                if notice and notice.get("deadline")
+                else None,
+                saved_step=saved,
+                resumed_at=resumed,
+                recomputed=max(0, done - resumed + 1),
+            )
+        )
+    return found
