@@ -32,7 +32,7 @@ help: ## Show the targets.
 
 ##@ Aliases of tpu-launcher commands (ARGS: that command's options)
 
-.PHONY: demo submit preflight up down
+.PHONY: demo submit preflight up down preempt
 demo: venv ## tpu-launcher demo: the tiny model on the local simulated slice; again resumes.
 	$(TL) demo $(ARGS)
 submit: venv ## tpu-launcher submit $(ARGS), e.g. ARGS="--release tpu -- base.yml run_name=r".
@@ -43,6 +43,8 @@ up: venv ## tpu-launcher up $(ARGS): the local Ray cluster (simulated v5p-16 by 
 	$(TL) up $(ARGS)
 down: venv ## tpu-launcher down: stop the local Ray cluster.
 	$(TL) down $(ARGS)
+preempt: venv ## tpu-launcher preempt: SLICE=N or HOST=N taken back as GKE does (notice, kill, return).
+	$(TL) preempt $(if $(SLICE),--slice $(SLICE)) $(if $(HOST),--host $(HOST)) $(ARGS)
 
 ##@ Tests (make test runs every tier; each tier alone: make test-<tier>)
 

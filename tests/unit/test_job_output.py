@@ -117,6 +117,7 @@ EVERY_EVENT = {
     EventKind.PROGRESS: job_events.format_progress(2, 2, 3.1, 0.3, 400, 0.1, 0.2, 0),
     EventKind.CHECKPOINT: job_events.format_checkpoint(5),
     EventKind.RESTART: job_events.format_restart(2, 4, 2),
+    EventKind.PREEMPTED: job_events.format_preempted(28, 15.0),
     EventKind.ELASTIC: job_events.format_elastic(1, 2, 16, {"ici_fsdp_parallelism": 4}),
     EventKind.LAUNCHER: "launcher: v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips)",
     EventKind.FAILURE_POLICY: "[FailurePolicy] RETRY",

@@ -1,0 +1,87 @@
+"""A preempted host loses no step, on the real local cluster: `tpu-launcher preempt` does what GKE
+does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
+chart's preStop hook sends on GKE; the kill at the deadline; the host back). Three preemptions
+in a row with --max_failures=0: two with time to save (the step saved on the notice, nothing
+computed again) and one with none (back to the last periodic checkpoint, and the summary says
+why); the run finishes because preemptions are not failures."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from harness.job_control import jobs_client, submit_no_wait, wait_for_step, wait_until_done
+from harness.local_ray import launcher_result, run_name, tpu_launcher
+from launcher.core.job_events import EventKind, events
+from launcher.core.preemption import PREEMPTED
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+CHECKPOINT_PERIOD = 10
+NOTICE_S = 15  # ample for the tiny model's save; GKE gives a Spot VM 30
+
+
+def _preempt_host_1(notice: int) -> None:
+    done = tpu_launcher("preempt", "--host", "1", "--notice", str(notice), timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def _wait_for_resume(client, job_id: str, count: int, timeout: float = 300) -> int:
+    """The step the `count`-th restart after a preemption resumed at."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = events(client.get_job_logs(job_id), EventKind.PREEMPTED)
+        if len(seen) >= count:
+            return int(seen[count - 1].fields["step"])
+        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED")
+        time.sleep(1)
+    raise AssertionError(f"no resume after preemption {count} within {timeout}s")
+
+
+def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster):
+    client, name = jobs_client(), run_name("preempt")
+    job_id = f"{name}-job"
+    submit_no_wait(
+        local_cluster,
+        job_id,
+        "--max_failures=0",
+        "tiny-llama.yml",
+        f"run_name={name}",
+        "steps=100",
+        f"checkpoint_period={CHECKPOINT_PERIOD}",
+    )
+    wait_for_step(client, job_id, 12)
+    _preempt_host_1(NOTICE_S)
+    resumed = _wait_for_resume(client, job_id, 1)
+    wait_for_step(client, job_id, resumed + 12)
+    _preempt_host_1(0)  # the host goes as it is told: no time to save
+    resumed = _wait_for_resume(client, job_id, 2)
+    wait_for_step(client, job_id, max(resumed + 12, 50))
+    _preempt_host_1(NOTICE_S)
+    _wait_for_resume(client, job_id, 3)
+    assert wait_until_done(client, job_id) == "SUCCEEDED"
+
+    logs = client.get_job_logs(job_id)
+    result = launcher_result(logs)
+    assert result["last_step"] == 99
+    first, short, last = (r for r in result["restarts"])
+    assert {r["cause"] for r in result["restarts"]} == {PREEMPTED}, result["restarts"]
+    for saved in (first, last):
+        assert saved["saved_step"] is not None, saved
+        assert (saved["resumed_at"], saved["recomputed"]) == (saved["saved_step"] + 1, 0), saved
+    assert short["saved_step"] is None and short["recomputed"] <= CHECKPOINT_PERIOD, short
+    assert "too short to save" in logs or "no notice reached the job" in logs
+    assert "restarts:     3 preemptions (--max_preemptions), 0 failures" in logs
+    goodput = result["goodput"]
+    assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
+
+    status = tpu_launcher("status", job_id, timeout=120)
+    assert f"preempted, resumed at step {last['resumed_at']}" in status.stdout, status.stdout
+    print(
+        "\npreemption: "
+        + "; ".join(
+            f"notice -> saved {r['saved_step']}, resumed {r['resumed_at']}, "
+            f"{r['recomputed']} computed again"
+            for r in result["restarts"]
+        )
+    )
