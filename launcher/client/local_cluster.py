@@ -348,18 +348,27 @@ def slice_down(slice_index: int) -> int:
 
     _slice_hosts(slice_index)
     name = f"local-slice-{slice_index}"
-    victims = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get("TPU_NAME") == name:
-                victims.append(proc)
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
+    victims = processes_with_env("TPU_NAME", {name})
     for proc in victims:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
     print(f"slice {slice_index} ({name}) is down: killed {len(victims)} processes of its hosts")
     return len(victims)
+
+
+def processes_with_env(key: str, values: set[str]) -> list:
+    """This machine's processes whose environment sets `key` to one of `values`: a simulated
+    host's raylet and every worker it started carry its env."""
+    import psutil
+
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.environ().get(key) in values:
+                found.append(proc)
+        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+            continue
+    return found
 
 
 def slice_up(slice_index: int) -> None:

@@ -44,19 +44,6 @@ def _targets(p: Preemption) -> tuple[dict, list[tuple[int, dict]]]:
     return record, [(host, nodes[host])]
 
 
-def _host_processes(names: set[str]) -> list:
-    import psutil
-
-    found = []
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if proc.environ().get(local_cluster.HOST_ENV) in names:
-                found.append(proc)
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-    return found
-
-
 def preempt(p: Preemption) -> None:
     import psutil
 
@@ -91,7 +78,7 @@ def preempt(p: Preemption) -> None:
         f"{p.notice_s:g} s to the deadline"
     )
     time.sleep(max(0.0, p.notice_s - (time.monotonic() - told)))
-    victims = _host_processes(names)
+    victims = local_cluster.processes_with_env(local_cluster.HOST_ENV, names)
     for proc in victims:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
