@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Recovery from a lost host with and without the run's compilation cache, and goodput of an
-elastic multi-slice job against a fixed-size one when a slice is lost and comes back, in one run.
+"""Recovery from a lost host with and without the run's compilation cache, goodput of an
+elastic multi-slice job against a fixed-size one when a slice is lost and comes back, and what a
+preemption costs with a notice and without one, in one run.
 
 On the local Ray cluster with two simulated v5p-16 slices (`tpu-launcher up --num-slices 2`):
 
@@ -14,8 +15,15 @@ On the local Ray cluster with two simulated v5p-16 slices (`tpu-launcher up --nu
    is taken away at step --lose-at and given back --away seconds later. Printed: wall time for
    the job's steps, goodput (productive step time / wall time, the launcher's own breakdown),
    the steps trained while the slice was away, and the ratio (target: elastic > fixed).
+3. The same one-slice job preempted once at step --preempt-at by `tpu-launcher preempt --host 1`
+   (GKE's reclaim: Ray's drain notice, the kill at its deadline, the host back), once with a
+   --notice long enough to save and once with none. Printed per preemption: the step saved on
+   the notice, the step resumed at, the steps computed again, the time lost (the launcher's
+   goodput breakdown: recovery, compiling again and steps computed again) and the seconds from
+   the notice to the first step after the restore (target: 0 steps computed again with a notice).
 
-    .venv/bin/python benchmarks/recovery.py [--runs 1] [--kill-at 12] [--away 120] [--skip-cache]
+    .venv/bin/python benchmarks/recovery.py [--runs 1] [--kill-at 12] [--away 120] \
+        [--parts cache,elastic,preemption] [--notice 15] [--preempt-at 27]
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,8 +54,9 @@ from harness.local_ray import (  # noqa: E402
     local_cluster_command,
     require_local_cluster,
     run_name,
+    tpu_launcher,
 )
-from launcher.runtime.progress import steps_logged  # noqa: E402
+from launcher.runtime.progress import parse_step_line, steps_logged  # noqa: E402
 
 TARGET = 0.60  # recovery with the cache / without
 ONE_SLICE = ("--tpu=v5p-16", "--num_slices=1")
@@ -168,6 +178,112 @@ def elastic_goodput(cluster: LocalCluster, args: argparse.Namespace) -> None:
     )
 
 
+@dataclass
+class Preempted:
+    saved_step: int | None  # saved on the notice
+    resumed_at: int
+    recomputed: int  # steps computed before the preemption and again after it
+    lost_seconds: float  # goodput's: recovery + compiling again + steps computed again
+    to_first_step: float  # from the notice to the first step after the restore
+    goodput: float
+    step_seconds: float  # the job's median step
+
+
+def preempt_once(cluster: LocalCluster, notice: int, args: argparse.Namespace) -> Preempted:
+    client, name = jobs_client(), run_name(f"preempt-notice{notice}")
+    job_id = f"{name}-job"
+    submit_no_wait(
+        cluster,
+        job_id,
+        *ONE_SLICE,
+        "tiny-llama.yml",
+        f"run_name={name}",
+        f"steps={args.preempt_steps}",
+        f"checkpoint_period={args.checkpoint_period}",
+    )
+    wait_for_step(client, job_id, args.preempt_at)
+    offset = len(client.get_job_logs(job_id))
+    told = time.monotonic()
+    with ThreadPoolExecutor(1) as pool:  # the preempt command returns once the host is back
+        done = pool.submit(
+            tpu_launcher, "preempt", "--host", "1", "--notice", str(notice), timeout=300
+        )
+        to_first_step = seconds_to_first_step_after_restore(client, job_id, offset, told)
+        preempt = done.result()
+    if preempt.returncode:
+        raise SystemExit(f"tpu-launcher preempt failed:\n{preempt.stdout}{preempt.stderr}")
+    status = wait_until_done(client, job_id)
+    if status != "SUCCEEDED":
+        raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
+    logs = client.get_job_logs(job_id)
+    result = launcher_result(logs)
+    [restart] = result["restarts"]
+    goodput = result["goodput"]
+    compiled_again = result["compile_cache"]["compile_seconds_per_start"][-1]
+    return Preempted(
+        restart["saved_step"],
+        restart["resumed_at"],
+        restart["recomputed"],
+        goodput["parts"]["restarts"] + compiled_again,
+        to_first_step,
+        goodput["goodput"],
+        statistics.median(r.seconds for line in logs.splitlines() if (r := parse_step_line(line))),
+    )
+
+
+def preemption_cost(cluster: LocalCluster, args: argparse.Namespace) -> None:
+    print(
+        f"\na preemption: tiny-llama.yml on one v5p-16, {args.preempt_steps} steps, "
+        f"checkpoint_period={args.checkpoint_period}; host 1 preempted at step "
+        f"{args.preempt_at}",
+        flush=True,
+    )
+    print(
+        f"{'notice':>7}{'saved':>7}{'resumed at':>12}{'computed again':>16}{'time lost':>11}"
+        f"{'notice -> first step':>22}{'goodput':>9}",
+        flush=True,
+    )
+    found = {}
+    for notice in (args.notice, 0):
+        r = preempt_once(cluster, notice, args)
+        found[notice] = r
+        saved = "-" if r.saved_step is None else str(r.saved_step)
+        print(
+            f"{notice:>6}s{saved:>7}{r.resumed_at:>12}{r.recomputed:>16}{r.lost_seconds:>10.1f}s"
+            f"{r.to_first_step:>21.1f}s{r.goodput:>9.1%}",
+            flush=True,
+        )
+    with_notice, without = found[args.notice], found[0]
+    print(
+        f"\nsteps computed again with a {args.notice} s notice / without: "
+        f"{with_notice.recomputed} / {without.recomputed} (target 0 with the notice) "
+        f"{'ok' if with_notice.recomputed == 0 else 'MISSED'}; time lost "
+        f"{with_notice.lost_seconds:.1f}s / {without.lost_seconds:.1f}s"
+    )
+    # Without a notice: a restart plus the steps computed again, which scale with the model's
+    # step time. With one: a restart plus the wait from the save to the deadline, which do not.
+    restart = without.lost_seconds - without.recomputed * without.step_seconds
+    waited = with_notice.lost_seconds - restart
+    half = args.checkpoint_period / 2  # what a reclaim without notice computes again, on average
+    if waited > 0:
+        print(
+            f"the notice's own cost here: {waited:.1f}s (the wait from the save to the deadline; "
+            f"the host goes then either way); without one a reclaim computes checkpoint_period/2 "
+            f"= {half:.0f} steps again on average, so the notice saves time wherever a step takes "
+            f"more than {waited / half:.2f}s (this tiny model's: {without.step_seconds:.2f}s)"
+        )
+    else:
+        print(
+            f"with the notice the restart cost {-waited:.1f}s less than a plain one (Ray Train "
+            "restarts at the deadline; without a notice it first finds the host dead), so the "
+            f"steps not computed again are all gain: checkpoint_period/2 = {half:.0f} on average, "
+            f"each {without.step_seconds:.2f}s here and seconds on a real model"
+        )
+
+
+PARTS = {"cache": cache_recovery, "elastic": elastic_goodput, "preemption": preemption_cost}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=1)
@@ -176,14 +292,22 @@ def main() -> None:
     parser.add_argument("--elastic-steps", type=int, default=120)
     parser.add_argument("--lose-at", type=int, default=12)
     parser.add_argument("--away", type=float, default=120.0)
-    parser.add_argument("--skip-cache", action="store_true", help="only the elastic part")
+    parser.add_argument("--preempt-steps", type=int, default=60)
+    parser.add_argument("--preempt-at", type=int, default=27)
+    parser.add_argument("--checkpoint-period", type=int, default=20)
+    parser.add_argument("--notice", type=int, default=15, help="seconds; the other run has 0")
+    parser.add_argument(
+        "--parts", default=",".join(PARTS), help=f"which, comma-separated: {', '.join(PARTS)}"
+    )
     args = parser.parse_args()
+    parts = args.parts.split(",")
+    if unknown := set(parts) - set(PARTS):
+        parser.error(f"--parts: no {', '.join(sorted(unknown))}; the parts: {', '.join(PARTS)}")
     require_local_cluster()
     with tempfile.TemporaryDirectory(prefix="recovery-") as bucket:
         cluster = LocalCluster(Path(bucket), started_here=False)
-        if not args.skip_cache:
-            cache_recovery(cluster, args)
-        elastic_goodput(cluster, args)
+        for part in parts:
+            PARTS[part](cluster, args)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 from launcher.client.commands import run, start
 from launcher.core.errors import UsageError
+from launcher.core.preemption import pod_grace_seconds
 from launcher.core.slices import TpuSlices, from_pod_spec
 
 
@@ -133,10 +134,11 @@ def find_service(
     return name, int(port)
 
 
-def release_slices(release: str, namespace: str) -> TpuSlices | None:
+def release_workers(release: str, namespace: str) -> tuple[TpuSlices | None, int | None]:
     """The TPU slices a release's RayCluster asks for: its TPU worker group's node selectors
-    (accelerator, topology), chips per host and replicas (one per slice); None for a release
-    without TPUs (values/cpu.yaml)."""
+    (accelerator, topology), chips per host and replicas (one per slice), None for a release
+    without TPUs (values/cpu.yaml); and the grace period its workers have to save on a
+    preemption notice (None: they send none)."""
     selector = f"app.kubernetes.io/instance={release}"
     out = _get(
         "read the release's RayCluster",
@@ -152,7 +154,8 @@ def release_slices(release: str, namespace: str) -> TpuSlices | None:
             "--values values/<slice>.yaml",
         )
     for group in items[0]["spec"].get("workerGroupSpecs", []):
-        found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
+        pod = group["template"]["spec"]
+        found = from_pod_spec(pod, group.get("replicas", 1))
         if found:
-            return found
-    return None
+            return found, pod_grace_seconds(pod)
+    return None, None

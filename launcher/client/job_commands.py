@@ -96,6 +96,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
             advise=ns.advise,
             max_batch=ns.max_batch,
             use_cache=not ns.no_cache,
+            **({"grace_seconds": target.grace_seconds} if target else {}),
         )
     )
 

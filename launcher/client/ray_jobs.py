@@ -154,7 +154,11 @@ def submit(request: SubmitRequest) -> int:
         elif not request.skip_preflight:
             from launcher.preflight.command import PreflightRequest, preflight
 
-            code = preflight(PreflightRequest(job_args, target.slices, target.source))
+            code = preflight(
+                PreflightRequest(
+                    job_args, target.slices, target.source, grace_seconds=target.grace_seconds
+                )
+            )
             if code:
                 return code
         if options.slice_request() is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import default_chips_per_host
 
@@ -14,18 +15,21 @@ from launcher.core.tpu_table import default_chips_per_host
 class SliceTarget:
     slices: TpuSlices | None  # None: a release without a TPU worker group (nothing to compile)
     source: str  # where it came from, for messages: "values/v6e-16.yaml", "release tpu"
+    grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' (None: they send no notice)
 
 
 def resolve_target(values: str | None, release: str | None, namespace: str) -> SliceTarget | None:
     """The target a values file or an installed release names; None when neither is given."""
     if values:
-        from launcher.core.values_file import training_slices
+        from launcher.core.values_file import load_values, training_slices, worker_grace_seconds
 
-        return SliceTarget(training_slices(values), values)
+        grace = worker_grace_seconds(load_values(values))
+        return SliceTarget(training_slices(values), values, grace)
     if release:
-        from launcher.client.helm_release import release_slices
+        from launcher.client.helm_release import release_workers
 
-        return SliceTarget(release_slices(release, namespace), f"release {release}")
+        slices, grace = release_workers(release, namespace)
+        return SliceTarget(slices, f"release {release}", grace)
     return None
 
 

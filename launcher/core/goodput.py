@@ -47,6 +47,10 @@ class Attempt:
     compile_cache_hits: int = 0
     compile_seconds_saved: float = 0.0
     ended_at: float | None = None
+    # The last step rank 0 logged, written twice a second apart from this record (which goes
+    # every 10 s): a host reclaimed without notice leaves it, so the steps computed again after
+    # the restart are counted in full.
+    last_step: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -64,6 +68,7 @@ class Attempt:
             compile_cache_hits=data.get("compile_cache_hits", 0),
             compile_seconds_saved=data.get("compile_seconds_saved", 0.0),
             ended_at=data.get("ended_at"),
+            last_step=data.get("last_step"),
         )
 
 

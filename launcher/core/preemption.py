@@ -13,6 +13,18 @@ from launcher.core.goodput import Attempt
 
 DRAIN_REASON = "DRAIN_NODE_REASON_PREEMPTION"
 
+# The chart's default grace period for worker pods (ray.worker.terminationGracePeriodSeconds; a
+# chart test holds the two equal): Kubernetes' own default, and GKE's notice to a Spot VM.
+DEFAULT_GRACE_S = 30
+# Of a Spot VM's 30 s notice GKE's graceful node shutdown gives non-system pods 15 s, whatever
+# their grace period, unless the node pool extends it (up to 120 s; GKE's "Spot VMs" page).
+SPOT_POD_SHUTDOWN_S = 15
+# What the worker pod's preStop hook keeps back from the grace period: the drain's round trip and
+# the kubelet's SIGKILL margin. The save has the rest.
+PRESTOP_MARGIN_S = 5
+# The in-cluster command the chart's preStop hook runs (python -m launcher ...).
+NOTICE_COMMAND = "preemption-notice"
+
 
 def drain_args(address: str | None, node_id: str | None, seconds: float, message: str) -> list[str]:
     """`ray drain-node` for a node going in `seconds` (None node: the one it runs on)."""
@@ -25,6 +37,17 @@ def drain_args(address: str | None, node_id: str | None, seconds: float, message
         f"--reason-message={message}",
         f"--deadline-remaining-seconds={max(0, round(seconds))}",
     ]
+
+
+def pod_grace_seconds(pod: dict[str, Any]) -> int | None:
+    """The grace period a worker pod template gives a save: its terminationGracePeriodSeconds
+    where a container's preStop hook sends the notice; None where none does (a reclaim then
+    resumes from the periodic checkpoint)."""
+    for container in pod.get("containers", []):
+        hook = (container.get("lifecycle") or {}).get("preStop") or {}
+        if NOTICE_COMMAND in (hook.get("exec") or {}).get("command", []):
+            return int(pod.get("terminationGracePeriodSeconds", 30))  # Kubernetes' default
+    return None
 
 
 @dataclass(frozen=True)
@@ -76,9 +99,13 @@ def restarts(
         seen = [x for x in notices if attempt.started_at <= x["at"] < nxt.started_at]
         notice = min(seen, key=lambda x: x["at"]) if seen else None
         saved = None
-        if notice is not None:
-            saved = next((s for s, at in attempt.checkpoints if at >= notice["at"]), None)
-        done = max(attempt.steps[-1].step, saved if saved is not None else -1)
+        if notice is not None:  # MaxText stops after the save on the notice: the last one
+            saved = max((s for s, at in attempt.checkpoints if at >= notice["at"]), default=None)
+        done = max(
+            attempt.steps[-1].step,
+            attempt.last_step if attempt.last_step is not None else -1,
+            saved if saved is not None else -1,
+        )
         resumed = nxt.steps[0].step
         preempted = notice is not None or preempted_hosts > 0
         found.append(

@@ -10,6 +10,7 @@ from typing import Any
 import yaml
 
 from launcher.core.errors import UsageError
+from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
@@ -101,3 +102,11 @@ def training_slices(path: str | Path) -> TpuSlices:
             "name the slice in it (ray.worker.tpu.type: v6e-16), or pass --tpu=v6e-16",
         )
     return slices
+
+
+def worker_grace_seconds(values: dict[str, Any]) -> int | None:
+    """The training workers' grace period (ray.worker.terminationGracePeriodSeconds): the
+    chart's default where the values leave it out, None where they set it null (no notice)."""
+    worker = _block(values, ("ray", "worker")) or {}
+    grace = worker.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    return None if grace is None else int(grace)

@@ -7,10 +7,11 @@ before anyone pays for a TPU-hour.
 The job's arguments are the same as `tpu-launcher submit`'s. The target slice is resolved by
 the caller (a values file's, an installed release's) and handed in, or is the job's own --tpu.
 The training step is compiled ahead of time for that TPU topology (see compile_engine) and its
-per-chip memory set against the chip's HBM from the TPU table. With --bucket it also checks the
-bucket (see bucket_check); with --advise it searches batch, remat policy and ICI split for the
-fastest configuration that fits, predicted by a step model calibrated on published runs (see
-sharding_advice).
+per-chip memory set against the chip's HBM from the TPU table, and the save a preemption
+notice starts against the workers' grace period (see save_estimate). With --bucket it also
+checks the bucket (see bucket_check); with --advise it searches batch, remat policy and ICI
+split for the fastest configuration that fits, predicted by a step model calibrated on
+published runs (see sharding_advice).
 """
 
 from __future__ import annotations
@@ -19,9 +20,11 @@ from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
 from launcher.preflight.compile_engine import compile_report
 from launcher.preflight.memory_report import refuse_if_too_big
+from launcher.preflight.save_estimate import estimate_save
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class PreflightRequest:
     advise: bool = False
     max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
+    grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' to save on a notice (None: none)
 
 
 def preflight(request: PreflightRequest) -> int:
@@ -61,6 +65,10 @@ def preflight(request: PreflightRequest) -> int:
         plan.args, slices, use_cache=request.use_cache, libtpu_flags=plan.libtpu_init_args
     )
     print(report.render())
+    grace_source = request.target_source or "the chart's default"
+    save = estimate_save(report, slices, request.grace_seconds, grace_source)
+    if save is not None:
+        print(save.render())
     if request.advise:
         from launcher.preflight import sharding_advice
 

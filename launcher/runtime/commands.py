@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from launcher.core.preemption import NOTICE_COMMAND
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
@@ -63,7 +64,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_convert)
 
     p = sub.add_parser(
-        "preemption-notice",
+        NOTICE_COMMAND,
         help=IN_CLUSTER + "a worker pod's preStop hook: drain its Ray node for preemption "
         "with the grace period as the deadline, then wait it out",
     )

@@ -136,11 +136,6 @@ def after_preemption_stop(relay: NoticeRelay, saved_step: int | None) -> NoRetur
         time.sleep(60)
 
 
-# What the pod's preStop hook keeps back from the grace period: the drain's round trip and the
-# kubelet's SIGKILL margin.
-PRESTOP_MARGIN_S = 5
-
-
 def notice_from_pod(grace_seconds: int) -> int:
     """The worker pod's preStop hook (its termination: a reclaim, a maintenance event, a scale
     down): drains this pod's Ray node for preemption with the grace period as the deadline, then
@@ -149,7 +144,7 @@ def notice_from_pod(grace_seconds: int) -> int:
 
     import ray
 
-    from launcher.core.preemption import drain_args
+    from launcher.core.preemption import PRESTOP_MARGIN_S, drain_args
 
     seconds = max(1, grace_seconds - PRESTOP_MARGIN_S)
     ray.init(address="auto", logging_level=logging.ERROR)  # this pod's own raylet

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -98,6 +99,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         # MaxText's TFLOP/s on CPU devices standing in for TPU chips mean nothing: left out.
         hardware_flops=not cpu_devices(),
     )
+    beacon = None
     if rank == 0:  # rank 0 speaks for the worker group: its events are the job's
         tracker.attempt = Attempt(
             started_at=time.time(),
@@ -105,7 +107,8 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             slices=slices,
             megascale=megascale,
         )
-        key = f"{config.summary_key}/attempts/{time.time_ns()}"
+        started = time.time_ns()
+        key = f"{config.summary_key}/attempts/{started}"
         earlier = len(
             internal_kv._internal_kv_list(f"{config.summary_key}/attempts/", namespace=KV_NAMESPACE)
         )
@@ -118,6 +121,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             )
         tracker.publish = lambda attempt: _put(key, attempt.to_json())
         _count_compile_time(tracker.attempt)
+        beacon = _keep_last_step(f"{config.summary_key}/last_step/{started}", tracker)
     absl_logger = logging.getLogger("absl")
     absl_logger.addHandler(tracker)
     relay = NoticeRelay(
@@ -133,6 +137,8 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         maxtext_train.main(argv)
     finally:
         relay.stop()
+        if beacon is not None:
+            beacon.set()
         absl_logger.removeHandler(tracker)
         if tracker.attempt is not None:
             tracker.attempt.ended_at = time.time()
@@ -232,11 +238,37 @@ def read_summary(key: str) -> dict:
 
 def read_attempts(key: str) -> list[Attempt]:
     """Every start's events (the first and each restart), in Ray's KV store on the head: a
-    killed host's events survive it, up to its last publish."""
+    killed host's events survive it, up to its last publish, and its last step."""
     prefix = f"{key}/attempts/"
     found = []
     for name in internal_kv._internal_kv_list(prefix, namespace=KV_NAMESPACE):
         raw = internal_kv._internal_kv_get(name, namespace=KV_NAMESPACE)
         if raw:
-            found.append(Attempt.from_json(json.loads(raw)))
+            attempt = Attempt.from_json(json.loads(raw))
+            started = name.decode().rsplit("/", 1)[-1]  # the attempt's key: Ray lists bytes
+            last_key = f"{key}/last_step/{started}"
+            last = internal_kv._internal_kv_get(last_key, namespace=KV_NAMESPACE)
+            if last:
+                attempt.last_step = json.loads(last)["step"]
+            found.append(attempt)
     return found
+
+
+# How often rank 0 writes its last step: a step computed after it is counted short.
+LAST_STEP_EVERY_S = 0.5
+
+
+def _keep_last_step(key: str, tracker) -> threading.Event:
+    """Writes the last step rank 0 logged to `key` whenever it changes, twice a second, off
+    the training thread (the attempt's whole record goes every 10 s); returns its stop."""
+    stop = threading.Event()
+
+    def write() -> None:
+        written = None
+        while not stop.wait(LAST_STEP_EVERY_S):
+            if tracker.steps and tracker.steps[-1].step != written:
+                written = tracker.steps[-1].step
+                _put(key, {"step": written, "at": time.time()})
+
+    threading.Thread(target=write, name="last-step", daemon=True).start()
+    return stop

@@ -197,3 +197,17 @@ def test_workers_turn_their_termination_into_a_preemption_notice():
     plain = _ray_cluster("--set", "ray.worker.terminationGracePeriodSeconds=null")
     worker = plain["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     assert "lifecycle" not in worker["containers"][0]
+
+
+def test_preflight_reads_the_grace_period_the_chart_renders():
+    """What preflight sets the save against is what the chart gives the worker pods: read back
+    from a release's RayCluster (pod_grace_seconds), and the chart's default is GKE's Spot notice,
+    the launcher's fallback for values files that leave it out."""
+    from launcher.core.preemption import DEFAULT_GRACE_S, pod_grace_seconds
+    from launcher.core.values_file import load_values, worker_grace_seconds
+
+    assert worker_grace_seconds(load_values(CHART / "values.yaml")) == DEFAULT_GRACE_S
+    for given, expected in (([], DEFAULT_GRACE_S), (["=120"], 120), (["=null"], None)):
+        args = [f"--set=ray.worker.terminationGracePeriodSeconds{given[0]}"] if given else []
+        worker = _ray_cluster(*args)["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+        assert pod_grace_seconds(worker) == expected, given

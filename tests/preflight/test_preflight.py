@@ -47,6 +47,14 @@ def test_the_tutorial_job_fits_a_v6e_16_with_its_memory_figures():
     assert 0 < _gib(out, "temporaries (activations, gradients)") < 20
     assert _gib(out, "HBM per chip (v6e-16)") == 32
     assert _gib(out, "margin") > 0
+    # The save on a preemption notice: each host writes its 4 chips' state; the 30 s grace
+    # period of the chart's default, 5 s of it the hook's, is short for 22 GiB at 1 GiB/s.
+    save = re.search(r"\(([\d.]+) GiB in all, ([\d.]+) GiB per host\)", out)
+    per_host = 4 * _gib(out, "parameters + optimizer state")
+    assert save and float(save[2]) == pytest.approx(per_host, abs=0.02), out
+    assert float(save[1]) == pytest.approx(4 * per_host, abs=0.05)  # 4 hosts: one copy
+    assert "30s (values/v6e-16.yaml)" in out
+    assert "TOO SHORT" in out and "ray.worker.terminationGracePeriodSeconds: 50" in out
 
     started = time.monotonic()
     again = preflight("--values", "values/v6e-16.yaml", "--", *TUTORIAL_JOB)

@@ -1,14 +1,30 @@
 """Restarts told apart from the job's own events: a preemption whose notice gave time to save
 (the step saved on it, nothing computed again), one whose notice was too short (back to the
 last periodic checkpoint, and why), one that no notice reached, and a failure. The events are
-written here as the workers record them (launcher.runtime.worker)."""
+written here as the workers record them (launcher.runtime.worker). And preflight's estimate
+of the save a notice starts, against the grace period the values give it."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.preemption import DRAIN_REASON, FAILED, PREEMPTED, drain_args, restarts
+from launcher.core.preemption import (
+    DEFAULT_GRACE_S,
+    DRAIN_REASON,
+    FAILED,
+    PREEMPTED,
+    PRESTOP_MARGIN_S,
+    drain_args,
+    restarts,
+)
+from launcher.core.slices import TpuSlices
+from launcher.core.tpu_table import slice_shape
+from launcher.core.values_file import worker_grace_seconds
+from launcher.preflight.memory_report import MemoryReport
+from launcher.preflight.save_estimate import SAVE_GIB_PER_S, estimate_save
 
 pytestmark = pytest.mark.unit
 
@@ -32,6 +48,17 @@ def test_a_notice_with_time_to_save_costs_no_step():
     assert "step 27 saved on it; resumed at step 28, 0 steps computed again" in r.describe()
 
 
+def test_a_periodic_save_between_the_notice_and_the_save_on_it_is_not_the_save_on_it():
+    # Seen on the local cluster: notice at step 27, the periodic save of step 40 came before the
+    # hosts reached the sync step 41, which was saved on the notice; resumed at 42.
+    first = _attempt(100.0, range(41), [(20, 120.0), (40, 148.0), (41, 149.0)])
+    second = _attempt(200.0, range(42, 50), [])
+    notice = {"at": 137.0, "deadline": 152.0, "source": "ray drain"}
+    (r,) = restarts([first, second], [notice], preempted_hosts=1)
+    assert (r.saved_step, r.resumed_at, r.recomputed) == (41, 42, 0)
+    assert "step 41 saved on it" in r.describe()
+
+
 def test_a_notice_too_short_to_save_falls_back_to_the_periodic_checkpoint_and_says_why():
     first = _attempt(100.0, range(27), [(10, 120.0), (20, 130.0)])
     second = _attempt(200.0, range(21, 40), [])
@@ -40,6 +67,13 @@ def test_a_notice_too_short_to_save_falls_back_to_the_periodic_checkpoint_and_sa
     assert (r.cause, r.saved_step, r.resumed_at, r.recomputed) == (PREEMPTED, None, 21, 6)
     assert "the 0 s notice was too short to save" in r.describe()
     assert "ray.worker.terminationGracePeriodSeconds" in r.describe()
+    # The attempt's record goes every 10 s; the steps logged after it are counted from the
+    # last step rank 0 wrote apart (seen: a record left at step 20, the host gone at 27,
+    # resumed at 21: 0 computed again, said the summary, before the last step was kept).
+    stale = _attempt(100.0, range(21), [(10, 120.0), (20, 130.0)])
+    stale.last_step = 27
+    (r,) = restarts([stale, second], [notice], preempted_hosts=1)
+    assert (r.resumed_at, r.recomputed) == (21, 7)
 
 
 def test_a_reclaim_no_notice_reached_and_a_failure():
@@ -62,3 +96,43 @@ def test_the_notice_is_rays_drain_for_preemption_with_the_deadline():
     assert "--node-id=abc" in args and "--address=10.0.0.1:6379" in args
     # A deadline already past is now, never negative (Ray refuses those).
     assert "--deadline-remaining-seconds=0" in drain_args(None, None, -3, "m")
+
+
+def _report(arguments_gib: float) -> MemoryReport:
+    return MemoryReport("v6e-16", 32.0, arguments_gib, 0.0, 0.0, 1.0, 1.0, fits=True)
+
+
+V6E_16 = TpuSlices(slice_shape("v6e", "4x4"))  # 4 hosts x 4 chips
+
+
+def test_the_save_estimate_is_the_state_of_a_hosts_devices_against_the_grace_period():
+    small = estimate_save(_report(2.0), V6E_16, 30, "values/v6e-16.yaml")
+    assert small is not None
+    assert (small.gib_per_host, small.gib_total) == (8.0, 32.0)  # 4 devices a host, 4 hosts
+    # 8 s at SAVE_GIB_PER_S, twice over, plus the hook's margin, in tens.
+    expected = math.ceil((2 * 8.0 / SAVE_GIB_PER_S + PRESTOP_MARGIN_S) / 10) * 10
+    assert small.needed_grace == expected and small.fits == (expected <= 30)
+    assert "(32.00 GiB in all, 8.00 GiB per host)" in small.render()
+
+    big = estimate_save(_report(12.0), V6E_16, 30, "values/v6e-16.yaml")
+    assert big is not None and not big.fits and big.needed_grace > 30
+    text = big.render()
+    assert "TOO SHORT" in text and f"terminationGracePeriodSeconds: {big.needed_grace}" in text
+
+    silent = estimate_save(_report(2.0), V6E_16, None, "release r")
+    assert silent is not None and not silent.fits
+    assert "NO SAVE ON A NOTICE (a reclaim resumes from the last periodic" in silent.render()
+    # XLA stopped at the overflow: the state was never measured, so nothing is estimated.
+    assert estimate_save(_report(0.0), V6E_16, 30, "x") is None
+
+
+@pytest.mark.parametrize(
+    ("worker", "grace"),
+    [
+        ({}, DEFAULT_GRACE_S),
+        ({"terminationGracePeriodSeconds": 120}, 120),
+        ({"terminationGracePeriodSeconds": None}, None),
+    ],
+)
+def test_a_values_files_grace_period_falls_back_to_the_charts_default(worker, grace):
+    assert worker_grace_seconds({"ray": {"worker": worker}}) == grace
