@@ -2,7 +2,7 @@
 # Builds the test control plane's binaries into .tools/cluster/<component>-<version>/, each once
 # (a version's directory is the cache; Go's module and build caches make a rebuild after a bump fast).
 #   etcd, kube-apiserver, -controller-manager, -scheduler, kubectl, the KubeRay operator, the JobSet
-#     controller: from the pinned tools modules in ci/cluster/*/ (see pin.sh), versions stamped in;
+#     and Kueue controllers: from the pinned tools modules in ci/cluster/*/ (see pin.sh), versions stamped in;
 #   kwok, kwokctl: `go install module@version`.
 # Usage: ci/cluster/build.sh [component ...]   (default: all); prints the bin directory of each.
 set -euo pipefail
@@ -88,8 +88,17 @@ build_jobset() {
   cp -r "$src/config/components/webhook" "$1/webhook" && chmod -R u+w "$1"
 }
 
+build_kueue() {
+  (cd "$here/kueue" && go build -ldflags "-s -w" -o "$1/kueue-controller" sigs.k8s.io/kueue/cmd/kueue)
+  local src
+  src=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
+  mkdir -p "$1/crds" && cp "$src"/config/components/crd/bases/*.yaml "$1/crds/"
+  # Its webhook registrations: control_plane.py points them at 127.0.0.1.
+  cp -r "$src/config/components/webhook" "$1/webhook" && chmod -R u+w "$1"
+}
+
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kwok kubernetes kuberay jobset)
+[ ${#components[@]} -gt 0 ] || components=(etcd kwok kubernetes kuberay jobset kueue)
 for c in "${components[@]}"; do
   case $c in
     etcd) done_or_build etcd "$ETCD_VERSION" build_etcd ;;
@@ -97,6 +106,7 @@ for c in "${components[@]}"; do
     kubernetes) done_or_build kubernetes "$K8S_VERSION" build_kubernetes ;;
     kuberay) done_or_build kuberay "$KUBERAY_VERSION" build_kuberay ;;
     jobset) done_or_build jobset "$JOBSET_VERSION" build_jobset ;;
-    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset)" >&2; exit 2 ;;
+    kueue) done_or_build kueue "$KUEUE_VERSION" build_kueue ;;
+    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset kueue)" >&2; exit 2 ;;
   esac
 done

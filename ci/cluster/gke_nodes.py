@@ -19,6 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
+from launcher.core.capacity import capacity_of  # noqa: E402
 from launcher.core.slices import Slices  # noqa: E402
 from launcher.core.tpu_table import (  # noqa: E402
     CPU_POOL_MACHINE,
@@ -26,7 +27,7 @@ from launcher.core.tpu_table import (  # noqa: E402
     GKE_TOPOLOGY_LABEL,
     MACHINES,
 )
-from launcher.core.values_file import load_values, tpu_slices  # noqa: E402
+from launcher.core.values_file import TPU_BLOCKS, load_values, tpu_blocks, tpu_slices  # noqa: E402
 
 CHART = ROOT / "charts" / "tpu-stack"
 ZONE = "us-east5-b"  # fake; one zone for every pool
@@ -41,13 +42,16 @@ def merged_values(*values_files: Path) -> dict:
     return load_values(CHART / "values.yaml", *values_files)
 
 
-def node(name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0) -> dict:
+def node(
+    name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0, taints: tuple = ()
+) -> dict:
     size = MACHINES[machine]
     capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "pods": "110"}
     spec: dict = {}
     if tpu_chips:
         capacity["google.com/tpu"] = str(tpu_chips)
         spec["taints"] = [{"key": "google.com/tpu", "value": "present", "effect": "NoSchedule"}]
+        spec["taints"] += [dict(t) for t in taints]
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -70,18 +74,29 @@ def node(name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0) -
     }
 
 
-def tpu_pools(prefix: str, slices: Slices, suffix: str) -> list[dict]:
+def tpu_pools(prefix: str, slices: Slices, suffix: str, block: dict, path: str) -> list[dict]:
+    """The pools of one slice group, labelled (and tainted) as GKE makes its capacity's nodes."""
     shape = slices.shape
     assert shape is not None
+    gen = shape.generation
+    capacity = capacity_of(block, path, gen.name, gen.flex_start)
     labels = {
-        GKE_ACCELERATOR_LABEL: shape.generation.gke_accelerator,
+        GKE_ACCELERATOR_LABEL: gen.gke_accelerator,
         GKE_TOPOLOGY_LABEL: shape.topology,
+        **capacity.labels_for(block.get("reservation")),
     }
     nodes = []
     for s in range(slices.num_slices):
         pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}{suffix}"
         nodes += [
-            node(f"{pool}-{h}", pool, shape.machine_type, labels, shape.chips_per_host)
+            node(
+                f"{pool}-{h}",
+                pool,
+                shape.machine_type,
+                labels,
+                shape.chips_per_host,
+                capacity.taints,
+            )
             for h in range(shape.hosts)
         ]
     return nodes
@@ -95,8 +110,10 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
         for i in range(CPU_POOL_NODES)
     ]
     prefixes = {"ray": "ray", "saxml": "sax", "vllm": "vllm"}
+    blocks = tpu_blocks(values)
     for component, slices in tpu_slices(values).items():
-        nodes += tpu_pools(prefixes[component], slices, suffix)
+        path = ".".join(TPU_BLOCKS[component])
+        nodes += tpu_pools(prefixes[component], slices, suffix, blocks[component], path)
     return nodes
 
 

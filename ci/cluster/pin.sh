@@ -53,3 +53,4 @@ pin_tool() {  # dir module version package
 pin_tool etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION" go.etcd.io/etcd/server/v3
 pin_tool kuberay github.com/ray-project/kuberay/ray-operator "$KUBERAY_VERSION" github.com/ray-project/kuberay/ray-operator
 pin_tool jobset sigs.k8s.io/jobset "$JOBSET_VERSION" sigs.k8s.io/jobset
+pin_tool kueue sigs.k8s.io/kueue "$KUEUE_VERSION" sigs.k8s.io/kueue/cmd/kueue

@@ -23,6 +23,7 @@ from launcher.client.gke_release import (
     cpu_pool,
 )
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
+from launcher.core.capacity import FLEX_START, RESERVATION_NAME
 from launcher.core.errors import UsageError
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
@@ -247,10 +248,8 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
         *shape.generation.node_pool_flags,
         "--workload-metadata=GKE_METADATA",
     ]
-    if target.spot:
-        flags.append("--spot")
-    if target.reservation:
-        flags += ["--reservation-affinity=specific", f"--reservation={target.reservation}"]
+    # How the TPUs are obtained, as the release's pods ask (ray.worker.tpu.capacity).
+    flags += [f.replace(RESERVATION_NAME, pool.reservation or "") for f in pool.capacity.pool_flags]
     names = pool_names(pool)
     if policy := workload_policy(pool):
         # Ironwood: a HIGH_THROUGHPUT workload policy names the topology and keeps the slice's
@@ -280,6 +279,13 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
         ]
     else:  # GKE refuses --tpu-topology on single-host pools
         flags.append(f"--num-nodes={pool.slices.num_slices}")
+    if pool.capacity.name == FLEX_START:  # nodes come when capacity does: up to the slice's
+        flags = [
+            f"--total-max-nodes={f.split('=', 1)[1]}"
+            if f.startswith("--num-nodes=") and f != "--num-nodes=0"
+            else f
+            for f in flags
+        ]
     return steps + [
         _pool_create(
             name,

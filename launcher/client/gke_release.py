@@ -14,6 +14,7 @@ import yaml
 
 from launcher.client.commands import run
 from launcher.client.gke_target import GkeTarget
+from launcher.core.capacity import CAPACITIES, ON_DEMAND, Capacity, capacity_from_selector
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.slices import TpuSlices, from_pod_spec
 from launcher.core.tpu_table import MACHINES
@@ -41,6 +42,13 @@ GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 class NodePool:
     name: str
     slices: TpuSlices
+    capacity: Capacity = CAPACITIES[ON_DEMAND]  # as the pods' node selector asks
+    reservation: str | None = None
+
+    @classmethod
+    def of(cls, name: str, slices: TpuSlices, pod: dict) -> NodePool:
+        capacity, reservation = capacity_from_selector(pod.get("nodeSelector") or {})
+        return cls(name, slices, capacity, reservation)
 
 
 @dataclass(frozen=True)
@@ -232,19 +240,23 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             for group in doc["spec"].get("workerGroupSpecs", []):
                 found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
                 if found:
-                    pools.append(NodePool(f"{release}-ray-{found.shape.name}", found))
+                    pools.append(
+                        NodePool.of(
+                            f"{release}-ray-{found.shape.name}", found, group["template"]["spec"]
+                        )
+                    )
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:
                 pod = rj["template"]["spec"]["template"]["spec"]
                 found = from_pod_spec(pod, rj.get("replicas", 1))
                 if found:
-                    pools.append(NodePool(f"{release}-sax-{found.shape.name}", found))
+                    pools.append(NodePool.of(f"{release}-sax-{found.shape.name}", found, pod))
         elif kind == "Deployment":  # vLLM: each replica one single-host slice
             pod = doc["spec"]["template"]["spec"]
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
-                pools.append(NodePool(f"{release}-vllm-{found.shape.name}", found))
+                pools.append(NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod))
     return ReleaseNeeds(
         pools,
         cpu_pods,

@@ -10,7 +10,9 @@ import os
 import re
 from dataclasses import dataclass
 
+from launcher.core.capacity import CAPACITIES
 from launcher.core.errors import UsageError
+from launcher.core.values_file import TPU_BLOCKS
 
 # The Artifact Registry repository `gke up` creates; the image is <repo>/launcher in it.
 REPOSITORY = "tpu-stack"
@@ -49,7 +51,7 @@ class GkeTarget:
     node_zone: str | None = None  # the zone of the TPU node pools (default: a zonal location)
     bucket: str | None = None  # default: the values' global.gcsfuse.bucketName
     bucket_location: str | None = None  # default: the region of `location`
-    spot: bool = False
+    capacity: str | None = None  # how the TPUs are obtained (default: the values')
     reservation: str | None = None
     registry: str | None = None  # an image registry path of your own instead of ours
 
@@ -59,7 +61,10 @@ class GkeTarget:
         given["bucket_location"] = getattr(ns, "bucket_location", None)
         given["reservation"] = getattr(ns, "reservation", None)
         given["registry"] = getattr(ns, "registry", None)
-        return cls(**{k: v for k, v in given.items() if v}, spot=bool(getattr(ns, "spot", False)))
+        given["capacity"] = getattr(ns, "capacity", None) or (
+            "reservation" if given["reservation"] else None
+        )
+        return cls(**{k: v for k, v in given.items() if v})
 
     @property
     def region(self) -> str:
@@ -105,6 +110,10 @@ class GkeTarget:
         sets = [f"ray.image.registry={host}", f"ray.image.repository={repository}"]
         if self.bucket:
             sets.append(f"global.gcsfuse.bucketName={self.bucket}")
+        for block in TPU_BLOCKS.values() if self.capacity else ():  # every slice group alike
+            sets.append(f"{'.'.join(block)}.capacity={self.capacity}")
+            if self.reservation:
+                sets.append(f"{'.'.join(block)}.reservation={self.reservation}")
         return sets
 
     def unset(self) -> list[str]:
@@ -135,10 +144,18 @@ def add_target_options(p: argparse.ArgumentParser, *, pools: bool = True) -> Non
         help="push and pull the launcher image here (host/path) instead of the Artifact "
         "Registry repository gke up creates (<region>-docker.pkg.dev/<project>/tpu-stack)",
     )
+    # The pods ask for the capacity the pools are made of: plan, up and install take it alike.
+    p.add_argument(
+        "--capacity",
+        choices=list(CAPACITIES),
+        help="how the TPUs are obtained, for every slice of the release (default: the "
+        "values' ray.worker.tpu.capacity, on-demand)",
+    )
+    p.add_argument(
+        "--reservation", help="consume this specific reservation (--capacity reservation)"
+    )
     if pools:
         p.add_argument(
             "--node-zone", help="zone of the TPU node pools (default: a zonal --location)"
         )
         p.add_argument("--bucket-location", help="default: the region of --location")
-        p.add_argument("--spot", action="store_true", help="Spot TPU nodes")
-        p.add_argument("--reservation", help="consume this specific reservation")

@@ -44,6 +44,9 @@ class Generation:
     # the topology, instead of `--tpu-topology` (GKE: "About Ironwood (TPU7x) in GKE").
     workload_policy: bool = False
     min_gke_version: str = ""  # the oldest GKE Standard version that offers this generation
+    # GKE's flex-start (Dynamic Workload Scheduler) offers it: not TPU v3 or v4 ("About
+    # flex-start provisioning mode").
+    flex_start: bool = True
 
     @property
     def ray_accelerator_type(self) -> str:
@@ -76,6 +79,7 @@ GENERATIONS: dict[str, Generation] = {
             ici_gbps=2400,
             topologies=("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8"),
             machines={4: "ct4p-hightpu-4t"},
+            flex_start=False,
         ),
         Generation(
             name="v5e",
@@ -405,6 +409,7 @@ def as_json_table() -> dict[str, Any]:
             "hbmGiB": gen.hbm_gib,
             "peakBf16TFLOPs": gen.peak_bf16_tflops,
             "devicesPerChip": gen.devices_per_chip,
+            "flexStart": gen.flex_start,
             "topologies": shapes,
         }
     names: dict[str, Any] = {}
@@ -414,7 +419,10 @@ def as_json_table() -> dict[str, Any]:
             name, {"generation": gen_name, "canonical": canonical, "topologies": []}
         )
         entry["topologies"].append(topo)
+    from launcher.core.capacity import table_json
+
     return {
+        "capacities": table_json(),
         "generations": generations,
         "names": names,
         "namesByPrefix": names_by_prefix(),

@@ -122,7 +122,7 @@ def test_a_cpu_pool_holds_the_pods_without_tpus(capsys, values):
 
 
 def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
-    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--spot")
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--capacity=spot")
     commands = _commands(script)
     # In the order they can run, each guarded by the check that skips it when done.
     assert [c[1:4] for c in commands] == [
@@ -499,3 +499,35 @@ def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tm
 
 def test_every_values_file_has_its_expected_pools():
     assert set(POOLS) == {p.name for p in VALUES_FILES}
+
+
+@pytest.mark.parametrize(
+    ("sets", "expected", "absent"),
+    [
+        (["--capacity=spot"], ["--spot"], ["--reservation-affinity=specific"]),
+        (
+            ["--reservation=tpu-res-1"],
+            ["--reservation-affinity=specific", "--reservation=tpu-res-1", "--num-nodes=4"],
+            ["--spot"],
+        ),
+        # Flex-start: GKE brings the nodes when capacity is free, up to the slice's 4 hosts.
+        (
+            ["--capacity=flex-start"],
+            ["--flex-start", "--enable-autoscaling", "--num-nodes=0", "--total-max-nodes=4"],
+            ["--num-nodes=4", "--spot"],
+        ),
+        ([], ["--num-nodes=4"], ["--spot", "--flex-start", "--reservation-affinity=specific"]),
+    ],
+)
+def test_the_tpu_pool_is_made_of_the_capacity_the_pods_ask_for(capsys, sets, expected, absent):
+    """The capacity goes into the render (every slice group's value), and the plan reads it back
+    from the pods' node selector: the pool GKE makes is the one the pods can land on."""
+    (tpu,) = [
+        c
+        for c in _commands(_plan(capsys, "v6e-16.yaml", *TUTORIAL, *sets))
+        if c[1:4] == ["container", "node-pools", "create"] and "--tpu-topology=4x4" in c
+    ]
+    for flag in expected:
+        assert flag in tpu, (flag, tpu)
+    for flag in absent:
+        assert flag not in tpu, (flag, tpu)

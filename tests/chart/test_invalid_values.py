@@ -19,6 +19,31 @@ LONG = "a" * 64
 CASES = [
     ("misspelled key", ["ray.worker.tpuu=1"], "ray.worker", "tpuu"),
     (
+        "reservation without its name",
+        ["ray.worker.tpu.capacity=reservation"],
+        "ray.worker.tpu.reservation",
+        "--set ray.worker.tpu.reservation=<name>",
+    ),
+    (
+        # GKE's "About flex-start provisioning mode": TPU v3 and v4 are not offered.
+        "flex-start on TPU v4",
+        ["ray.worker.tpu.type=v4-16", "ray.worker.tpu.capacity=flex-start"],
+        "ray.worker.tpu.capacity",
+        "GKE offers no flex-start for TPU v4; --set ray.worker.tpu.capacity=spot",
+    ),
+    (
+        "a reservation named for spot capacity",
+        ["vllm.tpu.capacity=spot", "vllm.tpu.reservation=r1", *VLLM],
+        "vllm.tpu.reservation",
+        "--set vllm.tpu.capacity=reservation",
+    ),
+    (  # values.schema.json lists the capacities
+        "unknown capacity",
+        ["ray.worker.tpu.capacity=preemptible"],
+        "ray.worker.tpu.capacity",
+        "flex-start",
+    ),
+    (
         "no bucket",
         ["global.gcsfuse.bucketName="],
         "global.gcsfuse.bucketName",

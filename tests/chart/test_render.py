@@ -211,3 +211,42 @@ def test_preflight_reads_the_grace_period_the_chart_renders():
         args = [f"--set=ray.worker.terminationGracePeriodSeconds{given[0]}"] if given else []
         worker = _ray_cluster(*args)["spec"]["workerGroupSpecs"][0]["template"]["spec"]
         assert pod_grace_seconds(worker) == expected, given
+
+
+@pytest.mark.parametrize(
+    ("capacity", "labels", "tolerated"),
+    [
+        ("spot", {"cloud.google.com/gke-spot": "true"}, "cloud.google.com/gke-spot"),
+        (
+            "reservation",
+            {
+                "cloud.google.com/reservation-name": "tpu-res-1",
+                "cloud.google.com/reservation-affinity": "specific",
+            },
+            None,
+        ),
+        ("flex-start", {"cloud.google.com/gke-flex-start": "true"}, None),
+        ("on-demand", {}, None),
+    ],
+)
+def test_every_tpu_pod_asks_for_the_capacity_its_slice_is_obtained_with(
+    capacity, labels, tolerated
+):
+    """Training workers and the vLLM server alike carry the node labels GKE gives each kind of
+    capacity (and tolerate a Spot pool's taint); the head, on the CPU pool, carries none."""
+    sets = [f"--set=ray.worker.tpu.capacity={capacity}", f"--set=vllm.tpu.capacity={capacity}"]
+    if capacity == "reservation":
+        sets += [
+            "--set=ray.worker.tpu.reservation=tpu-res-1",
+            "--set=vllm.tpu.reservation=tpu-res-1",
+        ]
+    cluster = _ray_cluster(*sets)
+    worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
+    vllm_values = CHART.parents[1] / "values" / "v6e-8-vllm.yaml"
+    (server,) = [d for d in render(vllm_values, *sets) if d["kind"] == "Deployment"]
+    for pod in (worker, server["spec"]["template"]["spec"]):
+        assert labels.items() <= pod["nodeSelector"].items(), pod["nodeSelector"]
+        keys = [t["key"] for t in pod.get("tolerations", [])]
+        assert (tolerated in keys) if tolerated else "cloud.google.com/gke-spot" not in keys
+    assert not labels.keys() & (head.get("nodeSelector") or {}).keys()

@@ -89,6 +89,25 @@ devicesPerHost (JAX devices: two per chip on tpu7x), hosts, machineType, slices,
     {{- end -}}
   {{- end -}}
 {{- end -}}
+{{- /* How the TPUs are obtained: the capacity's node labels and tolerations, from the table. */ -}}
+{{- $cap := toString (default "on-demand" $t.capacity) -}}
+{{- $capacity := get $table.capacities $cap -}}
+{{- if not $capacity -}}
+  {{- $errs = append $errs (printf "%s.capacity: unknown capacity %q; one of %s (--set %s.capacity=spot)." $p $cap (keys $table.capacities | sortAlpha | join ", ") $p) -}}
+{{- else if and (eq $cap "reservation") (not $t.reservation) -}}
+  {{- $errs = append $errs (printf "%s.reservation: capacity: reservation names no reservation; --set %s.reservation=<name> (gcloud compute reservations list)." $p $p) -}}
+{{- else if and (eq $cap "flex-start") $gen (not (get (get $table.generations $gen) "flexStart")) -}}
+  {{- $errs = append $errs (printf "%s.capacity: GKE offers no flex-start for TPU %s; --set %s.capacity=spot (or on-demand, or a reservation)." $p $gen $p) -}}
+{{- else if and $t.reservation (ne $cap "reservation") -}}
+  {{- $errs = append $errs (printf "%s.reservation: %q is set but capacity is %s; --set %s.capacity=reservation, or remove the reservation." $p (toString $t.reservation) $cap $p) -}}
+{{- end -}}
+{{- if $capacity -}}
+  {{- $labels := dict -}}
+  {{- range $k, $v := $capacity.nodeSelector -}}
+    {{- $_ := set $labels $k (replace "{reservation}" (toString $t.reservation) $v) -}}
+  {{- end -}}
+  {{- $_ := merge $out (dict "capacity" $cap "capacityNodeSelector" $labels "capacityTolerations" $capacity.tolerations) -}}
+{{- end -}}
 {{- $_ := set $out "errors" $errs -}}
 {{- toYaml $out -}}
 {{- end -}}
@@ -127,6 +146,19 @@ resolved slice. */}}
 {{- define "tpu-stack.tpuNodeSelector" -}}
 cloud.google.com/gke-tpu-accelerator: {{ .gkeAccelerator }}
 cloud.google.com/gke-tpu-topology: {{ .topology }}
+{{- with .capacityNodeSelector }}
+{{ toYaml . }}
+{{- end }}
+{{- end -}}
+
+{{/* tpu-stack.tpuTolerations: what a slice's pods tolerate for its capacity (a Spot pool's
+taint) and the pods' own; call with (dict "tpu" <resolved slice> "extra" <list>). */}}
+{{- define "tpu-stack.tpuTolerations" -}}
+{{- $all := concat (default list .tpu.capacityTolerations) (default list .extra) -}}
+{{- with $all }}
+tolerations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{/*

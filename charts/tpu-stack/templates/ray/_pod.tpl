@@ -81,8 +81,7 @@ spec:
   nodeSelector:
     {{- toYaml . | nindent 4 }}
   {{- end }}
-  {{- with .group.tolerations }}
-  tolerations:
-    {{- toYaml . | nindent 4 }}
+  {{- with include "tpu-stack.tpuTolerations" (dict "tpu" (default dict .tpu) "extra" .group.tolerations) | trim }}
+  {{- . | nindent 2 }}
   {{- end }}
 {{- end -}}

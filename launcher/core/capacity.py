@@ -1,0 +1,119 @@
+"""How a slice's TPUs are obtained, as GKE labels and taints the nodes of each kind: one value per
+TPU block (`capacity`), rendered by the chart from the TPU table's copy of these facts, used by
+`gke plan` for the node pool's flags and by the test control plane's fake nodes.
+
+Sources (GKE's guides): "Use Spot VMs" (label and taint cloud.google.com/gke-spot), "Consuming
+reserved zonal resources" (cloud.google.com/reservation-name and -affinity), "About flex-start
+provisioning mode" and "Run a small batch workload with TPUs and flex-start VMs"
+(cloud.google.com/gke-flex-start; TPU v3 and v4 not offered; capacity lasts at most 7 days)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.core.errors import UsageError
+
+ON_DEMAND, SPOT, RESERVATION, FLEX_START = "on-demand", "spot", "reservation", "flex-start"
+RESERVATION_NAME = "{reservation}"  # where the block's reservation name goes
+
+
+@dataclass(frozen=True)
+class Capacity:
+    name: str
+    node_labels: dict[str, str] = field(default_factory=dict)  # the pods' node selector
+    taints: tuple[dict[str, str], ...] = ()  # what the pods tolerate
+    pool_flags: tuple[str, ...] = ()  # `gcloud container node-pools create` flags
+    about: str = ""
+
+    def labels_for(self, reservation: str | None) -> dict[str, str]:
+        return {
+            k: v.replace(RESERVATION_NAME, reservation or "") for k, v in self.node_labels.items()
+        }
+
+    def tolerations(self) -> list[dict[str, str]]:
+        return [
+            {"key": t["key"], "operator": "Equal", "value": t["value"], "effect": t["effect"]}
+            for t in self.taints
+        ]
+
+
+CAPACITIES = {
+    c.name: c
+    for c in (
+        Capacity(ON_DEMAND, about="the pool's own VMs, as long as the project's quota allows"),
+        Capacity(
+            SPOT,
+            {"cloud.google.com/gke-spot": "true"},
+            ({"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NoSchedule"},),
+            ("--spot",),
+            "cheaper, taken back with a 30 s notice (pods get 15 s of it by default)",
+        ),
+        Capacity(
+            RESERVATION,
+            {
+                "cloud.google.com/reservation-name": RESERVATION_NAME,
+                "cloud.google.com/reservation-affinity": "specific",
+            },
+            (),
+            ("--reservation-affinity=specific", f"--reservation={RESERVATION_NAME}"),
+            "a reservation of your project's (or one shared with it), by name",
+        ),
+        Capacity(
+            FLEX_START,
+            {"cloud.google.com/gke-flex-start": "true"},
+            (),
+            (
+                "--flex-start",
+                "--enable-autoscaling",
+                "--num-nodes=0",
+                "--total-min-nodes=0",
+                "--location-policy=ANY",
+                "--reservation-affinity=none",
+                "--no-enable-autorepair",
+            ),
+            "Dynamic Workload Scheduler: nodes come when capacity is free, for at most 7 days",
+        ),
+    )
+}
+
+
+def capacity_of(block: dict[str, Any], path: str, generation: str, flex_start: bool) -> Capacity:
+    """A TPU block's capacity, checked: reservation needs its name; flex-start is refused where
+    GKE does not offer it for the generation."""
+    name = block.get("capacity") or ON_DEMAND
+    if name not in CAPACITIES:
+        raise UsageError(
+            f"{path}.capacity",
+            f"unknown capacity {name!r}",
+            f"one of {', '.join(CAPACITIES)} (--set {path}.capacity=spot)",
+        )
+    if name == RESERVATION and not block.get("reservation"):
+        raise UsageError(
+            f"{path}.reservation",
+            "capacity: reservation names no reservation",
+            f"--set {path}.reservation=<name> (gcloud compute reservations list)",
+        )
+    if name == FLEX_START and not flex_start:
+        raise UsageError(
+            f"{path}.capacity",
+            f"GKE offers no flex-start for TPU {generation}",
+            f"--set {path}.capacity=spot (or on-demand, or a reservation)",
+        )
+    return CAPACITIES[name]
+
+
+def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | None]:
+    """The capacity a rendered pod's node selector asks for, and its reservation's name."""
+    for capacity in CAPACITIES.values():
+        if capacity.node_labels and all(k in selector for k in capacity.node_labels):
+            return capacity, selector.get("cloud.google.com/reservation-name")
+    return CAPACITIES[ON_DEMAND], None
+
+
+def table_json() -> dict[str, Any]:
+    """The chart's copy (files/tpu-table.json's `capacities`)."""
+    return {
+        c.name: {"nodeSelector": c.node_labels, "tolerations": c.tolerations()}
+        for c in CAPACITIES.values()
+    }
