@@ -184,6 +184,8 @@ def _bucket_use(pod: dict, bucket: str | None) -> str | None:
 def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
     """(pod template: metadata and spec, pods) of every pod template in one rendered object."""
     kind, spec = doc.get("kind"), doc.get("spec", {})
+    if kind == "RayJob":  # the cluster it creates while it runs
+        kind, spec = "RayCluster", spec["rayClusterSpec"]
     if kind == "RayCluster":
         found = [(spec["headGroupSpec"]["template"], 1)]
         for group in spec.get("workerGroupSpecs", []):
@@ -233,11 +235,12 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             annotations = doc["metadata"].get("annotations", {})
             if gsa := annotations.get("iam.gke.io/gcp-service-account"):
                 gsas[doc["metadata"]["name"]] = gsa
-        elif kind == "RayCluster":
+        elif kind in ("RayCluster", "RayJob"):
             ray = True
-            head = doc["spec"]["headGroupSpec"]["template"]["spec"]
+            cluster = doc["spec"] if kind == "RayCluster" else doc["spec"]["rayClusterSpec"]
+            head = cluster["headGroupSpec"]["template"]["spec"]
             image = head["containers"][0]["image"]
-            for group in doc["spec"].get("workerGroupSpecs", []):
+            for group in cluster.get("workerGroupSpecs", []):
                 found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
                 if found:
                     pools.append(

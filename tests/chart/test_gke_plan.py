@@ -531,3 +531,22 @@ def test_the_tpu_pool_is_made_of_the_capacity_the_pods_ask_for(capsys, sets, exp
         assert flag in tpu, (flag, tpu)
     for flag in absent:
         assert flag not in tpu, (flag, tpu)
+
+
+def test_a_rayjob_release_gets_the_same_pools(capsys, tmp_path):
+    """A RayJob's cluster asks for the slices a standing RayCluster would: the same TPU pool."""
+    job = tmp_path / "v6e-16-job.yaml"
+    job.write_text(
+        (REPO / "values" / "v6e-16.yaml").read_text()
+        + "\n".join(["", "  job:", "    enabled: true", "    args: [base.yml, run_name=r]", ""])
+    )
+
+    def pools(values: str) -> list[list[str]]:
+        return [
+            c[5:]
+            for c in _commands(_plan(capsys, values, *TUTORIAL))
+            if c[1:4] == ["container", "node-pools", "create"]
+        ]
+
+    assert pools(str(job)) == pools("v6e-16.yaml")
+    assert any("--tpu-topology=4x4" in c for c in pools(str(job)))

@@ -49,7 +49,7 @@ def test_a_template_change_shows_in_the_diff(tmp_path, monkeypatch):
 
     chart = tmp_path / "tpu-stack"
     shutil.copytree(helm.CHART, chart)
-    template = chart / "templates" / "ray" / "raycluster.yaml"
+    template = chart / "templates" / "ray" / "_cluster.tpl"
     template.write_text(template.read_text().replace("numOfHosts:", "numOfHosts: 7 #", 1))
     monkeypatch.setattr(goldens, "CHART", chart)
     values = next(v for v in VALUES_FILES if v.name == "v6e-16.yaml")

@@ -19,6 +19,19 @@ LONG = "a" * 64
 CASES = [
     ("misspelled key", ["ray.worker.tpuu=1"], "ray.worker", "tpuu"),
     (
+        "a RayJob without the job's arguments",
+        ["ray.job.enabled=true"],
+        "ray.job.args",
+        "--set-json 'ray.job.args=[",
+    ),
+    (
+        # KubeRay names the job's cluster <RayJob>-<5 characters>; 40 is the cluster's limit.
+        "a RayJob name its cluster's name would make too long",
+        ["ray.job.enabled=true", "ray.job.args={base.yml}", f"ray.fullnameOverride={'j' * 35}"],
+        "ray.fullnameOverride",
+        "--set ray.fullnameOverride=<name of at most 34>",
+    ),
+    (
         "reservation without its name",
         ["ray.worker.tpu.capacity=reservation"],
         "ray.worker.tpu.reservation",

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
 from harness.helm import BUCKET, CHART, VALUES_FILES, by_kind, render, run_helm
@@ -250,3 +252,36 @@ def test_every_tpu_pod_asks_for_the_capacity_its_slice_is_obtained_with(
         keys = [t["key"] for t in pod.get("tolerations", [])]
         assert (tolerated in keys) if tolerated else "cloud.google.com/gke-spot" not in keys
     assert not labels.keys() & (head.get("nodeSelector") or {}).keys()
+
+
+def test_a_rayjob_release_is_the_same_cluster_held_only_while_its_job_runs():
+    """ray.job.enabled renders a RayJob whose cluster is the standing RayCluster's spec, byte for
+    byte (one path renders both), with the launcher's train entrypoint; queued in Kueue it is
+    created suspended and labelled with its queue and priority; helm test's cluster check, which
+    needs a standing cluster, is left out."""
+    job = [
+        "--set=ray.job.enabled=true",
+        '--set-json=ray.job.args=["base.yml","run_name=it\'s","steps=10"]',
+    ]
+    queued = ["--set=kueue.queueName=team-a", "--set=kueue.priorityClass=high"]
+    values = CHART.parents[1] / "values" / "v6e-16-x2.yaml"
+    docs = render(values, *job, *queued)
+    (rayjob,) = [d for d in docs if d["kind"] == "RayJob"]
+    assert not [d for d in docs if d["kind"] == "RayCluster" or d["kind"] == "Pod"]
+    assert rayjob["spec"]["rayClusterSpec"] == _ray_cluster()["spec"]
+    spec = rayjob["spec"]
+    assert shlex.split(spec["entrypoint"]) == [
+        *("python", "-m", "launcher", "train"),
+        *("base.yml", "run_name=it's", "steps=10"),
+    ]
+    assert spec["shutdownAfterJobFinishes"] is True and spec["suspend"] is True
+    labels = rayjob["metadata"]["labels"]
+    assert labels["kueue.x-k8s.io/queue-name"] == "team-a"
+    assert labels["kueue.x-k8s.io/priority-class"] == "high"
+    # Not queued: it starts at once.
+    (plain,) = [d for d in render(values, *job) if d["kind"] == "RayJob"]
+    assert "suspend" not in plain["spec"]
+    assert not any(k.startswith("kueue.x-k8s.io/") for k in plain["metadata"]["labels"])
+    # A standing cluster queues the same way.
+    cluster = _ray_cluster(*queued)
+    assert cluster["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"

@@ -44,3 +44,16 @@ def test_the_validators_catch_an_unknown_field():
     sa = next(d for d in render(None) if d["kind"] == "ServiceAccount")
     sa["metadata"]["labelz"] = {}
     assert any("labelz" in e for e in validate(sa))
+
+
+@pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.name)
+def test_a_rayjob_release_satisfies_the_rayjob_crd(values):
+    job = ["--set", "ray.job.enabled=true", "--set-json", 'ray.job.args=["base.yml","run_name=r"]']
+    docs = render(values, *job, "--set", "kueue.queueName=team-a")
+    if not merged_values(values)["ray"]["enabled"]:
+        assert not [d for d in docs if d["kind"] == "RayJob"]
+        return
+    (rayjob,) = [d for d in docs if d["kind"] == "RayJob"]
+    assert not [d for d in docs if d["kind"] == "RayCluster"]
+    errors = validate(rayjob)
+    assert not errors, "\n".join(errors)

@@ -29,6 +29,7 @@ KUBERNETES_MODULE = f"k8s.io/kubernetes@{pins()['K8S_VERSION']}"
 # (group, kind) -> (module, the CRD's path inside it)
 CRD_FILES = {
     ("ray.io", "RayCluster"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayclusters.yaml"),
+    ("ray.io", "RayJob"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayjobs.yaml"),
     ("jobset.x-k8s.io", "JobSet"): (
         JOBSET_MODULE,
         "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",

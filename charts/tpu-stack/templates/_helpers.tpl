@@ -302,3 +302,12 @@ Call with (dict "key" <values path> "args" <list> "owned" (dict "--flag" "<the v
 {{- end -}}
 {{- toYaml $msgs -}}
 {{- end -}}
+
+{{/* tpu-stack.shellWords: a list of arguments as one shell command line, each word quoted. */}}
+{{- define "tpu-stack.shellWords" -}}
+{{- $words := list -}}
+{{- range . -}}
+{{- $words = append $words (squote (replace "'" "'\\''" (toString .))) -}}
+{{- end -}}
+{{- join " " $words -}}
+{{- end -}}

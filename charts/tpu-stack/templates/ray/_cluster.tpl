@@ -1,0 +1,93 @@
+{{/*
+tpu-stack.rayClusterSpec: the RayCluster's spec, indented two spaces, one for both ways a release
+runs Ray: a standing RayCluster (ray.job.enabled=false) and a RayJob's rayClusterSpec (the
+cluster lives only while its job runs). Call with the root context.
+*/}}
+{{- define "tpu-stack.rayClusterSpec" -}}
+{{- $v := .Values.ray -}}
+{{- $w := $v.worker -}}
+{{- $slice := include "tpu-stack.slice" (dict "tpu" $w.tpu "path" "ray.worker.tpu" "ctx" $) | fromYaml }}
+  rayVersion: {{ $v.rayVersion | quote }}
+  {{- if $v.auth.enabled }}
+  # Anyone who reaches a Ray dashboard can run code: token auth is on. The token's Secret is
+  # KubeRay's (made once, owned by the RayCluster), never rendered here: a chart-made random
+  # token would be new on every GitOps render, and workers started after it could not join.
+  authOptions:
+    mode: token
+    {{- with $v.auth.existingSecret }}
+    secretName: {{ . | quote }}
+    {{- end }}
+  {{- end }}
+  headGroupSpec:
+    serviceType: {{ $v.head.serviceType }}
+    {{- if eq $v.head.serviceType "LoadBalancer" }}
+    # Only ever inside the VPC, and only to the named ranges: GCS and the client port carry no TLS.
+    headService:
+      metadata:
+        annotations:
+          networking.gke.io/load-balancer-type: "Internal"
+      spec:
+        loadBalancerSourceRanges:
+          {{- toYaml $v.head.loadBalancerSourceRanges | nindent 10 }}
+    {{- end }}
+    rayStartParams:
+      dashboard-host: "0.0.0.0"
+      {{- with $v.head.rayStartParams }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+    template:
+      {{- $ports := list (dict "containerPort" 6379 "name" "gcs-server") (dict "containerPort" 8265 "name" "dashboard") (dict "containerPort" 10001 "name" "client") }}
+      {{- $env := list }}
+      {{- if not $w.tpu.enabled }}
+      {{- /* The launcher on the head reads the CPU slice from here: `make submit` needs no flags. */}}
+      {{- $env = list (dict "name" "LAUNCHER_CPU_HOSTS" "value" (toString $w.cpu.hosts)) (dict "name" "LAUNCHER_CPU_DEVICES_PER_HOST" "value" (toString $w.cpu.devicesPerHost)) }}
+      {{- else if $w.tpu.minSlices }}
+      {{- /* Jobs submitted here are elastic down to this many slices unless they say otherwise. */}}
+      {{- $env = list (dict "name" "LAUNCHER_MIN_SLICES" "value" (toString $w.tpu.minSlices)) }}
+      {{- end }}
+      {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "head" "group" $v.head "container" "ray-head" "ports" $ports "env" $env) | nindent 6 }}
+  workerGroupSpecs:
+    - groupName: {{ $w.groupName | quote }}
+      {{- if $w.tpu.enabled }}
+      replicas: {{ $slice.slices }}
+      minReplicas: {{ $w.tpu.minSlices | default $slice.slices }}
+      maxReplicas: {{ $slice.slices }}
+      numOfHosts: {{ $slice.hosts }}
+      {{- else }}
+      replicas: 1
+      minReplicas: 1
+      maxReplicas: 1
+      numOfHosts: {{ $w.cpu.hosts }}
+      {{- end }}
+      {{- with $w.rayStartParams }}
+      rayStartParams:
+        {{- toYaml . | nindent 8 }}
+      {{- else }}
+      rayStartParams: {}
+      {{- end }}
+      template:
+        {{- $env := list }}
+        {{- if $w.tpu.enabled }}
+        {{- $env = list (dict "name" "JAX_PLATFORMS" "value" "tpu") (dict "name" "ENABLE_PJRT_COMPATIBILITY" "value" "true") }}
+        {{- if gt (int $slice.slices) 1 }}
+        {{- /* Declared so the TPU webhook fills in MEGASCALE_SLICE_ID and the coordinator. */}}
+        {{- $env = append $env (dict "name" "MEGASCALE_NUM_SLICES" "value" (toString $slice.slices)) }}
+        {{- end }}
+        {{- else }}
+        {{- $env = list (dict "name" "JAX_PLATFORMS" "value" "cpu") (dict "name" "XLA_FLAGS" "value" (printf "--xla_force_host_platform_device_count=%v" $w.cpu.devicesPerHost)) }}
+        {{- end }}
+        {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "worker" "group" $w "container" "ray-worker" "tpu" (ternary $slice nil $w.tpu.enabled) "env" $env "gracePeriod" $w.terminationGracePeriodSeconds) | nindent 8 }}
+{{- end -}}
+
+{{/*
+tpu-stack.kueueLabels: what queues the release's Ray object in Kueue (kueue.queueName, and its
+priority), so Kueue admits it whole: every host of every slice, or nothing.
+*/}}
+{{- define "tpu-stack.kueueLabels" -}}
+{{- with .Values.kueue.queueName }}
+kueue.x-k8s.io/queue-name: {{ . | quote }}
+{{- end }}
+{{- with .Values.kueue.priorityClass }}
+kueue.x-k8s.io/priority-class: {{ . | quote }}
+{{- end }}
+{{- end -}}
