@@ -93,6 +93,11 @@ build_kueue() {
   local src
   src=$(module_dir "sigs.k8s.io/kueue@$KUEUE_VERSION")
   mkdir -p "$1/crds" && cp "$src"/config/components/crd/bases/*.yaml "$1/crds/"
+  # GKE's ProvisioningRequest (flex-start's queued provisioning), at the version Kueue builds
+  # against: with it installed Kueue runs its admission check for it.
+  local autoscaler
+  autoscaler=$(cd "$here/kueue" && go list -m -f '{{.Dir}}' k8s.io/autoscaler/cluster-autoscaler/apis)
+  cp "$autoscaler"/config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml "$1/crds/"
   # Its webhook registrations: control_plane.py points them at 127.0.0.1.
   cp -r "$src/config/components/webhook" "$1/webhook" && chmod -R u+w "$1"
 }

@@ -1,6 +1,7 @@
 """The test control plane: a real Kubernetes API server, scheduler and controller manager on
 127.0.0.1 (kwokctl's binary runtime, binaries built from Go modules by build.sh), kwok for fake
-nodes, and the real KubeRay operator and JobSet controller running as local processes.
+nodes, and the real KubeRay operator, JobSet controller and Kueue (its RayJob and RayCluster
+integrations) running as local processes.
 
     python ci/cluster/control_plane.py up       # idempotent: reuses a healthy cluster
     python ci/cluster/control_plane.py down
@@ -57,7 +58,7 @@ GCSFUSE_CSI_DRIVER = {
 
 def build() -> dict[str, Path]:
     """Builds (or finds cached) every binary; returns component -> bin dir."""
-    names = ["etcd", "kwok", "kubernetes", "kuberay", "jobset"]
+    names = ["etcd", "kwok", "kubernetes", "kuberay", "jobset", "kueue"]
     out = subprocess.run(
         ["bash", str(HERE / "build.sh"), *names], check=True, stdout=subprocess.PIPE, text=True
     ).stdout.split()
@@ -132,7 +133,7 @@ def create_cluster(bins: dict[str, Path]) -> None:
 
 
 def apply_crds(bins: dict[str, Path]) -> None:
-    for component in ("kuberay", "jobset"):
+    for component in ("kuberay", "jobset", "kueue"):
         kubectl(
             bins, "apply", "--server-side", "--force-conflicts", "-f", str(bins[component] / "crds")
         )
@@ -182,6 +183,17 @@ def stop(name: str) -> None:
     pid_file.unlink(missing_ok=True)
 
 
+def start_configured(name: str, binary: Path, config: dict, *args: str) -> None:
+    """Starts a controller-runtime controller with its Configuration file (RUN/<name>.yaml)."""
+    path = RUN / f"{name}-config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    start(name, [str(binary), "--config", str(path), *args])
+
+
+def apply_objects(bins: dict[str, Path], objects: list[dict]) -> None:
+    kubectl(bins, "apply", "-f", "-", stdin="\n---\n".join(json.dumps(o) for o in objects))
+
+
 def wait_http_ok(url: str, what: str, timeout: float = 60, **kw) -> None:
     import requests
 
@@ -217,8 +229,8 @@ def start_kuberay(bins: dict[str, Path]) -> None:
     wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the KubeRay operator")
 
 
-def self_signed_cert(cert_dir: Path) -> bytes:
-    """A serving cert for WEBHOOK_HOST (the JobSet webhooks); returns the PEM to trust."""
+def self_signed_cert(cert_dir: Path, name: str = "jobset-webhook") -> bytes:
+    """A serving cert for WEBHOOK_HOST (a controller's webhooks); returns the PEM to trust."""
 
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
@@ -226,12 +238,12 @@ def self_signed_cert(cert_dir: Path) -> bytes:
     from cryptography.x509.oid import NameOID
 
     key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"jobset-webhook.{WEBHOOK_HOST}")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"{name}.{WEBHOOK_HOST}")])
     now = datetime.datetime.now(datetime.UTC)
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - datetime.timedelta(minutes=5))
@@ -291,29 +303,164 @@ def start_jobset(bins: dict[str, Path]) -> None:
         "internalCertManagement": {"enable": False},
         "webhook": {"port": port, "host": WEBHOOK_HOST, "certDir": str(cert_dir)},
     }
-    (RUN / "jobset-config.yaml").write_text(yaml.safe_dump(config))
-    start(
+    start_configured(
         "jobset-controller",
-        [
-            str(bins["jobset"] / "jobset-controller"),
-            "--config",
-            str(RUN / "jobset-config.yaml"),
-            "--kubeconfig",
-            str(KUBECONFIG),
-            "--metrics-bind-address",
-            "0",
-            "--health-probe-bind-address",
-            f"127.0.0.1:{health}",
-        ],
+        bins["jobset"] / "jobset-controller",
+        config,
+        *("--kubeconfig", str(KUBECONFIG), "--metrics-bind-address", "0"),
+        *("--health-probe-bind-address", f"127.0.0.1:{health}"),
     )
     wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the JobSet controller")
-    kubectl(
-        bins,
-        "apply",
-        "-f",
-        "-",
-        stdin="\n---\n".join(json.dumps(c) for c in jobset_webhooks(bins["jobset"], port, ca)),
+    apply_objects(bins, jobset_webhooks(bins["jobset"], port, ca))
+
+
+# Kueue's integrations here: KubeRay's RayJob and RayCluster (the chart's two ways to run Ray).
+KUEUE_FRAMEWORKS = ["ray.io/rayjob", "ray.io/raycluster"]
+# The CRDs whose v1beta1 (stored) and v1beta2 (Kueue's own) versions its webhook converts.
+KUEUE_CONVERTED = ["localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters"]
+
+
+def _pointed_at(clientconfig: dict, port: int, ca_pem: bytes) -> dict:
+    path = clientconfig["service"]["path"]
+    return {
+        "url": f"https://{WEBHOOK_HOST}:{port}{path}",
+        "caBundle": base64.b64encode(ca_pem).decode(),
+    }
+
+
+def kueue_webhooks(kueue_dir: Path, port: int, ca_pem: bytes) -> list[dict]:
+    """Kueue's webhook configurations, pointed at us, for its own kinds and KubeRay's only:
+    the others (Jobs, Pods, Deployments, ...) would send every such object of the cluster to
+    a controller that does not serve them."""
+    configs = list(yaml.safe_load_all((kueue_dir / "webhook" / "manifests.yaml").read_text()))
+    for cfg in configs:
+        cfg["metadata"]["name"] = f"kueue-{cfg['metadata']['name']}"
+        cfg["webhooks"] = [
+            {**hook, "clientConfig": _pointed_at(hook["clientConfig"], port, ca_pem)}
+            for hook in cfg["webhooks"]
+            if {g for r in hook["rules"] for g in r["apiGroups"]} <= {"ray.io", "kueue.x-k8s.io"}
+        ]
+    return configs
+
+
+# Kueue's internal certificate management (its defaults): it keeps the serving cert in this
+# Secret and injects the CA into these webhook configurations and its CRDs' conversion.
+KUEUE_NAMESPACE = "kueue-system"
+KUEUE_SERVICE_DNS = f"kueue-webhook-service.{KUEUE_NAMESPACE}.svc"
+KUEUE_CERT_SECRET = "kueue-webhook-server-cert"
+KUEUE_CA_NAME = "kueue-ca"
+
+
+def kueue_certs(cert_dir: Path) -> tuple[bytes, dict[str, str]]:
+    """A CA and a serving cert as Kueue's cert rotator would make them (the CA valid for its
+    CA name, the cert for its Service's DNS name), the cert also valid for WEBHOOK_HOST, where
+    the API server reaches it here; ten years, so the rotator keeps them instead of making new
+    ones without our address. Kueue without its cert management reads its metrics cert from a
+    fixed /etc path. Returns the CA's PEM and the Secret's data."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    def pem_key(key) -> bytes:  # PKCS#1: the rotator reads the CA key with ParsePKCS1PrivateKey
+        return key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.TraditionalOpenSSL,
+            serialization.NoEncryption(),
+        )
+
+    now = datetime.datetime.now(datetime.UTC)
+    valid = (now - datetime.timedelta(minutes=5), now + datetime.timedelta(days=3650))
+    ca_key, key = (rsa.generate_private_key(public_exponent=65537, key_size=2048) for _ in "ab")
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, KUEUE_CA_NAME)])
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(KUEUE_CA_NAME)]), critical=False)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
     )
+    sans = [x509.DNSName(KUEUE_SERVICE_DNS), x509.IPAddress(ipaddress.ip_address(WEBHOOK_HOST))]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, KUEUE_SERVICE_DNS)]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(valid[0])
+        .not_valid_after(valid[1])
+        .add_extension(x509.SubjectAlternativeName(sans), critical=False)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    ca_pem, cert_pem = (
+        ca.public_bytes(serialization.Encoding.PEM),
+        cert.public_bytes(serialization.Encoding.PEM),
+    )
+    cert_dir.mkdir(parents=True, exist_ok=True)
+    (cert_dir / "tls.crt").write_bytes(cert_pem)
+    (cert_dir / "tls.key").write_bytes(pem_key(key))
+    data = {
+        "ca.crt": ca_pem,
+        "ca.key": pem_key(ca_key),
+        "tls.crt": cert_pem,
+        "tls.key": pem_key(key),
+    }
+    return ca_pem, {k: base64.b64encode(v).decode() for k, v in data.items()}
+
+
+def start_kueue(bins: dict[str, Path]) -> None:
+    port, health = free_port(), free_port()
+    cert_dir = RUN / "kueue-certs"
+    ca, secret = kueue_certs(cert_dir)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": KUEUE_NAMESPACE}}
+    meta = {"name": KUEUE_CERT_SECRET, "namespace": KUEUE_NAMESPACE}
+    apply_objects(bins, [namespace])  # before what goes in it
+    apply_objects(bins, [{"apiVersion": "v1", "kind": "Secret", "metadata": meta, "data": secret}])
+    # Its stored API version is v1beta1, its own v1beta2: the CRDs' conversion goes to us too.
+    for crd in KUEUE_CONVERTED:
+        conversion = {
+            "strategy": "Webhook",
+            "webhook": {
+                "clientConfig": _pointed_at({"service": {"path": "/convert"}}, port, ca),
+                "conversionReviewVersions": ["v1"],
+            },
+        }
+        kubectl(
+            bins,
+            "patch",
+            "crd",
+            f"{crd}.kueue.x-k8s.io",
+            "--type=merge",
+            "-p",
+            json.dumps({"spec": {"conversion": conversion}}),
+        )
+    # Registered before it starts: its cert rotator waits to inject the CA into them.
+    apply_objects(bins, kueue_webhooks(bins["kueue"], port, ca))
+    config = {
+        "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+        "kind": "Configuration",
+        "namespace": KUEUE_NAMESPACE,
+        "health": {"healthProbeBindAddress": f"127.0.0.1:{health}"},
+        "metrics": {"bindAddress": "0"},
+        "webhook": {"port": port, "host": WEBHOOK_HOST, "certDir": str(cert_dir)},
+        "leaderElection": {"leaderElect": False},
+        "internalCertManagement": {"enable": True},
+        "integrations": {"frameworks": KUEUE_FRAMEWORKS},
+    }
+    start_configured(
+        "kueue-controller",
+        bins["kueue"] / "kueue-controller",
+        config,
+        # Its on-demand visibility API is an aggregated API server of its own: not needed.
+        "--feature-gates=VisibilityOnDemand=false",
+    )
+    wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the Kueue controller", timeout=120)
 
 
 def up() -> None:
@@ -329,13 +476,15 @@ def up() -> None:
         start_kuberay(bins)
     if not running("jobset-controller"):
         start_jobset(bins)
+    if not running("kueue-controller"):
+        start_kueue(bins)
     print(
         f"control plane up in {time.monotonic() - start_time:.1f} s; export KUBECONFIG={KUBECONFIG}"
     )
 
 
 def down(quiet: bool = False) -> None:
-    for name in ("jobset-controller", "kuberay-operator"):
+    for name in ("kueue-controller", "jobset-controller", "kuberay-operator"):
         stop(name)
     kwok = sorted((ROOT / ".tools" / "cluster").glob("kwok-*/kwokctl"))
     if kwok and (RUN / "kwok" / "clusters" / NAME).exists():
@@ -350,7 +499,9 @@ def down(quiet: bool = False) -> None:
 
 def status() -> int:
     bins = build()
-    ok = api_healthy(bins) and running("kuberay-operator") and running("jobset-controller")
+    ok = api_healthy(bins) and all(
+        running(c) for c in ("kuberay-operator", "jobset-controller", "kueue-controller")
+    )
     print(KUBECONFIG if ok else "down")
     return 0 if ok else 1
 

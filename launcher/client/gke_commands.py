@@ -188,6 +188,32 @@ def install(ns: argparse.Namespace) -> int:
     return 0
 
 
+def gke_queue(ns: argparse.Namespace) -> int:
+    """Prints the Kueue objects the release's queue needs, as YAML for kubectl apply."""
+    import yaml
+
+    from launcher.client.kueue_queue import QUEUE_LABEL, queue_objects
+
+    target = GkeTarget.from_args(ns)
+    docs, bucket = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
+    need = needs(docs, ns.namespace, ns.release, bucket)
+    named = {d["metadata"].get("labels", {}).get(QUEUE_LABEL) for d in docs} - {None}
+    queue = ns.queue or next(iter(named), None)
+    if not queue:
+        raise UsageError(
+            "--queue",
+            "the release names no Kueue queue",
+            "pass --queue NAME, or set kueue.queueName in the values",
+        )
+    if not need.pools:
+        raise UsageError(
+            "--values", "the release asks for no TPU slice", "name one: ray.worker.tpu.type"
+        )
+    objects = queue_objects(need.pools, queue, ns.namespace, ns.quota_slices)
+    print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     gke = sub.add_parser(
         "gke",
@@ -206,6 +232,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         if name == "down":
             p.add_argument("--yes", action="store_true", help="do not ask")
         p.set_defaults(func=func)
+    what = "print the Kueue objects a queue for the release's slices needs (kubectl apply -f -)"
+    p = actions.add_parser("queue", help=what, description=what)
+    _release_options(p)
+    add_target_options(p, pools=False)
+    p.add_argument("--queue", help="the LocalQueue's name (default: the values' kueue.queueName)")
+    p.add_argument(
+        "--quota-slices",
+        type=int,
+        help="slices of each shape the queue may run at once (default: the release's count)",
+    )
+    p.set_defaults(func=gke_queue)
 
     p = sub.add_parser(
         "image",

@@ -184,8 +184,9 @@ def _bucket_use(pod: dict, bucket: str | None) -> str | None:
 def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
     """(pod template: metadata and spec, pods) of every pod template in one rendered object."""
     kind, spec = doc.get("kind"), doc.get("spec", {})
-    if kind == "RayJob":  # the cluster it creates while it runs
-        kind, spec = "RayCluster", spec["rayClusterSpec"]
+    if kind == "RayJob":  # the cluster it creates while it runs, and its submitter
+        submitter = [(spec["submitterPodTemplate"], 1)] if "submitterPodTemplate" in spec else []
+        return submitter + _pod_templates({"kind": "RayCluster", "spec": spec["rayClusterSpec"]})
     if kind == "RayCluster":
         found = [(spec["headGroupSpec"]["template"], 1)]
         for group in spec.get("workerGroupSpecs", []):

@@ -550,3 +550,49 @@ def test_a_rayjob_release_gets_the_same_pools(capsys, tmp_path):
 
     assert pools(str(job)) == pools("v6e-16.yaml")
     assert any("--tpu-topology=4x4" in c for c in pools(str(job)))
+
+
+def _queue(capsys, *flags: str) -> list[dict]:
+    import yaml
+
+    args = ["gke", "queue", "--values", str(REPO / "values" / "v6e-16-x2.yaml")]
+    assert cli.main([*args, "--chart", str(CHART), "--helm", str(helm(3)), *TUTORIAL, *flags]) == 0
+    return list(yaml.safe_load_all(capsys.readouterr().out))
+
+
+def test_the_queue_holds_whole_slices_of_the_shape_and_capacity_the_pods_ask_for(capsys):
+    """gke queue: a flavor with the pods' own node labels, TPU quota in whole slices (2 x 16
+    chips by default, the release's; --quota-slices 1 holds one), Spot's toleration; on
+    flex-start GKE's queued provisioning, for the TPU pod set only (GKE takes one per request)."""
+    by_kind = {
+        (o["kind"], o["metadata"]["name"]): o
+        for o in _queue(capsys, "--queue", "team-a", "--capacity=spot")
+    }
+    flavor = by_kind[("ResourceFlavor", "tpu-v6e-4x4-spot")]["spec"]
+    assert flavor["nodeLabels"] == {
+        "cloud.google.com/gke-tpu-accelerator": "tpu-v6e-slice",
+        "cloud.google.com/gke-tpu-topology": "4x4",
+        "cloud.google.com/gke-spot": "true",
+    }
+    assert [t["key"] for t in flavor["tolerations"]] == ["cloud.google.com/gke-spot"]
+    (_, tpu) = by_kind[("ClusterQueue", "team-a-tpu")]["spec"]["resourceGroups"]
+    assert tpu["flavors"][0]["resources"] == [{"name": "google.com/tpu", "nominalQuota": 32}]
+    assert by_kind[("LocalQueue", "team-a")]["spec"] == {"clusterQueue": "team-a-tpu"}
+    assert not [k for k in by_kind if k[0] == "AdmissionCheck"]
+
+    objects = _queue(capsys, "--queue", "q", "--capacity=flex-start", "--quota-slices", "1")
+    by_kind = {(o["kind"], o["metadata"]["name"]): o for o in objects}
+    config = by_kind[("ProvisioningRequestConfig", "q-flex-start")]["spec"]
+    assert config == {
+        "provisioningClassName": "queued-provisioning.gke.io",
+        "managedResources": ["google.com/tpu"],
+    }
+    queue = by_kind[("ClusterQueue", "q-tpu")]["spec"]
+    assert queue["admissionChecks"] == ["q-flex-start"]
+    assert queue["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] == 16
+
+
+def test_a_queue_needs_its_name(capsys):
+    args = ["gke", "queue", "--values", str(REPO / "values" / "v6e-16.yaml"), "--chart", str(CHART)]
+    assert cli.main([*args, "--helm", str(helm(3)), *TUTORIAL]) == 2
+    assert "kueue.queueName" in capsys.readouterr().err

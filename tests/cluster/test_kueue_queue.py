@@ -1,0 +1,203 @@
+"""Kueue admits the release's RayJobs whole, against the real Kueue controller (its KubeRay
+RayJob integration) beside the real KubeRay operator in the test control plane. The queue is what
+`tpu-launcher gke queue` prints for a v6e-16 release, with quota for one slice: one job runs (its
+cluster's pods all created on the fake TPU nodes) while the next waits suspended; the first one
+going admits the second; a higher priority preempts a lower one, which resumes after it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pykube
+import pytest
+
+from harness.helm import CHART, helm
+from harness.kube import Release, dump, wait_for
+from harness.paths import REPO
+
+pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
+
+V6E_16 = REPO / "values" / "v6e-16.yaml"
+WORKER = {"ray.io/node-type": "worker"}
+ADMIT_S = 90  # Kueue's admission, KubeRay's cluster, kwok's pods: seconds on an idle machine
+
+
+def rayjob(release: Release) -> dict:
+    jobs = pykube.object_factory(release.api, "ray.io/v1", "RayJob")
+    return (
+        jobs.objects(release.api)
+        .filter(namespace=release.namespace)
+        .get(name=f"{release.name}-ray")
+        .obj
+    )
+
+
+def running_workers(release: Release) -> int:
+    pods = release.pods(**WORKER, **{"app.kubernetes.io/instance": release.name})
+    return sum(p.obj["status"].get("phase") == "Running" for p in pods)
+
+
+def admitted(release: Release) -> bool:
+    """Unsuspended by Kueue, and the whole slice's hosts running: 4 of a v6e-16."""
+    return not rayjob(release)["spec"].get("suspend") and running_workers(release) == 4
+
+
+def waiting(release: Release) -> bool:
+    return bool(rayjob(release)["spec"].get("suspend")) and running_workers(release) == 0
+
+
+def workload_conditions(release: Release) -> dict[str, str]:
+    """Kueue's Workload for the release's RayJob: its conditions, type -> reason."""
+    workloads = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "Workload")
+    for w in workloads.objects(release.api).filter(namespace=release.namespace):
+        if any(
+            o["name"] == f"{release.name}-ray" for o in w.obj["metadata"].get("ownerReferences", [])
+        ):
+            return {
+                c["type"]: c.get("reason", "")
+                for c in w.obj.get("status", {}).get("conditions", [])
+            }
+    return {}
+
+
+def install_job(release: Release, queue: str, priority: str, *values: Path) -> None:
+    release.helm(
+        "install",
+        release.name,
+        str(CHART),
+        *release.values_args(V6E_16, *values),
+        "--set",
+        "ray.job.enabled=true",
+        "--set",
+        f"ray.job.args={{base.yml,run_name={release.name}}}",
+        "--set",
+        f"kueue.queueName={queue}",
+        *(("--set", f"kueue.priorityClass={priority}") if priority else ()),
+    )
+
+
+def kubectl_apply(release: Release, manifest: str) -> None:
+    done = subprocess.run(
+        [*release.kubectl(), "apply", "-f", "-"], input=manifest, text=True, capture_output=True
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def queue_for(release: Release, queue: str, *values: Path) -> str:
+    """What `tpu-launcher gke queue` prints for the release's values: quota for one slice."""
+    printed = subprocess.run(
+        [
+            *(sys.executable, "-m", "launcher", "gke", "queue"),
+            *(a for v in (V6E_16, *values) for a in ("--values", str(v))),
+            *("--chart", str(CHART), "--helm", str(helm(3)), "--bucket", "my-bucket"),
+            *("--queue", queue, "--namespace", release.namespace, "--quota-slices", "1"),
+        ],
+        text=True,
+        capture_output=True,
+        cwd=REPO,
+    )
+    assert printed.returncode == 0, printed.stdout + printed.stderr
+    return printed.stdout
+
+
+def test_kueue_admits_rayjobs_whole_in_turn_and_by_priority(release: Release):
+    suffix = release.namespace.rsplit("-", 1)[1]
+    queue, low, high = f"team-{suffix}", f"low-{suffix}", f"high-{suffix}"
+    release.add_nodes_for(V6E_16)
+    printed = queue_for(release, queue)
+    priorities = "\n---\n".join(
+        f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\n"
+        f"metadata: {{name: {name}}}\nvalue: {value}\n"
+        for name, value in ((low, 100), (high, 1000))
+    )
+    kubectl_apply(release, printed + "\n---\n" + priorities)
+    first = release
+    second = Release(release.api, release.kubeconfig, release.namespace, name="job-b")
+    urgent = Release(release.api, release.kubeconfig, release.namespace, name="job-c")
+    explain = lambda: dump([rayjob(r) for r in (first, second)]) + release.events()  # noqa: E731
+
+    install_job(first, queue, low)
+    wait_for("the first job admitted whole", lambda: admitted(first), ADMIT_S, explain)
+    install_job(second, queue, low)
+    # The quota holds one slice: the second waits, suspended, none of its pods created.
+    wait_for("the second job queued", lambda: rayjob(second)["spec"].get("suspend"), 30, explain)
+    time.sleep(10)  # Kueue had its chance to (wrongly) admit it
+    assert waiting(second), explain()
+    # Kueue's own verdict: no quota reserved for it yet.
+    assert workload_conditions(second) == {"QuotaReserved": "Pending"}, explain()
+
+    first.helm("uninstall", first.name, "--wait")
+    wait_for("the second job admitted", lambda: admitted(second), ADMIT_S, explain)
+
+    # A higher priority takes the slice; the lower job is suspended again, its cluster gone.
+    install_job(urgent, queue, high)
+    wait_for("the urgent job admitted", lambda: admitted(urgent), ADMIT_S, explain)
+    wait_for("the low job preempted", lambda: waiting(second), ADMIT_S, explain)
+    assert workload_conditions(second)["Evicted"] == "Preempted", explain()
+    urgent.helm("uninstall", urgent.name, "--wait")
+    wait_for("the low job resumed", lambda: admitted(second), ADMIT_S, explain)
+    second.helm("uninstall", second.name, "--wait")
+    for kind, names in (
+        ("clusterqueue", [f"{queue}-tpu"]),
+        ("workloadpriorityclass", [low, high]),
+    ):
+        subprocess.run([*release.kubectl(), "delete", kind, *names], capture_output=True)
+
+
+def provisioning_requests(release: Release) -> list[dict]:
+    kind = pykube.object_factory(release.api, "autoscaling.x-k8s.io/v1", "ProvisioningRequest")
+    return [r.obj for r in kind.objects(release.api).filter(namespace=release.namespace)]
+
+
+def fake_gke_provisions(release: Release, name: str) -> None:
+    """FAKE of GKE's queued provisioning (its ProvisioningRequest controller cannot run here):
+    marks the request accepted and provisioned, as GKE does once the slice's nodes exist."""
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    conditions = [
+        {"type": t, "status": "True", "reason": t, "message": "fake GKE", "lastTransitionTime": now}
+        for t in ("Accepted", "Provisioned")
+    ]
+    done = subprocess.run(
+        [
+            *release.kubectl(),
+            *("-n", release.namespace, "patch", "provisioningrequest", name),
+            *("--subresource=status", "--type=merge"),
+            *("-p", json.dumps({"status": {"conditions": conditions}})),
+        ],
+        text=True,
+        capture_output=True,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_flex_start_admits_the_job_once_gke_provisions_its_slice(release: Release, tmp_path):
+    """On flex-start the queue's admission check asks GKE for the slice's nodes, all at once:
+    Kueue sends one ProvisioningRequest whose one pod set is the TPU hosts (GKE's queued
+    provisioning accepts one; the head and the submitter stay out of it), and admits the job
+    when GKE has provisioned them."""
+    flex = tmp_path / "flex-start.yaml"
+    flex.write_text("ray:\n  worker:\n    tpu:\n      capacity: flex-start\n")
+    queue = f"flex-{release.namespace.rsplit('-', 1)[1]}"
+    release.add_nodes_for(V6E_16, flex)
+    kubectl_apply(release, queue_for(release, queue, flex))
+    install_job(release, queue, "", flex)
+    explain = lambda: dump([rayjob(release), provisioning_requests(release)]) + release.events()  # noqa: E731
+
+    (request,) = wait_for(
+        "Kueue's ProvisioningRequest", lambda: provisioning_requests(release), ADMIT_S, explain
+    )
+    assert request["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
+    (pod_set,) = request["spec"]["podSets"]
+    assert pod_set["count"] == 4, request  # the v6e-16's hosts
+    time.sleep(5)
+    assert waiting(release), explain()  # GKE has not provisioned: no pod, still suspended
+    fake_gke_provisions(release, request["metadata"]["name"])
+    wait_for("the job admitted once provisioned", lambda: admitted(release), ADMIT_S, explain)
+    release.helm("uninstall", release.name, "--wait")
+    subprocess.run(
+        [*release.kubectl(), "delete", "clusterqueue", f"{queue}-tpu"], capture_output=True
+    )
