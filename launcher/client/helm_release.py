@@ -159,3 +159,30 @@ def release_workers(release: str, namespace: str) -> tuple[TpuSlices | None, int
         if found:
             return found, pod_grace_seconds(pod)
     return None, None
+
+
+def release_rayjob(release: str, namespace: str) -> dict | None:
+    """The release's RayJob (a `ray.job.enabled` release), or None for a standing cluster."""
+    out = _get(
+        "read the release's RayJob",
+        _kubectl(
+            namespace, "get", "rayjob", "-l", f"app.kubernetes.io/instance={release}", "-o", "json"
+        ),
+        dry_run=False,
+    )
+    items = json.loads(out)["items"] if out else []
+    return items[0] if items else None
+
+
+def rayjob_state(rayjob: dict) -> tuple[str | None, str]:
+    """The Ray job id of a release's RayJob once KubeRay submitted it, and its state in words."""
+    name, spec = rayjob["metadata"]["name"], rayjob["spec"]
+    status = rayjob.get("status") or {}
+    queue = rayjob["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name")
+    if spec.get("suspend"):
+        waits = f"waiting for Kueue's queue {queue} to admit it whole" if queue else "suspended"
+        return None, f"RayJob {name}: suspended, {waits}; its cluster is not created yet"
+    deployment = status.get("jobDeploymentStatus") or "New"
+    job = status.get("jobId") or None
+    ray_state = status.get("jobStatus") or "not submitted yet"
+    return job, f"RayJob {name}: {deployment}, job {job or '-'} {ray_state}"

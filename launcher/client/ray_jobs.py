@@ -336,6 +336,21 @@ def act_on_job(
     `address`, or on a chart release's head (port-forwarded, its token sent)."""
     last_id, last_address = _last_job()
     job_id = job or last_id
+    if release and not job:  # a RayJob release: its own job, or what it waits for
+        from launcher.client.helm_release import rayjob_state, release_rayjob
+
+        if (rayjob := release_rayjob(release, namespace)) is not None:
+            if command == "stop":
+                raise UsageError(
+                    "--release",
+                    f"release {release!r} is a RayJob: stopping it is removing it",
+                    f"helm uninstall {release} -n {namespace} (its checkpoints stay in the "
+                    "bucket; installing it again resumes)",
+                )
+            job_id, state = rayjob_state(rayjob)
+            print(state)
+            if job_id is None:  # queued, or not submitted yet: nothing to ask Ray
+                return 0
     if not job_id:
         raise UsageError(
             "job",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import default_chips_per_host
@@ -26,7 +27,16 @@ def resolve_target(values: str | None, release: str | None, namespace: str) -> S
         grace = worker_grace_seconds(load_values(values))
         return SliceTarget(training_slices(values), values, grace)
     if release:
-        from launcher.client.helm_release import release_workers
+        from launcher.client.helm_release import release_rayjob, release_workers
+
+        if release_rayjob(release, namespace) is not None:
+            raise UsageError(
+                "--release",
+                f"release {release!r} is a RayJob: it runs its own job (ray.job.args) on a "
+                "cluster that goes with it",
+                "install this job as a release of its own (--set ray.job.enabled=true "
+                "--set-json 'ray.job.args=[...]'), or submit to a standing cluster's release",
+            )
 
         slices, grace = release_workers(release, namespace)
         return SliceTarget(slices, f"release {release}", grace)

@@ -80,6 +80,17 @@ def install_job(release: Release, queue: str, priority: str, *values: Path) -> N
     )
 
 
+def launcher(release: Release, *args: str) -> subprocess.CompletedProcess:
+    """`tpu-launcher` against the test cluster, with its kubectl on PATH."""
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *args],
+        text=True,
+        capture_output=True,
+        env=release.kubectl_env(),
+        cwd=REPO,
+    )
+
+
 def kubectl_apply(release: Release, manifest: str) -> None:
     done = subprocess.run(
         [*release.kubectl(), "apply", "-f", "-"], input=manifest, text=True, capture_output=True
@@ -129,6 +140,13 @@ def test_kueue_admits_rayjobs_whole_in_turn_and_by_priority(release: Release):
     assert waiting(second), explain()
     # Kueue's own verdict: no quota reserved for it yet.
     assert workload_conditions(second) == {"QuotaReserved": "Pending"}, explain()
+    # What the user sees of it; a submit to a RayJob release is refused, not sent to its cluster.
+    where = ("--release", second.name, "--namespace", release.namespace)
+    status = launcher(release, "status", *where)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"suspended, waiting for Kueue's queue {queue} to admit it whole" in status.stdout
+    submit = launcher(release, "submit", *where, "--", "base.yml", "steps=1")
+    assert submit.returncode == 2 and "is a RayJob" in submit.stderr, submit.stderr
 
     first.helm("uninstall", first.name, "--wait")
     wait_for("the second job admitted", lambda: admitted(second), ADMIT_S, explain)
