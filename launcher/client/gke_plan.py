@@ -250,6 +250,8 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     ]
     # How the TPUs are obtained, as the release's pods ask (ray.worker.tpu.capacity).
     flags += [f.replace(RESERVATION_NAME, pool.reservation or "") for f in pool.capacity.pool_flags]
+    # Flex-start pools start empty (--num-nodes=0 above): the slice's hosts are their ceiling.
+    nodes = "--total-max-nodes" if pool.capacity.name == FLEX_START else "--num-nodes"
     names = pool_names(pool)
     if policy := workload_policy(pool):
         # Ironwood: a HIGH_THROUGHPUT workload policy names the topology and keeps the slice's
@@ -269,23 +271,16 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
                 done_if=Check(_resource_policies("describe", policy, target=target)),
             )
         )
-        flags += [f"--placement-policy={policy}", f"--num-nodes={shape.hosts}"]
+        flags += [f"--placement-policy={policy}", f"{nodes}={shape.hosts}"]
     elif shape.multi_host:
         # COMPACT placement keeps a slice's hosts in one ICI domain, as xpk creates them.
         flags += [
             f"--tpu-topology={shape.topology}",
-            f"--num-nodes={shape.hosts}",
+            f"{nodes}={shape.hosts}",
             "--placement-type=COMPACT",
         ]
     else:  # GKE refuses --tpu-topology on single-host pools
-        flags.append(f"--num-nodes={pool.slices.num_slices}")
-    if pool.capacity.name == FLEX_START:  # nodes come when capacity does: up to the slice's
-        flags = [
-            f"--total-max-nodes={f.split('=', 1)[1]}"
-            if f.startswith("--num-nodes=") and f != "--num-nodes=0"
-            else f
-            for f in flags
-        ]
+        flags.append(f"{nodes}={pool.slices.num_slices}")
     return steps + [
         _pool_create(
             name,

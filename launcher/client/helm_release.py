@@ -178,7 +178,9 @@ def rayjob_state(rayjob: dict) -> tuple[str | None, str]:
     """The Ray job id of a release's RayJob once KubeRay submitted it, and its state in words."""
     name, spec = rayjob["metadata"]["name"], rayjob["spec"]
     status = rayjob.get("status") or {}
-    queue = rayjob["metadata"].get("labels", {}).get("kueue.x-k8s.io/queue-name")
+    from launcher.client.kueue_queue import QUEUE_LABEL
+
+    queue = rayjob["metadata"].get("labels", {}).get(QUEUE_LABEL)
     if spec.get("suspend"):
         waits = f"waiting for Kueue's queue {queue} to admit it whole" if queue else "suspended"
         return None, f"RayJob {name}: suspended, {waits}; its cluster is not created yet"

@@ -24,8 +24,8 @@ def resolve_target(values: str | None, release: str | None, namespace: str) -> S
     if values:
         from launcher.core.values_file import load_values, training_slices, worker_grace_seconds
 
-        grace = worker_grace_seconds(load_values(values))
-        return SliceTarget(training_slices(values), values, grace)
+        merged = load_values(values)
+        return SliceTarget(training_slices(merged, values), values, worker_grace_seconds(merged))
     if release:
         from launcher.client.helm_release import release_rayjob, release_workers
 
@@ -35,7 +35,7 @@ def resolve_target(values: str | None, release: str | None, namespace: str) -> S
                 f"release {release!r} is a RayJob: it runs its own job (ray.job.args) on a "
                 "cluster that goes with it",
                 "install this job as a release of its own (--set ray.job.enabled=true "
-                "--set-json 'ray.job.args=[...]'), or submit to a standing cluster's release",
+                "--set 'ray.job.args={base.yml,...}'), or submit to a standing cluster's release",
             )
 
         slices, grace = release_workers(release, namespace)

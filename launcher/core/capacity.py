@@ -24,7 +24,6 @@ class Capacity:
     node_labels: dict[str, str] = field(default_factory=dict)  # the pods' node selector
     taints: tuple[dict[str, str], ...] = ()  # what the pods tolerate
     pool_flags: tuple[str, ...] = ()  # `gcloud container node-pools create` flags
-    about: str = ""
 
     def labels_for(self, reservation: str | None) -> dict[str, str]:
         return {
@@ -41,13 +40,12 @@ class Capacity:
 CAPACITIES = {
     c.name: c
     for c in (
-        Capacity(ON_DEMAND, about="the pool's own VMs, as long as the project's quota allows"),
+        Capacity(ON_DEMAND),  # the pool's own VMs, within the project's quota
         Capacity(
             SPOT,
             {"cloud.google.com/gke-spot": "true"},
             ({"key": "cloud.google.com/gke-spot", "value": "true", "effect": "NoSchedule"},),
             ("--spot",),
-            "cheaper, taken back with a 30 s notice (pods get 15 s of it by default)",
         ),
         Capacity(
             RESERVATION,
@@ -57,7 +55,6 @@ CAPACITIES = {
             },
             (),
             ("--reservation-affinity=specific", f"--reservation={RESERVATION_NAME}"),
-            "a reservation of your project's (or one shared with it), by name",
         ),
         Capacity(
             FLEX_START,
@@ -72,7 +69,6 @@ CAPACITIES = {
                 "--reservation-affinity=none",
                 "--no-enable-autorepair",
             ),
-            "Dynamic Workload Scheduler: nodes come when capacity is free, for at most 7 days",
         ),
     )
 }
@@ -107,7 +103,8 @@ def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | No
     """The capacity a rendered pod's node selector asks for, and its reservation's name."""
     for capacity in CAPACITIES.values():
         if capacity.node_labels and all(k in selector for k in capacity.node_labels):
-            return capacity, selector.get("cloud.google.com/reservation-name")
+            named = [k for k, v in capacity.node_labels.items() if v == RESERVATION_NAME]
+            return capacity, selector[named[0]] if named else None
     return CAPACITIES[ON_DEMAND], None
 
 

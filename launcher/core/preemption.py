@@ -46,7 +46,7 @@ def pod_grace_seconds(pod: dict[str, Any]) -> int | None:
     for container in pod.get("containers", []):
         hook = (container.get("lifecycle") or {}).get("preStop") or {}
         if NOTICE_COMMAND in (hook.get("exec") or {}).get("command", []):
-            return int(pod.get("terminationGracePeriodSeconds", 30))  # Kubernetes' default
+            return int(pod.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S))
     return None
 
 

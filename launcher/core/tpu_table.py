@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from launcher.core.capacity import table_json as capacity_table_json
 from launcher.core.errors import UsageError
 
 
@@ -419,10 +420,8 @@ def as_json_table() -> dict[str, Any]:
             name, {"generation": gen_name, "canonical": canonical, "topologies": []}
         )
         entry["topologies"].append(topo)
-    from launcher.core.capacity import table_json
-
     return {
-        "capacities": table_json(),
+        "capacities": capacity_table_json(),
         "generations": generations,
         "names": names,
         "namesByPrefix": names_by_prefix(),

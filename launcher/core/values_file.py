@@ -92,9 +92,9 @@ def tpu_slices(values: dict[str, Any]) -> dict[str, TpuSlices]:
     return found
 
 
-def training_slices(path: str | Path) -> TpuSlices:
-    """The training slice (ray.worker.tpu) a values file describes, for preflight."""
-    slices = tpu_slices(load_values(path)).get("ray")
+def training_slices(values: dict[str, Any], path: str | Path) -> TpuSlices:
+    """The training slice (ray.worker.tpu) a values file's values describe, for preflight."""
+    slices = tpu_slices(values).get("ray")
     if slices is None:
         raise UsageError(
             "values",
