@@ -19,7 +19,8 @@ CHART := charts/tpu-stack
 # helm from PATH when it is the pinned version (Cloud Shell's may be); else built into .tools.
 HELM := $(or $(shell ci/find-helm.sh $(HELM3_VERSION)),$(TOOLS)/helm-$(HELM3_VERSION)/helm)
 HELM4 := $(TOOLS)/helm-$(HELM4_VERSION)/helm
-export PATH := $(VENV)/bin:$(dir $(HELM)):$(PATH)
+PROMETHEUS_DIR := $(TOOLS)/prometheus-$(firstword $(subst +, ,$(PROMETHEUS_DEB_VERSION)))
+export PATH := $(VENV)/bin:$(dir $(HELM)):$(PROMETHEUS_DIR):$(PATH)
 # What the aliases and the test targets pass on: `make submit ARGS="--release tpu -- ..."`.
 ARGS ?=
 PYTEST_ARGS ?=
@@ -39,8 +40,8 @@ submit: venv ## tpu-launcher submit $(ARGS), e.g. ARGS="--release tpu -- base.ym
 	$(TL) submit $(ARGS)
 preflight: venv ## tpu-launcher preflight $(ARGS), e.g. ARGS="--values values/v6e-16.yaml -- ...".
 	$(TL) preflight $(ARGS)
-up: venv ## tpu-launcher up $(ARGS): the local Ray cluster (simulated v5p-16 by default).
-	$(TL) up $(ARGS)
+up: venv prometheus ## tpu-launcher up --prometheus $(ARGS): the local Ray cluster (simulated v5p-16 by default) and a Prometheus scraping it.
+	$(TL) up --prometheus $(ARGS)
 down: venv ## tpu-launcher down: stop the local Ray cluster.
 	$(TL) down $(ARGS)
 preempt: venv ## tpu-launcher preempt: SLICE=N or HOST=N taken back as GKE does (notice, kill, return).
@@ -71,6 +72,8 @@ verify: venv helm ## Every static check: ruff, format, mypy, shellcheck, hadolin
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --check $(CHART)/README.md
 	$(TL) tpu-table --json | diff -q - $(CHART)/files/tpu-table.json \
 	  || { echo "$(CHART)/files/tpu-table.json is stale: run make chart-table"; exit 1; }
+	$(TL) dashboard | diff -q - $(CHART)/files/grafana-dashboard.json \
+	  || { echo "$(CHART)/files/grafana-dashboard.json is stale: run make chart-dashboard"; exit 1; }
 	$(PY) -m tests.support.goldens
 	@echo "verify: ok"
 
@@ -94,10 +97,12 @@ cluster-down: venv ## Stop it and delete its state.
 
 ##@ Chart and generated files
 
-.PHONY: helm scanner chart-lint chart-table goldens docs
+.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard goldens docs
 helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from the Go module proxy).
 $(TOOLS)/helm-%/helm:
 	ci/install-helm.sh $*
+prometheus: ## Unpack the pinned Prometheus (Debian's package) into .tools, for up --prometheus.
+	ci/install-prometheus.sh >/dev/null
 scanner: venv ## Install the pinned checkov the cluster tests scan the live objects with.
 	ci/install-checkov.sh $(CHECKOV_VERSION)
 chart-lint: helm ## helm lint --strict every values file with Helm 3 and Helm 4.
@@ -106,6 +111,8 @@ chart-lint: helm ## helm lint --strict every values file with Helm 3 and Helm 4.
 	    || { echo "lint failed: $$h $$f"; exit 1; }; done; done; echo "chart lint ok"
 chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
 	$(TL) tpu-table --json > $(CHART)/files/tpu-table.json
+chart-dashboard: venv ## Regenerate the chart's Grafana dashboard from the launcher's metrics.
+	$(TL) dashboard > $(CHART)/files/grafana-dashboard.json
 goldens: venv helm ## Rewrite the golden renders (tests/chart/goldens/) after an intended change.
 	$(PY) -m tests.support.goldens --write
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.

@@ -9,6 +9,7 @@ On a workstation:
   up | down | local-status | slice-down | slice-up   the local Ray cluster
   gke plan|up|down | image | install                GKE: what a release needs, and the release
   tpu-table                     the TPU slices the launcher and the chart know
+  dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
 
 In the cluster: train, decode, convert, cluster-check, serving-check.
 
@@ -43,6 +44,13 @@ def _tpu_table(ns: argparse.Namespace) -> int:
     return 0
 
 
+def _dashboard(ns: argparse.Namespace) -> int:
+    from launcher.core.dashboard import render
+
+    sys.stdout.write(render())
+    return 0
+
+
 def _parser() -> argparse.ArgumentParser:
     from launcher.client import gke_commands, job_commands, job_list, local_commands, saxml_http
     from launcher.runtime import commands as in_cluster
@@ -63,6 +71,12 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("tpu-table", help="print the TPU table (--json: the chart's copy)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_tpu_table)
+    p = sub.add_parser(
+        "dashboard",
+        help="print the Grafana dashboard of the jobs' metrics (the chart's copy; import it "
+        "into any Grafana with a Prometheus data source)",
+    )
+    p.set_defaults(func=_dashboard)
     in_cluster.add_parsers(sub)
     return parser
 

@@ -79,7 +79,24 @@ def run_demo(ns: argparse.Namespace) -> int:
     local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
     use_token_if_present()
     job = [*DEMO_JOB, *job_args(ns.maxtext_args)]
-    return submit(SubmitRequest(job, no_wait=ns.no_wait, verbose=ns.verbose))
+    code = submit(SubmitRequest(job, no_wait=ns.no_wait, verbose=ns.verbose))
+    print(where_the_metrics_are())
+    return code
+
+
+def where_the_metrics_are() -> str:
+    from launcher.client import local_prometheus
+    from launcher.core.job_metrics import STEP
+
+    if local_prometheus.is_ready():
+        return (
+            f"metrics:      {local_prometheus.ADDRESS}/graph?g0.expr={STEP.prometheus_name} "
+            "(every figure: docs/metrics.md; the Grafana dashboard: tpu-launcher dashboard)"
+        )
+    return (
+        "metrics:      in Ray's metrics agents; `make up` (tpu-launcher up --prometheus) starts "
+        "a Prometheus that scrapes them (docs/metrics.md)"
+    )
 
 
 def run_preflight(ns: argparse.Namespace) -> int:

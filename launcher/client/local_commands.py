@@ -22,13 +22,21 @@ def run_up(ns: argparse.Namespace) -> int:
             dry_run=ns.dry_run,
         )
     )
+    if ns.prometheus and not ns.dry_run:
+        from pathlib import Path
+
+        from launcher.client import local_prometheus
+
+        local_prometheus.up(Path(ns.bucket_dir).resolve().parent / "prometheus")
     return 0
 
 
 def run_down(ns: argparse.Namespace) -> int:
-    from launcher.client import local_cluster
+    from launcher.client import local_cluster, local_prometheus
 
     local_cluster.down(ns.dry_run, force=ns.force)
+    if not ns.dry_run and local_prometheus.down():
+        print("Prometheus stopped")
     return 0
 
 
@@ -77,6 +85,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="directory that stands for the mounted checkpoint bucket",
     )
     p.add_argument("--object-store-mb", type=int, default=256)
+    p.add_argument(
+        "--prometheus",
+        action="store_true",
+        help="also start Prometheus on 127.0.0.1:9090, scraping every node's metrics agent (the "
+        "job's figures and Ray's own); its data next to the bucket directory; `down` stops it",
+    )
     p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the commands only")
     p.set_defaults(func=run_up)
 

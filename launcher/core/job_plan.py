@@ -128,6 +128,14 @@ def define_flags(fv: flags.FlagValues) -> None:
         flag_values=fv,
     )
     flags.DEFINE_bool(
+        "metrics",
+        True,
+        "Export the job's figures (step, step time, tokens/s, MFU, loss, goodput, checkpoints, "
+        "restarts) as Ray metrics, which the chart's scrape object and dashboard read; "
+        "--nometrics: none.",
+        flag_values=fv,
+    )
+    flags.DEFINE_bool(
         "dry_run", False, "Validate and print the plan as JSON; start no workers.", flag_values=fv
     )
 
@@ -165,6 +173,7 @@ class JobOptions:
     max_preemptions: int = -1
     steps_beyond_checkpoint: int | None = None
     libtpu_init_args: str = ""
+    metrics: bool = True
     dry_run: bool = False
 
     @classmethod

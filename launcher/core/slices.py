@@ -70,6 +70,11 @@ class TpuSlices(_Counts):
     def devices_per_host(self) -> int:
         return self.shape.devices_per_host
 
+    @property
+    def name(self) -> str:
+        """The slice as Cloud TPU names it (its metrics' `slice` label)."""
+        return self.shape.name
+
     def describe(self) -> str:
         s = self.shape
         many = f"{self.num_slices} x " if self.num_slices > 1 else ""
@@ -117,6 +122,11 @@ class CpuSlices(_Counts):
     @property
     def devices_per_host(self) -> int:
         return self.cpus_per_host
+
+    @property
+    def name(self) -> str:
+        """The CPU-only slice's name in the metrics' `slice` label: cpu-<hosts>x<devices>."""
+        return f"cpu-{self.hosts}x{self.cpus_per_host}"
 
     def describe(self) -> str:
         return f"CPU slice: {self.hosts} hosts x {self.cpus_per_host} devices"

@@ -193,7 +193,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             )
         )
         return 0
-    return _fit(plan, options.max_failures, options.max_preemptions)
+    return _fit(plan, options.max_failures, options.max_preemptions, options.metrics)
 
 
 def slice_trainer(
@@ -232,7 +232,8 @@ def slice_trainer(
     )
 
 
-def _fit(plan: JobPlan, max_failures: int, max_preemptions: int) -> int:
+def _fit(plan: JobPlan, max_failures: int, max_preemptions: int, metrics: bool = True) -> int:
+    from launcher.runtime.metrics import JobMetrics, JobReporter, job_labels
     from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
@@ -241,6 +242,7 @@ def _fit(plan: JobPlan, max_failures: int, max_preemptions: int) -> int:
     write_run_record(plan.run_dir.path, args)  # what `generate` rebuilds the model from
     gen = slices.shape.generation if isinstance(slices, TpuSlices) else None
     peak_tflops = gen.per_device(gen.peak_bf16_tflops) if gen else None
+    labels = job_labels(plan.run_name, slices.name) if metrics else None
     trainer = slice_trainer(
         plan,
         train_loop_per_worker,
@@ -254,17 +256,27 @@ def _fit(plan: JobPlan, max_failures: int, max_preemptions: int) -> int:
             # MFU in the progress lines where the TPU table knows the peak: MaxText's TFLOP/s
             # are per device, and a tpu7x device is half a chip.
             peak_tflops=peak_tflops,
+            metric_labels=labels,
         ),
         name=plan.run_name,
         max_failures=max_failures,
         max_preemptions=max_preemptions,
     )
     PREEMPTED_BEFORE.update(preempted_hosts())
+    reporter = (
+        JobReporter(
+            JobMetrics(labels), lambda: _outcome(plan, summary_key, plot=False), plan.run_dir.path
+        ).start()
+        if labels is not None
+        else None
+    )
     start = time.monotonic()
     try:
         result = trainer.fit()
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
         outcome = _outcome(plan, summary_key)
+        if reporter is not None:
+            reporter.stop(outcome)
         for line in format_breakdown(outcome["goodput"]):
             print(line, flush=True)
         for restart in outcome["restarts"]:
@@ -284,9 +296,10 @@ def _fit(plan: JobPlan, max_failures: int, max_preemptions: int) -> int:
         )
         return 1
     del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
-    _print_summary(
-        plan, read_summary(summary_key), time.monotonic() - start, _outcome(plan, summary_key)
-    )
+    outcome = _outcome(plan, summary_key)
+    if reporter is not None:  # the job's last figures are the summary's
+        reporter.stop(outcome)
+    _print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
     return 0
 
 
@@ -294,9 +307,9 @@ def _budget(limit: int) -> str:
     return "any number" if limit < 0 else str(limit)
 
 
-def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
-    """Goodput from every start's events, the loss curve as a sparkline, and the plot (PNG,
-    next to the TensorBoard logs) when there were steps."""
+def _outcome(plan: JobPlan, summary_key: str, plot: bool = True) -> dict[str, Any]:
+    """Goodput from every start's events, the loss curve as a sparkline, and (with `plot`) the
+    plot (PNG, next to the TensorBoard logs) when there were steps."""
     from launcher.runtime.plots import loss_sparkline, write_plot
     from launcher.runtime.worker import read_attempts, read_notices
 
@@ -329,11 +342,10 @@ def _outcome(plan: JobPlan, summary_key: str) -> dict[str, Any]:
     )
     # The last computation of each step (a restart computes some again).
     points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
-    if points:
+    if points and plot:
         outcome["sparkline"] = loss_sparkline([p.loss for p in points])
         try:
-            plot = write_plot(points, plan.run_dir.plot)
-            outcome["plot"] = str(plot)
+            outcome["plot"] = str(write_plot(points, plan.run_dir.plot))
         except OSError as e:  # a plot is not worth failing the job over
             print(f"launcher: could not write the plot: {e}", file=sys.stderr)
     return outcome

@@ -11,9 +11,13 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from launcher.core.goodput import Attempt, StepPoint
 from launcher.core.job_events import format_checkpoint, format_progress
+
+if TYPE_CHECKING:
+    from launcher.runtime.metrics import StepMetrics
 
 # MaxText's metric_logger: "completed step: 5, seconds: 0.060, TFLOP/s/device: 0.001,
 # Tokens/s/device: 2133.760, total_weights: 512, loss: 5.960, ..."
@@ -81,6 +85,7 @@ class ProgressTracker(logging.Handler):
     stopped_for_preemption: bool = False
     last_saved: int | None = None  # the step of the last save MaxText logged
     on_first_step: Callable[[int], None] | None = None  # called once, with the step
+    metrics: StepMetrics | None = None  # rank 0's Ray metrics (None: off, or another rank)
     _published_at: float = 0.0
 
     def __post_init__(self) -> None:
@@ -112,6 +117,10 @@ class ProgressTracker(logging.Handler):
                     rec.step, rec.seconds, now, rec.loss, rec.tokens_per_device, rec.total_weights
                 )
             )
+        if self.metrics is not None:
+            self.metrics.step(
+                rec.step, rec.seconds, rec.tokens_per_device, rec.tflops_per_device, rec.loss
+            )
         self.say(self.progress_line(rec))
         if now - self._published_at >= self.publish_every:
             self.flush_events()
@@ -136,6 +145,8 @@ class ProgressTracker(logging.Handler):
         self.last_saved = step
         if self.attempt is not None:
             self.attempt.checkpoints.append((step, time.time()))
+        if self.metrics is not None:
+            self.metrics.checkpoint(step)
         self.say(format_checkpoint(step))
         self.flush_events()
 

@@ -55,6 +55,8 @@ class WorkerConfig:
     # Elastic jobs: MaxText's overrides per number of slices a start may get.
     sizings: dict[int, SliceSizing] = field(default_factory=dict)
     peak_tflops: float | None = None  # per device, where the TPU table knows it: MFU
+    # The job's metrics labels (run, slice, job_id); None: no Ray metrics (--nometrics).
+    metric_labels: dict[str, str] | None = None
 
 
 def slices_of_this_start(world_size: int, hosts_per_slice: int) -> int:
@@ -120,6 +122,12 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
                 format_elastic(slices, max(config.sizings), sizing.global_batch, sizing.overrides)
             )
         tracker.publish = lambda attempt: _put(key, attempt.to_json())
+        if config.metric_labels is not None:
+            from launcher.runtime.metrics import JobMetrics, StepMetrics
+
+            tracker.metrics = StepMetrics(
+                JobMetrics(config.metric_labels), config.peak_tflops, not cpu_devices()
+            )
         _count_compile_time(tracker.attempt)
         beacon = _keep_last_step(f"{config.summary_key}/last_step/{started}", tracker)
     absl_logger = logging.getLogger("absl")
