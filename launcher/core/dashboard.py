@@ -36,8 +36,8 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
     (
         "Where the time went",
         "s",
-        [(_of(jm.GOODPUT_PART, "run, part"), "{{run}} {{part}}")],
-        jm.GOODPUT_PART.help,
+        [(_of(jm.GOODPUT_PART, "run, part"), "{{run}} {{part}}"), (_of(jm.WALL), "{{run}} wall")],
+        f"{jm.GOODPUT_PART.help} Beside them: {jm.WALL.help}",
     ),
     (
         "Checkpoint saves",

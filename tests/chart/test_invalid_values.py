@@ -592,6 +592,31 @@ CASES = [
         "pods",
     ),
     (
+        "a PodMonitor the closed NetworkPolicy would keep out",
+        ["monitoring.enabled=true", "monitoring.kind=PodMonitor"],
+        "monitoring.scrapers",
+        "--set monitoring.scrapers[0].namespaceSelector.matchLabels",
+    ),
+    (
+        "monitoring a release that serves no metrics",
+        ["monitoring.enabled=true", "ray.enabled=false", "serving.engine=saxml"],
+        "monitoring.enabled",
+        "Saxml's servers serve no Prometheus metrics",
+    ),
+    (
+        "a scrape interval Prometheus cannot read",
+        ["monitoring.interval=30sec"],
+        "monitoring.interval",
+        "30sec",
+    ),
+    # An enum refusal lists the kinds there are.
+    (
+        "a scrape object neither managed Prometheus nor the operator reads",
+        ["monitoring.kind=ServiceMonitor"],
+        "monitoring.kind",
+        "'PodMonitoring', 'PodMonitor'",
+    ),
+    (
         "source range not a CIDR",
         ["saxml.http.service.loadBalancerSourceRanges={everyone}"],
         "saxml.http.service.loadBalancerSourceRanges.0",

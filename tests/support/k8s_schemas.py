@@ -1,5 +1,6 @@
 """Validators for rendered objects: the CRDs the pinned operators ship (KubeRay's ray-operator
-module at KUBERAY_VERSION, JobSet's at JOBSET_VERSION) and core Kubernetes kinds from the OpenAPI
+module at KUBERAY_VERSION, JobSet's at JOBSET_VERSION, the scrape objects' at GMP_VERSION and
+PROMETHEUS_OPERATOR_VERSION) and core Kubernetes kinds from the OpenAPI
 spec in the k8s.io/kubernetes module at K8S_VERSION (ci/versions.env: the same pins the test
 control plane builds). Go's module cache holds them once `make cluster-build` ran; otherwise
 `go mod download` fetches them from the Go module proxy.
@@ -26,6 +27,11 @@ from harness.paths import pins
 KUBERAY_MODULE = f"github.com/ray-project/kuberay/ray-operator@{pins()['KUBERAY_VERSION']}"
 JOBSET_MODULE = f"sigs.k8s.io/jobset@{pins()['JOBSET_VERSION']}"
 KUBERNETES_MODULE = f"k8s.io/kubernetes@{pins()['K8S_VERSION']}"
+# The scrape objects' CRDs: GKE managed Prometheus' operator chart and prometheus-operator's.
+GMP_MODULE = f"github.com/GoogleCloudPlatform/prometheus-engine@{pins()['GMP_VERSION']}"
+PROMETHEUS_OPERATOR_MODULE = (
+    f"github.com/prometheus-operator/prometheus-operator@{pins()['PROMETHEUS_OPERATOR_VERSION']}"
+)
 # (group, kind) -> (module, the CRD's path inside it)
 CRD_FILES = {
     ("ray.io", "RayCluster"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayclusters.yaml"),
@@ -33,6 +39,14 @@ CRD_FILES = {
     ("jobset.x-k8s.io", "JobSet"): (
         JOBSET_MODULE,
         "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",
+    ),
+    ("monitoring.googleapis.com", "PodMonitoring"): (
+        GMP_MODULE,
+        "charts/operator/crds/monitoring.googleapis.com_podmonitorings.yaml",
+    ),
+    ("monitoring.coreos.com", "PodMonitor"): (
+        PROMETHEUS_OPERATOR_MODULE,
+        "example/prometheus-operator-crd/monitoring.coreos.com_podmonitors.yaml",
     ),
 }
 

@@ -311,3 +311,19 @@ Call with (dict "key" <values path> "args" <list> "owned" (dict "--flag" "<the v
 {{- end -}}
 {{- join " " $words -}}
 {{- end -}}
+
+{{/* tpu-stack.metricsScrapers: the NetworkPolicy peers that scrape the Ray pods' metrics port:
+monitoring.scrapers, or with a PodMonitoring GKE's managed collectors (a DaemonSet of pods
+app.kubernetes.io/name=collector in namespace gmp-system, on the pod network). */}}
+{{- define "tpu-stack.metricsScrapers" -}}
+{{- with .Values.monitoring.scrapers }}
+{{- toYaml . }}
+{{- else }}
+- namespaceSelector:
+    matchLabels:
+      kubernetes.io/metadata.name: gmp-system
+  podSelector:
+    matchLabels:
+      app.kubernetes.io/name: collector
+{{- end }}
+{{- end -}}
