@@ -6,7 +6,11 @@ committed checkpoint) from the records rank 0 already keeps in Ray's KV store, e
 REPORT_EVERY_S and once more at the end with the summary's own figures (`JobReporter`).
 
 A process's last values leave with it: Ray's core worker exports what it recorded when it
-exits. Gauges then stay on the agent about two export intervals, counters until it restarts.
+exits. The agent drops a gauge it has not been sent for two export intervals (about 20 s), and
+a core worker sends a gauge only when it is recorded again, so each gauge's last value is
+recorded again every REPORT_EVERY_S while its process runs (a checkpoint's size is set once per
+save; a step's figures stop during a long compile or save). Counters stay until the agent
+restarts.
 """
 
 from __future__ import annotations
@@ -38,9 +42,31 @@ class JobMetrics:
             self._metrics[metric.name] = kind(
                 metric.name, description=metric.help, tag_keys=metric.tag_keys
             ).set_default_tags(labels)
+        self._last: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
+        self._lock = threading.Lock()
 
     def set(self, metric: jm.JobMetric, value: float, **labels: str) -> None:
         self._metrics[metric.name].set(float(value), tags=labels or None)
+        with self._lock:
+            self._last[(metric.name, tuple(sorted(labels.items())))] = float(value)
+
+    def refresh(self) -> None:
+        """Records every gauge's last value again, so the agent keeps it."""
+        with self._lock:
+            last = list(self._last.items())
+        for (name, labels), value in last:
+            self._metrics[name].set(value, tags=dict(labels) or None)
+
+    def keep_fresh(self, every_s: float = jm.REPORT_EVERY_S) -> threading.Event:
+        """Refreshes every `every_s` on a thread of its own until the returned event is set."""
+        stop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(every_s):
+                self.refresh()
+
+        threading.Thread(target=loop, name="metrics-refresh", daemon=True).start()
+        return stop
 
     def inc(self, metric: jm.JobMetric, value: float = 1.0, **labels: str) -> None:
         if value > 0:  # Ray's counters refuse 0
@@ -115,6 +141,7 @@ class JobReporter:
     def _loop(self) -> None:
         while not self._stop.wait(self.every_s):
             try:
+                self.metrics.refresh()
                 self.report(self.outcome())
             except Exception as e:  # a figure is never worth the job: say it, go on
                 print(f"launcher: metrics not reported: {type(e).__name__}: {e}", file=sys.stderr)

@@ -101,7 +101,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         # MaxText's TFLOP/s on CPU devices standing in for TPU chips mean nothing: left out.
         hardware_flops=not cpu_devices(),
     )
-    beacon = None
+    beacon = fresh = None
     if rank == 0:  # rank 0 speaks for the worker group: its events are the job's
         tracker.attempt = Attempt(
             started_at=time.time(),
@@ -125,9 +125,9 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         if config.metric_labels is not None:
             from launcher.runtime.metrics import JobMetrics, StepMetrics
 
-            tracker.metrics = StepMetrics(
-                JobMetrics(config.metric_labels), config.peak_tflops, not cpu_devices()
-            )
+            metrics = JobMetrics(config.metric_labels)
+            tracker.metrics = StepMetrics(metrics, config.peak_tflops, not cpu_devices())
+            fresh = metrics.keep_fresh()
         _count_compile_time(tracker.attempt)
         beacon = _keep_last_step(f"{config.summary_key}/last_step/{started}", tracker)
     absl_logger = logging.getLogger("absl")
@@ -145,8 +145,9 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         maxtext_train.main(argv)
     finally:
         relay.stop()
-        if beacon is not None:
-            beacon.set()
+        for stop in (beacon, fresh):
+            if stop is not None:
+                stop.set()
         absl_logger.removeHandler(tracker)
         if tracker.attempt is not None:
             tracker.attempt.ended_at = time.time()

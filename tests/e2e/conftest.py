@@ -6,12 +6,16 @@ tests, in that order."""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from harness.local_ray import LocalCluster, local_cluster_command, run_name
+from harness.paths import REPO
+from launcher.client import local_prometheus
 
 # The modules that restart the cluster with another shape, in the order they run, last.
 LAST = ("test_ironwood_slice.py", "test_elastic_slices.py")
@@ -29,9 +33,26 @@ def local_cluster(tmp_path_factory) -> LocalCluster:
     if not running:
         up = local_cluster_command("up", "--bucket-dir", str(bucket), check=False)
         assert up.returncode == 0, up.stdout + up.stderr
+    # Prometheus scrapes from before the first job: a finished process's gauges leave Ray's
+    # agents about 20 s after it (the metrics test reads the session's jobs back from it).
+    scraping = local_prometheus.is_ready()
+    if not scraping:
+        _start_prometheus(tmp_path_factory.mktemp("prometheus"))
     yield LocalCluster(bucket, started_here=not running)
+    if not scraping:
+        local_prometheus.down()
     if not running:
         local_cluster_command("down", check=False)
+
+
+def _start_prometheus(data_dir: Path) -> None:
+    """The pinned Prometheus (unpacked into .tools once), as `tpu-launcher up --prometheus`."""
+    found = subprocess.run(
+        [str(REPO / "ci" / "install-prometheus.sh")], capture_output=True, text=True
+    )
+    assert found.returncode == 0, found.stderr
+    os.environ.setdefault("PROMETHEUS", str(Path(found.stdout.strip()) / "prometheus"))
+    local_prometheus.up(data_dir)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,8 @@ import pytest
 
 from harness.job_control import jobs_client, submit_no_wait, wait_for_step, wait_until_done
 from harness.local_ray import launcher_result, run_name, tpu_launcher
+from harness.prometheus import WINDOW, query
+from launcher.core import job_metrics as jm
 from launcher.core.job_events import EventKind, events
 from launcher.core.preemption import PREEMPTED
 from launcher.runtime.progress import steps_logged
@@ -84,6 +86,12 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
 
     status = tpu_launcher("status", job_id, timeout=120)
     assert f"preempted, resumed at step {last['resumed_at']}" in status.stdout, status.stdout
+    # Where platform teams alert: the restarts counter, by cause, in Prometheus.
+    restarts = query(
+        f"sum by (cause) (last_over_time({jm.RESTARTS.prometheus_name}"
+        f'{{job_id="{job_id}"}}[{WINDOW}]))'
+    )
+    assert {r["metric"]["cause"]: float(r["value"][1]) for r in restarts} == {PREEMPTED: 3.0}
     print(
         "\npreemption: "
         + "; ".join(

@@ -1,0 +1,39 @@
+"""Prometheus' HTTP API on the local cluster's Prometheus (`tpu-launcher up --prometheus`), for
+the tests and benchmarks that read the jobs' metrics back."""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import urllib.request
+
+from launcher.client import local_prometheus
+from launcher.core.job_metrics import JobMetric
+
+WINDOW = "2h"  # far enough back for any job of a test session
+
+
+def query(expr: str) -> list[dict]:
+    """An instant query's result (vectors, or matrices for a range selector)."""
+    return _get("query", {"query": expr})
+
+
+def query_range(expr: str, start: float, end: float, step: float = 5) -> list[dict]:
+    """A range query's series, as Grafana asks for a panel's."""
+    return _get("query_range", {"query": expr, "start": start, "end": end, "step": step})
+
+
+def last(metric: JobMetric, job_id: str, agg: str = "max", **labels: str) -> float | None:
+    """The metric's last value in a job (Prometheus keeps it after the series ends), its series
+    combined by `agg`; None when the job never recorded it."""
+    selector = ", ".join(f'{k}="{v}"' for k, v in {"job_id": job_id, **labels}.items())
+    found = query(f"{agg}(last_over_time({metric.prometheus_name}{{{selector}}}[{WINDOW}]))")
+    return float(found[0]["value"][1]) if found else None
+
+
+def _get(path: str, params: dict) -> list[dict]:
+    url = f"{local_prometheus.ADDRESS}/api/v1/{path}?" + urllib.parse.urlencode(params)
+    with urllib.request.urlopen(url, timeout=30) as response:
+        body = json.load(response)
+    assert body["status"] == "success", body
+    return body["data"]["result"]
