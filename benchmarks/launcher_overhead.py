@@ -11,6 +11,10 @@ before the first step, and each group's share of the cores while training is ste
 process on the machine, read once a second).
 
     .venv/bin/python benchmarks/launcher_overhead.py [--runs 3] [--steps 30] [--hosts 2]
+
+With --metrics it compares the job with its Ray metrics off (`--nometrics`) and on, each run
+a pair (which goes first alternates), and prints the median steady step time of each and
+their ratio against the target (metrics on within 1% of off).
 """
 
 from __future__ import annotations
@@ -312,14 +316,15 @@ class LogFollower(threading.Thread):
         self.join()
 
 
-def via_submit(args, out_dir: Path) -> Run:
-    run = Run("tpu-launcher submit")
+def via_submit(args, out_dir: Path, flags: tuple[str, ...] = (), label: str = "") -> Run:
+    run = Run(label or "tpu-launcher submit")
     argv = [
         sys.executable,
         "-m",
         "launcher",
         "submit",
         "--",
+        *flags,
         "tiny-llama.yml",
         f"run_name=submit-{uuid.uuid4().hex[:6]}",
         f"base_output_directory={out_dir}",
@@ -371,14 +376,52 @@ def _verdict(value: float, target: float) -> str:
     return "ok" if value <= target else "MISSED"
 
 
+METRICS_TARGET = 1.01  # steady step time with the job's Ray metrics on, over off
+
+
+def metrics_overhead(args) -> None:
+    """The same job through submit with its metrics off and on, in turn, --runs pairs."""
+    print(
+        f"\nmetrics overhead, tiny-llama.yml, {args.steps} steps through tpu-launcher submit "
+        f"(step time: median over steps >= {WARMUP_STEPS})",
+        flush=True,
+    )
+    print(f"{'run':5}{'metrics off':>14}{'metrics on':>14}{'ratio':>10}", flush=True)
+    ratios = []
+    for i in range(1, args.runs + 1):
+        with tempfile.TemporaryDirectory(prefix="bench-") as tmp:
+            # Which goes first alternates: the second job of a pair ran faster, either way.
+            both = {"off": ("--nometrics",), "on": ()}
+            order = ("off", "on") if i % 2 else ("on", "off")
+            runs = {k: via_submit(args, Path(tmp), both[k], f"metrics {k}") for k in order}
+            off, on = runs["off"], runs["on"]
+        ratios.append(on.steady_step / off.steady_step)
+        print(
+            f"{i:<5}{off.steady_step * 1000:>12.1f}ms{on.steady_step * 1000:>12.1f}ms"
+            f"{ratios[-1]:>10.3f}",
+            flush=True,
+        )
+    ratio = statistics.median(ratios)
+    print(
+        f"\nmedian of {args.runs} runs: step time ratio {ratio:.3f} (target <= "
+        f"{METRICS_TARGET})  {_verdict(ratio, METRICS_TARGET)}"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--hosts", type=int, default=2)
     parser.add_argument("--devices", type=int, default=4)
     parser.add_argument("--runs", type=int, default=3, help="pairs, bare then submit, in turn")
+    parser.add_argument(
+        "--metrics", action="store_true", help="compare the job's metrics off and on instead"
+    )
     args = parser.parse_args()
     require_local_cluster()
+    if args.metrics:
+        metrics_overhead(args)
+        return
     mb = 1024 * 1024
     print(
         f"\nlauncher overhead, tiny-llama.yml, {args.steps} steps, {args.hosts} hosts x "
