@@ -42,7 +42,7 @@ preflight: venv ## tpu-launcher preflight $(ARGS), e.g. ARGS="--values values/v6
 	$(TL) preflight $(ARGS)
 up: venv prometheus ## tpu-launcher up --prometheus $(ARGS): the local Ray cluster (simulated v5p-16 by default) and a Prometheus scraping it.
 	$(TL) up --prometheus $(ARGS)
-down: venv ## tpu-launcher down: stop the local Ray cluster.
+down: venv ## tpu-launcher down: stop the local Ray cluster (and its Prometheus).
 	$(TL) down $(ARGS)
 preempt: venv ## tpu-launcher preempt: SLICE=N or HOST=N taken back as GKE does (notice, kill, return).
 	$(TL) preempt $(if $(SLICE),--slice $(SLICE)) $(if $(HOST),--host $(HOST)) $(ARGS)

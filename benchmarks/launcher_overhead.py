@@ -357,8 +357,14 @@ def via_submit(args, out_dir: Path, flags: tuple[str, ...] = (), label: str = ""
     return run
 
 
-def _table(bare: dict[str, float], submit: dict[str, float], fmt: str, least: float) -> None:
-    print(f"  {'':40}{'bare':>8}{'submit':>8}")
+def _table(
+    bare: dict[str, float],
+    submit: dict[str, float],
+    fmt: str,
+    least: float,
+    heads: tuple[str, str] = ("bare", "submit"),
+) -> None:
+    print(f"  {'':40}{heads[0]:>8}{heads[1]:>8}")
     for group in sorted(set(bare) | set(submit), key=lambda g: -submit.get(g, 0)):
         if max(bare.get(group, 0), submit.get(group, 0)) >= least:
             print(f"  {group:40}{fmt.format(bare.get(group, 0))}{fmt.format(submit.get(group, 0))}")
@@ -432,6 +438,11 @@ def metrics_overhead(args) -> None:
         f"{METRICS_TARGET})  {_verdict(ratio, METRICS_TARGET)}; the spread of the ratios "
         f"({min(ratios):.3f} to {max(ratios):.3f}) is this machine's noise"
     )
+    print(
+        f"\nwhere the CPU goes while training is steady, the last pair, in cores of "
+        f"{os.cpu_count()} (user + system seconds per second):"
+    )
+    _table(off.cores(), on.cores(), "{:8.3f}", 0.001, ("off", "on"))
     # What the metrics add to a step, measured directly: rank 0's records through Ray's metrics
     # API in a process of this cluster, per step, against the step time measured above.
     per_step = _recording_cost()
