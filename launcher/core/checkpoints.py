@@ -27,12 +27,17 @@ def is_committed(
     return exists(marker) if exists else Path(marker).is_file()
 
 
-def committed_steps(run_dir: Path) -> list[int]:
-    """The committed steps under `<run_dir>/checkpoints`, oldest first."""
+def committed_steps(run_dir: Path, after: int = -1) -> list[int]:
+    """The committed steps under `<run_dir>/checkpoints` later than `after`, oldest first. Only
+    those steps' markers are asked for (on the bucket's mount each is a lookup)."""
     ckpt_dir = run_dir / CHECKPOINTS_SUBDIR
     if not ckpt_dir.is_dir():
         return []
-    return sorted(int(p.name) for p in ckpt_dir.iterdir() if p.is_dir() and is_committed(p))
+    return sorted(
+        int(p.name)
+        for p in ckpt_dir.iterdir()
+        if p.name.isdigit() and int(p.name) > after and p.is_dir() and is_committed(p)
+    )
 
 
 def committed_steps_in_listing(names: Iterable[str], run_prefix: str) -> list[int]:

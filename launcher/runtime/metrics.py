@@ -161,8 +161,11 @@ class JobReporter:
         self._report_checkpoint()
 
     def _report_checkpoint(self) -> None:
-        steps = committed_steps(self.run_dir)
-        if not steps or steps[-1] == self._committed:
+        # Only saves newer than the one reported: every 10 s, each marker asked is a lookup.
+        steps = committed_steps(
+            self.run_dir, after=-1 if self._committed is None else self._committed
+        )
+        if not steps:
             return
         self._committed = steps[-1]
         self.metrics.set(jm.CHECKPOINT_COMMITTED, steps[-1])

@@ -106,15 +106,23 @@ def test_the_driver_counts_each_restart_once_by_its_cause(tmp_path):
     assert rec.get(jm.GOODPUT) == 0.3 and rec.get(jm.GOODPUT_PART, part="compile") == 1.0
 
 
+def _commit(run_dir, step: int, size: int) -> None:
+    (run_dir / "checkpoints" / str(step) / "items").mkdir(parents=True)
+    (run_dir / "checkpoints" / str(step) / "items" / "d").write_bytes(b"x" * size)
+    (run_dir / "checkpoints" / str(step) / "commit_success.txt").write_text("")
+
+
 def test_the_driver_reports_the_latest_committed_checkpoint_and_its_size(tmp_path):
     for step, size in ((5, 100), (10, 250)):
-        (tmp_path / "checkpoints" / str(step) / "items").mkdir(parents=True)
-        (tmp_path / "checkpoints" / str(step) / "items" / "d").write_bytes(b"x" * size)
-        (tmp_path / "checkpoints" / str(step) / "commit_success.txt").write_text("")
+        _commit(tmp_path, step, size)
     (tmp_path / "checkpoints" / "15.orbax-checkpoint-tmp-1").mkdir()  # a save under way
     rec = Recorder()
-    JobReporter(rec, lambda: {}, tmp_path).report(_outcome(0.5))
+    reporter = JobReporter(rec, lambda: {}, tmp_path)
+    reporter.report(_outcome(0.5))
     assert rec.get(jm.CHECKPOINT_COMMITTED) == 10 and rec.get(jm.CHECKPOINT_SIZE) == 250
+    _commit(tmp_path, 15, 400)  # the save committed: the next report has it
+    reporter.report(_outcome(0.5))
+    assert rec.get(jm.CHECKPOINT_COMMITTED) == 15 and rec.get(jm.CHECKPOINT_SIZE) == 400
 
 
 def test_the_job_id_is_the_submission_id_ray_hands_the_driver(monkeypatch):
