@@ -16,6 +16,7 @@ restarts.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import statistics
 import sys
@@ -27,6 +28,7 @@ from typing import Any
 from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR
+from launcher.runtime.periodic import every
 
 
 class JobMetrics:
@@ -59,14 +61,7 @@ class JobMetrics:
 
     def keep_fresh(self, every_s: float = jm.REPORT_EVERY_S) -> threading.Event:
         """Refreshes every `every_s` on a thread of its own until the returned event is set."""
-        stop = threading.Event()
-
-        def loop() -> None:
-            while not stop.wait(every_s):
-                self.refresh()
-
-        threading.Thread(target=loop, name="metrics-refresh", daemon=True).start()
-        return stop
+        return every(every_s, self.refresh, "metrics-refresh")
 
     def inc(self, metric: jm.JobMetric, value: float = 1.0, **labels: str) -> None:
         if value > 0:  # Ray's counters refuse 0
@@ -192,8 +187,6 @@ def job_labels(run: str, slice_name: str) -> dict[str, str]:
 def submission_id() -> str:
     """The Ray job's submission id (what `ray job submit` and `tpu-launcher list` show), which
     Ray's job supervisor hands the driver in its job config; Ray's own job id otherwise."""
-    import json
-
     import ray
 
     config = json.loads(os.environ.get("RAY_JOB_CONFIG_JSON_ENV_VAR", "{}") or "{}")

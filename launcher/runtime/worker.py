@@ -16,6 +16,7 @@ from launcher.core.deferred_imports import defer_unused_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
 from launcher.core.job_events import format_elastic, format_preempted, format_restart
+from launcher.runtime.periodic import every
 from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
 
 KV_NAMESPACE = "tpu-launcher"
@@ -270,14 +271,12 @@ LAST_STEP_EVERY_S = 0.5
 def _keep_last_step(key: str, tracker) -> threading.Event:
     """Writes the last step rank 0 logged to `key` whenever it changes, twice a second, off
     the training thread (the attempt's whole record goes every 10 s); returns its stop."""
-    stop = threading.Event()
+    written = None
 
     def write() -> None:
-        written = None
-        while not stop.wait(LAST_STEP_EVERY_S):
-            if tracker.steps and tracker.steps[-1].step != written:
-                written = tracker.steps[-1].step
-                _put(key, {"step": written, "at": time.time()})
+        nonlocal written
+        if tracker.steps and tracker.steps[-1].step != written:
+            written = tracker.steps[-1].step
+            _put(key, {"step": written, "at": time.time()})
 
-    threading.Thread(target=write, name="last-step", daemon=True).start()
-    return stop
+    return every(LAST_STEP_EVERY_S, write, "last-step")
