@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.paths import REPO
+from launcher.core.child_process import ends_with_this_process
 from launcher.core.job_events import EventKind, events, last_result
 
 
@@ -24,9 +25,9 @@ def tpu_launcher(
     timeout: float | None = None,
 ) -> subprocess.CompletedProcess:
     """`tpu-launcher ARGS` as a user runs it (this Python's launcher), its output captured and
-    no terminal to ask on."""
+    no terminal to ask on; killed with the test's process (a time limit's hard exit, kill -9)."""
     return subprocess.run(
-        [sys.executable, "-m", "launcher", *args],
+        ends_with_this_process([sys.executable, "-m", "launcher", *args]),
         cwd=cwd,
         env=env,
         text=True,
@@ -54,26 +55,23 @@ class LocalCluster:
 
     def submit(self, *job_args: str, extra: tuple[str, ...] = (), timeout: int = 540):
         """Submits as `tpu-launcher submit` does; returns (exit code, output)."""
-        argv = [sys.executable, "-m", "launcher", "submit", *extra, "--", *job_args]
+        argv = ["submit", *extra, "--", *job_args]
         if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
             argv.append(f"base_output_directory={self.bucket}")
-        env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
-        proc = subprocess.run(
-            argv, cwd=REPO, text=True, capture_output=True, timeout=timeout, env=env
-        )
-        return proc.returncode, proc.stdout + proc.stderr
+        return self._run(argv, timeout)
 
     def about_run(self, command: str, run: str, *options: str, timeout: int = 300):
         """`generate` or `export` through the same code path as `tpu-launcher generate|export`;
         (exit code, output). MaxText keys go in `options` after "--"."""
-        argv = [sys.executable, "-m", "launcher", command, "--run", run, *options]
+        argv = [command, "--run", run, *options]
         if not self.started_here:
             argv += [] if "--" in options else ["--"]
             argv.append(f"base_output_directory={self.bucket}")
+        return self._run(argv, timeout)
+
+    def _run(self, argv: list[str], timeout: int) -> tuple[int, str]:
         env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
-        proc = subprocess.run(
-            argv, cwd=REPO, text=True, capture_output=True, timeout=timeout, env=env
-        )
+        proc = tpu_launcher(*argv, env=env, timeout=timeout)
         return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -22,9 +22,6 @@ OUT_ENV = "LAUNCHER_AOT_PROBE_OUT"
 
 
 def main() -> None:
-    from launcher.core.child_process import die_with_parent
-
-    die_with_parent()  # a killed preflight leaves no compile running
     from absl import app
 
     from launcher.core.deferred_imports import defer_unused_imports

@@ -17,7 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from launcher.core.child_process import child_env
+from launcher.core.child_process import ends_with_this_process
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, config_files
 from launcher.core.slices import TpuSlices
@@ -90,19 +90,21 @@ def compile_report(
             "compile_topology": target.shape.compile_topology,
             "compile_topology_num_slices": str(target.num_slices),
         }
-        argv = [
-            sys.executable,
-            "-m",
-            "launcher.preflight.aot_probe",
-            str(args.config),
-            *(f"{k}={v}" for k, v in overrides.items()),
-        ]
+        # A killed preflight (a test's time limit, kill -9) leaves no compile running.
+        argv = ends_with_this_process(
+            [
+                sys.executable,
+                "-m",
+                "launcher.preflight.aot_probe",
+                str(args.config),
+                *(f"{k}={v}" for k, v in overrides.items()),
+            ]
+        )
         started = time.monotonic()
         # No TPU is used, only its compiler: let two preflights (or a preflight beside a job on
         # a TPU VM) load libtpu at once instead of failing on its lockfile.
         env = {
             **os.environ,
-            **child_env(),
             "JAX_PLATFORMS": "cpu",
             OUT_ENV: out,
             "ALLOW_MULTIPLE_LIBTPU_LOAD": "1",

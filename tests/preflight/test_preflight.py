@@ -10,12 +10,15 @@ import shlex
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
 
+from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 from harness.tutorial import TUTORIAL_JOB_ARGS
+from launcher.core.child_process import ends_with_this_process
 from launcher.core.job_plan import parse_job_args
 from launcher.preflight.sharding_advice import PASTE_HERE
 
@@ -24,13 +27,7 @@ TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]
 
 
 def preflight(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "launcher", "preflight", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        env={**os.environ},
-    )
+    return tpu_launcher("preflight", *args)
 
 
 def _gib(output: str, row: str) -> float:
@@ -103,31 +100,102 @@ def test_a_job_too_big_for_its_slice_is_refused_with_the_knobs():
         assert knob in too_big.stderr
 
 
-def test_a_killed_preflight_leaves_no_compile_running():
-    """What a test's time limit or `kill -9` does to a preflight: its compile, a child process
-    that would otherwise run on for minutes without it, ends with it."""
-    job = ["--tpu=v6e-16", *TUTORIAL_JOB]
+# A model small enough to compile in seconds; the same code path as the tutorial job's advice
+# (benchmarks/preflight_timing.py runs that one: minutes per candidate).
+ADVICE_JOB = [
+    "--accelerator_type=v6e",
+    "--topology=4x4",
+    "tiny-llama.yml",
+    "run_name=advice",
+    "per_device_batch_size=2",
+    "base_num_kv_heads=4",
+    "base_emb_dim=256",
+    "base_mlp_dim=1024",
+    "max_target_length=512",
+]
+
+
+def _launched_with(cache_dir: Path) -> list[psutil.Process]:
+    """Every process of a launcher run given `cache_dir` (the launcher and its compiles): the
+    environment they inherit marks them as this test's."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            if "launcher" in " ".join(proc.info["cmdline"] or []) and proc.environ().get(
+                "LAUNCHER_CACHE_DIR"
+            ) == str(cache_dir):
+                found.append(proc)
+    return found
+
+
+def _compiles(procs: list[psutil.Process]) -> list[psutil.Process]:
+    return [p for p in procs if "launcher.preflight.aot_probe" in " ".join(p.cmdline())]
+
+
+def _left_after(procs: list[psutil.Process], seconds: float = 15) -> list[psutil.Process]:
+    return psutil.wait_procs(procs, timeout=seconds)[1]
+
+
+def test_a_killed_advice_run_leaves_no_compile_running(tmp_path):
+    """`kill -9` of a preflight that compiles several candidates at once: each compile, a child
+    process that would otherwise run on for minutes without it, ends with it."""
+    env = {**os.environ, "LAUNCHER_CACHE_DIR": str(tmp_path)}
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "preflight", "--no-cache", "--", *job],
+        [sys.executable, "-m", "launcher", "preflight", "--advise", "--", *ADVICE_JOB],
         cwd=REPO,
+        env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 120
-    compiles = []
+    deadline = time.monotonic() + 300
+    compiles: list[psutil.Process] = []
     while not compiles and time.monotonic() < deadline and launcher.poll() is None:
         time.sleep(0.5)
-        with contextlib.suppress(psutil.Error):
-            compiles = [
-                c
-                for c in psutil.Process(launcher.pid).children(recursive=True)
-                if "launcher.preflight.aot_probe" in " ".join(c.cmdline())
-            ]
+        compiles = _compiles(_launched_with(tmp_path))
     assert compiles, "the preflight started no compile"
     launcher.kill()
     launcher.wait()
-    _, alive = psutil.wait_procs(compiles, timeout=15)
-    assert not alive, f"compiles left running after the preflight was killed: {alive}"
+    assert not _left_after(compiles), "compiles left running after the preflight was killed"
+
+
+CUT_SHORT = """
+import pytest
+from harness.local_ray import tpu_launcher
+
+@pytest.mark.timeout({limit}, method="{method}")
+def test_advice_cut_short():
+    tpu_launcher("preflight", "--advise", "--", *{job!r})
+"""
+
+
+@pytest.mark.parametrize("method", ["signal", "thread"])
+def test_a_timed_out_test_leaves_no_process_of_ours(tmp_path, method):
+    """A test that runs the launcher (as these tests do, through harness.local_ray) hits
+    pytest-timeout's limit mid-advice: by signal (the test fails, pytest goes on) or by thread
+    (pytest exits at once, as under `kill -9`). Neither the launcher nor a compile is left."""
+    test = tmp_path / "test_cut_short.py"
+    test.write_text(CUT_SHORT.format(limit=45, method=method, job=ADVICE_JOB))
+    cache = tmp_path / "cache"
+    env = {**os.environ, "LAUNCHER_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
+    pytest_run = subprocess.Popen(
+        ends_with_this_process(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)]
+        ),
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    seen: list[psutil.Process] = []
+    while pytest_run.poll() is None:
+        seen = seen or _compiles(_launched_with(cache))
+        time.sleep(0.5)
+    output = pytest_run.stdout.read()
+    assert "Timeout" in output and pytest_run.returncode != 0, output
+    assert seen, f"no compile was running when the limit hit: nothing was shown\n{output}"
+    left = _left_after(_launched_with(cache))
+    assert not left, f"left running after the timed-out test: {[p.cmdline() for p in left]}"
 
 
 def test_parallelism_is_checked_before_compiling():
@@ -153,19 +221,7 @@ ROW = re.compile(
 # A limit for hangs, not speed: about ten compiles, each minutes on a busy 2-core machine cold.
 @pytest.mark.timeout(1800)
 def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_ready_args():
-    # A model small enough to compile in seconds; the same code path as the tutorial job's advice
-    # (benchmarks/preflight_timing.py runs that one: minutes per candidate).
-    job = [
-        "--accelerator_type=v6e",
-        "--topology=4x4",
-        "tiny-llama.yml",
-        "run_name=advice",
-        "per_device_batch_size=2",
-        "base_num_kv_heads=4",
-        "base_emb_dim=256",
-        "base_mlp_dim=1024",
-        "max_target_length=512",
-    ]
+    job = ADVICE_JOB
     # --max-batch 8: the same search with smaller, faster final compiles than up to batch 64.
     out = preflight("--advise", "--max-batch", "8", "--", *job)
     assert out.returncode == 0, out.stdout + out.stderr
