@@ -1,8 +1,9 @@
-"""Elastic multi-slice training on the real local cluster: two simulated v5p-16 slices (4 Ray
-nodes), one is taken away mid-run (its hosts' processes killed, as a preemption does), the job
-goes on with one slice from the latest checkpoint with the same global batch, the slice comes
-back, the job grows back to two and finishes. Ray Train's elastic JaxTrainer does the resizing;
-the launcher tells MaxText the mesh and accumulation for each size.
+"""Elastic multi-slice training on the real local cluster: two simulated v5p-8 slices (a host of
+4 chips each: 2 Ray nodes, 2 JAX processes), one is taken away mid-run (its host's processes
+killed, as a preemption does), the job goes on with one slice from the latest checkpoint with the
+same global batch, the slice comes back, the job grows back to two and finishes. Ray Train's
+elastic JaxTrainer does the resizing; the launcher tells MaxText the mesh and accumulation for
+each size.
 
 It runs last (tests/e2e/conftest.py) and restarts the local cluster with two
 slices; a cluster someone started (`tpu-launcher up`) gets its one slice back after it, in the same
@@ -31,13 +32,13 @@ from harness.local_ray import (
     reshaped,
     run_name,
 )
-from launcher.client.local_cluster import running_slices
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, clean, events, parse
 from launcher.runtime.progress import parse_step_line, steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
+SHAPE = ("--tpu", "v5p-8", "--num-slices", "2")
 WORKER = re.compile(r"^(?:\x1b\[[0-9;]*m)?\(RayTrainWorker pid=(\d+)\)")  # Ray's line prefix
 
 
@@ -48,7 +49,9 @@ def _is(line: str, kind: EventKind) -> bool:
 
 @pytest.fixture(scope="module")
 def two_slices(local_cluster: LocalCluster) -> Iterator[LocalCluster]:
-    with reshaped(local_cluster, "--num-slices", "2", restart=running_slices() < 2) as cluster:
+    # Single-host slices: the same resizing with two JAX processes, not four. (Four on a busy
+    # 2-core machine reached a new gloo communicator more than the 30 s apart XLA allows.)
+    with reshaped(local_cluster, *SHAPE) as cluster:
         yield cluster
 
 
@@ -94,7 +97,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     submit_no_wait(
         two_slices,
         job_id,
-        "--tpu=v5p-16",
+        "--tpu=v5p-8",
         "--num_slices=2",
         "--min_slices=1",
         "--resize_check_s=10",
@@ -129,12 +132,12 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     result = launcher_result(logs)
     starts = [s for s in result["starts"] if s["first_step"] is not None]
     assert [s["slices"] for s in starts] == [2, 1, 2], result["starts"]
-    assert [s["workers"] for s in starts] == [4, 2, 4]
+    assert [s["workers"] for s in starts] == [2, 1, 2]
     assert result["last_step"] == 99
 
     # The same global batch on each size: MaxText's own count of the tokens in each step.
     batches = {tokens for s in starts for tokens in s["batch_tokens"]}
-    assert batches == {16 * 128}, starts  # 16 sequences of 128 tokens, on 2 slices and on 1
+    assert batches == {8 * 128}, starts  # 8 sequences of 128 tokens, on 2 slices and on 1
 
     # Each change redoes at most checkpoint_period steps: every start resumed from the latest
     # checkpoint the one before it committed. (The last step a start computed is read from its
