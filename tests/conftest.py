@@ -4,7 +4,9 @@ runs one, `make test` all. A test without its tier would silently fall out of ev
 `make test` runs on two pytest-xdist workers with `TierScheduling`: a tier that owns one shared
 thing runs whole, in order, on one worker: e2e (the local Ray cluster, reshaped in turn), cluster
 (the test control plane) and preflight (its compiles, which a test counts by process). The e2e
-tier, the long one, starts first; the rest spread over the other worker, a module at a time."""
+tier, the long one, starts first; the cluster tier next, on the other worker, so that building
+the control plane (minutes from empty Go caches: `make test` does not wait for it) runs beside
+the e2e tier; the rest follow, a module at a time."""
 
 from __future__ import annotations
 
@@ -14,8 +16,8 @@ from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
 TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
-# The tiers whose tests share one session-wide thing (each in tests/<tier>/); the first is the
-# critical path.
+# The tiers whose tests share one session-wide thing (each in tests/<tier>/), in the order they
+# start: the first is the critical path, the second builds its binaries first.
 WHOLE_ON_ONE_WORKER = ("e2e", "cluster", "preflight")
 
 
@@ -49,10 +51,11 @@ class TierScheduling(LoadScopeScheduling):
         return _whole_tier(nodeid) or nodeid.split("::", 1)[0]
 
     def _assign_work_unit(self, node: WorkerController) -> None:
-        # The critical path first: whichever worker asks first gets the e2e tier.
-        first = f"tests/{WHOLE_ON_ONE_WORKER[0]}"
-        if first in self.workqueue:
-            self.workqueue.move_to_end(first, last=False)
+        # The critical path first (whichever worker asks first gets the e2e tier), then the tier
+        # with the longest set-up.
+        for tier in reversed(WHOLE_ON_ONE_WORKER):
+            if f"tests/{tier}" in self.workqueue:
+                self.workqueue.move_to_end(f"tests/{tier}", last=False)
         super()._assign_work_unit(node)
 
 
