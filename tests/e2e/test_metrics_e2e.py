@@ -19,6 +19,7 @@ from harness.paths import REPO
 from harness.prometheus import WINDOW, last, query, query_range
 from launcher.client import local_prometheus
 from launcher.core import job_metrics as jm
+from launcher.core.child_process import ends_with_this_process
 from launcher.core.dashboard import dashboard, queries
 from launcher.runtime.metrics import tree_bytes
 
@@ -132,7 +133,10 @@ def _served() -> set[str]:
 
 def test_a_gauge_kept_fresh_outlives_the_agents_20_s_and_one_set_once_does_not(local_cluster):
     proc = subprocess.Popen(
-        [sys.executable, "-c", KEEPER, "60"], cwd=REPO, stdout=subprocess.PIPE, text=True
+        ends_with_this_process([sys.executable, "-c", KEEPER, "60"]),
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "recorded"

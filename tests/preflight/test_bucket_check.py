@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from launcher.core.child_process import ends_with_this_process
 from launcher.core.errors import UsageError
 from launcher.preflight.bucket_check import check_bucket
 
@@ -31,18 +32,20 @@ def emulator():
     port = _free_port()
     exe = Path(sys.executable).parent / "gcp-storage-emulator"
     proc = subprocess.Popen(
-        [
-            str(exe),
-            "start",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            str(port),
-            "--in-memory",
-            "--default-bucket",
-            "ckpt",
-            "-q",
-        ],
+        ends_with_this_process(
+            [
+                str(exe),
+                "start",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--in-memory",
+                "--default-bucket",
+                "ckpt",
+                "-q",
+            ]
+        ),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
