@@ -50,13 +50,13 @@ preempt: venv ## tpu-launcher preempt: SLICE=N or HOST=N taken back as GKE does 
 ##@ Tests (make test runs every tier; each tier alone: make test-<tier>)
 
 .PHONY: test test-unit test-chart test-cluster test-e2e test-preflight test-image
-# The control plane's binaries and checkov are not prerequisites: the cluster tier builds them
-# (once, into .tools) on one worker while the other runs the e2e tier.
-test: venv helm ## Every tier, in one pytest run on two workers (tests/conftest.py).
+# The control plane is built before the tests, not beside them: Ray runs its workers at nice 15,
+# and a Go build beside the e2e tier starved its jobs (a 2-minute job took over 7).
+test: venv helm cluster-build scanner ## Every tier, in one pytest run on two workers (tests/conftest.py).
 	ci/pytest.sh $(PY) -n 2 $(PYTEST_ARGS)
 test-unit: venv ## Seconds: no Go, no helm, no Ray cluster, no compile.
 test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals, goldens.
-test-cluster: venv helm ## The chart installed into the test control plane (built once).
+test-cluster: venv helm cluster-build scanner ## The chart installed into the test control plane.
 test-e2e: venv ## A real Ray cluster on loopback, real MaxText on CPU, faults and resumes.
 test-preflight: venv ## Ahead-of-time compiles for TPU topologies; the bucket check (emulator).
 test-image: venv ## The image's install steps from the built wheel; hadolint; the lock.

@@ -4,9 +4,8 @@ runs one, `make test` all. A test without its tier would silently fall out of ev
 `make test` runs on two pytest-xdist workers with `TierScheduling`: a tier that owns one shared
 thing runs whole, in order, on one worker: e2e (the local Ray cluster, reshaped in turn), cluster
 (the test control plane) and preflight (its compiles, which a test counts by process). The e2e
-tier, the long one, starts first; the cluster tier next, on the other worker, so that building
-the control plane (minutes from empty Go caches: `make test` does not wait for it) runs beside
-the e2e tier; the rest follow, a module at a time."""
+tier, the long one, starts first; the other two next, on the other worker, so that neither is
+left for the e2e tier's worker to pick up at its end; the rest follow, a module at a time."""
 
 from __future__ import annotations
 
@@ -17,7 +16,7 @@ from xdist.workermanage import WorkerController
 
 TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
 # The tiers whose tests share one session-wide thing (each in tests/<tier>/), in the order they
-# start: the first is the critical path, the second builds its binaries first.
+# start: the first is the critical path.
 WHOLE_ON_ONE_WORKER = ("e2e", "cluster", "preflight")
 
 
@@ -51,8 +50,8 @@ class TierScheduling(LoadScopeScheduling):
         return _whole_tier(nodeid) or nodeid.split("::", 1)[0]
 
     def _assign_work_unit(self, node: WorkerController) -> None:
-        # The critical path first (whichever worker asks first gets the e2e tier), then the tier
-        # with the longest set-up.
+        # The critical path first (whichever worker asks first gets the e2e tier), then the
+        # other long tiers.
         for tier in reversed(WHOLE_ON_ONE_WORKER):
             if f"tests/{tier}" in self.workqueue:
                 self.workqueue.move_to_end(f"tests/{tier}", last=False)

@@ -177,21 +177,22 @@ def test_a_timed_out_test_leaves_no_process_of_ours(tmp_path, method):
     test.write_text(CUT_SHORT.format(limit=45, method=method, job=ADVICE_JOB))
     cache = tmp_path / "cache"
     env = {**os.environ, "LAUNCHER_CACHE_DIR": str(cache), "PYTHONPATH": str(REPO)}
-    pytest_run = subprocess.Popen(
-        ends_with_this_process(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)]
-        ),
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    seen: list[psutil.Process] = []
-    while pytest_run.poll() is None:
-        seen = seen or _compiles(_launched_with(cache))
-        time.sleep(0.5)
-    output = pytest_run.stdout.read()
+    log = tmp_path / "pytest.log"
+    with log.open("w") as out:  # a file, not a pipe: a thread dump must not block on it
+        pytest_run = subprocess.Popen(
+            ends_with_this_process(
+                [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(test)]
+            ),
+            cwd=tmp_path,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        seen: list[psutil.Process] = []
+        while pytest_run.poll() is None:
+            seen = seen or _compiles(_launched_with(cache))
+            time.sleep(0.5)
+    output = log.read_text()
     assert "Timeout" in output and pytest_run.returncode != 0, output
     assert seen, f"no compile was running when the limit hit: nothing was shown\n{output}"
     left = _left_after(_launched_with(cache))
