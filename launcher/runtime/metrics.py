@@ -118,7 +118,7 @@ class JobReporter:
         self.run_dir = run_dir
         self.every_s = every_s
         self._restarts: dict[str, int] = {}
-        self._committed: int | None = None
+        self._committed = -1  # the committed step last reported (-1: none yet)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="job-metrics", daemon=True)
 
@@ -157,9 +157,7 @@ class JobReporter:
 
     def _report_checkpoint(self) -> None:
         # Only saves newer than the one reported: every 10 s, each marker asked is a lookup.
-        steps = committed_steps(
-            self.run_dir, after=-1 if self._committed is None else self._committed
-        )
+        steps = committed_steps(self.run_dir, after=self._committed)
         if not steps:
             return
         self._committed = steps[-1]
