@@ -141,7 +141,9 @@ def test_a_killed_advice_run_leaves_no_compile_running(tmp_path):
     process that would otherwise run on for minutes without it, ends with it."""
     env = {**os.environ, "LAUNCHER_CACHE_DIR": str(tmp_path)}
     launcher = subprocess.Popen(
-        [sys.executable, "-m", "launcher", "preflight", "--advise", "--", *ADVICE_JOB],
+        ends_with_this_process(
+            [sys.executable, "-m", "launcher", "preflight", "--advise", "--", *ADVICE_JOB]
+        ),
         cwd=REPO,
         env=env,
         stdout=subprocess.DEVNULL,
