@@ -40,8 +40,10 @@ NODE_IP = "127.0.0.2"
 HEAD_PORT = 6379
 DASHBOARD_PORT = 8265
 DASHBOARD_ADDRESS = f"http://127.0.0.1:{DASHBOARD_PORT}"
-# Each node on one machine needs its own agent ports.
-_PORT_BASE = 52400
+# Each node on one machine needs its own agent ports: above Ray's worker ports (10002-19999)
+# and below Linux's ephemeral ports (32768-60999), where any outgoing connection may hold one
+# just when a host starts again and its agent must bind it.
+_PORT_BASE = 20400
 DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
 # Each simulated host is a Ray node whose training worker holds a JAX process with MaxText
 # (about 1.5 GB): more than this many does not fit a workstation's memory.
@@ -303,7 +305,7 @@ def _start_node(
             f"waiting up to {timeout_s:g} s more",
             flush=True,
         )
-        wait_until_registered(name, timeout_s)
+        wait_until_registered(name, timeout_s, _raylet_of(name))
         print(f"{what} registered after {time.monotonic() - started:.0f} s", flush=True)
 
 
@@ -346,34 +348,73 @@ def slice_down(slice_index: int) -> int:
     many processes were killed."""
     import psutil
 
-    _slice_hosts(slice_index)
+    _, hosts = _slice_hosts(slice_index)
     name = f"local-slice-{slice_index}"
     victims = processes_with_env("TPU_NAME", {name})
     for proc in victims:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-    print(f"slice {slice_index} ({name}) is down: killed {len(victims)} processes of its hosts")
+    killed = time.monotonic()
+    wait_until_gone({node["name"] for _, node in hosts}, "slice-down")
+    print(
+        f"slice {slice_index} ({name}) is down: killed {len(victims)} processes of its hosts; "
+        f"Ray saw them go in {time.monotonic() - killed:.0f} s"
+    )
     return len(victims)
 
 
+GONE_TIMEOUT_S = 120.0  # Ray's health check marks a killed node dead within about 30 s
+
+
+def wait_until_gone(names: set[str], what: str, timeout_s: float = GONE_TIMEOUT_S) -> None:
+    """Until Ray no longer counts the nodes `names` alive: a host started again under the same
+    name before that would be taken for the old one."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        alive = _alive_names()
+        if alive is not None and not names & alive:
+            return
+        if time.monotonic() > deadline:
+            still = ", ".join(sorted(names & alive)) if alive else "their nodes"
+            raise UsageError(
+                what,
+                f"{still} still alive in Ray (or its state API silent) {timeout_s:g} s after "
+                "their processes were killed",
+                "tpu-launcher down, then tpu-launcher up",
+            )
+        time.sleep(1)
+
+
 def processes_with_env(key: str, values: set[str]) -> list:
-    """This machine's processes whose environment sets `key` to one of `values`: a simulated
-    host's raylet and every worker it started carry its env."""
+    """This machine's processes whose environment sets `key` to one of `values`, and every
+    process they started: a simulated host's raylet carries its env, and so do the agents and
+    workers it starts, but those rename themselves (`ray::RayTrainWorker`), which overwrites
+    what /proc shows of their environment, so they are found as the raylet's children.
+    Collected before any is killed: a dead raylet's children are handed to init."""
     import psutil
 
-    found = []
+    found: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter():
         try:
             if proc.environ().get(key) in values:
-                found.append(proc)
+                found[proc.pid] = proc
+                found.update((child.pid, child) for child in proc.children(recursive=True))
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
             continue
-    return found
+    return list(found.values())
 
 
 def slice_up(slice_index: int) -> None:
     """Starts one simulated slice's hosts again, with the resources and labels they had."""
     record, hosts = _slice_hosts(slice_index)
+    if running := sorted(
+        {n["name"] for _, n in hosts} & {n.get("node_name") for n in _alive_nodes()}
+    ):
+        raise UsageError(
+            "slice-up",
+            f"slice {slice_index}'s hosts are running ({', '.join(running)})",
+            f"take the slice down first: tpu-launcher slice-down {slice_index}",
+        )
     for index, node in hosts:
         _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
     print(f"slice {slice_index} is back: {len(hosts)} hosts joined the local cluster")
@@ -398,27 +439,78 @@ def alive_hosts() -> set[tuple[str, str]]:
     }
 
 
-def _is_alive(name: str) -> bool:
+def _alive_names() -> set[str] | None:
+    """The names of the live nodes; None while Ray's state API does not answer."""
     try:
-        return name in {n.get("node_name") for n in _alive_nodes()}
+        return {n["node_name"] for n in _alive_nodes() if n.get("node_name")}
     except (OSError, ValueError, KeyError):
-        return False
+        return None
 
 
-def wait_until_registered(name: str, timeout_s: float) -> None:
+def _is_alive(name: str) -> bool:
+    return name in (_alive_names() or set())
+
+
+def wait_until_registered(name: str, timeout_s: float, raylet) -> None:
     """Until the node `name` is alive in Ray's state API, which may not answer at first (the
-    dashboard still starting, or the GCS too busy); at most `timeout_s`."""
+    dashboard still starting, or the GCS too busy); at most `timeout_s`, and no longer than its
+    `raylet` (a psutil.Process, None: none was found) runs: one that exited will never
+    register, and its log says why."""
+    log = _log_of(raylet)
     deadline = time.monotonic() + timeout_s
     while not _is_alive(name):
+        if not _running(raylet):
+            raise UsageError(
+                "up",
+                f"Ray node {name}'s raylet exited before it registered with the local "
+                f"cluster{_tail(log)}",
+                f"read {log or '/tmp/ray/session_latest/logs/raylet*.out'} for the cause, then "
+                "`tpu-launcher down` and `tpu-launcher up`",
+            )
         if time.monotonic() > deadline:
             raise UsageError(
                 "up",
                 f"Ray node {name} did not register with the local cluster within {timeout_s:g} s "
-                "of `ray start` giving up",
+                f"of `ray start` giving up{_tail(log)}",
                 "the machine may be out of CPU or memory: stop what runs beside it, then "
                 "`tpu-launcher down` and `tpu-launcher up`",
             )
         time.sleep(2)
+
+
+def _raylet_of(name: str):
+    """The raylet `ray start` started for the node `name` (None: none runs)."""
+    import psutil
+
+    for proc in psutil.process_iter(["name", "cmdline"]):
+        if proc.info["name"] == "raylet" and f"--node-name={name}" in (proc.info["cmdline"] or []):
+            return proc
+    return None
+
+
+def _running(proc) -> bool:
+    import psutil
+
+    try:
+        return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def _log_of(proc) -> Path | None:
+    """Where a raylet writes its log: Ray points its stdout at the session's raylet*.out."""
+    try:
+        return Path(f"/proc/{proc.pid}/fd/1").readlink() if proc is not None else None
+    except OSError:
+        return None
+
+
+def _tail(log: Path | None, lines: int = 8) -> str:
+    try:
+        last = log.read_text(errors="replace").splitlines()[-lines:] if log else []
+    except OSError:
+        return ""
+    return "; the end of its log (" + str(log) + "):\n    " + "\n    ".join(last) if last else ""
 
 
 def _started_from() -> str | None:

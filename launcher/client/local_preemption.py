@@ -85,15 +85,7 @@ def preempt(p: Preemption) -> None:
     print(f"deadline: killed {len(victims)} process(es) of {', '.join(sorted(names))}")
     # A drained host whose work ended exits by itself; either way it must be gone from Ray
     # before its replacement registers under the same name.
-    gone_by = time.monotonic() + 60
-    while any(local_cluster._is_alive(name) for name in names):
-        if time.monotonic() > gone_by:
-            raise UsageError(
-                "preempt",
-                f"{', '.join(sorted(names))} still alive in Ray 60 s after the kill",
-                "tpu-launcher down, then tpu-launcher up",
-            )
-        time.sleep(1)
+    local_cluster.wait_until_gone(names, "preempt")
     if p.stay_down:
         return
     bucket = Path(record["bucket"])

@@ -1,10 +1,17 @@
-"""The simulated hosts `tpu-launcher up` starts: what a real TPU host advertises to Ray."""
+"""The simulated hosts `tpu-launcher up` starts: what a real TPU host advertises to Ray, and how
+long `up` waits for each to register."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
 import pytest
 
-from launcher.client.local_cluster import MAX_SIMULATED_HOSTS, host_nodes
+from launcher.client.local_cluster import MAX_SIMULATED_HOSTS, host_nodes, wait_until_registered
 from launcher.core.errors import UsageError
 
 pytestmark = pytest.mark.unit
@@ -86,3 +93,48 @@ def test_a_second_checkout_neither_uses_nor_stops_another_checkouts_cluster(tmp_
     record.write_text(f'{{"nodes": [], "started_from": "{tmp_path}"}}')
     up(LocalClusterSpec())  # this directory's own: used as it is
     down()
+
+
+def _stand_in_raylet(log: Path, lines: str, seconds: float) -> subprocess.Popen:
+    """A process in a raylet's place (a real one needs a cluster: the e2e tier starts those):
+    it writes `lines` to its stdout, a file as a raylet's is, and runs for `seconds`."""
+    script = f"import sys, time; print({lines!r}, flush=True); time.sleep({seconds})"
+    with log.open("w") as out:
+        proc = subprocess.Popen([sys.executable, "-c", script], stdout=out)
+    deadline = time.monotonic() + 30
+    while not log.read_text() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return proc
+
+
+@pytest.mark.timeout(120)
+def test_a_node_whose_raylet_exited_fails_at_once_with_the_end_of_its_log(tmp_path):
+    """`ray start` gave up on the node; its raylet then exited (here: in 2 s), so it will never
+    register: the wait stops then, not at its limit, and shows why from the raylet's log."""
+    log = tmp_path / "raylet.3.out"
+    raylet = _stand_in_raylet(log, "Failed to bind port 52412: Address already in use", 2)
+    started = time.monotonic()
+    with pytest.raises(UsageError) as e:
+        wait_until_registered("local-slice-7-host-0", 600, psutil.Process(raylet.pid))
+    raylet.wait()
+    assert time.monotonic() - started < 60  # not the 600 s limit
+    message = str(e.value)
+    assert "Ray node local-slice-7-host-0's raylet exited before it registered" in message
+    assert f"({log})" in message and "Address already in use" in message
+    assert str(log) in e.value.fix and "tpu-launcher up" in e.value.fix
+    with pytest.raises(UsageError, match="raylet exited"):  # none found: nothing to wait for
+        wait_until_registered("local-slice-7-host-0", 600, None)
+
+
+def test_a_node_that_runs_but_never_registers_is_waited_for_until_the_limit(tmp_path):
+    log = tmp_path / "raylet.4.out"
+    raylet = _stand_in_raylet(log, "Registering with the GCS at 127.0.0.2:6379", 60)
+    try:
+        with pytest.raises(UsageError) as e:
+            wait_until_registered("local-slice-8-host-0", 3, psutil.Process(raylet.pid))
+    finally:
+        raylet.kill()
+        raylet.wait()
+    assert "Ray node local-slice-8-host-0 did not register" in str(e.value)
+    assert "within 3 s" in str(e.value) and "Registering with the GCS" in str(e.value)
+    assert "tpu-launcher up" in e.value.fix
