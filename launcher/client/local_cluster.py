@@ -407,9 +407,7 @@ def processes_with_env(key: str, values: set[str]) -> list:
 def slice_up(slice_index: int) -> None:
     """Starts one simulated slice's hosts again, with the resources and labels they had."""
     record, hosts = _slice_hosts(slice_index)
-    if running := sorted(
-        {n["name"] for _, n in hosts} & {n.get("node_name") for n in _alive_nodes()}
-    ):
+    if running := sorted({n["name"] for _, n in hosts} & (_alive_names() or set())):
         raise UsageError(
             "slice-up",
             f"slice {slice_index}'s hosts are running ({', '.join(running)})",
