@@ -1,9 +1,9 @@
 """A preempted host loses no step, on the real local cluster: `tpu-launcher preempt` does what GKE
 does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
-chart's preStop hook sends on GKE; the kill at the deadline; the host back). Two preemptions in
-a row with --max_failures=0: one with no time to save (back to the last periodic checkpoint, and
-the summary says why), then one with time to save, on the restarted group (the step saved on the
-notice, nothing computed again); the run finishes because preemptions are not failures."""
+chart's preStop hook sends on GKE; the kill at the deadline; the host back). Three preemptions
+in a row with --max_failures=0: two with time to save (the step saved on the notice, nothing
+computed again) and one with none (back to the last periodic checkpoint, and the summary says
+why); the run finishes because preemptions are not failures."""
 
 from __future__ import annotations
 
@@ -54,40 +54,44 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
         f"checkpoint_period={CHECKPOINT_PERIOD}",
     )
     wait_for_step(client, job_id, 12)
-    _preempt_host_1(0)  # the host goes as it is told: no time to save
+    _preempt_host_1(NOTICE_S)
     resumed = _wait_for_resume(client, job_id, 1)
     wait_for_step(client, job_id, resumed + 12)
-    _preempt_host_1(NOTICE_S)  # the restarted group hears the notice as the first did
-    _wait_for_resume(client, job_id, 2)
+    _preempt_host_1(0)  # the host goes as it is told: no time to save
+    resumed = _wait_for_resume(client, job_id, 2)
+    wait_for_step(client, job_id, max(resumed + 12, 50))
+    _preempt_host_1(NOTICE_S)
+    _wait_for_resume(client, job_id, 3)
     assert wait_until_done(client, job_id) == "SUCCEEDED"
 
     logs = client.get_job_logs(job_id)
     result = launcher_result(logs)
     assert result["last_step"] == 99
-    short, saved = (r for r in result["restarts"])
+    first, short, last = (r for r in result["restarts"])
     assert {r["cause"] for r in result["restarts"]} == {PREEMPTED}, result["restarts"]
-    assert saved["saved_step"] is not None, saved
-    assert (saved["resumed_at"], saved["recomputed"]) == (saved["saved_step"] + 1, 0), saved
+    for saved in (first, last):
+        assert saved["saved_step"] is not None, saved
+        assert (saved["resumed_at"], saved["recomputed"]) == (saved["saved_step"] + 1, 0), saved
     assert short["saved_step"] is None and short["recomputed"] <= CHECKPOINT_PERIOD, short
     # Counted from the job's log: the steps logged before the restart and again after it
     # (rank 0 writes its last step twice a second; a 0.3 s step may be missed by one or two).
-    before_restart = logs[: logs.index("(start 2)")]
+    before_restart = logs[: logs.index("(start 3)")]
     logged = max(steps_logged(before_restart))
     again = max(0, logged - short["resumed_at"] + 1)
     assert again - 2 <= short["recomputed"] <= again, (short, logged)
     assert "too short to save" in logs or "no notice reached the job" in logs
-    assert "restarts:     2 preemptions (--max_preemptions), 0 failures" in logs
+    assert "restarts:     3 preemptions (--max_preemptions), 0 failures" in logs
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
 
     status = tpu_launcher("status", job_id, timeout=120)
-    assert f"preempted, resumed at step {saved['resumed_at']}" in status.stdout, status.stdout
+    assert f"preempted, resumed at step {last['resumed_at']}" in status.stdout, status.stdout
     # Where platform teams alert: the restarts counter, by cause, in Prometheus.
     restarts = query(
         f"sum by (cause) (last_over_time({jm.RESTARTS.prometheus_name}"
         f'{{job_id="{job_id}"}}[{WINDOW}]))'
     )
-    assert {r["metric"]["cause"]: float(r["value"][1]) for r in restarts} == {PREEMPTED: 2.0}
+    assert {r["metric"]["cause"]: float(r["value"][1]) for r in restarts} == {PREEMPTED: 3.0}
     print(
         "\npreemption: "
         + "; ".join(
