@@ -346,20 +346,26 @@ def slice_down(slice_index: int) -> int:
     """Kills every process of one simulated slice's hosts (their raylets and the workers on
     them), as a preempted TPU slice's VMs vanish; Ray then sees the nodes die. Returns how
     many processes were killed."""
+    _, hosts = _slice_hosts(slice_index)
+    names = {node["name"] for _, node in hosts}
+    killed = kill_hosts(names)
+    since = time.monotonic()
+    wait_until_gone(names, "slice-down")
+    print(
+        f"slice {slice_index} (local-slice-{slice_index}) is down: killed {killed} processes of "
+        f"its hosts; Ray saw them go in {time.monotonic() - since:.0f} s"
+    )
+    return killed
+
+
+def kill_hosts(names: set[str]) -> int:
+    """SIGKILLs every process of the simulated hosts `names`; returns how many."""
     import psutil
 
-    _, hosts = _slice_hosts(slice_index)
-    name = f"local-slice-{slice_index}"
-    victims = processes_with_env("TPU_NAME", {name})
+    victims = processes_with_env(HOST_ENV, names)
     for proc in victims:
         with contextlib.suppress(psutil.NoSuchProcess):
             proc.kill()
-    killed = time.monotonic()
-    wait_until_gone({node["name"] for _, node in hosts}, "slice-down")
-    print(
-        f"slice {slice_index} ({name}) is down: killed {len(victims)} processes of its hosts; "
-        f"Ray saw them go in {time.monotonic() - killed:.0f} s"
-    )
     return len(victims)
 
 

@@ -5,7 +5,6 @@ comes back (the node pool's capacity returns) unless told to stay down."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -45,8 +44,6 @@ def _targets(p: Preemption) -> tuple[dict, list[tuple[int, dict]]]:
 
 
 def preempt(p: Preemption) -> None:
-    import psutil
-
     record, hosts = _targets(p)
     names = {node["name"] for _, node in hosts}
     ids = {
@@ -78,11 +75,8 @@ def preempt(p: Preemption) -> None:
         f"{p.notice_s:g} s to the deadline"
     )
     time.sleep(max(0.0, p.notice_s - (time.monotonic() - told)))
-    victims = local_cluster.processes_with_env(local_cluster.HOST_ENV, names)
-    for proc in victims:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    print(f"deadline: killed {len(victims)} process(es) of {', '.join(sorted(names))}")
+    killed = local_cluster.kill_hosts(names)
+    print(f"deadline: killed {killed} process(es) of {', '.join(sorted(names))}")
     # A drained host whose work ended exits by itself; either way it must be gone from Ray
     # before its replacement registers under the same name.
     local_cluster.wait_until_gone(names, "preempt")
