@@ -2,6 +2,7 @@
 
 On a workstation:
   demo                          train the tiny model on the local simulated slice
+  data prepare | show           a corpus in the bucket for MaxText's Grain pipeline
   submit | preflight            check a job, compile it for its TPU slice, submit it, follow it
   list | logs | status | stop   the cluster's jobs
   generate | export             text from a run's checkpoint; the checkpoint for vLLM
@@ -52,7 +53,14 @@ def _dashboard(ns: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from launcher.client import gke_commands, job_commands, job_list, local_commands, saxml_http
+    from launcher.client import (
+        data_commands,
+        gke_commands,
+        job_commands,
+        job_list,
+        local_commands,
+        saxml_http,
+    )
     from launcher.runtime import commands as in_cluster
 
     parser = argparse.ArgumentParser(
@@ -65,6 +73,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     job_commands.add_parsers(sub)
     job_list.add_parser(sub)
+    data_commands.add_parsers(sub)
     saxml_http.add_parser(sub)
     local_commands.add_parsers(sub)
     gke_commands.add_parsers(sub)
@@ -89,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
 
         run(argv[1:])  # an absl app: exits itself
     ns = _parser().parse_args(argv)
-    prog = " ".join(["tpu-launcher", ns.command, *filter(None, [getattr(ns, "gke_command", None)])])
+    action = getattr(ns, "gke_command", None) or getattr(ns, "data_command", None)
+    prog = " ".join(["tpu-launcher", ns.command, *filter(None, [action])])
     try:
         return ns.func(ns)
     except (UsageError, CommandError) as e:

@@ -517,6 +517,14 @@ def _tail(log: Path | None, lines: int = 8) -> str:
     return "; the end of its log (" + str(log) + "):\n    " + "\n    ".join(last) if last else ""
 
 
+def running_bucket() -> Path | None:
+    """The bucket directory of the local cluster `up` last started here (None: none known)."""
+    try:
+        return Path(json.loads(NODES_FILE.read_text())["bucket"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
 def _started_from() -> str | None:
     """The directory `up` ran in for the running cluster (None: unknown, e.g. a `ray start`)."""
     try:

@@ -19,6 +19,7 @@ from absl import flags
 
 from launcher.core import slices as slices_mod
 from launcher.core.checkpoints import committed_steps
+from launcher.core.data_checks import DataPlan, check_data, resolve_data
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
@@ -135,6 +136,14 @@ def define_flags(fv: flags.FlagValues) -> None:
         "--nometrics: none.",
         flag_values=fv,
     )
+    flags.DEFINE_string(
+        "data",
+        None,
+        "A dataset `tpu-launcher data prepare` wrote to the bucket (datasets/NAME): sets "
+        "MaxText's dataset_type=grain, its train and eval files and its tokenizer; the plan "
+        "prints its examples, tokens and the epochs the steps mean.",
+        flag_values=fv,
+    )
     flags.DEFINE_bool(
         "dry_run", False, "Validate and print the plan as JSON; start no workers.", flag_values=fv
     )
@@ -174,6 +183,7 @@ class JobOptions:
     steps_beyond_checkpoint: int | None = None
     libtpu_init_args: str = ""
     metrics: bool = True
+    data: str | None = None
     dry_run: bool = False
 
     @classmethod
@@ -216,6 +226,7 @@ class JobPlan:
     # What MaxText is told on each number of slices the job may run on (min_slices .. all).
     sizings: dict[int, SliceSizing] = field(default_factory=dict)
     resize_check_s: float = 60.0
+    data: DataPlan | None = None  # None: not checked here (no view of the bucket)
 
     @property
     def min_slices(self) -> int:
@@ -238,6 +249,7 @@ def plan_job(
     target: Slices | None = None,
     require_slice: bool = False,
     output_dir: str | None = None,
+    data_root: str | None = None,
 ) -> JobPlan:
     """Parses and checks everything that can be checked before training. Raises UsageError.
 
@@ -245,6 +257,8 @@ def plan_job(
     target: the slice the job is meant for (preflight's values file or release);
     output_dir: where checkpoints go unless base_output_directory= says otherwise; given where
       the job runs (the bucket mount), so the directory and the steps are checked there.
+    data_root: where --data's datasets/ are (default: output_dir); with neither, the job's
+      data is resolved and checked where it runs, not here.
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
@@ -283,7 +297,12 @@ def plan_job(
         args = resolve_steps(args, Path(out_dir) / run_name, options.steps_beyond_checkpoint)
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
             args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
-    return JobPlan(slices, args, options.libtpu_init_args, sized, options.resize_check_s)
+    data = None
+    root = data_root or output_dir
+    if root is not None:
+        args, data = resolve_data(args, options.data, root)
+        data = check_data(args, data, slices.num_devices if slices else None)
+    return JobPlan(slices, args, options.libtpu_init_args, sized, options.resize_check_s, data)
 
 
 def resolve_steps(

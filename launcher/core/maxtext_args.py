@@ -177,13 +177,23 @@ class MaxTextArgs:
         kinds = value_kinds(types_py) if types_py.is_file() else {}
         for key, raw in self.overrides.items():
             kind = kinds.get(key)
-            if kind is not None and not kind.accepts(raw):
+            if kind is None or kind.accepts(raw):
+                continue
+            if kind.choices:  # model_name=llama3-7b, dataset_type=hff
+                close = difflib.get_close_matches(raw, kind.choices, n=3, cutoff=0.6)
+                shown = ", ".join(kind.choices) if len(kind.choices) <= 12 else None
                 raise UsageError(
                     field=key,
-                    problem=f"{raw!r} is not {kind.describe()}, as MaxText's config model "
-                    "declares it",
-                    fix=f"give {key}= {kind.describe()}",
+                    problem=f"{raw!r} is not one of the {len(kind.choices)} values MaxText's "
+                    f"config model declares for {key} ({types_py})",
+                    fix=(f"did you mean {key}={' or '.join(close)}? " if close else "")
+                    + (f"one of: {shown}" if shown else f"see {key} in {types_py}"),
                 )
+            raise UsageError(
+                field=key,
+                problem=f"{raw!r} is not {kind.describe()}, as MaxText's config model declares it",
+                fix=f"give {key}= {kind.describe()}",
+            )
 
     def check_required(self) -> None:
         for key, fix in REQUIRED_KEYS.items():

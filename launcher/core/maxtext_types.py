@@ -81,18 +81,22 @@ def _number(raw: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _kind(annotation: ast.expr) -> ValueKind | None:
-    """The kind an annotation declares, or None when it is not one checked here."""
+def _kind(annotation: ast.expr, named: dict[str, tuple[str, ...]]) -> ValueKind | None:
+    """The kind an annotation declares, or None when it is not one checked here. `named`: the
+    module's string choices by name (a `Name = Literal[...]` alias, a `class Name(str, Enum)`)."""
     text = ast.unparse(annotation)
     if text.startswith("Optional[") and text.endswith("]"):
         text = text[len("Optional[") : -1] + " | None"
-    parts, choices = set(), ()
+    parts: set[str] = set()
+    choices: tuple[str, ...] = ()
     for part in (p.strip() for p in text.split("|")):
         if part.startswith("Literal[") and part.endswith("]"):
             values = ast.literal_eval(f"({part[len('Literal[') : -1]},)")
             if not all(isinstance(v, str) for v in values):
                 return None
             choices = tuple(values)
+        elif part in named:
+            choices = named[part]
         elif part in _SIMPLE:
             parts.add(part)
         else:
@@ -105,13 +109,47 @@ def _kind(annotation: ast.expr) -> ValueKind | None:
 @cache
 def value_kinds(types_py: Path) -> dict[str, ValueKind]:
     """key -> the kind of value it takes, for every key MaxText's types.py declares plainly."""
+    module = ast.parse(types_py.read_text())
+    named = _named_choices(module)
     kinds: dict[str, ValueKind] = {}
-    for node in ast.walk(ast.parse(types_py.read_text())):
+    for node in ast.walk(module):
         if not isinstance(node, ast.ClassDef):
             continue
         for statement in node.body:
             if isinstance(statement, ast.AnnAssign) and isinstance(statement.target, ast.Name):
-                kind = _kind(statement.annotation)
+                kind = _kind(statement.annotation, named)
                 if kind is not None:
                     kinds[statement.target.id] = kind
     return kinds
+
+
+def _named_choices(module: ast.Module) -> dict[str, tuple[str, ...]]:
+    """The string choices the module names: `ModelName = Literal["default", ...]` and
+    `class DatasetType(str, Enum): GRAIN = "grain"` (model_name=, dataset_type=)."""
+    named: dict[str, tuple[str, ...]] = {}
+    for node in module.body:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+            and isinstance(node.value, ast.Subscript)
+            and ast.unparse(node.value.value) == "Literal"
+        ):
+            found = ast.literal_eval(node.value.slice)
+            values = found if isinstance(found, tuple) else (found,)
+            if all(isinstance(v, str) for v in values):
+                named[node.targets[0].id] = tuple(values)
+        elif isinstance(node, ast.ClassDef) and {ast.unparse(b) for b in node.bases} == {
+            "str",
+            "Enum",
+        }:
+            values = tuple(
+                s.value.value
+                for s in node.body
+                if isinstance(s, ast.Assign)
+                and isinstance(s.value, ast.Constant)
+                and isinstance(s.value.value, str)
+            )
+            if values:
+                named[node.name] = values
+    return named

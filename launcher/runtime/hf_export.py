@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from launcher.core.byte_tokenizer import byte_tokenizer_files
 from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.run_dir import output_dir
@@ -201,33 +202,6 @@ def _flatten(tree: dict, prefix: str = "") -> dict[str, np.ndarray]:
         else:
             flat[name] = value
     return flat
-
-
-def byte_tokenizer_files(directory: Path) -> None:
-    """A tokenizer whose ids are UTF-8 bytes (the demo model's), in the Hugging Face format vLLM
-    and transformers load: byte-level BPE with the 256 byte symbols and no merges."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
-    from tokenizers.pre_tokenizers import ByteLevel
-
-    alphabet = ByteLevel.alphabet()  # the 256 printable stand-ins of bytes, GPT-2's mapping
-    by_byte = {ch: _byte_of(ch) for ch in alphabet}
-    tokenizer = Tokenizer(models.BPE(vocab=by_byte, merges=[]))
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    tokenizer.save(str(directory / "tokenizer.json"))
-    (directory / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1 << 20})
-    )
-
-
-def _byte_of(symbol: str) -> int:
-    """GPT-2's bytes_to_unicode, inverted: printable bytes stand for themselves, the others
-    were moved to 256 and up in order."""
-    printable = [*range(ord("!"), ord("~") + 1), *range(0xA1, 0xAC + 1), *range(0xAE, 0xFF + 1)]
-    if ord(symbol) in printable:
-        return ord(symbol)
-    others = [b for b in range(256) if b not in printable]
-    return others[ord(symbol) - 256]
 
 
 def tokenizer_files(args, directory: Path) -> tuple[str, dict[str, int | None]]:

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
+from launcher.core.byte_tokenizer import byte_tokenizer_files
 from launcher.core.errors import UsageError
-from launcher.runtime.hf_export import LlamaShape, byte_tokenizer_files, to_hf_tensors
+from launcher.runtime.hf_export import LlamaShape, to_hf_tensors
 
 pytestmark = pytest.mark.unit
 

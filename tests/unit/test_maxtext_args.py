@@ -53,7 +53,10 @@ def test_defaults_never_override_what_the_user_set():
         (["steps=1.5"], "steps", "is not a whole number"),
         (["enable_checkpointing=maybe"], "enable_checkpointing", "is not true or false"),
         (["learning_rate=-1.0"], "learning_rate", "is not a number >= 0"),
-        (["attention_type=sparse"], "attention_type", "is not one of global, local_sliding"),
+        (["attention_type=sparse"], "attention_type", "one of: global, local_sliding"),
+        # Choices MaxText declares as an Enum (DatasetType) and a Literal alias (ModelName).
+        (["dataset_type=hff"], "dataset_type", "did you mean dataset_type=hf?"),
+        (["model_name=llama3-7b"], "model_name", "did you mean model_name=llama3-70b or llama3-8b"),
     ],
 )
 def test_refuses_bad_arguments_with_the_key_and_the_fix(argv, field, says):

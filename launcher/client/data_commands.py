@@ -1,0 +1,129 @@
+"""`tpu-launcher data prepare|show`: a team's corpus in the bucket, ready for `--data NAME`."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from launcher.core.byte_tokenizer import BYTES
+from launcher.core.datasets import DATASETS_SUBDIR, check_dataset_name, read_manifest
+from launcher.core.errors import UsageError
+
+SHIPPED_CORPUS = Path(__file__).parents[1] / "corpus" / "tiny"
+
+
+def _default_output_dir() -> Path:
+    """The running local cluster's bucket directory, else the one `tpu-launcher up` makes."""
+    from launcher.client.local_cluster import running_bucket
+
+    return running_bucket() or Path(".local/bucket")
+
+
+def run_prepare(ns: argparse.Namespace) -> int:
+    from launcher.client.data_prepare import PrepareRequest, prepare
+
+    check_dataset_name(ns.name)
+    if not 0 <= ns.eval_fraction < 1:
+        raise UsageError(
+            "--eval-fraction", f"must be in [0, 1), got {ns.eval_fraction}", "e.g. 0.05"
+        )
+    output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
+    manifest = prepare(
+        PrepareRequest(
+            source=Path(ns.source) if ns.source else SHIPPED_CORPUS,
+            name=ns.name,
+            output_dir=output,
+            tokenizer=ns.tokenizer,
+            tokenizer_type=ns.tokenizer_type,
+            eval_fraction=ns.eval_fraction,
+            split_seed=ns.split_seed,
+            text_field=ns.text_field,
+            shard_mb=ns.shard_mb,
+            overwrite=ns.overwrite,
+            progress=not ns.no_progress,
+        )
+    )
+    where = output / DATASETS_SUBDIR / ns.name
+    print(describe(manifest, where))
+    print(f"train on it: tpu-launcher submit ... -- --data={ns.name} <config.yml> key=value ...")
+    return 0
+
+
+def describe(manifest, where: Path) -> str:
+    t, e = manifest.train, manifest.eval
+    return (
+        f"dataset {manifest.name}: {where}\n"
+        f"  source     {manifest.source} (sha256 {manifest.source_sha256[:12]})\n"
+        f"  tokenizer  {manifest.tokenizer} ({manifest.tokenizer_type}, "
+        f"vocabulary {manifest.vocab_size})\n"
+        f"  train      {t.examples} examples, {t.tokens} tokens, {len(t.shards)} shard(s)\n"
+        f"  eval       {e.examples} examples, {e.tokens} tokens, {len(e.shards)} shard(s) "
+        f"({manifest.eval_fraction:g} of the documents, seed {manifest.split_seed})\n"
+        f"  dropped    {manifest.duplicates_dropped} exact duplicates, "
+        f"{manifest.empty_dropped} empty\n"
+        f"  checksum   {manifest.checksum[:16]}"
+    )
+
+
+def run_show(ns: argparse.Namespace) -> int:
+    check_dataset_name(ns.name, "NAME")
+    output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
+    where = output / DATASETS_SUBDIR / ns.name
+    print(describe(read_manifest(where, "data show"), where))
+    return 0
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    data = sub.add_parser(
+        "data",
+        help="prepare a corpus for MaxText's Grain pipeline in the bucket (jobs: --data NAME)",
+        description=__doc__,
+    )
+    actions = data.add_subparsers(dest="data_command", required=True, metavar="ACTION")
+    what = (
+        "text (.txt/.md: one document a file), JSONL (one a line) or Parquet (one a row) -> "
+        "ArrayRecord shards, a train and an eval split and a manifest in "
+        "<bucket>/datasets/NAME; resumes a run cut short, skips one already done"
+    )
+    p = actions.add_parser("prepare", help=what, description=what)
+    p.add_argument(
+        "source",
+        nargs="?",
+        help="a file or directory (default: the project's own tiny corpus, for the local road)",
+    )
+    p.add_argument("--name", required=True, help="the dataset's name: jobs say --data NAME")
+    p.add_argument(
+        "--output-dir",
+        help="the bucket's directory (a gcsfuse mount, or the local cluster's bucket "
+        "directory, the default)",
+    )
+    p.add_argument(
+        "--tokenizer",
+        default=BYTES,
+        help="a sentencepiece .model or .tiktoken file, a Hugging Face tokenizer directory, or "
+        "a name in MaxText's assets/tokenizers (tokenizer.llama2); 'bytes' (default): UTF-8 "
+        "bytes, the demo model's 256-token vocabulary. Copied into the dataset.",
+    )
+    p.add_argument(
+        "--tokenizer-type",
+        choices=["sentencepiece", "huggingface", "tiktoken"],
+        help="MaxText's tokenizer_type (default: from the path)",
+    )
+    p.add_argument(
+        "--eval-fraction",
+        type=float,
+        default=0.05,
+        help="documents held out for eval loss (by a hash of their text; default 0.05)",
+    )
+    p.add_argument("--split-seed", type=int, default=0, help="changes which documents are held out")
+    p.add_argument("--text-field", default="text", help="the JSONL field or Parquet column")
+    p.add_argument("--shard-mb", type=float, default=64, help="text per shard (default 64 MB)")
+    p.add_argument("--overwrite", action="store_true", help="replace a dataset of this name")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_prepare)
+
+    what = "print a prepared dataset's manifest: examples, tokens, shards, tokenizer"
+    p = actions.add_parser("show", help=what, description=what)
+    p.add_argument("name")
+    p.add_argument("--output-dir", help="the bucket's directory (default: the local cluster's)")
+    p.set_defaults(func=run_show)

@@ -1,0 +1,405 @@
+"""`tpu-launcher data prepare`: a team's text, JSONL or Parquet turned into what MaxText's Grain
+pipeline reads (ArrayRecord shards of `tf.train.Example` with a `text` feature, a train and an
+eval split) in the bucket's `datasets/<name>/`, with a manifest written last.
+
+Resumable and idempotent: each shard is written under a temporary name and renamed when whole,
+and `.prepare-state.json` records the finished ones, so a run cut short starts again at the first
+unfinished shard; a dataset whose manifest matches the source and the settings is skipped. The
+split is by a hash of each document's text (a document is in the same split on every run), and
+exact duplicates are dropped (counted in the manifest).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from launcher.core.byte_tokenizer import BYTES, byte_tokenizer_files
+from launcher.core.datasets import (
+    MANIFEST,
+    SPLITS,
+    TEXT_FEATURE,
+    TOKENIZER_SUBDIR,
+    Manifest,
+    SplitStats,
+    shard_name,
+)
+from launcher.core.errors import UsageError
+from launcher.core.tokenizers import infer_tokenizer_type, load_tokenizer, resolve_tokenizer_path
+
+STATE = ".prepare-state.json"
+TEXT_SUFFIXES = (".txt", ".md")
+JSONL_SUFFIXES = (".jsonl", ".json")
+PARQUET_SUFFIXES = (".parquet",)
+SUFFIXES = TEXT_SUFFIXES + JSONL_SUFFIXES + PARQUET_SUFFIXES
+DEFAULT_SHARD_MB = 64  # per shard, before tokenizing: many hosts read many shards at once
+
+
+@dataclass(frozen=True)
+class PrepareRequest:
+    source: Path
+    name: str
+    output_dir: Path  # the bucket directory: the dataset goes in output_dir/datasets/name
+    tokenizer: str = BYTES
+    tokenizer_type: str | None = None
+    eval_fraction: float = 0.05
+    split_seed: int = 0
+    text_field: str = TEXT_FEATURE
+    shard_mb: float = DEFAULT_SHARD_MB
+    overwrite: bool = False
+    progress: bool = True
+
+
+@dataclass(frozen=True)
+class Settings:
+    """What makes two runs of prepare the same dataset (the state file and the manifest)."""
+
+    source_sha256: str
+    tokenizer: str
+    tokenizer_type: str
+    eval_fraction: float
+    split_seed: int
+    text_field: str
+    shards: dict[str, int]  # split -> shard count
+
+
+def input_files(source: Path) -> list[Path]:
+    if not source.exists():
+        raise UsageError(
+            field="SOURCE",
+            problem=f"{source} does not exist",
+            fix="give a file or a directory of .txt/.md, .jsonl or .parquet files",
+        )
+    files = [source] if source.is_file() else sorted(p for p in source.rglob("*") if p.is_file())
+    found = [p for p in files if p.suffix in SUFFIXES and not p.name.startswith(".")]
+    if not found:
+        raise UsageError(
+            field="SOURCE",
+            problem=f"no .txt, .md, .jsonl or .parquet file in {source}",
+            fix="point at the corpus's directory; other files are not read",
+        )
+    return found
+
+
+def source_digest(files: list[Path], root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(root) if path != root else path.name).encode() + b"\0")
+        with open(path, "rb") as f:
+            while block := f.read(1 << 20):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def documents(path: Path, text_field: str) -> Iterator[str]:
+    """The documents of one file: a .txt/.md file is one, a JSONL line one, a Parquet row one."""
+    try:
+        if path.suffix in TEXT_SUFFIXES:
+            yield path.read_text(encoding="utf-8")
+        elif path.suffix in JSONL_SUFFIXES:
+            yield from _jsonl(path, text_field)
+        else:
+            yield from _parquet(path, text_field)
+    except (OSError, UnicodeDecodeError) as e:
+        raise UsageError(
+            field="SOURCE",
+            problem=f"{path} cannot be read as text ({e})",
+            fix="remove or fix that file (UTF-8 text is expected), then run again: it resumes",
+        ) from None
+
+
+def _jsonl(path: Path, text_field: str) -> Iterator[str]:
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as e:
+                raise UsageError(
+                    field="SOURCE",
+                    problem=f"{path}:{number} is not JSON ({e.args[0]})",
+                    fix="one JSON object per line, its text in the field --text-field names",
+                ) from None
+            text = record.get(text_field) if isinstance(record, dict) else None
+            if not isinstance(text, str):
+                raise UsageError(
+                    field="--text-field",
+                    problem=f"{path}:{number} has no string field {text_field!r} "
+                    f"(its fields: {', '.join(record) if isinstance(record, dict) else 'none'})",
+                    fix="name the field that holds the text: --text-field FIELD",
+                )
+            yield text
+
+
+def _parquet(path: Path, text_field: str) -> Iterator[str]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.ParquetFile(path)
+    except Exception as e:  # pyarrow raises its own ArrowInvalid for a file that is not Parquet
+        raise UsageError(
+            field="SOURCE",
+            problem=f"{path} is not a Parquet file ({e})",
+            fix="remove or fix that file, then run again: it resumes",
+        ) from None
+    if text_field not in table.schema_arrow.names:
+        raise UsageError(
+            field="--text-field",
+            problem=f"{path} has no column {text_field!r} (its columns: "
+            f"{', '.join(table.schema_arrow.names)})",
+            fix="name the column that holds the text: --text-field COLUMN",
+        )
+    for batch in table.iter_batches(columns=[text_field]):
+        yield from (t for t in batch.column(0).to_pylist() if isinstance(t, str))
+
+
+def split_of(text: str, seed: int, eval_fraction: float) -> str:
+    """The same split for the same text on every run and every machine."""
+    h = hashlib.sha256(f"{seed}\0{text}".encode()).digest()
+    return "eval" if int.from_bytes(h[:8], "big") / 2**64 < eval_fraction else "train"
+
+
+@dataclass
+class Corpus:
+    """The source read once: unique, non-empty documents by split, in source order."""
+
+    docs: dict[str, list[str]]
+    duplicates: int
+    empty: int
+
+
+def read_corpus(files: list[Path], request: PrepareRequest) -> Corpus:
+    docs: dict[str, list[str]] = {split: [] for split in SPLITS}
+    seen: set[bytes] = set()
+    duplicates = empty = 0
+    for path in files:
+        for text in documents(path, request.text_field):
+            if not text.strip():
+                empty += 1
+                continue
+            key = hashlib.sha256(text.encode()).digest()
+            if key in seen:
+                duplicates += 1
+                continue
+            seen.add(key)
+            docs[split_of(text, request.split_seed, request.eval_fraction)].append(text)
+    total = sum(len(d) for d in docs.values())
+    if not total:
+        raise UsageError(
+            field="SOURCE",
+            problem=f"{request.source} holds no text ({empty} empty documents)",
+            fix="check --text-field and the files' contents",
+        )
+    if request.eval_fraction > 0 and not docs["eval"] and total > 1:
+        docs["eval"].append(docs["train"].pop())  # a small corpus still gets an eval split
+    return Corpus(docs, duplicates, empty)
+
+
+def shard_counts(corpus: Corpus, shard_mb: float) -> dict[str, int]:
+    counts = {}
+    for split, docs in corpus.docs.items():
+        size = sum(len(d.encode()) for d in docs)
+        counts[split] = max(1, -(-size // int(shard_mb * 2**20))) if docs else 0
+    return counts
+
+
+def example_bytes(text: str) -> bytes:
+    from maxtext.input_pipeline.protos import example_pb2
+
+    example = example_pb2.Example()
+    example.features.feature[TEXT_FEATURE].bytes_list.value.append(text.encode())
+    return bytes(example.SerializeToString())
+
+
+def write_shard(path: Path, texts: list[str]) -> None:
+    """Whole or not at all: written beside its name, then renamed."""
+    from array_record.python.array_record_module import ArrayRecordWriter
+
+    partial = path.with_name(path.name + ".partial")
+    writer = ArrayRecordWriter(str(partial), "group_size:1")
+    for text in texts:
+        writer.write(example_bytes(text))
+    writer.close()
+    os.replace(partial, path)
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def prepare(request: PrepareRequest) -> Manifest:
+    files = input_files(request.source)
+    root = request.source if request.source.is_dir() else request.source.parent
+    target = request.output_dir / "datasets" / request.name
+    tokenizer_path = request.tokenizer
+    if tokenizer_path != BYTES:
+        tokenizer_path = resolve_tokenizer_path(tokenizer_path)
+    kind = request.tokenizer_type or (
+        "huggingface" if tokenizer_path == BYTES else infer_tokenizer_type(tokenizer_path)
+    )
+    digest = source_digest(files, root)
+    existing = _existing_manifest(target)
+    if existing is not None:
+        same = (
+            existing.source_sha256 == digest
+            and existing.tokenizer == request.tokenizer
+            and existing.tokenizer_type == kind
+            and existing.eval_fraction == request.eval_fraction
+            and existing.split_seed == request.split_seed
+        )
+        if same:
+            _say(f"data: {target} is already prepared from this source; nothing to do")
+            return existing
+        if not request.overwrite:
+            raise UsageError(
+                field="--name",
+                problem=f"dataset {request.name!r} at {target} was prepared from another source "
+                "or with other settings",
+                fix="pick another --name, or --overwrite to replace it (runs that trained on it "
+                "keep their checkpoints, not its data)",
+            )
+        shutil.rmtree(target)
+    target.mkdir(parents=True, exist_ok=True)
+    tokenizer_dir = target / TOKENIZER_SUBDIR
+    tokenizer_file = _copy_tokenizer(tokenizer_path, tokenizer_dir)
+    tokenizer = load_tokenizer(str(tokenizer_file), kind, field="--tokenizer")
+
+    _say(f"data: reading {len(files)} file(s) under {request.source}")
+    corpus = read_corpus(files, request)
+    settings = Settings(
+        digest,
+        request.tokenizer,
+        kind,
+        request.eval_fraction,
+        request.split_seed,
+        request.text_field,
+        shard_counts(corpus, request.shard_mb),
+    )
+    state = _load_state(target, settings)
+    stats: dict[str, SplitStats] = {}
+    total_docs = sum(len(d) for d in corpus.docs.values())
+    bar = _progress(total_docs, request.progress)
+    for split in SPLITS:
+        docs, count = corpus.docs[split], settings.shards[split]
+        names, examples, tokens, longest = [], 0, 0, 0
+        for index in range(count):
+            name = shard_name(split, index, count)
+            part = docs[index * len(docs) // count : (index + 1) * len(docs) // count]
+            done = state["shards"].get(name)
+            if done is None or not _intact(target / name, done["sha256"]):
+                lengths = [len(tokenizer.encode(text)) for text in part]
+                write_shard(target / name, part)
+                done = {
+                    "examples": len(part),
+                    "tokens": sum(lengths),
+                    "longest": max(lengths, default=0),
+                    "sha256": file_sha256(target / name),
+                }
+                state["shards"][name] = done
+                _save_state(target, state)
+            names.append(name)
+            examples += done["examples"]
+            tokens += done["tokens"]
+            longest = max(longest, done["longest"])
+            bar.update(len(part))
+        stats[split] = SplitStats(examples, tokens, names, longest)
+    bar.close()
+    checksum = hashlib.sha256(
+        "".join(state["shards"][n]["sha256"] for s in SPLITS for n in stats[s].shards).encode()
+    ).hexdigest()
+    manifest = Manifest(
+        name=request.name,
+        source=str(request.source),
+        source_sha256=digest,
+        tokenizer=request.tokenizer,
+        tokenizer_type=kind,
+        tokenizer_path=str(tokenizer_file.relative_to(target)),
+        vocab_size=tokenizer.vocab_size,
+        eval_fraction=request.eval_fraction,
+        split_seed=request.split_seed,
+        train=stats["train"],
+        eval=stats["eval"],
+        duplicates_dropped=corpus.duplicates,
+        empty_dropped=corpus.empty,
+        checksum=checksum,
+    )
+    partial = target / (MANIFEST + ".partial")
+    partial.write_text(manifest.to_json())
+    os.replace(partial, target / MANIFEST)  # the dataset is complete from here on
+    (target / STATE).unlink(missing_ok=True)
+    return manifest
+
+
+def _existing_manifest(target: Path) -> Manifest | None:
+    path = target / MANIFEST
+    return Manifest.from_json(path.read_text()) if path.is_file() else None
+
+
+def _copy_tokenizer(tokenizer: str, directory: Path) -> Path:
+    """The tokenizer goes with the data: the job reads it from the dataset, on every host."""
+    directory.mkdir(exist_ok=True)
+    if tokenizer == BYTES:
+        byte_tokenizer_files(directory)
+        return directory
+    source = Path(tokenizer)
+    if not source.exists():
+        load_tokenizer(tokenizer, "sentencepiece", field="--tokenizer")  # raises, with the fix
+    if source.is_dir():
+        shutil.copytree(source, directory, dirs_exist_ok=True)
+        return directory
+    shutil.copy2(source, directory / source.name)
+    return directory / source.name
+
+
+def _load_state(target: Path, settings: Settings) -> dict:
+    """The finished shards of an earlier run with the same settings; else a fresh state."""
+    fresh = {"settings": asdict(settings), "shards": {}}
+    try:
+        state = json.loads((target / STATE).read_text())
+    except (OSError, ValueError):
+        return fresh
+    if state.get("settings") != fresh["settings"]:
+        return fresh
+    _say(f"data: resuming: {len(state['shards'])} shard(s) already written")
+    return state
+
+
+def _save_state(target: Path, state: dict) -> None:
+    partial = target / (STATE + ".partial")
+    partial.write_text(json.dumps(state, indent=1))
+    os.replace(partial, target / STATE)
+
+
+def _intact(path: Path, sha256: str) -> bool:
+    return path.is_file() and file_sha256(path) == sha256
+
+
+class _NoBar:
+    def update(self, n: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+def _progress(total: int, show: bool):
+    if not show:
+        return _NoBar()
+    from tqdm import tqdm
+
+    return tqdm(total=total, unit="doc", desc="data: tokenizing", file=sys.stderr)
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr)

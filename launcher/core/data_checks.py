@@ -1,0 +1,271 @@
+"""A job's data, checked where its files are visible (the bucket's mount in the cluster, the
+local bucket directory, or the directory preflight is given) before any host starts or any step
+compiles: what MaxText would otherwise find minutes later on every host, or never (a job that
+runs out of data stops early; an eval that needs more batches than the split holds hangs hosts
+that ran out while others go on)."""
+
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from launcher.core.datasets import (
+    EpochEstimate,
+    Manifest,
+    check_dataset_name,
+    dataset_dir,
+    epoch_estimate,
+    maxtext_keys,
+    read_manifest,
+)
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs, maxtext_configs_dir
+from launcher.core.tokenizers import load_tokenizer, resolve_tokenizer_path
+
+# MaxText reads these datasets through a tokenizer it loads from tokenizer_path.
+_TOKENIZED = ("grain", "tfds", "hf", "c4_mlperf")
+SECRET_FIX = (
+    "never put a token in a job's arguments (they are logged and stored with the job): keep it "
+    "in a Kubernetes Secret the release mounts (chart value huggingface.tokenSecret), which "
+    "sets HF_TOKEN on every host"
+)
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """The job's data as the plan prints it."""
+
+    name: str | None  # --data's name; None: MaxText's own keys
+    directory: str | None
+    manifest: Manifest | None
+    train: EpochEstimate | None
+
+    def describe(self) -> list[str]:
+        if self.manifest is None:
+            return []
+        m, lines = self.manifest, []
+        lines.append(
+            f"data: {self.name} ({self.directory}): train {m.train.examples} examples, "
+            f"{m.train.tokens} tokens in {len(m.train.shards)} shard(s); eval "
+            f"{m.eval.examples} examples, {m.eval.tokens} tokens; tokenizer {m.tokenizer} "
+            f"({m.tokenizer_type}, vocabulary {m.vocab_size})"
+        )
+        if self.train is not None:
+            t = self.train
+            way = (
+                f"{t.rows} sequences x {t.row_tokens // max(t.rows, 1)} tokens packed"
+                if t.packing
+                else f"{t.rows} sequences, one example each"
+            )
+            lines.append(f"data: steps x global batch = {way}: up to {t.epochs:.3f} epochs")
+        return lines
+
+
+def model_value(args: MaxTextArgs, key: str) -> Any:
+    """A key as MaxText sees it: the command line, else the model_name's own config
+    (configs/models/<name>.yml, which MaxText lays over base.yml), else the config chain."""
+    if key in args.overrides:
+        return args.get(key)
+    model = str(args.get("model_name") or "default")
+    if model != "default":
+        values = _model_config(model)
+        if key in values:
+            return values[key]
+    return args.get(key)
+
+
+@cache
+def _model_config(model: str) -> dict[str, Any]:
+    path = maxtext_configs_dir() / "models" / f"{model}.yml"
+    if not path.is_file():
+        return {}
+    with open(path) as f:
+        return yaml.safe_load(f) or {}
+
+
+def resolve_data(args: MaxTextArgs, data: str | None, root: str) -> tuple[MaxTextArgs, DataPlan]:
+    """--data NAME -> MaxText's own keys for the dataset under `root` (the hosts' view of the
+    bucket). A key the user set on the command line is kept (and must agree)."""
+    if not data:
+        return args, DataPlan(None, None, None, None)
+    check_dataset_name(data, "--data")
+    directory = dataset_dir(root, data)
+    manifest = read_manifest(_path(directory), f"--data={data} under {root}")
+    keys = maxtext_keys(manifest, directory)
+    for key in ("dataset_type", "grain_file_type"):
+        if key in args.overrides and str(args.get(key)) != keys[key]:
+            raise UsageError(
+                field=key,
+                problem=f"{key}={args.get(key)} contradicts --data={data} ({key}={keys[key]})",
+                fix=f"drop {key}= (--data sets it), or drop --data and name the files yourself",
+            )
+    return args.with_defaults(**keys), DataPlan(data, directory, manifest, None)
+
+
+def _path(directory: str) -> Path:
+    if directory.startswith("gs://"):
+        raise UsageError(
+            field="--data",
+            problem=f"{directory} is in the bucket, not on a file system this command can read",
+            fix="run where the bucket is mounted (the job does, at /data), or give preflight "
+            "--data-dir <the bucket's gcsfuse mount or a local copy>",
+        )
+    return Path(directory)
+
+
+def check_data(args: MaxTextArgs, plan: DataPlan, devices: int | None) -> DataPlan:
+    """Refuses, with the key and the fix, what MaxText would fail on later; returns the plan
+    with the epochs `steps` x the global batch mean (when the devices are known)."""
+    if str(args.get("hf_access_token") or ""):
+        raise UsageError(field="hf_access_token", problem="a token in the job", fix=SECRET_FIX)
+    kind = str(args.get("dataset_type"))
+    if kind == "synthetic":
+        return plan
+    if kind == "grain":
+        _check_grain_files(args)
+    if kind in _TOKENIZED and _tokenizes(args):
+        _check_tokenizer(args, plan.manifest)
+    eval_on = int(args.get("eval_interval") or -1) > 0
+    if eval_on and kind == "grain" and not str(args.get("grain_eval_files") or ""):
+        raise UsageError(
+            field="eval_interval",
+            problem="eval_interval is set but the job has no eval files"
+            + (
+                f" (dataset {plan.name}'s eval split is empty)"
+                if plan.manifest is not None
+                else ""
+            ),
+            fix="prepare the data with --eval-fraction > 0, or set grain_eval_files=, or drop "
+            "eval_interval=",
+        )
+    if plan.manifest is None or devices is None:
+        return plan
+    return _check_against_manifest(args, plan, devices, eval_on)
+
+
+def _tokenizes(args: MaxTextArgs) -> bool:
+    value = args.get("tokenize_train_data")
+    return value is None or bool(value)
+
+
+def _patterns(value: str) -> list[str]:
+    """grain_train_files: `a*;b*` or `a*,0.3;b*,0.7` (MaxText's mixture syntax)."""
+    return [part.split(",")[0].strip() for part in value.split(";") if part.strip()]
+
+
+def _check_grain_files(args: MaxTextArgs) -> None:
+    for key in ("grain_train_files", "grain_eval_files"):
+        value = str(args.get(key) or "")
+        if key == "grain_train_files" and not value:
+            if args.get("grain_train_mixture_config_path") or args.get("hf_path"):
+                continue
+            raise UsageError(
+                field=key,
+                problem="dataset_type=grain names no training files",
+                fix="pass --data NAME (a prepared dataset) or grain_train_files=<glob>",
+            )
+        for pattern in _patterns(value):
+            if pattern.startswith(("gs://", "hf://")):
+                continue  # read by MaxText with its own clients
+            found = sorted(glob.glob(os.path.expanduser(pattern)))
+            if not found:
+                raise UsageError(
+                    field=key,
+                    problem=f"no file matches {pattern}",
+                    fix="check the path as the job's hosts see it (the bucket is mounted at "
+                    "/data), or prepare the data: tpu-launcher data prepare SOURCE --name NAME",
+                )
+            for path in found:
+                try:
+                    with open(path, "rb") as f:
+                        f.read(1)
+                except OSError as e:
+                    raise UsageError(
+                        field=key,
+                        problem=f"{path} cannot be read ({e.strerror})",
+                        fix="grant the job's service account read access to the bucket "
+                        "(roles/storage.objectUser), or fix the file's permissions",
+                    ) from None
+
+
+def _check_tokenizer(args: MaxTextArgs, manifest: Manifest | None) -> None:
+    path = str(args.get("tokenizer_path") or "")
+    if not path:
+        raise UsageError(
+            field="tokenizer_path",
+            problem=f"dataset_type={args.get('dataset_type')} tokenizes text and no tokenizer "
+            "is named",
+            fix="pass --data NAME (its tokenizer comes with it) or tokenizer_path=",
+        )
+    resolved = resolve_tokenizer_path(path)
+    if not resolved.startswith(("gs://", "hf://")) and not os.path.exists(resolved):
+        if args.get("dataset_type") == "hf" and "/" in path and not path.startswith("/"):
+            return  # a hub id: MaxText downloads it
+        raise UsageError(
+            field="tokenizer_path",
+            problem=f"{path} does not exist (nor among MaxText's tokenizer assets)",
+            fix="give the tokenizer as the job's hosts see it (a file, a Hugging Face "
+            "directory, or a name such as tokenizer.llama2), or use --data NAME",
+        )
+    if manifest is not None:
+        vocabulary, source = manifest.vocab_size, f"dataset {manifest.name}'s manifest"
+    elif resolved.startswith(("gs://", "hf://")) or not os.path.exists(resolved):
+        return
+    else:
+        loaded = load_tokenizer(
+            resolved, str(args.get("tokenizer_type")), field="tokenizer_path", add_bos=False
+        )
+        vocabulary, source = loaded.vocab_size, resolved
+    model_vocab = int(model_value(args, "vocab_size"))
+    if vocabulary > model_vocab:
+        raise UsageError(
+            field="vocab_size",
+            problem=f"the tokenizer has {vocabulary} tokens ({source}) but the model's "
+            f"vocab_size is {model_vocab}: ids past it have no embedding",
+            fix=f"use the model's own tokenizer, or a model with vocab_size >= {vocabulary}",
+        )
+
+
+def _check_against_manifest(
+    args: MaxTextArgs, plan: DataPlan, devices: int, eval_on: bool
+) -> DataPlan:
+    m = plan.manifest
+    assert m is not None
+    per_device = float(args.get("per_device_batch_size"))
+    accumulation = int(args.get("gradient_accumulation_steps") or 1)
+    global_batch = max(1, round(per_device * devices * accumulation))
+    length = int(args.get("max_target_length"))
+    packing = bool(args.get("packing"))
+    steps = int(args.get("steps"))
+    epochs_allowed = int(args.get("num_epoch") or 1)
+    train = epoch_estimate(m.train, max(steps, 0), global_batch, length, packing)
+    if train.surely_more_than > epochs_allowed:
+        need = int(-(-train.surely_more_than // 1))
+        raise UsageError(
+            field="steps",
+            problem=f"steps={steps} x global batch {global_batch} = {train.rows} sequences, but "
+            f"dataset {m.name} has {m.train.examples} training examples (a sequence holds at "
+            f"least one) and num_epoch={epochs_allowed}: MaxText runs out of data",
+            fix=f"set num_epoch={need} (or more), fewer steps=, or more data",
+        )
+    eval_steps = int(args.get("eval_steps") or -1)
+    if eval_on and eval_steps > 0:
+        eval_per_device = float(args.get("eval_per_device_batch_size") or 0) or per_device
+        eval_batch = max(1, round(eval_per_device * devices))
+        if eval_steps * eval_batch > m.eval.examples:
+            most = m.eval.examples // eval_batch
+            raise UsageError(
+                field="eval_steps",
+                problem=f"eval_steps={eval_steps} x eval batch {eval_batch} = "
+                f"{eval_steps * eval_batch} sequences, but dataset {m.name}'s eval split has "
+                f"{m.eval.examples} examples: hosts run out mid-eval",
+                fix=f"eval_steps={max(1, most)} or fewer, or prepare with a larger "
+                "--eval-fraction",
+            )
+    return DataPlan(plan.name, plan.directory, m, train)

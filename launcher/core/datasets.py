@@ -1,0 +1,165 @@
+"""A prepared dataset, named in one place: what `tpu-launcher data prepare` writes under
+`<output dir>/datasets/<name>/`, what a job's `--data NAME` turns into MaxText's own keys, and
+what the plan and the checks read back.
+
+    <output dir>/datasets/<name>/
+      manifest.json                   written last: the dataset is complete when it exists
+      train-00000-of-00004.array_record ...
+      eval-00000-of-00001.array_record
+      tokenizer/                      the tokenizer the tokens were counted with (the job's)
+
+Shards are ArrayRecord files of `tf.train.Example` records with one bytes feature, `text`: what
+MaxText's Grain pipeline reads with `grain_file_type=arrayrecord` and tokenizes as it trains.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from launcher.core.errors import UsageError
+
+DATASETS_SUBDIR = "datasets"
+MANIFEST = "manifest.json"
+TOKENIZER_SUBDIR = "tokenizer"
+SPLITS = ("train", "eval")
+SHARD_SUFFIX = ".array_record"
+TEXT_FEATURE = "text"  # MaxText's train_data_columns / eval_data_columns default
+MANIFEST_VERSION = 1
+
+
+# A name becomes a directory on the bucket and part of MaxText's grain_train_files, whose ';' and
+# ',' separate a mixture's files and weights and whose '*' is a glob: letters, digits, '.', '_',
+# '-', starting with a letter or digit (also a valid Cloud Storage object name part).
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_dataset_name(name: str, field: str = "--name") -> None:
+    if not _NAME.match(name):
+        raise UsageError(
+            field=field,
+            problem=f"{name!r} is not a dataset name (letters, digits, '.', '_', '-'; at most "
+            "100; first a letter or digit)",
+            fix="e.g. --name my-corpus-v1",
+        )
+
+
+def shard_name(split: str, index: int, count: int) -> str:
+    return f"{split}-{index:05d}-of-{count:05d}{SHARD_SUFFIX}"
+
+
+@dataclass(frozen=True)
+class SplitStats:
+    examples: int
+    tokens: int  # as the tokenizer counts them, bos/eos included as MaxText adds them
+    shards: list[str] = field(default_factory=list)
+    longest: int = 0  # tokens of the longest example
+
+
+@dataclass(frozen=True)
+class Manifest:
+    name: str
+    source: str  # the input as given
+    source_sha256: str  # of the input files' names and bytes, in order: a changed input is new
+    tokenizer: str  # as given: a path or one of MaxText's tokenizer assets
+    tokenizer_type: str  # MaxText's tokenizer_type: sentencepiece, huggingface, tiktoken
+    tokenizer_path: str  # the dataset's copy, relative to its directory: the job's tokenizer_path
+    vocab_size: int
+    eval_fraction: float
+    split_seed: int
+    train: SplitStats
+    eval: SplitStats
+    duplicates_dropped: int = 0
+    empty_dropped: int = 0
+    checksum: str = ""  # sha256 of the shards' bytes, train then eval, in name order
+    version: int = MANIFEST_VERSION
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> Manifest:
+        raw: dict[str, Any] = json.loads(text)
+        raw["train"] = SplitStats(**raw["train"])
+        raw["eval"] = SplitStats(**raw["eval"])
+        return cls(**raw)
+
+    def split(self, name: str) -> SplitStats:
+        return self.train if name == "train" else self.eval
+
+
+def dataset_dir(output_dir: str, name: str) -> str:
+    # Joined as text: in the cluster it is the bucket's mount, from a workstation it may be gs://.
+    return f"{output_dir.rstrip('/')}/{DATASETS_SUBDIR}/{name}"
+
+
+def read_manifest(directory: Path, where: str) -> Manifest:
+    """The manifest of a prepared dataset; a UsageError names what is missing and the fix."""
+    path = directory / MANIFEST
+    if not path.is_file():
+        partial = directory.is_dir() and any(directory.iterdir())
+        raise UsageError(
+            field="--data",
+            problem=f"no prepared dataset at {directory} ({where})"
+            + ("; a `data prepare` into it did not finish" if partial else ""),
+            fix="run `tpu-launcher data prepare SOURCE --name NAME` (again: it resumes), or name "
+            "MaxText's own keys (dataset_type=grain grain_train_files=...)",
+        )
+    try:
+        return Manifest.from_json(path.read_text())
+    except (ValueError, TypeError, KeyError) as e:
+        raise UsageError(
+            field="--data",
+            problem=f"{path} is not a manifest this launcher wrote ({e})",
+            fix="prepare the dataset again with `tpu-launcher data prepare`",
+        ) from None
+
+
+def maxtext_keys(manifest: Manifest, directory: str) -> dict[str, str]:
+    """MaxText's own keys for a prepared dataset in `directory` (as the job's hosts see it)."""
+    keys = {
+        "dataset_type": "grain",
+        "grain_file_type": "arrayrecord",
+        "grain_train_files": f"{directory}/train-*{SHARD_SUFFIX}",
+        "tokenizer_path": f"{directory}/{manifest.tokenizer_path}",
+        "tokenizer_type": manifest.tokenizer_type,
+    }
+    if manifest.eval.examples:
+        keys["grain_eval_files"] = f"{directory}/eval-*{SHARD_SUFFIX}"
+    return keys
+
+
+@dataclass(frozen=True)
+class EpochEstimate:
+    """How far `steps` x the global batch goes through a split."""
+
+    rows: int  # sequences the job reads: steps x global batch
+    row_tokens: int  # their capacity: rows x max_target_length
+    examples: int
+    tokens: int
+    packing: bool
+
+    @property
+    def epochs(self) -> float:
+        """With packing, the capacity over the split's tokens (an upper bound: a packed row can
+        end in padding); without it, one example a row."""
+        if self.packing:
+            return self.row_tokens / self.tokens if self.tokens else math.inf
+        return self.rows / self.examples if self.examples else math.inf
+
+    @property
+    def surely_more_than(self) -> float:
+        """Epochs the job reads at least: a row holds at least one example (truncated to the
+        sequence length), so rows / examples is a floor with and without packing."""
+        return self.rows / self.examples if self.examples else math.inf
+
+
+def epoch_estimate(
+    split: SplitStats, steps: int, global_batch: int, max_target_length: int, packing: bool
+) -> EpochEstimate:
+    rows = steps * global_batch
+    return EpochEstimate(rows, rows * max_target_length, split.examples, split.tokens, packing)
