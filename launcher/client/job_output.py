@@ -20,6 +20,7 @@ from launcher.core.job_events import EventKind, JobEvent, clean, parse
 # Shown as they come: each is one line a person acts on.
 _SHOWN = {
     EventKind.CHECKPOINT,
+    EventKind.EVAL,
     EventKind.RESTART,
     EventKind.PREEMPTED,
     EventKind.ELASTIC,

@@ -27,7 +27,12 @@ def _of(metric: jm.JobMetric, by: str = "run, slice", agg: str = "max") -> str:
 # start's rank 0 counts its own.
 PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
     ("Steps done", "none", [(f"{_of(jm.STEP)} + 1", "{{run}} {{slice}}")], jm.STEP.help),
-    ("Loss", "none", [(_of(jm.LOSS), "{{run}}")], jm.LOSS.help),
+    (
+        "Loss",
+        "none",
+        [(_of(jm.LOSS), "{{run}} train"), (_of(jm.EVAL_LOSS), "{{run}} eval")],
+        f"{jm.LOSS.help} Beside it: {jm.EVAL_LOSS.help}",
+    ),
     ("Step time", "s", [(_of(jm.STEP_TIME), "{{run}}")], jm.STEP_TIME.help),
     ("Tokens/s per device", "none", [(_of(jm.TOKENS), "{{run}}")], jm.TOKENS.help),
     ("TFLOP/s per device", "none", [(_of(jm.TFLOPS), "{{run}}")], jm.TFLOPS.help),

@@ -137,9 +137,7 @@ def check_data(args: MaxTextArgs, plan: DataPlan, devices: int | None) -> DataPl
             field="eval_interval",
             problem="eval_interval is set but the job has no eval files"
             + (
-                f" (dataset {plan.name}'s eval split is empty)"
-                if plan.manifest is not None
-                else ""
+                f" (dataset {plan.name}'s eval split is empty)" if plan.manifest is not None else ""
             ),
             fix="prepare the data with --eval-fraction > 0, or set grain_eval_files=, or drop "
             "eval_interval=",
@@ -265,7 +263,6 @@ def _check_against_manifest(
                 problem=f"eval_steps={eval_steps} x eval batch {eval_batch} = "
                 f"{eval_steps * eval_batch} sequences, but dataset {m.name}'s eval split has "
                 f"{m.eval.examples} examples: hosts run out mid-eval",
-                fix=f"eval_steps={max(1, most)} or fewer, or prepare with a larger "
-                "--eval-fraction",
+                fix=f"eval_steps={max(1, most)} or fewer, or prepare with a larger --eval-fraction",
             )
     return DataPlan(plan.name, plan.directory, m, train)

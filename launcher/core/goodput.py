@@ -41,6 +41,7 @@ class Attempt:
     megascale: dict[str, str] = field(default_factory=dict)
     steps: list[StepPoint] = field(default_factory=list)
     checkpoints: list[tuple[int, float]] = field(default_factory=list)  # (step, logged at)
+    evals: list[tuple[int, float]] = field(default_factory=list)  # (after step, eval loss)
     compile_seconds: float = 0.0  # JAX's own measure: tracing, lowering, XLA compile
     # Programs JAX loaded from the persistent compilation cache, and the compile time they
     # took when they were first compiled (JAX's own figures).
@@ -64,6 +65,7 @@ class Attempt:
             megascale=data.get("megascale", {}),
             steps=[StepPoint(**s) for s in data.get("steps", [])],
             checkpoints=[tuple(c) for c in data.get("checkpoints", [])],
+            evals=[tuple(e) for e in data.get("evals", [])],
             compile_seconds=data.get("compile_seconds", 0.0),
             compile_cache_hits=data.get("compile_cache_hits", 0),
             compile_seconds_saved=data.get("compile_seconds_saved", 0.0),

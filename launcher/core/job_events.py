@@ -19,6 +19,7 @@ from typing import Any
 class EventKind(StrEnum):
     PROGRESS = "progress"  # one per step: the live display
     CHECKPOINT = "checkpoint"  # a committed save
+    EVAL = "eval"  # held-out loss, when MaxText computed it (eval_interval)
     RESTART = "restart"  # the worker group started again (a failure, a resize)
     PREEMPTED = "preempted"  # the restart followed a preemption notice; where it resumed
     ELASTIC = "elastic"  # the slices a start got, and the global batch on them
@@ -43,11 +44,16 @@ _FULL_LOG = "full log: "
 
 _PATTERNS: dict[EventKind, re.Pattern[str]] = {
     EventKind.PROGRESS: re.compile(
-        r"^\[progress\] step (?P<step>\d+)/(?P<total>\d+) loss (?P<loss>\S+) step time "
+        r"^\[progress\] step (?P<step>\d+)/(?P<total>\d+) loss (?P<loss>\S+)"
+        r"(?: eval loss (?P<eval_loss>\S+))? step time "
         r"(?P<seconds>\S+)s tokens/s/device (?P<tokens>\S+)(?: TFLOP/s/device (?P<tflops>\S+))?"
         r"(?: MFU (?P<mfu>\S+))?(?: ETA (?P<eta>\S+?)s?)?$"
     ),
     EventKind.CHECKPOINT: re.compile(r"^\[checkpoint\] saved step (?P<step>\d+)$"),
+    EventKind.EVAL: re.compile(
+        r"^\[eval\] after step (?P<step>\d+): eval loss (?P<loss>\S+) perplexity "
+        r"(?P<perplexity>\S+)"
+    ),
     EventKind.RESTART: re.compile(r"^\[restart\] .*\(start (?P<start>\d+)\)"),
     EventKind.PREEMPTED: re.compile(r"^\[preempted\] .*resumed at step (?P<step>\d+)"),
     EventKind.ELASTIC: re.compile(r"^\[elastic\] (?P<slices>\d+) of (?P<of>\d+) slices"),
@@ -97,15 +103,23 @@ def format_progress(
     tflops_per_device: float | None,
     mfu: float | None,
     eta_seconds: float,
+    eval_loss: float | None = None,
 ) -> str:
     """`step` counts from 1; `mfu` is a fraction. TFLOP/s and MFU are left out where they mean
-    nothing (None): TFLOP/s on CPU devices, MFU where the chip's peak is unknown."""
+    nothing (None): TFLOP/s on CPU devices, MFU where the chip's peak is unknown; the eval loss
+    until the first eval."""
     tflops = f" TFLOP/s/device {tflops_per_device:.3f}" if tflops_per_device is not None else ""
     shown_mfu = f" MFU {mfu:.1%}" if mfu is not None else ""
+    shown_eval = f" eval loss {eval_loss:.4f}" if eval_loss is not None else ""
     return (
-        f"[progress] step {step}/{total} loss {loss:.4f} step time {seconds:.3f}s "
+        f"[progress] step {step}/{total} loss {loss:.4f}{shown_eval} step time {seconds:.3f}s "
         f"tokens/s/device {tokens_per_device:.0f}{tflops}{shown_mfu} ETA {eta_seconds:.0f}s"
     )
+
+
+def format_eval(step: int, loss: float, perplexity: float) -> str:
+    """`step` as MaxText counts it (from 0): the eval ran on the weights after that step."""
+    return f"[eval] after step {step}: eval loss {loss:.4f} perplexity {perplexity:.2f}"
 
 
 def format_checkpoint(step: int) -> str:

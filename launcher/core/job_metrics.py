@@ -64,6 +64,11 @@ MFU = JobMetric(
     "TPU table. Only on TPU devices (a CPU standing in for a chip has no such peak).",
 )
 LOSS = JobMetric("tpu_launcher_loss", "gauge", "The last step's training loss.")
+EVAL_LOSS = JobMetric(
+    "tpu_launcher_eval_loss",
+    "gauge",
+    "The last held-out loss MaxText computed (eval_interval; perplexity is its exponential).",
+)
 CHECKPOINT_SAVES = JobMetric(
     "tpu_launcher_checkpoint_saves_total", "counter", "Checkpoint saves MaxText started."
 )
@@ -116,6 +121,7 @@ METRICS = (
     TFLOPS,
     MFU,
     LOSS,
+    EVAL_LOSS,
     CHECKPOINT_SAVES,
     CHECKPOINT_STEP,
     CHECKPOINT_SAVE_TIME,

@@ -11,6 +11,7 @@ parallelism against the slice, the output directory, and the required keys.
 from __future__ import annotations
 
 import json
+import math
 import os
 import shlex
 import sys
@@ -58,6 +59,13 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
     print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
     if "final_loss" in metrics:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
+    if evals := outcome.get("evals"):
+        (first, first_loss), (last, last_loss) = evals[0], evals[-1]
+        print(
+            f"eval loss:    {first_loss:.4f} -> {last_loss:.4f} (perplexity "
+            f"{math.exp(first_loss):.2f} -> {math.exp(last_loss):.2f}; after steps {first} and "
+            f"{last}, {len(evals)} evals)"
+        )
     print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
     if outcome.get("sparkline"):
         print(f"loss curve:   {outcome['sparkline']}")
@@ -101,6 +109,7 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
                 "compile_cache": outcome["compile_cache"],
                 "starts": outcome["starts"],
                 "restarts": [asdict(r) for r in outcome["restarts"]],
+                "evals": outcome.get("evals", []),
                 "plot": outcome.get("plot"),
             }
         ),
@@ -172,6 +181,8 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             ),
             flush=True,
         )
+    for line in plan.data.describe() if plan.data else []:
+        print(f"launcher: {line}", flush=True)
     print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
     if options.dry_run:
         print(
@@ -340,12 +351,13 @@ def _outcome(plan: JobPlan, summary_key: str, plot: bool = True) -> dict[str, An
     outcome["restarts"] = restarts(
         attempts, read_notices(summary_key), len(preempted_hosts() - PREEMPTED_BEFORE)
     )
-    # The last computation of each step (a restart computes some again).
+    # The last computation of each step (a restart computes some again), and of each eval.
     points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
+    outcome["evals"] = sorted({step: loss for a in attempts for step, loss in a.evals}.items())
     if points and plot:
         outcome["sparkline"] = loss_sparkline([p.loss for p in points])
         try:
-            outcome["plot"] = str(write_plot(points, plan.run_dir.plot))
+            outcome["plot"] = str(write_plot(points, plan.run_dir.plot, outcome["evals"]))
         except OSError as e:  # a plot is not worth failing the job over
             print(f"launcher: could not write the plot: {e}", file=sys.stderr)
     return outcome

@@ -96,6 +96,10 @@ class StepMetrics:
             self._seconds.append(seconds)
         self._first = False
 
+    def eval(self, step: int, loss: float) -> None:
+        del step  # the gauge's sample time says when
+        self.metrics.set(jm.EVAL_LOSS, loss)
+
     def checkpoint(self, step: int) -> None:
         self._saved = step
         self.metrics.inc(jm.CHECKPOINT_SAVES)

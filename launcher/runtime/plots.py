@@ -22,8 +22,11 @@ def loss_sparkline(losses: list[float], width: int = 40) -> str:
     return f"{means[0]:.3f} {bars} {means[-1]:.3f}"
 
 
-def write_plot(points: list[StepPoint], path: Path) -> Path:
-    """Loss and tokens/s/device against the step, one PNG."""
+def write_plot(
+    points: list[StepPoint], path: Path, evals: list[tuple[int, float]] | None = None
+) -> Path:
+    """Loss (and the held-out loss, where there were evals) and tokens/s/device against the
+    step, one PNG."""
     import matplotlib
 
     matplotlib.use("Agg")  # no display in a pod or a CI run
@@ -31,7 +34,16 @@ def write_plot(points: list[StepPoint], path: Path) -> Path:
 
     steps = [p.step + 1 for p in points]
     fig, loss_axis = plt.subplots(figsize=(8, 4.5), dpi=100)
-    loss_axis.plot(steps, [p.loss for p in points], color="tab:blue", label="loss")
+    loss_axis.plot(steps, [p.loss for p in points], color="tab:blue", label="train loss")
+    if evals:  # after step s: drawn at s + 1, where the steps are counted from 1
+        loss_axis.plot(
+            [s + 1 for s, _ in evals],
+            [loss for _, loss in evals],
+            color="tab:green",
+            marker="o",
+            label="eval loss",
+        )
+        loss_axis.legend(loc="upper right")
     loss_axis.set_xlabel("step")
     loss_axis.set_ylabel("loss", color="tab:blue")
     speed_axis = loss_axis.twinx()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.job_events import format_checkpoint, format_progress
+from launcher.core.job_events import format_checkpoint, format_eval, format_progress
 
 if TYPE_CHECKING:
     from launcher.runtime.metrics import StepMetrics
@@ -57,6 +57,14 @@ def steps_logged(log: str) -> list[int]:
     return [rec.step for line in log.splitlines() if (rec := parse_step_line(line))]
 
 
+# MaxText's metric_logger._log_eval_metrics, once per eval (eval_interval), on every host:
+# "Completed eval after train step 5, loss=3.646, perplexity=38.330, total_weights=844.0, ..."
+EVAL_LINE = re.compile(
+    r"Completed eval after train step (?P<step>\d+), loss=(?P<loss>[-\d.naif]+), "
+    r"perplexity=(?P<perplexity>[-\d.naif]+)"
+)
+
+
 # MaxText's checkpointing.print_save_message, for a synchronous and an asynchronous save.
 CHECKPOINT_LINE = re.compile(
     r"(?:Saved a checkpoint at step|Started an asynchronous checkpoint save for step) (\d+)"
@@ -82,6 +90,7 @@ class ProgressTracker(logging.Handler):
     publish: Callable[[Attempt], None] | None = None
     publish_every: float = 10.0
     steps: list[StepRecord] = field(default_factory=list)
+    evals: list[tuple[int, float]] = field(default_factory=list)  # (after step, eval loss)
     stopped_for_preemption: bool = False
     last_saved: int | None = None  # the step of the last save MaxText logged
     on_first_step: Callable[[int], None] | None = None  # called once, with the step
@@ -100,6 +109,8 @@ class ProgressTracker(logging.Handler):
         if rec is None:
             if m := CHECKPOINT_LINE.search(message):
                 self._checkpoint(int(m[1]))
+            elif m := EVAL_LINE.search(message):
+                self._eval(int(m["step"]), float(m["loss"]), float(m["perplexity"]))
             elif PREEMPTION_STOP in message:
                 self.stopped_for_preemption = True
             return
@@ -139,7 +150,19 @@ class ProgressTracker(logging.Handler):
             if self.peak_tflops and self.hardware_flops
             else None,
             eta,
+            self.evals[-1][1] if self.evals else None,
         )
+
+    def _eval(self, step: int, loss: float, perplexity: float) -> None:
+        if self.evals and self.evals[-1][0] == step:
+            return  # the same eval logged twice
+        self.evals.append((step, loss))
+        if self.attempt is not None:
+            self.attempt.evals.append((step, loss))
+        if self.metrics is not None:
+            self.metrics.eval(step, loss)
+        self.say(format_eval(step, loss, perplexity))
+        self.flush_events()
 
     def _checkpoint(self, step: int) -> None:
         self.last_saved = step

@@ -25,6 +25,7 @@ def test_names_follow_prometheus_conventions(metric):
     assert re.fullmatch(r"tpu_launcher_[a-z_]+", metric.name)
     assert metric.name.endswith("_total") == (metric.kind == "counter")
     assert metric.name.endswith(UNITS) or metric.name in ("tpu_launcher_step", "tpu_launcher_loss")
+    # tpu_launcher_eval_loss ends in _loss: a loss has no unit (nats).
     assert "_seconds" not in metric.name[:-8] and "ms" not in metric.name.split("_")
     assert set(metric.tag_keys) >= set(jm.JOB_LABELS)
 
@@ -77,6 +78,32 @@ def test_rank_0_records_each_step_and_a_saves_blocking_time():
     assert rec.get(jm.STEP) == 5 and rec.get(jm.STEPS) == 6 and rec.get(jm.LOSS) == 3.9
     assert rec.get(jm.MFU) == pytest.approx(0.4)
     assert (rec.get(jm.CHECKPOINT_SAVES), rec.get(jm.CHECKPOINT_STEP)) == (1, 4)
+
+
+def test_maxtexts_eval_line_becomes_the_eval_event_the_metric_and_the_attempts_record():
+    """MaxText 0.2.5's metric_logger line, as every host logs it once per eval."""
+    import logging
+
+    from launcher.core.goodput import Attempt
+    from launcher.runtime.progress import ProgressTracker
+
+    rec, said = Recorder(), []
+    tracker = ProgressTracker(total_steps=20, echo=False, attempt=Attempt(started_at=0.0))
+    tracker.metrics = StepMetrics(rec, peak_tflops=None, hardware_flops=False)
+    tracker.say = said.append
+    line = (
+        "Completed eval after train step 5, loss=3.646, perplexity=38.330, "
+        "total_weights=844.0, avg_z_loss=0.000"
+    )
+    for _ in range(2):  # the same eval reaching the logger twice counts once
+        tracker.emit(logging.LogRecord("absl", logging.INFO, "", 0, line, None, None))
+    step = "completed step: 6, seconds: 0.050, TFLOP/s/device: 0.001, Tokens/s/device: "
+    step += "2000.000, total_weights: 450, loss: 3.600"
+    tracker.emit(logging.LogRecord("absl", logging.INFO, "", 0, step, None, None))
+    assert tracker.attempt.evals == [(5, 3.646)]
+    assert rec.get(jm.EVAL_LOSS) == 3.646
+    assert said[0] == "[eval] after step 5: eval loss 3.6460 perplexity 38.33"
+    assert " eval loss 3.6460 " in said[1]  # the progress line carries the last eval
 
 
 def test_no_mfu_where_the_devices_are_cpus():

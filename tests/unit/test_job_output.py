@@ -110,12 +110,22 @@ def test_the_progress_line_reads_back_as_written():
     # On CPU devices: no TFLOP/s, no MFU (not "0.0%").
     bare = parse(job_events.format_progress(1, 2, 1.0, 1.0, 1.0, None, None, 0.0)).fields
     assert "mfu" not in bare and "tflops" not in bare and bare["eta"] == "0"
+    assert "eval_loss" not in bare  # until the first eval
+    with_eval = job_events.format_progress(12, 40, 3.5, 0.4, 1234.4, None, None, 12.2, 3.1642)
+    f = parse(with_eval).fields
+    assert (f["loss"], f["eval_loss"], f["seconds"]) == ("3.5000", "3.1642", "0.400")
+
+
+def test_the_eval_line_reads_back_as_written():
+    f = parse(clean(W + job_events.format_eval(10, 3.16423, 23.676))).fields
+    assert (f["step"], f["loss"], f["perplexity"]) == ("10", "3.1642", "23.68")
 
 
 # One line of every kind, as the job (or submit) writes it through job_events.
 EVERY_EVENT = {
     EventKind.PROGRESS: job_events.format_progress(2, 2, 3.1, 0.3, 400, 0.1, 0.2, 0),
     EventKind.CHECKPOINT: job_events.format_checkpoint(5),
+    EventKind.EVAL: job_events.format_eval(5, 3.646, 38.33),
     EventKind.RESTART: job_events.format_restart(2, 4, 2),
     EventKind.PREEMPTED: job_events.format_preempted(28, 15.0),
     EventKind.ELASTIC: job_events.format_elastic(1, 2, 16, {"ici_fsdp_parallelism": 4}),
