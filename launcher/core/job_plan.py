@@ -145,6 +145,14 @@ def define_flags(fv: flags.FlagValues) -> None:
         flag_values=fv,
     )
     flags.DEFINE_bool(
+        "record_examples",
+        False,
+        "Audit the data: every host writes, for each step, a hash of each example its batch "
+        "held (as MaxText's train loop got it) to <run>/examples/, one file per host and "
+        "start; a resume shows there whether it went on where the data stopped.",
+        flag_values=fv,
+    )
+    flags.DEFINE_bool(
         "dry_run", False, "Validate and print the plan as JSON; start no workers.", flag_values=fv
     )
 
@@ -184,6 +192,7 @@ class JobOptions:
     libtpu_init_args: str = ""
     metrics: bool = True
     data: str | None = None
+    record_examples: bool = False
     dry_run: bool = False
 
     @classmethod

@@ -204,7 +204,13 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             )
         )
         return 0
-    return _fit(plan, options.max_failures, options.max_preemptions, options.metrics)
+    return _fit(
+        plan,
+        options.max_failures,
+        options.max_preemptions,
+        options.metrics,
+        options.record_examples,
+    )
 
 
 def slice_trainer(
@@ -243,7 +249,13 @@ def slice_trainer(
     )
 
 
-def _fit(plan: JobPlan, max_failures: int, max_preemptions: int, metrics: bool = True) -> int:
+def _fit(
+    plan: JobPlan,
+    max_failures: int,
+    max_preemptions: int,
+    metrics: bool = True,
+    record_examples: bool = False,
+) -> int:
     from launcher.runtime.metrics import JobMetrics, JobReporter, job_labels
     from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
 
@@ -268,6 +280,7 @@ def _fit(plan: JobPlan, max_failures: int, max_preemptions: int, metrics: bool =
             # are per device, and a tpu7x device is half a chip.
             peak_tflops=peak_tflops,
             metric_labels=labels,
+            record_examples_in=str(plan.run_dir.path) if record_examples else None,
         ),
         name=plan.run_name,
         max_failures=max_failures,

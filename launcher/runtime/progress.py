@@ -71,6 +71,13 @@ CHECKPOINT_LINE = re.compile(
 )
 
 
+# MaxText's train loop ends on its StopTraining exception as if the job were done, whatever the
+# reason: a target eval loss reached, the preemption save below, or a data iterator that failed
+# or ran out. Only the first two are an end; the others are the job's failure.
+STOPPED_LINE = re.compile(r"Training stopped: (?P<reason>.*)")
+TARGET_LOSS_STOP = "Target loss"
+
+
 # MaxText's checkpointing._handle_post_checkpoint_preemption, once the save at the preemption sync
 # step committed (the train loop then ends as if done).
 PREEMPTION_STOP = "Job received termination signal (SIGTERM)"
@@ -92,6 +99,7 @@ class ProgressTracker(logging.Handler):
     steps: list[StepRecord] = field(default_factory=list)
     evals: list[tuple[int, float]] = field(default_factory=list)  # (after step, eval loss)
     stopped_for_preemption: bool = False
+    failed_stop: str | None = None  # MaxText stopped early for this reason (not an end)
     last_saved: int | None = None  # the step of the last save MaxText logged
     on_first_step: Callable[[int], None] | None = None  # called once, with the step
     metrics: StepMetrics | None = None  # rank 0's Ray metrics (None: off, or another rank)
@@ -113,6 +121,10 @@ class ProgressTracker(logging.Handler):
                 self._eval(int(m["step"]), float(m["loss"]), float(m["perplexity"]))
             elif PREEMPTION_STOP in message:
                 self.stopped_for_preemption = True
+            elif m := STOPPED_LINE.search(message):
+                reason = m["reason"]
+                if TARGET_LOSS_STOP not in reason and PREEMPTION_STOP not in reason:
+                    self.failed_stop = reason
             return
         # MaxText's line can reach this logger more than once; count each step once.
         if self.steps and rec.step <= self.steps[-1].step:

@@ -9,7 +9,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from absl import flags as absl_flags
 from ray.experimental import internal_kv
 
 from launcher.core.deferred_imports import defer_unused_imports
@@ -20,6 +22,12 @@ from launcher.runtime.periodic import every
 from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
 
 KV_NAMESPACE = "tpu-launcher"
+
+
+class MaxTextStopped(RuntimeError):
+    """MaxText ended its train loop early and called it graceful (its StopTraining), for a
+    reason that is no end: a data iterator that failed or ran out. The job must fail, not
+    succeed with steps missing."""
 
 
 # Multi-slice coordination that libtpu reads when the TPU backend starts. Ray sets them from
@@ -58,6 +66,8 @@ class WorkerConfig:
     peak_tflops: float | None = None  # per device, where the TPU table knows it: MFU
     # The job's metrics labels (run, slice, job_id); None: no Ray metrics (--nometrics).
     metric_labels: dict[str, str] | None = None
+    # --record_examples: the run's directory, under which each host records its batches.
+    record_examples_in: str | None = None
 
 
 def slices_of_this_start(world_size: int, hosts_per_slice: int) -> int:
@@ -138,13 +148,20 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         ray.get_runtime_context().get_node_id(),
         lambda notice: _on_notice(config.summary_key, rank, notice, tracker),
     ).start()
+    recorder = None
     try:
         # Imported here: jax must not be imported before the backend set up jax.distributed.
         defer_unused_imports()
         from maxtext.trainers.pre_train import train as maxtext_train
 
+        if config.record_examples_in:
+            recorder = _record_examples(Path(config.record_examples_in), rank)
+        # Grain reads its own absl flags, which MaxText's app.run would have parsed: defaults.
+        absl_flags.FLAGS.mark_as_parsed()
         maxtext_train.main(argv)
     finally:
+        if recorder is not None:
+            recorder.close()
         relay.stop()
         for stop in (beacon, fresh):
             if stop is not None:
@@ -153,6 +170,12 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         if tracker.attempt is not None:
             tracker.attempt.ended_at = time.time()
             tracker.flush_events()
+    if tracker.failed_stop is not None:
+        last = tracker.steps[-1].step if tracker.steps else None
+        raise MaxTextStopped(
+            f"MaxText stopped training {'before step 0' if last is None else f'after step {last}'}"
+            f" of {config.steps}: {tracker.failed_stop}"
+        )
     saved = tracker.last_saved
     if tracker.stopped_for_preemption and (saved is None or saved + 1 < config.steps):
         tracker.say(
@@ -162,6 +185,20 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         after_preemption_stop(relay, saved)
     if rank == 0:
         publish_summary(config.summary_key, tracker.summary())
+
+
+def _record_examples(run_dir: Path, rank: int):
+    """MaxText resumes at the step after the run's latest committed checkpoint: so does the
+    record of this start."""
+    from launcher.core.checkpoints import committed_steps
+    from launcher.runtime.example_record import ExampleRecorder, install, record_path
+
+    done = committed_steps(run_dir)
+    recorder = ExampleRecorder(
+        record_path(run_dir, time.time_ns(), rank), done[-1] + 1 if done else 0
+    )
+    install(recorder)
+    return recorder
 
 
 def _train_context() -> object:
