@@ -307,7 +307,8 @@ def plan_job(
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
             args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
     data = None
-    root = data_root or output_dir
+    # The datasets are in the bucket the run writes to (base_output_directory, when given).
+    root = data_root or (str(args.get("base_output_directory")) if output_dir else None)
     if root is not None:
         args, data = resolve_data(args, options.data, root)
         data = check_data(args, data, slices.num_devices if slices else None)

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.local_ray import LocalCluster, local_cluster_command, run_name
+from harness.local_ray import LocalCluster, local_cluster_command, run_name, tpu_launcher
 from harness.paths import REPO
 from launcher.client import local_prometheus
+from launcher.core.datasets import MANIFEST, Manifest
 
 # The modules that restart the cluster with another shape, in the order they run, last.
 LAST = ("test_ironwood_slice.py", "test_elastic_slices.py")
@@ -65,11 +66,30 @@ class TrainedRun:
     output: str
 
 
+# The project's own corpus (launcher/corpus), prepared once into the session's bucket: the
+# trained run, the killed host and the preemption train on it.
+DATASET = "tiny"
+
+
 @pytest.fixture(scope="session")
-def trained_run(local_cluster: LocalCluster) -> TrainedRun:
-    """The tiny model trained 10 steps (checkpoints 0, 5 and 9), once per session: the train
-    test checks this run and then resumes it; the generate test generates and exports from it.
-    (Each training its own cost a CI run about two minutes.)"""
+def tiny_dataset(local_cluster: LocalCluster) -> Manifest:
+    done = tpu_launcher(
+        "data", "prepare", "--name", DATASET, "--output-dir", str(local_cluster.bucket),
+        "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    return Manifest.from_json((local_cluster.bucket / "datasets" / DATASET / MANIFEST).read_text())
+
+
+@pytest.fixture(scope="session")
+def trained_run(local_cluster: LocalCluster, tiny_dataset: Manifest) -> TrainedRun:
+    """The tiny model trained 10 steps on the tiny corpus (checkpoints 0, 5 and 9; held-out loss
+    after steps 0, 3, 6 and 9), once per session: the train test checks this run and then
+    resumes it; the generate test generates and exports from it. (Each training its own cost a
+    CI run about two minutes.)"""
     name = run_name("e2e")
-    code, out = local_cluster.submit("tiny-llama.yml", f"run_name={name}", "steps=10")
+    code, out = local_cluster.submit(
+        f"--data={DATASET}", "tiny-llama.yml", f"run_name={name}", "steps=10",
+        "eval_interval=3", "eval_steps=2",
+    )  # fmt: skip
     return TrainedRun(name, local_cluster.bucket / name, code, out)

@@ -1,7 +1,8 @@
 """Nothing is lost on failure, on the real local cluster: a killed host (Ray worker process) is
 replaced by Ray Train's retry and MaxText resumes from the latest committed checkpoint, loading
-its compiled step from the run's compilation cache. (A stopped job resuming past a torn save:
-tests/e2e/test_train_e2e.py, on the session's trained run.)"""
+its compiled step from the run's compilation cache, and its data where that checkpoint's Grain
+iterator state says (each example once, as the job's --record_examples shows). (A stopped job
+resuming past a torn save: tests/e2e/test_train_e2e.py, on the session's trained run.)"""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.data_audit import audit
 from harness.job_control import (
     RESTORED,
     jobs_client,
@@ -30,10 +32,15 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
 
 
-def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
+def test_a_killed_host_recovers_from_the_latest_checkpoint_and_its_data(
+    local_cluster, tiny_dataset
+):
     client, name = jobs_client(), run_name("kill")
     job_id = f"{name}-job"
-    submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=30")
+    submit_no_wait(
+        local_cluster, job_id, "--data=tiny", "--record_examples", "tiny-llama.yml",
+        f"run_name={name}", "steps=30",
+    )  # fmt: skip
     wait_for_step(client, job_id, 12)
     before_kill = client.get_job_logs(job_id)
     killed_at = kill_a_host()
@@ -62,6 +69,11 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint(local_cluster):
     assert any(Path(cache["dir"]).iterdir()), cache
     assert cache["hits_per_start"][0] == 0 and cache["hits_per_start"][-1] >= 1, cache
     assert cache["saved_seconds"] > 0, cache
+    # Mid-epoch (30 steps read about a third of the corpus), each example once: the steps
+    # computed again after the restore got the same examples, none was read twice.
+    seen = audit(local_cluster.bucket / name, steps=30)
+    assert seen["starts"] == 2 and seen["hosts"] == 2, seen
+    assert seen["examples"] < tiny_dataset.train.examples, seen
     print(
         f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
         f"{restored[-1]} ({redone} steps computed again); first step after the restore "

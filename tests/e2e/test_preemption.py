@@ -1,7 +1,7 @@
 """A preempted host loses no step, on the real local cluster: `tpu-launcher preempt` does what GKE
 does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
-chart's preStop hook sends on GKE; the kill at the deadline; the host back). Three preemptions
-in a row with --max_failures=0: two with time to save (the step saved on the notice, nothing
+chart's preStop hook sends on GKE; the kill at the deadline; the host back), on the tiny
+corpus with its data audited (--record_examples). Three preemptions in a row with --max_failures=0: two with time to save (the step saved on the notice, nothing
 computed again) and one with none (back to the last periodic checkpoint, and the summary says
 why); the run finishes because preemptions are not failures."""
 
@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from harness.data_audit import audit
 from harness.job_control import jobs_client, submit_no_wait, wait_for_step, wait_until_done
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.prometheus import WINDOW, query
@@ -41,13 +42,15 @@ def _wait_for_resume(client, job_id: str, count: int, timeout: float = 300) -> i
     raise AssertionError(f"no resume after preemption {count} within {timeout}s")
 
 
-def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster):
+def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster, tiny_dataset):
     client, name = jobs_client(), run_name("preempt")
     job_id = f"{name}-job"
     submit_no_wait(
         local_cluster,
         job_id,
         "--max_failures=0",
+        "--data=tiny",
+        "--record_examples",
         "tiny-llama.yml",
         f"run_name={name}",
         "steps=100",
@@ -83,6 +86,11 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
     assert "restarts:     3 preemptions (--max_preemptions), 0 failures" in logs
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
+
+    # Each example once over 100 steps (about three quarters of the corpus) and four starts:
+    # the saves on a notice and the periodic one carry Grain's iterator state with the weights.
+    seen = audit(local_cluster.bucket / name, steps=100)
+    assert seen["starts"] == 4 and seen["examples"] < tiny_dataset.train.examples, seen
 
     status = tpu_launcher("status", job_id, timeout=120)
     assert f"preempted, resumed at step {last['resumed_at']}" in status.stdout, status.stdout

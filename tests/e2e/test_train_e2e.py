@@ -24,13 +24,31 @@ from launcher.core.checkpoints import committed_steps
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
-def test_trains_checkpoints_and_resumes(local_cluster, trained_run):
+# An untrained model's held-out loss on UTF-8 bytes is near ln(256) = 5.55 nats (5.87 measured:
+# MaxText's initialization is not uniform); weights that learned nothing cannot reach 1 nat
+# below their own first eval, which 10 steps on the tiny corpus do (2.8 nats measured).
+EVAL_MARGIN = 1.0
+
+
+def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
+    local_cluster, trained_run, tiny_dataset
+):
     name, code, out = trained_run.name, trained_run.code, trained_run.output
     assert code == 0, out[-6000:]
     assert "v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips): 2 workers x 4 devices" in out
     first = launcher_result(out)
     assert (first["first_step"], first["last_step"]) == (0, 9)
     assert math.isfinite(first["final_loss"]) and first["final_loss"] < first["first_loss"]
+    # The plan names the data and its epochs, from the manifest: 10 steps x 8 sequences x 128
+    # tokens over the training split's tokens.
+    assert f"train {tiny_dataset.train.examples} examples" in out
+    epochs = 10 * 8 * 128 / tiny_dataset.train.tokens
+    assert f"80 sequences x 128 tokens packed: up to {epochs:.3f} epochs" in out
+    # Held-out loss after steps 0, 3, 6 and 9: on the terminal, in the summary and the record.
+    evals = first["evals"]
+    assert [step for step, _ in evals] == [0, 3, 6, 9], evals
+    assert evals[-1][1] < evals[0][1] - EVAL_MARGIN, evals
+    assert "[eval] after step 9: eval loss" in out and "eval loss:    " in out
     # tiny-llama.yml checkpoints every 5 steps; MaxText also saves the last step.
     assert first["checkpoints"] == [0, 5, 9]
     assert "[progress] step 10/10 loss" in out
@@ -49,7 +67,10 @@ def test_trains_checkpoints_and_resumes(local_cluster, trained_run):
     # committed checkpoint, past a save torn by a kill mid-write (one job start fewer than
     # resuming and stopping apart: the suite shares runs).
     client, job_id = jobs_client(), f"{name}-more"
-    submit_no_wait(local_cluster, job_id, "tiny-llama.yml", f"run_name={name}", "steps=400")
+    submit_no_wait(
+        local_cluster, job_id, "--data=tiny", "tiny-llama.yml", f"run_name={name}", "steps=400",
+        "num_epoch=2",
+    )  # fmt: skip
     wait_for_step(client, job_id, 12)
     stop = tpu_launcher("stop", job_id)
     assert stop.returncode == 0, stop.stderr
@@ -65,7 +86,7 @@ def test_trains_checkpoints_and_resumes(local_cluster, trained_run):
     os.remove(torn / "commit_success.txt")
 
     code, out = local_cluster.submit(
-        "--steps_beyond_checkpoint=5", "tiny-llama.yml", f"run_name={name}"
+        "--steps_beyond_checkpoint=5", "--data=tiny", "tiny-llama.yml", f"run_name={name}"
     )
     assert code == 0, out[-6000:]
     second = launcher_result(out)
