@@ -1,9 +1,10 @@
 """A preempted host loses no step, on the real local cluster: `tpu-launcher preempt` does what GKE
 does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
 chart's preStop hook sends on GKE; the kill at the deadline; the host back), on the tiny
-corpus with its data audited (--record_examples). Three preemptions in a row with --max_failures=0: two with time to save (the step saved on the notice, nothing
-computed again) and one with none (back to the last periodic checkpoint, and the summary says
-why); the run finishes because preemptions are not failures."""
+corpus with its data audited (--record_examples). Three preemptions in a row with
+--max_failures=0: two with time to save (the step saved on the notice, nothing computed again)
+and one with none (back to the last periodic checkpoint, and the summary says why); the run
+finishes because preemptions are not failures."""
 
 from __future__ import annotations
 
