@@ -110,6 +110,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
             target.slices if target else None,
             target.source if target else None,
             bucket=ns.bucket,
+            data_dir=ns.data_dir,
             advise=ns.advise,
             max_batch=ns.max_batch,
             use_cache=not ns.no_cache,
@@ -208,6 +209,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument(
         "--bucket", help="gs://bucket/prefix to check (exists, writable, latest checkpoint)"
+    )
+    p.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the bucket as this machine sees it (its gcsfuse mount, a copy, or the local "
+        "cluster's bucket directory): the job's data (--data NAME, or grain files and a "
+        "tokenizer under /data) is checked there before anything compiles",
     )
     p.add_argument(
         "--advise",

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import glob
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -89,14 +90,18 @@ def _model_config(model: str) -> dict[str, Any]:
         return yaml.safe_load(f) or {}
 
 
-def resolve_data(args: MaxTextArgs, data: str | None, root: str) -> tuple[MaxTextArgs, DataPlan]:
+def resolve_data(
+    args: MaxTextArgs, data: str | None, root: str, read_from: str | None = None
+) -> tuple[MaxTextArgs, DataPlan]:
     """--data NAME -> MaxText's own keys for the dataset under `root` (the hosts' view of the
-    bucket). A key the user set on the command line is kept (and must agree)."""
+    bucket; its manifest is read under `read_from` when this process sees the bucket there).
+    A key the user set on the command line is kept (and must agree)."""
     if not data:
         return args, DataPlan(None, None, None, None)
     check_dataset_name(data, "--data")
     directory = dataset_dir(root, data)
-    manifest = read_manifest(_path(directory), f"--data={data} under {root}")
+    local = dataset_dir(read_from or root, data)
+    manifest = read_manifest(_path(local), f"--data={data} under {read_from or root}")
     keys = maxtext_keys(manifest, directory)
     for key in ("dataset_type", "grain_file_type"):
         if key in args.overrides and str(args.get(key)) != keys[key]:
@@ -119,18 +124,23 @@ def _path(directory: str) -> Path:
     return Path(directory)
 
 
-def check_data(args: MaxTextArgs, plan: DataPlan, devices: int | None) -> DataPlan:
+def check_data(
+    args: MaxTextArgs, plan: DataPlan, devices: int | None, view: tuple[str, str] | None = None
+) -> DataPlan:
     """Refuses, with the key and the fix, what MaxText would fail on later; returns the plan
-    with the epochs `steps` x the global batch mean (when the devices are known)."""
+    with the epochs `steps` x the global batch mean (when the devices are known). `view`:
+    (the bucket's path on the job's hosts, where it is seen here), when they differ (preflight
+    --data-dir: /data on the hosts is that directory here)."""
     if str(args.get("hf_access_token") or ""):
         raise UsageError(field="hf_access_token", problem="a token in the job", fix=SECRET_FIX)
     kind = str(args.get("dataset_type"))
     if kind == "synthetic":
         return plan
+    here = _seen_here(view)
     if kind == "grain":
-        _check_grain_files(args)
+        _check_grain_files(args, here)
     if kind in _TOKENIZED and _tokenizes(args):
-        _check_tokenizer(args, plan.manifest)
+        _check_tokenizer(args, plan, here)
     eval_on = int(args.get("eval_interval") or -1) > 0
     if eval_on and kind == "grain" and not str(args.get("grain_eval_files") or ""):
         raise UsageError(
@@ -147,6 +157,14 @@ def check_data(args: MaxTextArgs, plan: DataPlan, devices: int | None) -> DataPl
     return _check_against_manifest(args, plan, devices, eval_on)
 
 
+def _seen_here(view: tuple[str, str] | None) -> Callable[[str], str]:
+    """A path as the job's hosts name it -> where this process reads it."""
+    if view is None:
+        return lambda path: path
+    hosts, local = view[0].rstrip("/"), view[1].rstrip("/")
+    return lambda path: local + path[len(hosts) :] if path.startswith(hosts + "/") else path
+
+
 def _tokenizes(args: MaxTextArgs) -> bool:
     value = args.get("tokenize_train_data")
     return value is None or bool(value)
@@ -157,7 +175,7 @@ def _patterns(value: str) -> list[str]:
     return [part.split(",")[0].strip() for part in value.split(";") if part.strip()]
 
 
-def _check_grain_files(args: MaxTextArgs) -> None:
+def _check_grain_files(args: MaxTextArgs, here: Callable[[str], str]) -> None:
     for key in ("grain_train_files", "grain_eval_files"):
         value = str(args.get(key) or "")
         if key == "grain_train_files" and not value:
@@ -171,7 +189,7 @@ def _check_grain_files(args: MaxTextArgs) -> None:
         for pattern in _patterns(value):
             if pattern.startswith(("gs://", "hf://")):
                 continue  # read by MaxText with its own clients
-            found = sorted(glob.glob(os.path.expanduser(pattern)))
+            found = sorted(glob.glob(os.path.expanduser(here(pattern))))
             if not found:
                 raise UsageError(
                     field=key,
@@ -192,8 +210,13 @@ def _check_grain_files(args: MaxTextArgs) -> None:
                     ) from None
 
 
-def _check_tokenizer(args: MaxTextArgs, manifest: Manifest | None) -> None:
-    path = str(args.get("tokenizer_path") or "")
+def _check_tokenizer(args: MaxTextArgs, plan: DataPlan, here: Callable[[str], str]) -> None:
+    given = str(args.get("tokenizer_path") or "")
+    path = here(given)
+    # The dataset's own tokenizer is counted in its manifest; another one is loaded.
+    manifest = plan.manifest
+    if manifest is not None and given != f"{plan.directory}/{manifest.tokenizer_path}":
+        manifest = None
     if not path:
         raise UsageError(
             field="tokenizer_path",

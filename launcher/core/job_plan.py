@@ -259,6 +259,7 @@ def plan_job(
     require_slice: bool = False,
     output_dir: str | None = None,
     data_root: str | None = None,
+    hosts_data_root: str | None = None,
 ) -> JobPlan:
     """Parses and checks everything that can be checked before training. Raises UsageError.
 
@@ -267,7 +268,8 @@ def plan_job(
     output_dir: where checkpoints go unless base_output_directory= says otherwise; given where
       the job runs (the bucket mount), so the directory and the steps are checked there.
     data_root: where --data's datasets/ are (default: output_dir); with neither, the job's
-      data is resolved and checked where it runs, not here.
+      data is resolved and checked where it runs, not here;
+    hosts_data_root: where the job's hosts see data_root (preflight: /data, the bucket's mount).
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
@@ -310,8 +312,9 @@ def plan_job(
     # The datasets are in the bucket the run writes to (base_output_directory, when given).
     root = data_root or (str(args.get("base_output_directory")) if output_dir else None)
     if root is not None:
-        args, data = resolve_data(args, options.data, root)
-        data = check_data(args, data, slices.num_devices if slices else None)
+        view = (hosts_data_root, root) if hosts_data_root and data_root else None
+        args, data = resolve_data(args, options.data, hosts_data_root or root, root)
+        data = check_data(args, data, slices.num_devices if slices else None, view)
     return JobPlan(slices, args, options.libtpu_init_args, sized, options.resize_check_s, data)
 
 

@@ -9,9 +9,10 @@ the caller (a values file's, an installed release's) and handed in, or is the jo
 The training step is compiled ahead of time for that TPU topology (see compile_engine) and its
 per-chip memory set against the chip's HBM from the TPU table, and the save a preemption
 notice starts against the workers' grace period (see save_estimate). With --bucket it also
-checks the bucket (see bucket_check); with --advise it searches batch, remat policy and ICI
-split for the fastest configuration that fits, predicted by a step model calibrated on
-published runs (see sharding_advice).
+checks the bucket (see bucket_check); with --data-dir (the bucket mounted or copied here) the
+job's data (--data or MaxText's own keys), before anything compiles (see data_checks); with
+--advise it searches batch, remat policy and ICI split for the fastest configuration that
+fits, predicted by a step model calibrated on published runs (see sharding_advice).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.preemption import DEFAULT_GRACE_S
+from launcher.core.run_dir import DEFAULT_OUTPUT_DIR
 from launcher.core.slices import TpuSlices
 from launcher.preflight.compile_engine import compile_report
 from launcher.preflight.memory_report import refuse_if_too_big
@@ -35,6 +37,7 @@ class PreflightRequest:
     target: TpuSlices | None = None  # the slice a values file or a release names, resolved
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
+    data_dir: str | None = None  # the bucket seen here (a mount, a copy): the job's data checked
     advise: bool = False
     max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
@@ -48,7 +51,15 @@ def preflight(request: PreflightRequest) -> int:
     if target is None and request.target_source:  # a release on a CPU cluster: submit goes on
         print(f"preflight: {request.target_source} has no TPU worker group: nothing to compile for")
         return 0
-    plan = plan_job(options, maxtext_argv, target=target)
+    plan = plan_job(
+        options,
+        maxtext_argv,
+        target=target,
+        data_root=request.data_dir,
+        hosts_data_root=DEFAULT_OUTPUT_DIR if request.data_dir else None,
+    )
+    for line in plan.data.describe() if plan.data else []:
+        print(f"preflight: {line}")
     slices = plan.slices
     if not isinstance(slices, TpuSlices):
         raise UsageError(

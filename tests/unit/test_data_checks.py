@@ -1,0 +1,145 @@
+"""A job's data checked before any host starts or anything compiles (launcher.core.data_checks,
+through plan_job as the entrypoint and preflight call it): each fault refused with its key and
+the fix, in seconds; and `tpu-launcher preflight --data-dir` exiting 2 on one before compiling."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO
+from launcher.client.data_prepare import PrepareRequest, prepare
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import parse_job_args, plan_job
+
+pytestmark = pytest.mark.unit
+SLICE = "--tpu=v5p-16"  # 2 hosts x 4 devices, as the local cluster simulates: global batch 8
+
+
+@pytest.fixture(scope="module")
+def bucket(tmp_path_factory) -> Path:
+    """The shipped corpus prepared twice: with an eval split (tiny) and without (noeval)."""
+    root = tmp_path_factory.mktemp("bucket")
+    corpus = REPO / "launcher" / "corpus" / "tiny"
+    prepare(PrepareRequest(corpus, "tiny", root, progress=False))
+    prepare(PrepareRequest(corpus, "noeval", root, eval_fraction=0.0, progress=False))
+    return root
+
+
+def _plan(bucket: Path, *args: str):
+    options, maxtext_argv = parse_job_args([SLICE, *args])
+    return plan_job(options, maxtext_argv, data_root=str(bucket))
+
+
+def _refused(bucket: Path, *args: str) -> UsageError:
+    with pytest.raises(UsageError) as err:
+        _plan(bucket, *args)
+    return err.value
+
+
+def test_data_names_the_prepared_dataset_and_the_plan_its_epochs(bucket):
+    plan = _plan(bucket, "--data=tiny", "tiny-llama.yml", "run_name=r", "steps=100")
+    where = f"{bucket}/datasets/tiny"
+    assert plan.args.get("dataset_type") == "grain"
+    assert plan.args.get("grain_train_files") == f"{where}/train-*.array_record"
+    assert plan.args.get("grain_eval_files") == f"{where}/eval-*.array_record"
+    assert plan.args.get("tokenizer_path") == f"{where}/tokenizer"
+    m = plan.data.manifest
+    lines = plan.data.describe()
+    assert f"train {m.train.examples} examples, {m.train.tokens} tokens" in lines[0]
+    epochs = 100 * 8 * 128 / m.train.tokens
+    assert lines[1].endswith(f"800 sequences x 128 tokens packed: up to {epochs:.3f} epochs")
+
+
+@pytest.mark.parametrize(
+    ("args", "field", "says"),
+    [
+        (["--data=nope"], "--data", "no prepared dataset at"),
+        (["--data=../x"], "--data", "is not a dataset name"),
+        (["--data=tiny", "dataset_type=synthetic"], "dataset_type", "contradicts --data=tiny"),
+        (["dataset_type=grain"], "grain_train_files", "names no training files"),
+        (
+            ["dataset_type=grain", "grain_train_files=/no/such/train-*.array_record"],
+            "grain_train_files",
+            "no file matches /no/such/train-*.array_record",
+        ),
+        (
+            ["--data=tiny", "tokenizer_path=/no/such/tokenizer"],
+            "tokenizer_path",
+            "/no/such/tokenizer does not exist",
+        ),
+        (["--data=tiny", "vocab_size=128"], "vocab_size", "the tokenizer has 256 tokens"),
+        # MaxText's own llama2 sentencepiece on the 256-token tiny model, loaded and counted.
+        (
+            ["--data=tiny", "tokenizer_path=tokenizer.llama2", "tokenizer_type=sentencepiece"],
+            "vocab_size",
+            "the tokenizer has 32000 tokens",
+        ),
+        (["--data=noeval", "eval_interval=5"], "eval_interval", "eval split is empty"),
+        (["--data=tiny", "eval_interval=5", "eval_steps=50"], "eval_steps", "hosts run out"),
+        (["--data=tiny", "steps=400"], "steps", "set num_epoch=2"),
+        (["hf_access_token=hf_abc"], "hf_access_token", "Kubernetes Secret"),
+    ],
+)
+def test_each_data_fault_is_refused_with_its_key_and_fix_in_seconds(bucket, args, field, says):
+    started = time.monotonic()
+    flags = [a for a in args if a.startswith("--")]
+    keys = [a for a in args if not a.startswith("--")]
+    err = _refused(bucket, *flags, "tiny-llama.yml", "run_name=r", *keys)
+    assert err.field == field and says in str(err), str(err)
+    assert err.fix
+    assert time.monotonic() - started < 30  # no compile, no host: a tokenizer load at most
+
+
+def test_more_epochs_than_one_are_allowed_when_asked_for(bucket):
+    plan = _plan(bucket, "--data=tiny", "tiny-llama.yml", "run_name=r", "steps=400", "num_epoch=2")
+    assert plan.data.train.surely_more_than > 1
+
+
+def test_a_unreadable_data_file_is_named(bucket, tmp_path):
+    (tmp_path / "train-0.array_record").mkdir()  # matches the glob, cannot be read
+    err = _refused(
+        bucket,
+        "tiny-llama.yml",
+        "run_name=r",
+        "dataset_type=grain",
+        f"grain_train_files={tmp_path}/train-*.array_record",
+    )
+    assert err.field == "grain_train_files" and "cannot be read" in str(err)
+
+
+def test_preflight_refuses_a_data_fault_with_exit_2_before_any_compile(bucket):
+    started = time.monotonic()
+    proc = subprocess.run(
+        [
+            *(sys.executable, "-m", "launcher", "preflight", "--data-dir", str(bucket), "--"),
+            *(SLICE, "--data=tiny", "tiny-llama.yml", "run_name=r", "eval_interval=5"),
+            "eval_steps=50",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "eval_steps" in proc.stderr and "fix: eval_steps=" in proc.stderr
+    assert "compil" not in proc.stdout  # refused before the compile report
+    print(f"\npreflight refused a data fault in {time.monotonic() - started:.1f}s")
+
+
+def test_preflight_sees_the_hosts_data_paths_under_the_data_dir(bucket):
+    """MaxText's own keys as the hosts name them (/data/...): read under --data-dir here."""
+    options, argv = parse_job_args(
+        [
+            *(SLICE, "tiny-llama.yml", "run_name=r", "dataset_type=grain"),
+            "grain_train_files=/data/datasets/tiny/train-*.array_record",
+            "tokenizer_path=/data/datasets/tiny/tokenizer",
+            "tokenizer_type=huggingface",
+        ]
+    )
+    plan = plan_job(options, argv, data_root=str(bucket), hosts_data_root="/data")
+    assert plan.args.get("grain_train_files").startswith("/data/")
