@@ -78,8 +78,8 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-    from launcher.client.data_prepare import PrepareRequest, prepare
     from launcher.client.data_commands import SHIPPED_CORPUS
+    from launcher.client.data_prepare import PrepareRequest, prepare
 
     print(
         f"one v6e-16 host consumes {HOST_NEEDS:,.0f} tokens/s (the tutorial's "
