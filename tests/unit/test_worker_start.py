@@ -18,10 +18,14 @@ def test_the_sizing_replaces_the_keys_it_sets_and_keeps_the_rest(monkeypatch):
     assert got == ["train", "c.yml", "run_name=r", "steps=9", "gradient_accumulation_steps=6"]
 
 
-def test_cpu_devices_add_maxtexts_cpu_mode_unless_the_user_chose(monkeypatch):
+def test_cpu_devices_add_maxtexts_cpu_mode_and_in_process_grain_unless_the_user_chose(
+    monkeypatch,
+):
     monkeypatch.setenv("JAX_PLATFORMS", "cpu")
-    assert argv_for_this_host(["train", "c.yml"])[-1] == "hardware=cpu"
-    assert argv_for_this_host(["train", "c.yml", "hardware=gpu"]).count("hardware=gpu") == 1
+    got = argv_for_this_host(["train", "c.yml"])
+    assert got[2:] == ["hardware=cpu", "grain_worker_count=0", "grain_worker_count_eval=0"]
+    chosen = argv_for_this_host(["train", "c.yml", "hardware=gpu", "grain_worker_count=2"])
+    assert chosen.count("hardware=gpu") == 1 and "grain_worker_count=0" not in chosen
 
 
 def test_the_slices_a_start_got_come_from_its_world_size():
