@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from launcher.core.byte_tokenizer import BYTES
@@ -27,7 +28,13 @@ def run_prepare(ns: argparse.Namespace) -> int:
         raise UsageError(
             "--eval-fraction", f"must be in [0, 1), got {ns.eval_fraction}", "e.g. 0.05"
         )
-    output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
+    url = ns.output_dir if ns.output_dir and ns.output_dir.startswith("gs://") else None
+    if url:
+        from launcher.client.data_upload import staging_dir
+
+        output = staging_dir(url)
+    else:
+        output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
     manifest = prepare(
         PrepareRequest(
             source=Path(ns.source) if ns.source else SHIPPED_CORPUS,
@@ -43,13 +50,19 @@ def run_prepare(ns: argparse.Namespace) -> int:
             progress=not ns.no_progress,
         )
     )
-    where = output / DATASETS_SUBDIR / ns.name
+    where = f"{output}/{DATASETS_SUBDIR}/{ns.name}"
+    if url:
+        from launcher.client.data_upload import upload
+
+        sent = upload(output, url, ns.name)
+        where = f"{url.rstrip('/')}/{DATASETS_SUBDIR}/{ns.name}"
+        print(f"data: {sent} file(s) sent to {where} (prepared in {output})", file=sys.stderr)
     print(describe(manifest, where))
     print(f"train on it: tpu-launcher submit ... -- --data={ns.name} <config.yml> key=value ...")
     return 0
 
 
-def describe(manifest, where: Path) -> str:
+def describe(manifest, where: object) -> str:
     t, e = manifest.train, manifest.eval
     return (
         f"dataset {manifest.name}: {where}\n"
@@ -94,8 +107,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", required=True, help="the dataset's name: jobs say --data NAME")
     p.add_argument(
         "--output-dir",
-        help="the bucket's directory (a gcsfuse mount, or the local cluster's bucket "
-        "directory, the default)",
+        help="the bucket: gs://BUCKET[/prefix] (prepared in .local/data-staging, then "
+        "uploaded, the manifest last), a directory where it is mounted, or the local cluster's "
+        "bucket directory (the default)",
     )
     p.add_argument(
         "--tokenizer",

@@ -38,7 +38,7 @@ def split_url(url: str) -> tuple[str, str]:
     return m[1], (m[2] or "/").strip("/")
 
 
-def _client():
+def storage_client():
     import os
 
     from google.auth.credentials import AnonymousCredentials
@@ -54,7 +54,7 @@ def check_bucket(url: str, run_name: str = "") -> BucketReport:
 
     bucket_name, prefix = split_url(url)
     run_prefix = "/".join(p for p in (prefix, run_name) if p)
-    client = _client()
+    client = storage_client()
     try:
         bucket = client.lookup_bucket(bucket_name)
     except gexc.Forbidden as e:

@@ -153,3 +153,59 @@ def test_a_read_only_prefix_is_reported_with_the_role_to_grant(emulator, monkeyp
             check_bucket("gs://ckpt/runs", "r1")
     finally:
         server.shutdown()
+
+
+def test_data_prepare_into_a_bucket_sends_the_manifest_last_and_resumes(
+    storage, tmp_path, monkeypatch
+):
+    """`tpu-launcher data prepare --output-dir gs://...`: prepared in a staging directory, then
+    uploaded; a rerun sends nothing again; an upload cut short leaves no manifest."""
+    from launcher.cli import main
+    from launcher.client import data_upload
+    from launcher.core.datasets import Manifest
+
+    monkeypatch.chdir(tmp_path)  # the staging directory is the working directory's .local
+    argv = ["data", "prepare", "--name", "tiny", "--output-dir", "gs://ckpt/team", "--no-progress"]
+    real_upload = data_upload.storage_client
+
+    class CutAfterTwo:  # the network going away after two files
+        def __init__(self):
+            self.client = real_upload()
+
+        def bucket(self, name):
+            bucket = self.client.bucket(name)
+            real_blob = bucket.blob
+            sent = []
+
+            def blob(path):
+                b = real_blob(path)
+                real_send = b.upload_from_filename
+
+                def send(filename):
+                    if len(sent) == 2:
+                        raise ConnectionError("network gone")
+                    real_send(filename)
+                    sent.append(path)
+
+                b.upload_from_filename = send
+                return b
+
+            bucket.blob = blob
+            return bucket
+
+    monkeypatch.setattr(data_upload, "storage_client", CutAfterTwo)
+    with pytest.raises(ConnectionError):
+        main(argv)
+    names = {b.name for b in storage.list_blobs("ckpt", prefix="team/datasets/tiny/")}
+    assert len(names) == 2 and "team/datasets/tiny/manifest.json" not in names
+    monkeypatch.setattr(data_upload, "storage_client", real_upload)
+    assert main(argv) == 0
+    names = {b.name for b in storage.list_blobs("ckpt", prefix="team/datasets/tiny/")}
+    manifest = Manifest.from_json(
+        storage.bucket("ckpt").blob("team/datasets/tiny/manifest.json").download_as_text()
+    )
+    assert {f"team/datasets/tiny/{s}" for s in manifest.train.shards} <= names
+    assert "team/datasets/tiny/tokenizer/tokenizer.json" in names
+    assert (
+        data_upload.upload(data_upload.staging_dir("gs://ckpt/team"), "gs://ckpt/team", "tiny") == 0
+    )
