@@ -124,6 +124,30 @@ def _path(directory: str) -> Path:
     return Path(directory)
 
 
+def check_elastic_data(args: MaxTextArgs, data: str | None, minimum: int, slices: int) -> None:
+    """Grain's iterator state is one file per host, and MaxText restores it only onto as many
+    hosts as saved it (maxtext/common/grain_utility.py: for_restore raises otherwise): a job
+    that shrinks would fail every restart. Its ElasticIterator keeps one state for any number
+    of hosts, without packing."""
+    if not data and str(args.get("dataset_type")) != "grain":
+        return
+    if not args.get("grain_use_elastic_iterator"):
+        raise UsageError(
+            field="min_slices",
+            problem=f"an elastic job (--min_slices={minimum} of {slices} slices) on Grain data "
+            "cannot resume on fewer hosts: MaxText restores Grain's per-host iterator state "
+            "only onto as many hosts as saved it",
+            fix=f"--min_slices={slices} (every slice, always), or MaxText's elastic iterator: "
+            "grain_use_elastic_iterator=true packing=false",
+        )
+    if args.get("packing"):
+        raise UsageError(
+            field="packing",
+            problem="grain_use_elastic_iterator=true does not pack (MaxText's base.yml)",
+            fix="add packing=false",
+        )
+
+
 def check_data(
     args: MaxTextArgs, plan: DataPlan, devices: int | None, view: tuple[str, str] | None = None
 ) -> DataPlan:

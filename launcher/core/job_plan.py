@@ -19,7 +19,7 @@ from absl import flags
 
 from launcher.core import slices as slices_mod
 from launcher.core.checkpoints import committed_steps
-from launcher.core.data_checks import DataPlan, check_data, resolve_data
+from launcher.core.data_checks import DataPlan, check_data, check_elastic_data, resolve_data
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
@@ -298,6 +298,8 @@ def plan_job(
         args.check_parallelism(slices.devices_per_slice, slices.num_slices, slices.describe())
         minimum = options.min_slices if options.min_slices is not None else slices.num_slices
         sized = sizings(args, slices, minimum, options.allow_changing_batch)
+        if len(sized) > 1:
+            check_elastic_data(args, options.data, minimum, slices.num_slices)
     if output_dir is not None:
         # A preemption notice saves the step every host reaches next (launcher.runtime.preemption);
         # without it MaxText stops at that step all the same, having saved nothing.

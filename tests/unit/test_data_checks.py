@@ -143,3 +143,16 @@ def test_preflight_sees_the_hosts_data_paths_under_the_data_dir(bucket):
     )
     plan = plan_job(options, argv, data_root=str(bucket), hosts_data_root="/data")
     assert plan.args.get("grain_train_files").startswith("/data/")
+
+
+def test_an_elastic_job_on_grain_data_needs_maxtexts_elastic_iterator():
+    elastic = ["--tpu=v5p-8", "--num_slices=2", "--min_slices=1"]
+    options, argv = parse_job_args([*elastic, "--data=tiny", "tiny-llama.yml", "run_name=r"])
+    with pytest.raises(UsageError) as err:
+        plan_job(options, argv)  # refused where the job is planned: no bucket needed
+    assert err.value.field == "min_slices" and "grain_use_elastic_iterator=true" in str(err.value)
+    grain = ["dataset_type=grain", "grain_use_elastic_iterator=true"]
+    options, argv = parse_job_args([*elastic, "tiny-llama.yml", "run_name=r", *grain])
+    with pytest.raises(UsageError, match="add packing=false"):
+        plan_job(options, argv)
+    plan_job(options, [*argv, "packing=false"])
