@@ -45,6 +45,7 @@ def test_prometheus_holds_every_figure_as_the_summary_has_it(trained_run, job):
     assert last(jm.STEP, job_id) == summary["last_step"] == 9
     assert last(jm.STEPS, job_id, "sum") == summary["steps_this_run"] == 10
     assert last(jm.LOSS, job_id) == pytest.approx(summary["final_loss"], abs=1e-3)
+    assert last(jm.EVAL_LOSS, job_id) == pytest.approx(summary["evals"][-1][1], abs=1e-3)
     assert last(jm.STEP_TIME, job_id) > 0 and last(jm.TOKENS, job_id) > 0
     assert last(jm.TFLOPS, job_id) is not None  # MaxText's figure, tiny on CPU devices
     assert last(jm.MFU, job_id) is None  # CPU devices: no peak to be a fraction of
