@@ -250,8 +250,9 @@ def _check_tokenizer(args: MaxTextArgs, plan: DataPlan, here: Callable[[str], st
         )
     resolved = resolve_tokenizer_path(path)
     if not resolved.startswith(("gs://", "hf://")) and not os.path.exists(resolved):
-        if args.get("dataset_type") == "hf" and "/" in path and not path.startswith("/"):
-            return  # a hub id: MaxText downloads it
+        hub_id = "/" in path and not path.startswith(("/", ".", "~"))
+        if hub_id and args.get("tokenizer_type") == "huggingface":
+            return  # a Hugging Face hub id: MaxText's hosts download it
         raise UsageError(
             field="tokenizer_path",
             problem=f"{path} does not exist (nor among MaxText's tokenizer assets)",
