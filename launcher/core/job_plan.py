@@ -20,6 +20,7 @@ from absl import flags
 from launcher.core import slices as slices_mod
 from launcher.core.checkpoints import committed_steps
 from launcher.core.data_checks import DataPlan, check_data, check_elastic_data, resolve_data
+from launcher.core.datasets import DATASETS_SUBDIR
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
@@ -273,6 +274,12 @@ def plan_job(
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
+    if str(args.get("run_name")) == DATASETS_SUBDIR:
+        raise UsageError(
+            "run_name",
+            f"{DATASETS_SUBDIR!r} is where the bucket keeps prepared datasets",
+            "pick another run_name",
+        )
     request = options.slice_request()
     if target is not None and request is not None and request != target:
         raise UsageError(

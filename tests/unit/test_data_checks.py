@@ -83,13 +83,16 @@ def test_data_names_the_prepared_dataset_and_the_plan_its_epochs(bucket):
         (["--data=tiny", "eval_interval=5", "eval_steps=50"], "eval_steps", "hosts run out"),
         (["--data=tiny", "steps=400"], "steps", "set num_epoch=2"),
         (["hf_access_token=hf_abc"], "hf_access_token", "Kubernetes Secret"),
+        (["run_name=datasets"], "run_name", "where the bucket keeps prepared datasets"),
     ],
 )
 def test_each_data_fault_is_refused_with_its_key_and_fix_in_seconds(bucket, args, field, says):
     started = time.monotonic()
     flags = [a for a in args if a.startswith("--")]
     keys = [a for a in args if not a.startswith("--")]
-    err = _refused(bucket, *flags, "tiny-llama.yml", "run_name=r", *keys)
+    if not any(k.startswith("run_name=") for k in keys):
+        keys.append("run_name=r")
+    err = _refused(bucket, *flags, "tiny-llama.yml", *keys)
     assert err.field == field and says in str(err), str(err)
     assert err.fix
     assert time.monotonic() - started < 30  # no compile, no host: a tokenizer load at most
