@@ -35,7 +35,7 @@ SEQUENCE = 4096
 ROWS_PER_HOST = 4
 
 
-def pipeline_tokens_per_s(dataset: Path, kind: str, workers: int, batches: int) -> float:
+def pipeline_tokens_per_s(dataset: Path, workers: int, batches: int) -> float:
     """Tokens a second (the rows' capacity: what a step consumes) out of MaxText's iterator."""
     import jax
     from maxtext.configs import pyconfig
@@ -78,6 +78,9 @@ def main() -> int:
     ns = parser.parse_args()
     os.environ.setdefault("JAX_PLATFORMS", "cpu")
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    from absl import flags
+
+    flags.FLAGS.mark_as_parsed()  # Grain's own flags, at their defaults (as in the worker)
     from launcher.client.data_commands import SHIPPED_CORPUS
     from launcher.client.data_prepare import PrepareRequest, prepare
 
@@ -86,6 +89,7 @@ def main() -> int:
         f"{TUTORIAL_TOKENS_PER_DEVICE} tokens/s/device x {CHIPS_PER_HOST} chips)"
     )
     print(f"{'tokenizer':<26} {'grain workers':>13} {'tokens/s':>12} {'x a host needs':>15}")
+    rates: dict[tuple[str, int], float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for label, tokenizer in (
             ("llama3 tiktoken", "tokenizer_llama3.tiktoken"),
@@ -94,13 +98,19 @@ def main() -> int:
             name = tokenizer.split(".")[0].replace("_", "-")
             prepare(PrepareRequest(SHIPPED_CORPUS, name, Path(tmp), tokenizer, progress=False))
             for workers in (int(w) for w in ns.workers.split(",")):
-                rate = pipeline_tokens_per_s(
-                    Path(tmp) / "datasets" / name, label, workers, ns.batches
-                )
+                rate = pipeline_tokens_per_s(Path(tmp) / "datasets" / name, workers, ns.batches)
+                rates[(label, workers)] = rate
                 verdict = "keeps up" if rate >= HOST_NEEDS else "falls behind"
                 print(
-                    f"{label:<26} {workers:>13} {rate:>12,.0f} {rate / HOST_NEEDS:>14.1f}x "
+                    f"{label:<26} {workers:>13} {rate:>12,.0f} {rate / HOST_NEEDS:>14.2f}x "
                     f"{verdict}",
+                    flush=True,
+                )
+            one = rates.get((label, 1))
+            if one:
+                print(
+                    f"{label}: one Grain worker process gives {one:,.0f} tokens/s; a host needs "
+                    f"{HOST_NEEDS / one:.2f} of them (grain_worker_count)",
                     flush=True,
                 )
     print(f"(this machine: {os.cpu_count()} cores; a v6e host, ct6e-standard-4t, has 180 vCPUs)")
