@@ -84,6 +84,8 @@ def test_the_wheel_carries_the_launchers_configs(tmp_path):
     with zipfile.ZipFile(_build_wheel(tmp_path)) as wheel:
         names = set(wheel.namelist())
     assert "launcher/configs/tiny-llama.yml" in names
+    # `data prepare` with no source prepares the project's corpus, from the installed package.
+    assert {f"launcher/corpus/tiny/notes-{i}.jsonl" for i in range(3)} <= names
     assert {
         "launcher/cli.py",
         "launcher/runtime/entrypoint.py",
