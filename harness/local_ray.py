@@ -60,9 +60,11 @@ class LocalCluster:
             argv.append(f"base_output_directory={self.bucket}")
         return self._run(argv, timeout)
 
-    def about_run(self, command: str, run: str, *options: str, timeout: int = 300):
+    def about_run(self, command: str, run: str, *options: str, timeout: int = 540):
         """`generate` or `export` through the same code path as `tpu-launcher generate|export`;
-        (exit code, output). MaxText keys go in `options` after "--"."""
+        (exit code, output). MaxText keys go in `options` after "--". The limit bounds a hang,
+        as submit's does: a generate beside preflight's compiles in CI took over 300 s (its
+        hosts load the run's tokenizer, the dataset's, since the run trains on the corpus)."""
         argv = [command, "--run", run, *options]
         if not self.started_here:
             argv += [] if "--" in options else ["--"]

@@ -18,7 +18,7 @@ from harness.local_ray import launcher_result, tpu_launcher
 from launcher.core.checkpoints import committed_steps
 from tests.support.hf_llama_reference import HfLlama
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1200)]
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
 PROMPT = 'say "hello"'
 
