@@ -6,9 +6,16 @@ import argparse
 import sys
 from pathlib import Path
 
+from launcher.client.data_prepare import DEFAULT_SHARD_MB
 from launcher.core.byte_tokenizer import BYTES
-from launcher.core.datasets import DATASETS_SUBDIR, check_dataset_name, read_manifest
+from launcher.core.datasets import (
+    DATASETS_SUBDIR,
+    TEXT_FEATURE,
+    check_dataset_name,
+    read_manifest,
+)
 from launcher.core.errors import UsageError
+from launcher.core.tokenizers import TOKENIZER_TYPES
 
 SHIPPED_CORPUS = Path(__file__).parents[1] / "corpus" / "tiny"
 
@@ -120,7 +127,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--tokenizer-type",
-        choices=["sentencepiece", "huggingface", "tiktoken"],
+        choices=TOKENIZER_TYPES,
         help="MaxText's tokenizer_type (default: from the path)",
     )
     p.add_argument(
@@ -130,8 +137,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="documents held out for eval loss (by a hash of their text; default 0.05)",
     )
     p.add_argument("--split-seed", type=int, default=0, help="changes which documents are held out")
-    p.add_argument("--text-field", default="text", help="the JSONL field or Parquet column")
-    p.add_argument("--shard-mb", type=float, default=64, help="text per shard (default 64 MB)")
+    p.add_argument("--text-field", default=TEXT_FEATURE, help="the JSONL field or Parquet column")
+    p.add_argument(
+        "--shard-mb",
+        type=float,
+        default=DEFAULT_SHARD_MB,
+        help=f"text per shard (default {DEFAULT_SHARD_MB} MB)",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a dataset of this name")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run_prepare)

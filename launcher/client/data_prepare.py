@@ -22,6 +22,7 @@ from pathlib import Path
 
 from launcher.core.byte_tokenizer import BYTES, byte_tokenizer_files
 from launcher.core.datasets import (
+    DATASETS_SUBDIR,
     MANIFEST,
     SPLITS,
     TEXT_FEATURE,
@@ -241,7 +242,7 @@ def file_sha256(path: Path) -> str:
 def prepare(request: PrepareRequest) -> Manifest:
     files = input_files(request.source)
     root = request.source if request.source.is_dir() else request.source.parent
-    target = request.output_dir / "datasets" / request.name
+    target = request.output_dir / DATASETS_SUBDIR / request.name
     tokenizer_path = request.tokenizer
     if tokenizer_path != BYTES:
         tokenizer_path = resolve_tokenizer_path(tokenizer_path)

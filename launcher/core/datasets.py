@@ -88,9 +88,6 @@ class Manifest:
         raw["eval"] = SplitStats(**raw["eval"])
         return cls(**raw)
 
-    def split(self, name: str) -> SplitStats:
-        return self.train if name == "train" else self.eval
-
 
 def dataset_dir(output_dir: str, name: str) -> str:
     # Joined as text: in the cluster it is the bucket's mount, from a workstation it may be gs://.
