@@ -1,13 +1,16 @@
 """Where a job's wall time went, from its own events: each attempt's start, every step MaxText
-logged (its number, its `seconds` and when it was logged) and every checkpoint save.
+logged (its number, its `seconds` and when it was logged), every checkpoint save and eval.
 
-MaxText's `seconds` for a step runs from the previous step's completion to this one's, so the
-first step after a (re)start carries what was not done before the loop, and the step after a
-checkpoint carries the save's blocking part. A steady step is the median of the others; what a
-step takes beyond it is start-up or checkpoint time. Compile time is JAX's own measure (its
-monitoring events), taken out of the start-up it happened in. Steps computed again after a
-restart (those from the step the next start resumed at) are lost, not productive. Every
-interval between consecutive events is counted once, so the parts add up to the wall time;
+MaxText's `seconds` for a step runs from the previous step's clock stop to this one's, so the
+first step after a (re)start carries what was not done before the loop, the step after a
+checkpoint carries the save's blocking part, and the step after an eval carries the eval. With
+JAX's asynchronous dispatch a step's clock stops once it is dispatched, and its line is written
+in the next iteration, which waits for its results: what a start leaves running (step 0's
+compute, a restore still reading) lands on the steps up to the third. A steady step is the
+median of the others; what a step takes beyond it is start-up, checkpoint or eval time. Compile
+time is JAX's own measure (its monitoring events), taken out of the start-up it happened in.
+Steps computed again after a restart (those from the step the next start resumed at) are lost,
+not productive. Every interval is counted once, so the parts add up to the wall time;
 `unaccounted` shows any overlap (it stays near zero unless attempts overlap).
 """
 
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import asdict, dataclass, field
+from itertools import accumulate
 from typing import Any
 
 
@@ -80,8 +84,13 @@ PARTS = (
     ("productive", "productive steps"),
     ("checkpoint", "checkpoint saves that blocked"),
     ("restarts", "restarts (lost steps + recovery)"),
-    ("other", "other (logging, evaluation, shutdown)"),
+    ("other", "other (evaluation, the last save, shutdown)"),
 )
+
+
+# The steps of a start that carry what the start left running: MaxText writes step n's line in
+# iteration n + 1, waiting for step n's results, and that wait lands on step n + 2's clock.
+WARM_UP_STEPS = 3
 
 
 def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> dict[str, Any]:
@@ -97,29 +106,28 @@ def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> di
         nxt = attempts[i + 1] if i + 1 < len(attempts) else None
         resumed_at = nxt.steps[0].step if nxt else None  # from this step on, redone later
         saved = {step for step, _ in attempt.checkpoints}
+        evaluated = {step for step, _ in attempt.evals}
         first = attempt.steps[0]
         ends = _step_ends(attempt.steps)
         # Before the first step's clock started (restore, model and data set-up, and compiles
-        # outside the loop), plus what the first step took beyond a steady one: start-up (or
+        # outside the loop), plus what the first steps took beyond a steady one: start-up (or
         # recovery, after a restart), of which JAX's measured compile time is compile.
-        setup = (ends[0] - first.seconds - attempt.started_at) + max(0.0, first.seconds - steady)
+        setup = ends[0] - first.seconds - attempt.started_at
+        for n, point in enumerate(attempt.steps):
+            work = min(point.seconds, steady)
+            extra, extra_part = point.seconds - work, "other"
+            if point.step - 1 in saved or point.step - 1 in evaluated:
+                extra_part = "checkpoint" if point.step - 1 in saved else "other"
+            elif n < WARM_UP_STEPS:
+                setup, extra = setup + extra, 0.0
+            else:
+                work, extra = point.seconds, 0.0  # a slow step is still a step
+            redone = resumed_at is not None and point.step >= resumed_at
+            parts["restarts" if redone else "productive"] += work
+            parts["restarts" if redone else extra_part] += extra
         compiled = min(attempt.compile_seconds, max(0.0, setup))
         parts["compile"] += compiled
         parts["startup" if i == 0 else "restarts"] += setup - compiled
-        for n, point in enumerate(attempt.steps):
-            if n:  # what the step's own clock does not cover: logging, evaluation
-                parts["other"] += ends[n] - ends[n - 1] - point.seconds
-            work, blocked = point.seconds, 0.0
-            if n == 0:
-                work = min(point.seconds, steady)
-            elif point.step - 1 in saved:
-                work = min(point.seconds, steady)
-                blocked = point.seconds - work
-            if resumed_at is not None and point.step >= resumed_at:
-                parts["restarts"] += work + blocked
-            else:
-                parts["productive"] += work
-                parts["checkpoint"] += blocked
         # After the last step: a failure until the next start, or the end of the job.
         tail_end = nxt.started_at if nxt else ended_at
         parts["restarts" if nxt else "other"] += tail_end - ends[-1]
@@ -127,14 +135,15 @@ def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> di
 
 
 def _step_ends(steps: list[StepPoint]) -> list[float]:
-    """When each step ended. MaxText writes a step's line one step late (its metric logger
-    flushes step N-1 while finishing step N, and the last step after the loop), so step N ended
-    when step N-1's line came; the first step ended about one step-time before its own line
-    (short by what that step's iteration spent after its clock stopped: a save, a log write,
-    which then shows as a little less "other")."""
-    if len(steps) == 1:
-        return [steps[0].logged_at]
-    return [steps[0].logged_at - steps[1].seconds] + [p.logged_at for p in steps[:-1]]
+    """When each step's clock stopped. MaxText's `seconds` are exact differences of that clock;
+    only the lines' times are absolute, and each comes after a stop: step n's line is written
+    in iteration n + 1 (after that step's clock, save, eval and the wait for step n's results),
+    the last one after the loop. So each line bounds the first stop from above, and the line
+    that waited least bounds it best."""
+    since_first = list(accumulate((p.seconds for p in steps[1:]), initial=0.0))
+    last = len(steps) - 1
+    first_end = min(p.logged_at - since_first[min(n + 1, last)] for n, p in enumerate(steps))
+    return [first_end + s for s in since_first]
 
 
 def _steady_seconds(attempts: list[Attempt]) -> float:

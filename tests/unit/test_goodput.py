@@ -1,6 +1,7 @@
 """Goodput from a job's own events: the parts add up to the wall time, compile is JAX's measure,
-the save's blocking time lands on the step after it, and steps computed again after a restart
-are lost, not productive. The events are written here as MaxText and the worker record them."""
+the save's blocking time lands on the step after it, an eval's too, what a start leaves running
+is start-up, and steps computed again after a restart are lost, not productive. The events are
+written here as MaxText and the worker record them."""
 
 from __future__ import annotations
 
@@ -26,20 +27,31 @@ def _attempt(
     ckpt_every: int = 5,
     setup: float = 10.0,
     compile_seconds: float = 6.0,
+    waits: dict[int, float] | None = None,
+    evals: tuple[int, ...] = (),
 ) -> Attempt:
-    """Steps of 1 s; the one after a checkpoint takes 1.5 s. As MaxText logs them: a step's line
-    comes when the next step ends, the last one's at the end of the loop."""
+    """Steps of 1 s, as MaxText's loop times and logs them: after step s's clock stops its
+    iteration waits (a save: 0.5 s; an eval; `waits[s]`) before writing step s - 1's line, and
+    that wait is on step s + 1's clock; the last step's line comes after the loop."""
     attempt = Attempt(started_at=start, workers=2, compile_seconds=compile_seconds)
-    t, ends, durations = start + setup, [], []
-    for n, step in enumerate(steps):
-        durations.append(first_seconds if n == 0 else 1.5 if (step - 1) % ckpt_every == 0 else 1.0)
-        t += durations[-1]
-        ends.append(t)
+    waited = dict(waits or {})
+    for step in steps:
         if step % ckpt_every == 0:
-            attempt.checkpoints.append((step, t))
+            waited[step] = waited.get(step, 0.0) + 0.5
+            attempt.checkpoints.append((step, 0.0))
+        if step in evals:
+            attempt.evals.append((step, 4.0))
+    t, stops, seconds = start + setup, [], []
     for n, step in enumerate(steps):
-        logged = ends[n + 1] if n + 1 < len(ends) else ends[n]
-        attempt.steps.append(StepPoint(step, durations[n], logged, 5.0 / (step + 1), 100.0))
+        seconds.append(first_seconds if n == 0 else 1.0 + waited.get(step - 1, 0.0))
+        t += seconds[-1]
+        stops.append(t)
+    for n, step in enumerate(steps):
+        if n + 1 < len(stops):
+            logged = stops[n + 1] + waited.get(steps[n + 1], 0.0)
+        else:
+            logged = stops[n] + waited.get(step, 0.0)
+        attempt.steps.append(StepPoint(step, seconds[n], logged, 5.0 / (step + 1), 100.0))
     return attempt
 
 
@@ -75,6 +87,32 @@ def test_steps_computed_again_after_a_restart_are_lost():
     assert parts["restarts"] == pytest.approx(1.5 + 1.0 + 20.0 + (10.0 + 2.0 - 6.0))
     assert parts["compile"] == pytest.approx(12.0)
     assert parts["productive"] == pytest.approx(30.0)  # steps 0-29 once each
+
+
+def test_what_a_restart_leaves_running_is_recovery_and_no_part_falls_below_zero():
+    # The e2e test's killed host, in CI: the restarted group dispatched steps 11 and 12, then
+    # waited 15 s for step 11's results (its restore was still reading). That wait delays
+    # step 11's line and is on step 13's clock: counted once, as recovery.
+    first = _attempt(100.0, range(13), first_seconds=3.0)
+    second = _attempt(
+        first.steps[-1].logged_at + 20.0, range(11, 30), first_seconds=3.0, waits={12: 15.0}
+    )
+    end = second.steps[-1].logged_at + 1.0
+    result = breakdown([first, second], started_at=100.0, ended_at=end)
+    parts = result["parts"]
+    _adds_up(result)
+    assert min(parts.values()) >= 0.0, parts
+    assert parts["restarts"] == pytest.approx(1.5 + 1.0 + 20.0 + (10.0 + 2.0 - 6.0) + 15.0)
+    assert parts["productive"] == pytest.approx(30.0)
+    assert parts["other"] == pytest.approx(1.0)  # after the last step
+
+
+def test_an_eval_is_other_not_productive():
+    attempt = _attempt(100.0, range(20), first_seconds=3.0, waits={9: 4.0}, evals=(9,))
+    result = breakdown([attempt], started_at=100.0, ended_at=attempt.steps[-1].logged_at + 2.0)
+    _adds_up(result)
+    assert result["parts"]["other"] == pytest.approx(4.0 + 2.0)
+    assert result["parts"]["productive"] == pytest.approx(20.0)
 
 
 def test_a_run_with_no_step_is_all_start_up():
