@@ -64,11 +64,8 @@ test-unit test-chart test-cluster test-e2e test-preflight test-image:
 	ci/pytest.sh $(PY) -m $(@:test-%=%) $(PYTEST_ARGS)
 
 .PHONY: verify
-verify: venv helm ## Every static check: ruff, format, mypy, shellcheck, hadolint, chart lint, drift.
-	$(VENV)/bin/ruff check launcher harness tests ci benchmarks
-	$(VENV)/bin/ruff format --check launcher harness tests ci benchmarks
+verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, hadolint, chart lint, drift.
 	$(VENV)/bin/mypy
-	$(VENV)/bin/shellcheck -x -P SCRIPTDIR ci/*.sh ci/cluster/*.sh .ci/run
 	$(VENV)/bin/hadolint images/launcher/Dockerfile
 	$(MAKE) chart-lint
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --check $(CHART)/README.md
@@ -146,6 +143,6 @@ image: venv helm ## tpu-launcher image $(ARGS): build and push the launcher imag
 	$(TL) image $(ARGS)
 
 BENCHMARKS := launcher_overhead worker_start serving_path preflight_timing advice_calibration \
-  cluster_install_ready
+  cluster_install_ready input_pipeline
 bench: venv helm cluster-build ## The benchmarks: each prints its figures and the ratios to targets.
 	for b in $(BENCHMARKS); do $(PY) benchmarks/$$b.py; done

@@ -84,7 +84,7 @@ PARTS = (
     ("productive", "productive steps"),
     ("checkpoint", "checkpoint saves that blocked"),
     ("restarts", "restarts (lost steps + recovery)"),
-    ("other", "other (evaluation, the last save, shutdown)"),
+    ("other", "other (evals, the last save, shutdown)"),
 )
 
 
