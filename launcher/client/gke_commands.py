@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import os
 import secrets
+import shlex
 import shutil
 import subprocess
 import sys
@@ -169,9 +170,15 @@ def _create_if_missing(name: str, key: str, namespace: str, dry_run: bool) -> No
 
 
 def install(ns: argparse.Namespace) -> int:
-    """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket."""
+    """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket;
+    a RayJob's job is checked first, as `submit` checks one."""
+    from launcher.client.rayjob_check import check_rayjobs
+
     target = GkeTarget.from_args(ns)
     target.require_image_name()
+    # What the release will be, from the same values and --set the install uses.
+    docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)
+    check_rayjobs(docs)
     argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart, "--namespace", ns.namespace]
     argv.append("--create-namespace")
     for path in ns.values:
@@ -179,12 +186,21 @@ def install(ns: argparse.Namespace) -> int:
     for value in [*target.helm_sets(), *ns.set]:
         argv += ["--set", value]
     run("install the release", argv, dry_run=ns.dry_run)
-    # The Secrets the installed pods read, from the same values and --set the install used.
-    docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)
-    for name, key in user_secrets(docs):
+    for name, key in user_secrets(docs):  # the Secrets the installed pods read
         _create_if_missing(name, key, ns.namespace, ns.dry_run)
-    if not ns.dry_run:
-        print(f"next: tpu-launcher submit --release {ns.release} -- <job args>")
+    if ns.dry_run:
+        return 0
+    where = f"--release {shlex.quote(ns.release)}" + (
+        f" --namespace {shlex.quote(ns.namespace)}" if ns.namespace != "default" else ""
+    )
+    if any(d.get("kind") == "RayJob" for d in docs):
+        print(
+            "next: the RayJob runs ray.job.args on a cluster of its own, deleted when it ends:\n"
+            f"  tpu-launcher status {where}            # queued, starting, running, or done\n"
+            f"  tpu-launcher logs {where} --follow     # its log, live"
+        )
+    else:
+        print(f"next: tpu-launcher submit {where} -- <job args>")
     return 0
 
 

@@ -278,6 +278,29 @@ def test_install_makes_the_serving_key_secret_the_pods_read(capsys):
     assert "create secret" not in capsys.readouterr().out
 
 
+def test_a_rayjobs_job_is_checked_as_submit_checks_it_before_helm_runs(capsys):
+    """A RayJob runs its job once KubeRay has made its cluster: a bad key is refused here, with
+    submit's message, before Helm installs anything."""
+    target = ["--project=my-proj", "--location=us-east5-b", "--bucket=my-ckpts"]
+    values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
+    rayjob = ["--set", "ray.job.enabled=true", "--helm", str(helm(3)), "--dry-run"]
+    for args, key, said in (
+        ("base.yml,steps=abc,run_name=r", "steps", "'abc' is not a whole number"),
+        ("base.yml,stepz=3,run_name=r", "stepz", "did you mean steps?"),
+        ("base.yml,steps=3", "run_name", "is required"),
+        # The RayJob's own slice, as its cluster asks for it: a job bound elsewhere is refused.
+        ("--tpu=v5p-16,base.yml,steps=3,run_name=r", "accelerator_type", "v6e"),
+    ):
+        job = ["--set", f"ray.job.args={{{args}}}"]
+        assert cli.main(["install", *values, *target, *job, *rayjob]) == 2, args
+        out, err = capsys.readouterr()
+        assert f"error: ray.job.args: {key}: " in err and said in err, err
+        assert "helm upgrade" not in out, out
+    job = ["--set", "ray.job.args={base.yml,steps=3,run_name=r}"]
+    assert cli.main(["install", *values, *target, *job, *rayjob]) == 0
+    assert "helm upgrade --install tpu" in capsys.readouterr().out
+
+
 def test_install_without_a_project_names_the_fix(capsys):
     args = ["install", "--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
     assert cli.main([*args, "--helm", str(helm(3)), "--dry-run"]) == 2

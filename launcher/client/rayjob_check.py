@@ -1,0 +1,48 @@
+"""A RayJob release's job (`ray.job.args`), checked as `submit` checks a job before it is sent:
+the same parse and plan, on the slice the RayJob's own cluster asks for. A RayJob runs its job
+only once KubeRay has made its cluster, so a misspelt key found there costs the TPU hosts'
+start-up; found here, it costs nothing."""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.run_requests import JOB_ENTRYPOINT
+from launcher.core.slices import TpuSlices, from_pod_spec
+
+# What the chart's RayJob runs before the job's own arguments (templates/ray/rayjob.yaml).
+TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
+
+
+def rayjob_args(rayjob: dict[str, Any]) -> list[str]:
+    """The job's arguments, as the RayJob's entrypoint hands them to `train`."""
+    words = shlex.split(rayjob["spec"]["entrypoint"])
+    if words[: len(TRAIN_ENTRYPOINT)] != TRAIN_ENTRYPOINT:
+        raise ValueError(f"the RayJob's entrypoint does not run {shlex.join(TRAIN_ENTRYPOINT)}")
+    return words[len(TRAIN_ENTRYPOINT) :]
+
+
+def rayjob_slices(rayjob: dict[str, Any]) -> TpuSlices | None:
+    """The TPU slices the RayJob's cluster asks for (its first TPU worker group)."""
+    for group in rayjob["spec"].get("rayClusterSpec", {}).get("workerGroupSpecs", []):
+        found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
+        if found:
+            return found
+    return None
+
+
+def check_rayjobs(docs: list[dict[str, Any]]) -> None:
+    """Raises the job's own UsageError (the key and the fix, as `submit` says it), under
+    ray.job.args, for the first RayJob in a release's rendered objects whose job is refused."""
+    for doc in docs:
+        if doc.get("kind") != "RayJob":
+            continue
+        args = rayjob_args(doc)
+        try:
+            options, maxtext_argv = parse_job_args(args)
+            plan_job(options, maxtext_argv, target=rayjob_slices(doc))
+        except UsageError as err:
+            raise UsageError(f"ray.job.args: {err.field}", err.problem, err.fix) from err
