@@ -130,6 +130,8 @@ def run_on_job(ns: argparse.Namespace) -> int:
         getattr(ns, "follow", False),
         release=ns.release,
         namespace=ns.namespace,
+        raw=getattr(ns, "raw", False),
+        wait=getattr(ns, "wait", False),
     )
 
 
@@ -242,6 +244,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         add_where_options(q, verbose=False)
         if name == "logs":
             q.add_argument("--follow", action="store_true", help="go on printing as it runs")
+            q.add_argument(
+                "--raw",
+                action="store_true",
+                help="every line as Ray keeps it (default: what submit shows: the plan, "
+                "progress, checkpoints, restarts and the summary); colour only on a terminal",
+            )
+        if name == "status":
+            q.add_argument(
+                "--wait",
+                action="store_true",
+                help="return when the job has ended: exit 0 succeeded, 1 failed, 3 stopped",
+            )
         q.set_defaults(func=run_on_job)
 
     p = sub.add_parser(

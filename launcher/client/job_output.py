@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from launcher.core.job_events import EventKind, JobEvent, clean, parse
+from launcher.core.job_events import EventKind, JobEvent, clean, parse, strip_colour
 
 # Shown as they come: each is one line a person acts on.
 _SHOWN = {
@@ -89,7 +89,7 @@ class JobOutput:
         self._log.write(raw + "\n")
         self._log.flush()
         if self.verbose:
-            self._show(raw)
+            self._show(raw if self.stream.isatty() else strip_colour(raw))
             return
         line = clean(raw)
         if not line:

@@ -331,9 +331,12 @@ def act_on_job(
     follow: bool = False,
     release: str | None = None,
     namespace: str = "default",
+    raw: bool = False,
+    wait: bool = False,
 ) -> int:
     """`logs`, `status` or `stop` of a job (default: the last one submitted from here), on
-    `address`, or on a chart release's head (port-forwarded, its token sent)."""
+    `address`, or on a chart release's head (port-forwarded, its token sent). `status --wait`
+    returns when the job has ended, with ENDED's code for how."""
     last_id, last_address = _last_job()
     job_id = job or last_id
     if release and not job:  # a RayJob release: its own job, or what it waits for
@@ -348,9 +351,16 @@ def act_on_job(
                     "bucket; installing it again resumes)",
                 )
             job_id, state = rayjob_state(rayjob)
-            print(state)
-            if job_id is None:  # queued, or not submitted yet: nothing to ask Ray
-                return 0
+            print(state, flush=True)
+            while job_id is None and wait and rayjob is not None:  # queued, or starting
+                time.sleep(WAIT_POLL_S)
+                if (rayjob := release_rayjob(release, namespace)) is not None:
+                    job_id, now = rayjob_state(rayjob)
+                    if now != state:
+                        print(now, flush=True)
+                    state = now
+            if job_id is None:  # nothing to ask Ray yet (or the RayJob is gone)
+                return 0 if not wait else 1
     if not job_id:
         raise UsageError(
             "job",
@@ -364,10 +374,17 @@ def act_on_job(
             address = stack.enter_context(forwarded(release, namespace))
         else:
             address = resolve_address(address or (last_address if not job else None))
-        return _act_on_job(command, job_id, address, follow)
+        return _act_on_job(command, job_id, address, follow, raw, wait)
 
 
-def _act_on_job(command: str, job_id: str, address: str, follow: bool) -> int:
+# `status --wait`'s exit code per end state, as a script reads it.
+ENDED = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
+WAIT_POLL_S = 5.0
+
+
+def _act_on_job(
+    command: str, job_id: str, address: str, follow: bool, raw: bool = False, wait: bool = False
+) -> int:
     check_reachable(address)
     from ray.job_submission import JobSubmissionClient
 
@@ -379,16 +396,37 @@ def _act_on_job(command: str, job_id: str, address: str, follow: bool) -> int:
             f"no job {job_id!r} on the Ray cluster at {address}",
             f"list the jobs with `tpu-launcher list --address {address}`",
         ) from None
-    extra = ["--follow"] if command == "logs" and follow else []
-    proc = run(
-        f"{command} job {job_id}",
-        [*_ray_job(command, job_id, address=address), *extra],
-        check=False,
-    )
+    if command == "logs":
+        return _show_logs(address, job_id, follow, raw)
+    if command == "status" and wait:
+        while (state := job_status(address, job_id)) not in ENDED:
+            time.sleep(WAIT_POLL_S)
+    proc = run(f"{command} job {job_id}", _ray_job(command, job_id, address=address), check=False)
     if command == "status":
         _print_goodput(address, job_id)
-        print(f"job {job_id}: {job_status(address, job_id)}")  # one word a script can read
+        state = job_status(address, job_id)
+        print(f"job {job_id}: {state}")  # one word a script can read
+        if wait:
+            return ENDED[state]
     return proc.returncode
+
+
+def _show_logs(address: str, job_id: str, follow: bool, raw: bool) -> int:
+    """The job's log as submit shows it (plan, progress, checkpoints, restarts, the summary),
+    or every line with `raw`; the whole log is written to the job's log file either way."""
+    from ray.job_submission import JobSubmissionClient
+
+    output = JobOutput(log_path(job_id), verbose=raw)
+    try:
+        if follow:
+            _follow(address, job_id, output)
+        else:
+            output.feed(JobSubmissionClient(address, headers=auth_headers()).get_job_logs(job_id))
+    finally:
+        output.close()
+    if not raw:
+        print(f"full log: {log_path(job_id)}")
+    return 0
 
 
 def _print_goodput(address: str, job_id: str) -> None:

@@ -74,6 +74,11 @@ class JobEvent:
     fields: dict[str, str] = field(default_factory=dict)
 
 
+def strip_colour(line: str) -> str:
+    """A line without its terminal colour codes (for a pipe or a file)."""
+    return _ANSI.sub("", line)
+
+
 def clean(line: str) -> str:
     """A line as a person reads it: no colour codes, no Ray process prefix."""
     return _ANSI.sub("", _RAY_PREFIX.sub("", line, count=1)).rstrip()

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -57,6 +58,16 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert "Config param" not in out and "completed step: 9," in full_log(out)
     assert "goodput:" in out and "loss curve:" in out
     assert Path(first["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # `logs` later, into a pipe: what submit showed, no colour codes; --raw: every line.
+    job_id = re.search(r"submitted job (\S+) to", out)[1]
+    code, tidy = local_cluster.launcher("logs", job_id)
+    assert code == 0 and "\x1b[" not in tidy, tidy[-2000:]
+    assert "[checkpoint] saved step 9" in tidy and "== training finished ==" in tidy
+    assert "Config param" not in tidy and "full log: " in tidy
+    code, raw = local_cluster.launcher("logs", "--raw", job_id)
+    assert code == 0 and "\x1b[" not in raw and "Config param" in raw
+    code, waited = local_cluster.launcher("status", "--wait", job_id)
+    assert code == 0 and f"job {job_id}: SUCCEEDED" in waited, waited
     goodput = first["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
     # No part below zero: each step's end comes from the step clock, never from a late line.
@@ -113,6 +124,10 @@ def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
     assert code == 1, out[-4000:]
     assert "does not match the 8 devices per slice (v5p-16" in out
     assert "FAILED" in out
+    # What a script waits on: the job's end, as an exit code.
+    job_id = re.search(r"submitted job (\S+) to", out)[1]
+    code, waited = local_cluster.launcher("status", "--wait", job_id)
+    assert code == 1 and f"job {job_id}: FAILED" in waited, waited
 
 
 def test_helm_tests_check_passes_on_a_live_head_and_names_what_is_missing(local_cluster):

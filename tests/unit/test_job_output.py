@@ -88,6 +88,16 @@ def test_verbose_shows_every_line(tmp_path):
     assert len(shown) == len(JOB)
 
 
+def test_every_line_into_a_pipe_has_no_colour_codes_and_the_log_keeps_them(tmp_path):
+    line = "\x1b[36m(RayTrainWorker pid=7)\x1b[0m Config param steps: 10"
+    stream = io.StringIO()  # not a terminal, as `tpu-launcher logs --raw | less` sees it
+    output = JobOutput(tmp_path / "job.log", verbose=True, stream=stream)
+    output.feed(line + "\n")
+    output.close()
+    assert stream.getvalue() == "(RayTrainWorker pid=7) Config param steps: 10\n"
+    assert (tmp_path / "job.log").read_text() == line + "\n"
+
+
 def test_a_failing_jobs_last_lines_come_from_the_log(tmp_path):
     out = JobOutput(tmp_path / "job.log", stream=io.StringIO())
     out.feed(
