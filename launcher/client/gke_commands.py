@@ -13,6 +13,7 @@ image pushed is the image the pods pull and the bucket granted is the bucket the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import secrets
 import shlex
@@ -33,7 +34,9 @@ from launcher.client.gke_plan import (
 )
 from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secrets
 from launcher.client.gke_target import GkeTarget, add_target_options
+from launcher.client.image_tag import content_tag
 from launcher.core.errors import UsageError
+from launcher.core.values_file import load_values
 
 DEFAULT_CHART = "charts/tpu-stack"
 
@@ -51,8 +54,21 @@ def _release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--helm", default="helm", help="the helm binary (v3.22 or v4)")
 
 
-def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
+def _target(ns: argparse.Namespace) -> GkeTarget:
+    """The target; the launcher image tagged by the content of the checkout the chart is in
+    (launcher.client.image_tag), unless the values pin ray.image.tag (a --set wins too)."""
     target = GkeTarget.from_args(ns)
+    chart = Path(ns.chart)
+    root = chart.resolve().parents[1]
+    values = load_values(chart / "values.yaml", *ns.values) if chart.is_dir() else {}
+    pinned = values.get("ray", {}).get("image", {}).get("tag")
+    if (root / DOCKERFILE).is_file() and not pinned:
+        target = dataclasses.replace(target, image_tag=content_tag(root, chart))
+    return target
+
+
+def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
+    target = _target(ns)
     docs, bucket = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
     return target, needs(docs, ns.namespace, ns.release, bucket)
 
@@ -174,7 +190,7 @@ def install(ns: argparse.Namespace) -> int:
     a RayJob's job is checked first, as `submit` checks one."""
     from launcher.client.rayjob_check import check_rayjobs
 
-    target = GkeTarget.from_args(ns)
+    target = _target(ns)
     target.require_image_name()
     # What the release will be, from the same values and --set the install uses.
     docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)

@@ -23,6 +23,7 @@ from launcher.client.gke_release import (
     cpu_pool,
 )
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
+from launcher.client.image_tag import DOCKERFILE
 from launcher.core.capacity import FLEX_START, RESERVATION_NAME
 from launcher.core.errors import UsageError
 
@@ -31,7 +32,6 @@ PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"
-DOCKERFILE = "images/launcher/Dockerfile"
 CLOUDBUILD = "images/launcher/cloudbuild.yaml"
 
 

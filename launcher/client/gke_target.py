@@ -54,6 +54,7 @@ class GkeTarget:
     capacity: str | None = None  # how the TPUs are obtained (default: the values')
     reservation: str | None = None
     registry: str | None = None  # an image registry path of your own instead of ours
+    image_tag: str | None = None  # the launcher image's tag (default: the chart's appVersion)
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> GkeTarget:
@@ -108,6 +109,8 @@ class GkeTarget:
         it mounts. `gke plan`, `image` and `install` render with the same ones."""
         host, repository = self.image_repository
         sets = [f"ray.image.registry={host}", f"ray.image.repository={repository}"]
+        if self.image_tag:
+            sets.append(f"ray.image.tag={self.image_tag}")
         if self.bucket:
             sets.append(f"global.gcsfuse.bucketName={self.bucket}")
         for block in TPU_BLOCKS.values() if self.capacity else ():  # every slice group alike

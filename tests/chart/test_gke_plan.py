@@ -17,6 +17,7 @@ import pytest
 from harness.helm import CHART, VALUES_FILES, helm, run_helm
 from harness.paths import REPO
 from launcher import cli
+from launcher.client.image_tag import content_tag
 from tests.support import fake_gcloud as fake_gcloud_module
 
 pytestmark = pytest.mark.chart
@@ -163,7 +164,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     for pool in (cpu, tpu):
         assert "--workload-metadata=GKE_METADATA" in pool
     build = commands[8]
-    image = "us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:0.1.0"
+    image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
     assert f"--substitutions=_IMAGE={image}" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
     bucket = commands[9]
@@ -228,6 +229,8 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
         "--set",
         "ray.image.repository=my-proj/tpu-stack/launcher",
         "--set",
+        f"ray.image.tag={content_tag(REPO, CHART)}",
+        "--set",
         "global.gcsfuse.bucketName=my-ckpts",
     ).stdout
     images = set(re.findall(r"image: (\S+)", rendered))
@@ -249,13 +252,56 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
     )
     built = re.findall(r"_IMAGE=(\S+)", capsys.readouterr().out)
     assert built and set(built) == images == {
-        "us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:0.1.0"
+        f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
     }
     assert cli.main(["install", *values, *target, "--helm", str(helm(3)), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--set ray.image.registry=us-east5-docker.pkg.dev" in out
     assert "--set ray.image.repository=my-proj/tpu-stack/launcher" in out
+    assert f"--set ray.image.tag={content_tag(REPO, CHART)}" in out
     assert "--set global.gcsfuse.bucketName=my-ckpts" in out
+
+
+def _image_of(capsys, chart, *extra: str) -> str:
+    target = ["--project=my-proj", "--location=us-east5-b", "--bucket=my-ckpts"]
+    values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(chart), *extra]
+    argv = ["image", *values, *target, "--helm", str(helm(3)), "--dry-run"]
+    assert cli.main([*argv, "--builder=cloud-build"]) == 0
+    return re.findall(r"_IMAGE=(\S+)", capsys.readouterr().out)[0]
+
+
+def test_the_image_tag_changes_with_what_the_image_is_built_from(capsys, tmp_path):
+    """`gke up` skips a tag the registry has and pods pull a tag once (IfNotPresent): a
+    changed launcher must be a new tag. The tag is the appVersion and a hash of the Dockerfile
+    and what it copies, so a change beside them (a test, a doc) keeps it."""
+    import shutil
+
+    checkout = tmp_path / "checkout"
+    for part in ("charts", "images", "launcher", "tests/support"):
+        shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", checkout)
+    chart = checkout / "charts/tpu-stack"
+    first = _image_of(capsys, chart)
+    assert re.fullmatch(r".*/launcher:0\.1\.0-[0-9a-f]{12}", first), first
+    (checkout / "tests/support/note.txt").write_text("not in the image")
+    assert _image_of(capsys, chart) == first
+    entry = checkout / "launcher/runtime/entrypoint.py"
+    entry.write_text(entry.read_text() + "\n# changed\n")
+    assert _image_of(capsys, chart) != first
+    # A tag the values pin is the tag, and --set ray.image.tag wins at install.
+    pinned = tmp_path / "pinned.yaml"
+    pinned.write_text("ray:\n  image:\n    tag: team-1.2\n")
+    assert _image_of(capsys, chart, "--values", str(pinned)).endswith("/launcher:team-1.2")
+
+
+def test_the_package_the_chart_and_the_image_have_one_version():
+    import tomllib
+
+    import yaml
+
+    package = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["version"]
+    chart = yaml.safe_load((CHART / "Chart.yaml").read_text())
+    assert package == chart["version"] == chart["appVersion"]
 
 
 def test_install_makes_the_serving_key_secret_the_pods_read(capsys):

@@ -29,6 +29,7 @@ from harness.kube import Release, dump, ready, wait_for
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 from launcher.client.gke_release import room
+from launcher.client.image_tag import content_tag
 from launcher.core.tpu_table import (
     GENERATIONS,
     GKE_ACCELERATOR_LABEL,
@@ -40,7 +41,8 @@ from tests.support import fake_gcloud
 pytestmark = pytest.mark.cluster
 
 PROJECT, CLUSTER, LOCATION, BUCKET = "my-proj", "ml", "us-east5-b", "my-proj-ckpts"
-IMAGE = "us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:0.1.0"
+# The image is tagged by the checkout's content: what gke up built is what the release pulls.
+IMAGE = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 
 

@@ -1,0 +1,47 @@
+"""The launcher image's tag: the chart's appVersion and a hash of what the image is built from
+(the Dockerfile and every file it copies), e.g. `0.1.0-3f2a9c1b7e0d`. A changed launcher is a
+new tag, so `gke up` builds it (it skips a tag the registry has) and an upgraded release pulls
+it (`IfNotPresent` never pulls a tag again); an unchanged checkout keeps its tag and is not
+built twice."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import yaml
+
+DOCKERFILE = "images/launcher/Dockerfile"
+# Never in the image (images/launcher/Dockerfile.dockerignore, .gcloudignore).
+_NOT_COPIED = ("__pycache__",)
+
+
+def build_inputs(source: Path) -> list[Path]:
+    """The Dockerfile and the files its COPY instructions take from the checkout `source`."""
+    copied: list[str] = []
+    for line in (source / DOCKERFILE).read_text().splitlines():
+        words = line.split()
+        if words and words[0].upper() in ("COPY", "ADD"):
+            copied += [w for w in words[1:] if not w.startswith("--")][:-1]  # the last: dest
+    found = [source / DOCKERFILE]
+    for name in copied:
+        path = source / name
+        if path.is_dir():
+            found += sorted(
+                f
+                for f in path.rglob("*")
+                if f.is_file() and not any(part in _NOT_COPIED for part in f.parts)
+            )
+        else:
+            found.append(path)
+    return found
+
+
+def content_tag(source: Path, chart: Path) -> str:
+    """`<appVersion>-<12 hex digits of the build inputs' names and bytes>`."""
+    version = yaml.safe_load((chart / "Chart.yaml").read_text())["appVersion"]
+    digest = hashlib.sha256()
+    for path in build_inputs(source):
+        digest.update(path.relative_to(source).as_posix().encode() + b"\0")
+        digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return f"{version}-{digest.hexdigest()[:12]}"
