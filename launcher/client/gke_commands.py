@@ -43,10 +43,11 @@ DEFAULT_CHART = "charts/tpu-stack"
 
 def _release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
+        "-f",
         "--values",
         action="append",
         default=[],
-        help="values files, as for helm (repeat; e.g. values/v6e-16.yaml)",
+        help="values files, as for helm (repeat; e.g. -f values/v6e-16.yaml)",
     )
     p.add_argument("--release", default="tpu", help="the Helm release name (default tpu)")
     p.add_argument("--namespace", default="default", help="the release's namespace")

@@ -150,7 +150,10 @@ def run_about_run(ns: argparse.Namespace) -> int:
 def _job_flags_epilog() -> str:
     from launcher.core.job_plan import job_flags_help
 
-    return "the job's flags (before MaxText's arguments):\n" + job_flags_help()
+    return (
+        "the job's flags (before MaxText's arguments; --max-failures and --max_failures alike):\n"
+        + job_flags_help()
+    )
 
 
 def _submit_options(p: argparse.ArgumentParser) -> None:
@@ -159,6 +162,7 @@ def _submit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-wait", action="store_true", help="return after submitting")
     p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the commands only")
     p.add_argument(
+        "-f",
         "--values",
         help="a chart values file: preflight the job for its slice, then bind the job to it",
     )
@@ -206,7 +210,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=formatter,
     )
     target = p.add_mutually_exclusive_group()
-    target.add_argument("--values", help="a chart values file naming the slice")
+    target.add_argument("-f", "--values", help="a chart values file naming the slice")
     target.add_argument("--release", help="an installed release whose RayCluster names the slice")
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument(

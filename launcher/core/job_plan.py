@@ -214,12 +214,32 @@ class JobOptions:
         )
 
 
+def spelled_as_defined(job_args: list[str]) -> list[str]:
+    """The job's arguments with each launcher flag spelled with dashes (`--max-failures=2`,
+    as most command lines spell them) spelled as defined (`--max_failures=2`); MaxText's
+    key=value arguments are left as they are."""
+    fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
+    define_flags(fv)
+    known = set(fv)
+    spelled = []
+    for arg in job_args:
+        name, eq, value = arg.partition("=")
+        if name.startswith("--") and "-" in name[2:]:
+            underscored = name[2:].replace("-", "_")
+            if underscored in known:
+                arg = f"--{underscored}{eq}{value}"
+            elif underscored.startswith("no_") and underscored[3:] in known:  # --no-metrics
+                arg = f"--no{underscored[3:]}{eq}{value}"
+        spelled.append(arg)
+    return spelled
+
+
 def parse_job_args(job_args: list[str]) -> tuple[JobOptions, list[str]]:
     """Splits a job's arguments into the launcher's options and MaxText's arguments."""
     fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     try:
-        rest = fv(["tpu-launcher train", *job_args])
+        rest = fv(["tpu-launcher train", *spelled_as_defined(job_args)])
     except flags.Error as e:
         raise UsageError("flags", str(e), "see `tpu-launcher train --help`") from None
     return JobOptions.from_flags(fv), rest[1:]

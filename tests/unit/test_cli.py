@@ -148,6 +148,17 @@ def test_help_lists_every_subcommand(capsys):
         assert f"    {command} " in out, command
 
 
+def test_values_files_are_given_as_helm_takes_them():
+    parse = cli._parser().parse_args
+    assert parse(["gke", "plan", "-f", "a.yaml", "--values", "b.yaml"]).values == [
+        "a.yaml",
+        "b.yaml",
+    ]
+    assert parse(["install", "-f", "a.yaml"]).values == ["a.yaml"]
+    assert parse(["submit", "-f", "a.yaml", "--", "run_name=r"]).values == "a.yaml"
+    assert parse(["preflight", "-f", "a.yaml", "--", "run_name=r"]).values == "a.yaml"
+
+
 @pytest.mark.parametrize(
     ("args", "says"),
     [

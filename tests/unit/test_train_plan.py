@@ -80,6 +80,16 @@ def test_job_args_are_parsed_once_into_frozen_options():
         parse_job_args(["--topolgy=4x4"])
 
 
+def test_the_jobs_flags_may_be_spelled_with_dashes():
+    options, rest = parse_job_args(
+        ["--max-failures=4", "--num-slices", "2", "--no-metrics", "base.yml", "run-name=r"]
+    )
+    assert (options.max_failures, options.num_slices, options.metrics) == (4, 2, False)
+    assert rest == ["base.yml", "run-name=r"]  # MaxText's keys are MaxText's to refuse
+    with pytest.raises(UsageError, match="Unknown command line flag 'max-failurez'"):
+        parse_job_args(["--max-failurez=4"])
+
+
 def test_cpu_slice_defaults_come_from_the_charts_env(monkeypatch):
     monkeypatch.setenv("LAUNCHER_CPU_HOSTS", "2")
     monkeypatch.setenv("LAUNCHER_CPU_DEVICES_PER_HOST", "3")
