@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import re
 import time
 from dataclasses import dataclass
@@ -24,12 +26,33 @@ _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
 
 @dataclass(frozen=True)
 class JobRow:
+    """One job, as `list` shows it and `list --json` writes it."""
+
     job_id: str
     state: str
-    run: str
-    step: str
-    started: str
-    duration: str
+    run: str | None
+    step: int | None  # the last step logged (1-based, as the progress line counts)
+    total_steps: int | None
+    started_at: float | None  # seconds since the epoch
+    duration_seconds: float | None  # so far, for a job that has not ended
+
+    def cells(self) -> tuple[str, ...]:
+        started = (
+            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
+            if self.started_at
+            else "-"
+        )
+        return (
+            self.job_id,
+            self.state,
+            self.run or "-",
+            f"{self.step}/{self.total_steps}" if self.step is not None else "-",
+            started,
+            _duration(self.duration_seconds) if self.duration_seconds is not None else "-",
+        )
+
+
+HEADER = ("JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION")
 
 
 def _duration(seconds: float) -> str:
@@ -41,41 +64,38 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def last_step(logs: str) -> str:
-    """step/total of the job's last progress line, or "-"."""
+def last_step(logs: str) -> tuple[int, int] | None:
+    """(step, total) of the job's last progress line, or None."""
     if progress := events(logs, EventKind.PROGRESS):
-        return f"{progress[-1].fields['step']}/{progress[-1].fields['total']}"
-    return "-"
+        return int(progress[-1].fields["step"]), int(progress[-1].fields["total"])
+    return None
 
 
 def row(job, logs: str, now_ms: float) -> JobRow:
-    """One job as `list` shows it (`job`: Ray's JobDetails)."""
+    """One job (`job`: Ray's JobDetails)."""
     metadata = job.metadata or {}
     run = metadata.get("run_name") or (
-        m[1] if (m := _RUN_ARG.search(job.entrypoint or "")) else "-"
+        m[1] if (m := _RUN_ARG.search(job.entrypoint or "")) else None
     )
     start = job.start_time or 0
-    started = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(start / 1000)) if start else "-"
-    end = job.end_time or now_ms
+    step, total = last_step(logs) or (None, None)
     return JobRow(
         job.submission_id or job.job_id or "-",
         str(getattr(job.status, "value", job.status)),
         run,
-        last_step(logs),
-        started,
-        _duration((end - start) / 1000) if start else "-",
+        step,
+        total,
+        start / 1000 if start else None,
+        ((job.end_time or now_ms) - start) / 1000 if start else None,
     )
 
 
 def format_rows(rows: list[JobRow]) -> str:
-    header = JobRow("JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION")
-    table = [header, *rows]
-    widths = [max(len(getattr(r, f)) for r in table) for f in JobRow.__dataclass_fields__]
+    table = [HEADER, *(r.cells() for r in rows)]
+    widths = [max(len(cells[i]) for cells in table) for i in range(len(HEADER))]
     return "\n".join(
-        "  ".join(
-            getattr(r, f).ljust(w) for f, w in zip(JobRow.__dataclass_fields__, widths, strict=True)
-        ).rstrip()
-        for r in table
+        "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
+        for cells in table
     )
 
 
@@ -102,10 +122,12 @@ def run_list(ns: argparse.Namespace) -> int:
             address = resolve_address(ns.address)
         check_reachable(address, ns.release, ns.namespace)
         rows = list_jobs(address, ns.limit)
-    if not rows:
+    if ns.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    elif not rows:
         print(f"no jobs on the Ray cluster at {address} yet")
-        return 0
-    print(format_rows(rows))
+    else:
+        print(format_rows(rows))
     return 0
 
 
@@ -115,4 +137,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="a JSON list, one object a job: job_id, state, run, step, total_steps, started_at "
+        "(epoch seconds), duration_seconds (null where unknown)",
+    )
     p.set_defaults(func=run_list)

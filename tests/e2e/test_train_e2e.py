@@ -4,6 +4,7 @@ jax.distributed, real Orbax checkpoints, a stopped job resumed from them past a 
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
@@ -68,6 +69,12 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert code == 0 and "\x1b[" not in raw and "Config param" in raw
     code, waited = local_cluster.launcher("status", "--wait", job_id)
     assert code == 0 and f"job {job_id}: SUCCEEDED" in waited, waited
+    code, listed = local_cluster.launcher("list", "--json")
+    assert code == 0, listed
+    (job,) = [j for j in json.loads(listed) if j["job_id"] == job_id]
+    assert (job["state"], job["run"], job["step"], job["total_steps"]) == (
+        "SUCCEEDED", name, 10, 10,
+    )  # fmt: skip
     goodput = first["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
     # No part below zero: each step's end comes from the step clock, never from a late line.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from types import SimpleNamespace
 
 import pytest
@@ -15,8 +17,8 @@ pytestmark = pytest.mark.unit
 def test_the_step_is_the_last_progress_line():
     lines = [format_progress(s, 40, 3.2, 0.5, 100, 1.0, None, 10) for s in (8, 16)]
     log = "\n".join(["(RayTrainWorker pid=1) " + lines[0], "noise", lines[1], "completed"])
-    assert last_step(log) == "16/40"
-    assert last_step("no progress yet") == "-"
+    assert last_step(log) == (16, 40)
+    assert last_step("no progress yet") is None
 
 
 def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
@@ -30,15 +32,26 @@ def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
         end_time=None,
     )
     r = row(job, "", now_ms=1_000_000 + 151_000)
-    assert (r.job_id, r.state, r.run, r.step, r.duration) == (
+    assert (r.job_id, r.state, r.run, r.step, r.duration_seconds) == (
         "demo-1",
         "RUNNING",
         "fromargs",
-        "-",
-        "2m31s",
+        None,
+        151.0,
     )
+    assert r.cells()[3:] == ("-", r.cells()[4], "2m31s")
     job.metadata = {"run_name": "demo"}
     assert row(job, "", now_ms=2_000_000).run == "demo"
+    # `list --json`: what a script reads, in numbers.
+    assert json.loads(json.dumps(dataclasses.asdict(row(job, "", now_ms=1_151_000)))) == {
+        "job_id": "demo-1",
+        "state": "RUNNING",
+        "run": "demo",
+        "step": None,
+        "total_steps": None,
+        "started_at": 1000.0,
+        "duration_seconds": 151.0,
+    }
     table = format_rows([r]).splitlines()
     assert table[0].split() == ["JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION"]
     assert table[1].startswith("demo-1")
