@@ -71,13 +71,13 @@ class LocalCluster:
             argv.append(f"base_output_directory={self.bucket}")
         return self._run(argv, timeout)
 
-    def launcher(self, *argv: str, timeout: int = 120) -> tuple[int, str]:
+    def launcher(self, *argv: str, timeout: int = 120) -> subprocess.CompletedProcess:
         """Any other `tpu-launcher` command against this cluster, as submit's state left it."""
-        return self._run(list(argv), timeout)
+        env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
+        return tpu_launcher(*argv, env=env, timeout=timeout)
 
     def _run(self, argv: list[str], timeout: int) -> tuple[int, str]:
-        env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
-        proc = tpu_launcher(*argv, env=env, timeout=timeout)
+        proc = self.launcher(*argv, timeout=timeout)
         return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -61,17 +61,19 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert Path(first["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # `logs` later, into a pipe: what submit showed, no colour codes; --raw: every line.
     job_id = re.search(r"submitted job (\S+) to", out)[1]
-    code, tidy = local_cluster.launcher("logs", job_id)
-    assert code == 0 and "\x1b[" not in tidy, tidy[-2000:]
-    assert "[checkpoint] saved step 9" in tidy and "== training finished ==" in tidy
-    assert "Config param" not in tidy and "full log: " in tidy
-    code, raw = local_cluster.launcher("logs", "--raw", job_id)
-    assert code == 0 and "\x1b[" not in raw and "Config param" in raw
-    code, waited = local_cluster.launcher("status", "--wait", job_id)
-    assert code == 0 and f"job {job_id}: SUCCEEDED" in waited, waited
-    code, listed = local_cluster.launcher("list", "--json")
-    assert code == 0, listed
-    (job,) = [j for j in json.loads(listed) if j["job_id"] == job_id]
+    tidy = local_cluster.launcher("logs", job_id)
+    assert tidy.returncode == 0 and "\x1b[" not in tidy.stdout, tidy.stdout[-2000:] + tidy.stderr
+    assert "[checkpoint] saved step 9" in tidy.stdout
+    assert "== training finished ==" in tidy.stdout and "full log: " in tidy.stdout
+    assert "Config param" not in tidy.stdout
+    raw = local_cluster.launcher("logs", "--raw", job_id)
+    assert raw.returncode == 0 and "\x1b[" not in raw.stdout and "Config param" in raw.stdout
+    waited = local_cluster.launcher("status", "--wait", job_id)
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    assert f"job {job_id}: SUCCEEDED" in waited.stdout
+    listed = local_cluster.launcher("list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (job,) = [j for j in json.loads(listed.stdout) if j["job_id"] == job_id]
     assert (job["state"], job["run"], job["step"], job["total_steps"]) == (
         "SUCCEEDED", name, 10, 10,
     )  # fmt: skip
@@ -133,8 +135,9 @@ def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
     assert "FAILED" in out
     # What a script waits on: the job's end, as an exit code.
     job_id = re.search(r"submitted job (\S+) to", out)[1]
-    code, waited = local_cluster.launcher("status", "--wait", job_id)
-    assert code == 1 and f"job {job_id}: FAILED" in waited, waited
+    waited = local_cluster.launcher("status", "--wait", job_id)
+    assert waited.returncode == 1, waited.stdout + waited.stderr
+    assert f"job {job_id}: FAILED" in waited.stdout
 
 
 def test_helm_tests_check_passes_on_a_live_head_and_names_what_is_missing(local_cluster):
