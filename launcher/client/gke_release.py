@@ -118,12 +118,34 @@ def render(
         argv += ["--set", value]
     proc = run("render the release", argv, capture=True, check=False)
     if proc.returncode:
+        if refused := chart_refusals(proc.stderr):
+            raise UsageError(
+                "values",
+                "the chart refuses them:\n" + "\n".join(f"  - {r}" for r in refused),
+                "change what is named (every value: charts/tpu-stack/README.md)",
+            )
         raise CommandError("render the release", argv, proc.returncode, proc.stderr)
     rendered = proc.stdout
     for variable, stand_in in _STAND_INS.items():
         rendered = rendered.replace(stand_in, variable)
     docs = [d for d in yaml.safe_load_all(rendered) if d]
     return docs, bucket if gcsfuse.get("enabled", True) else None
+
+
+# How Helm reports the chart's refusals (templates/validate.yaml) and its schema's.
+_CHART_REFUSED = "VALUES REFUSED by the tpu-stack chart:"
+_SCHEMA_REFUSED = "values don't meet the specifications of the schema"
+
+
+def chart_refusals(stderr: str) -> list[str]:
+    """The user's mistakes Helm printed (the chart's own, then its schema's), one a line;
+    [] for any other failure (no helm, a broken chart)."""
+    lines = stderr.splitlines()
+    if any(_CHART_REFUSED in line for line in lines):
+        return [x.strip()[2:] for x in lines if x.strip().startswith("- ")]
+    if any(_SCHEMA_REFUSED in line for line in lines):
+        return [x[2:] for x in lines if x.startswith("- at ")]
+    return []
 
 
 def _quantity(value: str | int | float | None, memory: bool) -> float:

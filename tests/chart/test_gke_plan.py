@@ -557,13 +557,23 @@ def test_saxml_which_keeps_its_state_through_gcs_may_write_the_bucket(capsys):
     }
 
 
-def test_values_the_chart_refuses_are_refused_with_the_charts_message(capsys, tmp_path):
-    wrong = tmp_path / "wrong.yaml"
-    wrong.write_text("ray:\n  worker:\n    tpu:\n      type: v6e-20\n")
-    args = ["gke", "plan", "--values", str(wrong), "--chart", str(CHART), "--helm", str(helm(3))]
-    assert cli.main(args) != 0
-    err = capsys.readouterr().err
-    assert "render the release failed" in err and "did you mean v6e-16 or v6e-32?" in err
+def test_values_the_chart_refuses_are_the_users_mistake_named_with_the_fix(capsys, tmp_path):
+    """Helm's refusal (the chart's own, or its schema's) is an error of ours: exit 2, each
+    value named, not helm's failure and exit 1."""
+    common = ["--chart", str(CHART), "--helm", str(helm(3)), "--project=my-proj"]
+    for text, said in (
+        ("ray:\n  worker:\n    tpu:\n      type: v6e-17\n", 'unknown TPU type "v6e-17"'),
+        ("ray:\n  worker:\n    tpu:\n      slices: 0\n", "at '/ray/worker/tpu/slices'"),
+    ):
+        bad = tmp_path / "bad.yaml"
+        bad.write_text(text)
+        code = cli.main(
+            ["gke", "plan", "-f", str(REPO / "values/v6e-16.yaml"), "-f", str(bad), *common]
+        )
+        err = capsys.readouterr().err
+        assert code == 2, err
+        assert "error: values: the chart refuses them:\n  - " in err and said in err, err
+        assert "fix: change what is named" in err and "failed (exit" not in err
 
 
 def test_every_values_file_has_its_expected_pools():
