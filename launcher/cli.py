@@ -22,6 +22,7 @@ fix), the failed command's code for an external command, 1 for a failed job.
 from __future__ import annotations
 
 import argparse
+import difflib
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -90,6 +91,25 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _subparser(parser: argparse.ArgumentParser, words: list[str | None]) -> argparse.ArgumentParser:
+    """The parser the command words lead to (`gke`, `plan`: gke plan's)."""
+    for word in words:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or word not in subs[0].choices:
+            break
+        parser = subs[0].choices[word]
+    return parser
+
+
+def _refuse_unknown(parser: argparse.ArgumentParser, word: str) -> None:
+    """Exits 2 with the subcommand's usage, the word it does not take, and the option it most
+    likely meant (argparse alone answers from the top-level parser, with no hint)."""
+    known = [o for a in parser._actions for o in a.option_strings]
+    close = difflib.get_close_matches(word.partition("=")[0], known, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}?" if close else f"`{parser.prog} --help` lists what it takes"
+    parser.error(f"unrecognized argument {word}: {hint}")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns its exit code (the console script exits with it)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -97,8 +117,11 @@ def main(argv: list[str] | None = None) -> int:
         from launcher.runtime.entrypoint import run
 
         run(argv[1:])  # an absl app: exits itself
-    ns = _parser().parse_args(argv)
+    parser = _parser()
+    ns, unknown = parser.parse_known_args(argv)
     action = getattr(ns, "gke_command", None) or getattr(ns, "data_command", None)
+    if unknown:
+        _refuse_unknown(_subparser(parser, [ns.command, action]), unknown[0])
     prog = " ".join(["tpu-launcher", ns.command, *filter(None, [action])])
     try:
         return ns.func(ns)

@@ -148,6 +148,24 @@ def test_help_lists_every_subcommand(capsys):
         assert f"    {command} " in out, command
 
 
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["gke", "plan", "--valuez", "v.yaml"], "tpu-launcher gke plan: error: unrecognized "
+         "argument --valuez: did you mean --values?"),
+        (["status", "--wiat"], "tpu-launcher status: error: unrecognized argument --wiat: "
+         "did you mean --wait?"),
+        (["list", "extra"], "tpu-launcher list: error: unrecognized argument extra: "
+         "`tpu-launcher list --help` lists what it takes"),
+    ],
+)  # fmt: skip
+def test_an_unknown_option_is_answered_by_its_subcommand(capsys, argv, says):
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
+
+
 def test_values_files_are_given_as_helm_takes_them():
     parse = cli._parser().parse_args
     assert parse(["gke", "plan", "-f", "a.yaml", "--values", "b.yaml"]).values == [
