@@ -7,8 +7,8 @@ On a workstation:
   list | logs | status | stop   the cluster's jobs
   generate | export             text from a run's checkpoint; the checkpoint for vLLM
   sax                           Saxml's HTTP server
-  up | down | local-status | slice-down | slice-up   the local Ray cluster
-  gke plan|up|down | image | install                GKE: what a release needs, and the release
+  up | down | local-status | slice-down | slice-up | preempt   the local Ray cluster
+  gke plan|up|down|queue | image | install   GKE: what a release needs, and the release
   tpu-table                     the TPU slices the launcher and the chart know
   dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
@@ -39,10 +40,33 @@ def _version() -> str:
         return "unknown"
 
 
-def _tpu_table(ns: argparse.Namespace) -> int:
-    from launcher.core.tpu_table import print_table
+_TABLE_COLUMNS = (
+    ("NAME", ">14"), ("GEN", ">5"), ("TOPOLOGY", ">8"), ("CHIPS", ">5"), ("DEVICES", ">7"),
+    ("HOSTS", ">5"), ("CHIPS/HOST", ">10"), ("MACHINE", "<18"), ("GKE ACCELERATOR", "<22"),
+    ("HBM GiB/CHIP", ">12"), ("bf16 TFLOP/s/CHIP", ">17"),
+)  # fmt: skip
 
-    print_table(as_json=ns.json)
+
+def _tpu_table(ns: argparse.Namespace) -> int:
+    """Every slice the table knows, a row each under a header; --json: the chart's copy."""
+    import json
+
+    from launcher.core.tpu_table import GENERATIONS, as_json_table, slice_shape
+
+    if ns.json:
+        print(json.dumps(as_json_table(), indent=2, sort_keys=True))
+        return 0
+    rows: list[tuple[object, ...]] = [tuple(name for name, _ in _TABLE_COLUMNS)]
+    for gen in GENERATIONS.values():
+        for topo in gen.topologies:
+            s = slice_shape(gen.name, topo)
+            rows.append(
+                (s.name, gen.name, topo, s.chips, s.devices, s.hosts, s.chips_per_host,
+                 s.machine_type, gen.gke_accelerator, f"{gen.hbm_gib:g}",
+                 f"{gen.peak_bf16_tflops:g}")
+            )  # fmt: skip
+    for row in rows:
+        print(" ".join(f"{cell:{fmt}}" for cell, (_, fmt) in zip(row, _TABLE_COLUMNS, strict=True)))
     return 0
 
 
@@ -79,7 +103,11 @@ def _parser() -> argparse.ArgumentParser:
     local_commands.add_parsers(sub)
     gke_commands.add_parsers(sub)
     p = sub.add_parser("tpu-table", help="print the TPU table (--json: the chart's copy)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="the chart's copy (charts/tpu-stack/files/tpu-table.json)",
+    )
     p.set_defaults(func=_tpu_table)
     p = sub.add_parser(
         "dashboard",
@@ -130,4 +158,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def console_main() -> None:
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BrokenPipeError:  # `tpu-launcher ... | head` stopped reading: not an error of ours
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second one at exit
+        sys.exit(1)

@@ -150,6 +150,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     what = "print a prepared dataset's manifest: examples, tokens, shards, tokenizer"
     p = actions.add_parser("show", help=what, description=what)
-    p.add_argument("name")
+    p.add_argument("name", help="the dataset's name (what data prepare --name gave it)")
     p.add_argument("--output-dir", help="the bucket's directory (default: the local cluster's)")
     p.set_defaults(func=run_show)

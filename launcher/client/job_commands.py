@@ -187,9 +187,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "run again to resume",
     )
     p.add_argument("--tpu", help="the simulated slice for a new local cluster (default v5p-16)")
-    p.add_argument("--num-slices", "--num_slices", type=int, default=1)
+    p.add_argument(
+        "--num-slices",
+        "--num_slices",
+        type=int,
+        default=1,
+        help="simulated slices for a new local cluster (default 1; 2 or more: an elastic job)",
+    )
     p.add_argument("--no-wait", action="store_true", help="return after submitting")
-    p.add_argument("--verbose", action="store_true", default=_verbose_default())
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        default=_verbose_default(),
+        help="show every line of the job live [env VERBOSE=1]",
+    )
     p.add_argument("maxtext_args", nargs=argparse.REMAINDER, help="-- then more MaxText key=value")
     p.set_defaults(func=run_demo)
 

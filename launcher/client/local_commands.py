@@ -77,14 +77,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--cpu-hosts", "--cpu_hosts", type=int, help="a CPU-only slice of this many hosts instead"
     )
     p.add_argument(
-        "--cpu-devices-per-host", "--cpu_devices_per_host", type=int, default=2, metavar="N"
+        "--cpu-devices-per-host",
+        "--cpu_devices_per_host",
+        type=int,
+        default=2,
+        metavar="N",
+        help="with --cpu-hosts: CPU devices each host's JAX sees (default 2)",
     )
     p.add_argument(
         "--bucket-dir",
         default=".local/bucket",
         help="directory that stands for the mounted checkpoint bucket",
     )
-    p.add_argument("--object-store-mb", type=int, default=256)
+    p.add_argument(
+        "--object-store-mb",
+        type=int,
+        default=256,
+        help="each node's Ray object store, MB (default 256: the jobs pass little through it)",
+    )
     p.add_argument(
         "--prometheus",
         action="store_true",

@@ -145,7 +145,7 @@ def run_sax(ns: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sax", help="Saxml's HTTP server: publish, generate, list, unpublish")
-    p.add_argument("action", choices=list(ACTIONS))
+    p.add_argument("action", choices=list(ACTIONS), help="what to ask the server: %(choices)s")
     p.add_argument("--model", required=True, help="the Sax model name, /sax/<cell>/<model>")
     p.add_argument("--model-path", help="publish: the Saxml model class")
     p.add_argument("--checkpoint", help="publish: its checkpoint (default: None, random weights)")

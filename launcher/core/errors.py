@@ -42,7 +42,8 @@ class CommandError(Exception):
         if self.returncode == NOT_FOUND_EXIT_CODE:
             return (
                 f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (install it, "
-                "or run from the project's .venv)"
+                "or in a clone: `make venv` puts ray in .venv/bin, `make helm` the pinned Helm "
+                "in .tools/)"
             )
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])

@@ -26,6 +26,7 @@ from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RunDir, compile_cache_for
 from launcher.core.slices import Slices
+from launcher.core.tpu_table import GENERATIONS
 
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
@@ -50,12 +51,16 @@ def define_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_string(
         "tpu",
         None,
-        "The slice, as Cloud TPU names it: v6e-16, v5p-16, v5litepod-32 (v4/v5p count "
-        "TensorCores, v5e/v6e chips). The long form is --accelerator_type and --topology.",
+        "The slice, as Cloud TPU names it: v6e-16, v5p-16, v5litepod-32, tpu7x-16 (v4/v5p "
+        "count TensorCores, the others chips; `tpu-launcher tpu-table` lists them). The long "
+        "form is --accelerator_type and --topology.",
         flag_values=fv,
     )
     flags.DEFINE_string(
-        "accelerator_type", None, "TPU generation: v4, v5e, v5p, v6e (or TPU-V6E).", flag_values=fv
+        "accelerator_type",
+        None,
+        f"TPU generation: {', '.join(GENERATIONS)} (or Ray's TPU-V6E).",
+        flag_values=fv,
     )
     flags.DEFINE_string(
         "topology", None, "TPU topology of one slice, e.g. 4x4 or 2x2x2.", flag_values=fv

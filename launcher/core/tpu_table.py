@@ -8,8 +8,6 @@ rule the GKE TPU webhook enforces on a RayCluster. The chart reads a JSON export
 from __future__ import annotations
 
 import difflib
-import json
-import sys
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -427,20 +425,3 @@ def as_json_table() -> dict[str, Any]:
         "namesByPrefix": names_by_prefix(),
         "unknownNameFix": UNKNOWN_TPU_FIX,
     }
-
-
-def print_table(as_json: bool = False) -> None:
-    """The table for people, or (as_json) the chart's copy."""
-    if as_json:
-        json.dump(as_json_table(), sys.stdout, indent=2, sort_keys=True)
-        sys.stdout.write("\n")
-        return
-    for gen in GENERATIONS.values():
-        for topo in gen.topologies:
-            shape = slice_shape(gen.name, topo)
-            print(
-                f"{shape.name:>14} {gen.name:>5} {topo:>8} {shape.chips:>4} chips "
-                f"{shape.devices:>5} devices {shape.hosts:>4} hosts x {shape.chips_per_host} "
-                f"{shape.machine_type:<18} {gen.gke_accelerator:<22} {gen.hbm_gib:g} GiB HBM "
-                f"{gen.peak_bf16_tflops:g} TFLOP/s bf16 per chip"
-            )

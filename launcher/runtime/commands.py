@@ -73,9 +73,11 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "cluster-check", help=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
     )
-    p.add_argument("--address", required=True)
+    p.add_argument("--address", required=True, help="the Ray dashboard URL of the head")
     p.add_argument("--expect-nodes", type=int, required=True, help="head + workers")
-    p.add_argument("--timeout", type=float, default=300)
+    p.add_argument(
+        "--timeout", type=float, default=300, help="seconds to wait for them (default 300)"
+    )
     p.add_argument(
         "--ray-cluster", help="also check the TPU webhook's work on this RayCluster's pods"
     )
@@ -85,5 +87,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
     p.add_argument("--model", required=True, help="the served model name")
-    p.add_argument("--timeout", type=float, default=300)
+    p.add_argument(
+        "--timeout", type=float, default=300, help="seconds to wait for it (default 300)"
+    )
     p.set_defaults(func=run_serving_check)

@@ -3,6 +3,8 @@ needed)."""
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
 from launcher import cli
@@ -164,6 +166,32 @@ def test_an_unknown_option_is_answered_by_its_subcommand(capsys, argv, says):
         cli.main(argv)
     assert exited.value.code == 2
     assert says in capsys.readouterr().err
+
+
+def _options_without_help(parser, name="tpu-launcher"):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub, subparser in action.choices.items():
+                yield from _options_without_help(subparser, f"{name} {sub}")
+        elif not action.help and not isinstance(
+            action, (argparse._HelpAction, argparse._VersionAction)
+        ):
+            yield f"{name} {'/'.join(action.option_strings) or action.dest}"
+
+
+def test_every_option_of_every_command_says_what_it_is():
+    assert list(_options_without_help(cli._parser())) == []
+
+
+def test_the_tpu_table_has_a_header_and_a_row_a_slice(capsys):
+    from launcher.core.tpu_table import GENERATIONS
+
+    assert cli.main(["tpu-table"]) == 0
+    header, *rows = capsys.readouterr().out.splitlines()
+    assert header.split()[:3] == ["NAME", "GEN", "TOPOLOGY"]
+    assert len(rows) == sum(len(g.topologies) for g in GENERATIONS.values())
+    (v6e_16,) = [r.split() for r in rows if r.split()[0] == "v6e-16"]
+    assert v6e_16[1:7] == ["v6e", "4x4", "16", "16", "4", "4"]
 
 
 def test_values_files_are_given_as_helm_takes_them():
