@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.core.capacity import capacity_of  # noqa: E402
+from launcher.core.capacity import Capacity, release_capacity  # noqa: E402
 from launcher.core.slices import Slices  # noqa: E402
 from launcher.core.tpu_table import (  # noqa: E402
     CPU_POOL_MACHINE,
@@ -74,12 +74,13 @@ def node(
     }
 
 
-def tpu_pools(prefix: str, slices: Slices, suffix: str, block: dict, path: str) -> list[dict]:
+def tpu_pools(
+    prefix: str, slices: Slices, suffix: str, capacity: Capacity, block: dict
+) -> list[dict]:
     """The pools of one slice group, labelled (and tainted) as GKE makes its capacity's nodes."""
     shape = slices.shape
     assert shape is not None
     gen = shape.generation
-    capacity = capacity_of(block, path, gen.name, gen.flex_start)
     labels = {
         GKE_ACCELERATOR_LABEL: gen.gke_accelerator,
         GKE_TOPOLOGY_LABEL: shape.topology,
@@ -113,7 +114,9 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
     blocks = tpu_blocks(values)
     for component, slices in tpu_slices(values).items():
         path = ".".join(TPU_BLOCKS[component])
-        nodes += tpu_pools(prefixes[component], slices, suffix, blocks[component], path)
+        block = blocks[component]
+        capacity = release_capacity(values, component, block, path, slices.shape.generation)
+        nodes += tpu_pools(prefixes[component], slices, suffix, capacity, block)
     return nodes
 
 

@@ -74,6 +74,22 @@ CAPACITIES = {
 }
 
 
+# Flex-start with queued provisioning: a Kueue queue on flex-start (`gke queue` gives it GKE's
+# ProvisioningRequest admission check), where GKE makes all of a job's nodes at once. GKE's "Run
+# a large-scale workload with flex-start with queued provisioning": "To use flex-start with
+# queued provisioning, you have to add the --flex-start and --enable-queued-provisioning flags"
+# when the node pool is created; its nodes are labelled and tainted cloud.google.com/gke-queued,
+# which the pods select and tolerate ("Mandatory for Queued Provisioning" in Google's
+# cluster-toolkit example dws-flex-start-queued-provisioning/gke-tpu-v6e). Without the pool
+# flag a request never provisions; without the toleration the pods never land.
+QUEUED_FLEX_START = Capacity(
+    FLEX_START,
+    {"cloud.google.com/gke-queued": "true"},
+    ({"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"},),
+    (*CAPACITIES[FLEX_START].pool_flags, "--enable-queued-provisioning"),
+)
+
+
 def capacity_of(block: dict[str, Any], path: str, generation: str, flex_start: bool) -> Capacity:
     """A TPU block's capacity, checked: reservation needs its name; flex-start is refused where
     GKE does not offer it for the generation."""
@@ -99,18 +115,36 @@ def capacity_of(block: dict[str, Any], path: str, generation: str, flex_start: b
     return CAPACITIES[name]
 
 
+def release_capacity(
+    values: dict[str, Any], component: str, block: dict[str, Any], path: str, generation: Any
+) -> Capacity:
+    """What a release's slice group gets, as the chart renders it (templates/_tpu.tpl): its
+    capacity, or queued provisioning for the Ray workers on flex-start under a Kueue queue."""
+    capacity = capacity_of(block, path, generation.name, generation.flex_start)
+    queue = (values.get("kueue") or {}).get("queueName")
+    if capacity.name == FLEX_START and component == "ray" and queue:
+        return QUEUED_FLEX_START
+    return capacity
+
+
 def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | None]:
     """The capacity a rendered pod's node selector asks for, and its reservation's name."""
-    for capacity in CAPACITIES.values():
+    for capacity in (QUEUED_FLEX_START, *CAPACITIES.values()):
         if capacity.node_labels and all(k in selector for k in capacity.node_labels):
             named = [k for k, v in capacity.node_labels.items() if v == RESERVATION_NAME]
             return capacity, selector[named[0]] if named else None
     return CAPACITIES[ON_DEMAND], None
 
 
+def _json(c: Capacity) -> dict[str, Any]:
+    return {"nodeSelector": c.node_labels, "tolerations": c.tolerations()}
+
+
 def table_json() -> dict[str, Any]:
     """The chart's copy (files/tpu-table.json's `capacities`)."""
-    return {
-        c.name: {"nodeSelector": c.node_labels, "tolerations": c.tolerations()}
-        for c in CAPACITIES.values()
-    }
+    return {c.name: _json(c) for c in CAPACITIES.values()}
+
+
+def queued_json() -> dict[str, Any]:
+    """The chart's copy of flex-start under a Kueue queue (`queuedProvisioning`)."""
+    return _json(QUEUED_FLEX_START)

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from launcher.core.capacity import queued_json as capacity_queued_json
 from launcher.core.capacity import table_json as capacity_table_json
 from launcher.core.errors import UsageError
 
@@ -420,6 +421,7 @@ def as_json_table() -> dict[str, Any]:
         entry["topologies"].append(topo)
     return {
         "capacities": capacity_table_json(),
+        "queuedProvisioning": capacity_queued_json(),
         "generations": generations,
         "names": names,
         "namesByPrefix": names_by_prefix(),

@@ -612,6 +612,26 @@ def test_the_tpu_pool_is_made_of_the_capacity_the_pods_ask_for(capsys, sets, exp
         assert flag not in tpu, (flag, tpu)
 
 
+def test_flex_start_under_a_kueue_queue_makes_a_queued_provisioning_pool(capsys, tmp_path):
+    """GKE: "To use flex-start with queued provisioning, you have to add the --flex-start and
+    --enable-queued-provisioning flags" (the queue's ProvisioningRequest never provisions from a
+    pool without it); read back from the workers' gke-queued selector."""
+    queued = tmp_path / "queued.yaml"
+    queued.write_text("kueue:\n  queueName: team-a\n")
+
+    def tpu_pool(*extra: str) -> list[str]:
+        (tpu,) = [
+            c
+            for c in _commands(_plan(capsys, "v6e-16.yaml", *TUTORIAL, *extra))
+            if c[1:4] == ["container", "node-pools", "create"] and "--tpu-topology=4x4" in c
+        ]
+        return tpu
+
+    assert "--enable-queued-provisioning" not in tpu_pool("--capacity=flex-start")
+    pool = tpu_pool("--capacity=flex-start", "--values", str(queued))
+    assert {"--flex-start", "--enable-queued-provisioning", "--total-max-nodes=4"} <= set(pool)
+
+
 def test_a_rayjob_release_gets_the_same_pools(capsys, tmp_path):
     """A RayJob's cluster asks for the slices a standing RayCluster would: the same TPU pool."""
     job = tmp_path / "v6e-16-job.yaml"

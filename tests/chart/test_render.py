@@ -254,6 +254,25 @@ def test_every_tpu_pod_asks_for_the_capacity_its_slice_is_obtained_with(
     assert not labels.keys() & (head.get("nodeSelector") or {}).keys()
 
 
+def test_flex_start_under_a_kueue_queue_is_queued_provisioning():
+    """GKE's queued provisioning (the ProvisioningRequest check `gke queue` adds on flex-start)
+    makes nodes labelled and tainted cloud.google.com/gke-queued: the workers select and
+    tolerate them, as Google's queued-provisioning examples do; the same values without a
+    queue are flex-start VMs. Facts: launcher.core.capacity.QUEUED_FLEX_START."""
+    from launcher.core.capacity import CAPACITIES, FLEX_START, QUEUED_FLEX_START
+
+    flex = ["--set=ray.worker.tpu.capacity=flex-start"]
+    for sets, capacity in (
+        (flex, CAPACITIES[FLEX_START]),
+        ([*flex, "--set=kueue.queueName=team-a"], QUEUED_FLEX_START),
+    ):
+        worker = _ray_cluster(*sets)["spec"]["workerGroupSpecs"][0]["template"]["spec"]
+        assert capacity.node_labels.items() <= worker["nodeSelector"].items(), worker
+        for toleration in capacity.tolerations():
+            assert toleration in worker["tolerations"], worker["tolerations"]
+    assert "cloud.google.com/gke-flex-start" not in worker["nodeSelector"]
+
+
 def test_a_rayjob_release_is_the_same_cluster_held_only_while_its_job_runs():
     """ray.job.enabled renders a RayJob whose cluster is the standing RayCluster's spec, byte for
     byte (one path renders both), with the launcher's train entrypoint; queued in Kueue it is

@@ -196,11 +196,18 @@ def test_flex_start_admits_the_job_once_gke_provisions_its_slice(release: Releas
     """On flex-start the queue's admission check asks GKE for the slice's nodes, all at once:
     Kueue sends one ProvisioningRequest whose one pod set is the TPU hosts (GKE's queued
     provisioning accepts one; the head and the submitter stay out of it), and admits the job
-    when GKE has provisioned them."""
-    flex = tmp_path / "flex-start.yaml"
-    flex.write_text("ray:\n  worker:\n    tpu:\n      capacity: flex-start\n")
+    when GKE has provisioned them. The nodes are queued provisioning's, labelled and tainted
+    cloud.google.com/gke-queued: the workers run only because they select and tolerate it."""
     queue = f"flex-{release.namespace.rsplit('-', 1)[1]}"
-    release.add_nodes_for(V6E_16, flex)
+    flex = tmp_path / "flex-start.yaml"
+    flex.write_text(
+        f"ray:\n  worker:\n    tpu:\n      capacity: flex-start\nkueue:\n  queueName: {queue}\n"
+    )
+    nodes = release.add_nodes_for(V6E_16, flex)
+    tpu_nodes = [n for n in nodes if "google.com/tpu" in n["status"]["capacity"]]
+    assert tpu_nodes and all(
+        n["metadata"]["labels"]["cloud.google.com/gke-queued"] == "true" for n in tpu_nodes
+    )
     kubectl_apply(release, queue_for(release, queue, flex))
     install_job(release, queue, "", flex)
     explain = lambda: dump([rayjob(release), provisioning_requests(release)]) + release.events()  # noqa: E731

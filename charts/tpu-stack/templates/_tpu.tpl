@@ -101,6 +101,12 @@ devicesPerHost (JAX devices: two per chip on tpu7x), hosts, machineType, slices,
 {{- else if and $t.reservation (ne $cap "reservation") -}}
   {{- $errs = append $errs (printf "%s.reservation: %q is set but capacity is %s; --set %s.capacity=reservation, or remove the reservation." $p (toString $t.reservation) $cap $p) -}}
 {{- end -}}
+{{- /* Flex-start under a Kueue queue is GKE's queued provisioning (its ProvisioningRequest
+check, `tpu-launcher gke queue`): the nodes are labelled and tainted gke-queued instead
+(launcher.core.capacity.QUEUED_FLEX_START). The queue holds the Ray part's workers. */ -}}
+{{- if and (eq $cap "flex-start") (eq $p "ray.worker.tpu") .ctx.Values.kueue.queueName -}}
+  {{- $capacity = $table.queuedProvisioning -}}
+{{- end -}}
 {{- if $capacity -}}
   {{- $labels := dict -}}
   {{- range $k, $v := $capacity.nodeSelector -}}
