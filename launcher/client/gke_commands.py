@@ -61,7 +61,8 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     target = GkeTarget.from_args(ns)
     chart = Path(ns.chart)
     root = chart.resolve().parents[1]
-    values = load_values(chart / "values.yaml", *ns.values) if chart.is_dir() else {}
+    readable = chart.is_dir() and all(Path(v).is_file() for v in ns.values)  # else render says
+    values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
     if (root / DOCKERFILE).is_file() and not pinned:
         target = dataclasses.replace(target, image_tag=content_tag(root, chart))

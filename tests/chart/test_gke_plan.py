@@ -347,6 +347,13 @@ def test_a_rayjobs_job_is_checked_as_submit_checks_it_before_helm_runs(capsys):
     assert "helm upgrade --install tpu" in capsys.readouterr().out
 
 
+def test_a_values_file_that_is_not_there_is_named(capsys):
+    args = ["gke", "plan", "-f", "values/v6e-61.yaml", "--chart", str(CHART)]
+    args += ["--helm", str(helm(3))]
+    assert cli.main(args) == 2
+    assert "error: --values: no values file values/v6e-61.yaml" in capsys.readouterr().err
+
+
 def test_install_without_a_project_names_the_fix(capsys):
     args = ["install", "--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
     assert cli.main([*args, "--helm", str(helm(3)), "--dry-run"]) == 2
