@@ -59,12 +59,11 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     """The target; the launcher image tagged by the content of the checkout the chart is in
     (launcher.client.image_tag), unless the values pin ray.image.tag (a --set wins too)."""
     target = GkeTarget.from_args(ns)
-    chart = Path(ns.chart)
-    root = chart.resolve().parents[1]
+    chart, root = Path(ns.chart), _checkout(ns.chart)
     readable = chart.is_dir() and all(Path(v).is_file() for v in ns.values)  # else render says
     values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
-    if (root / DOCKERFILE).is_file() and not pinned:
+    if root is not None and not pinned:
         target = dataclasses.replace(target, image_tag=content_tag(root, chart))
     return target
 
@@ -75,10 +74,16 @@ def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
     return target, needs(docs, ns.namespace, ns.release, bucket)
 
 
+def _checkout(chart: str) -> Path | None:
+    """The repository root the chart sits in, if it is a checkout the image builds from."""
+    root = Path(chart).resolve().parents[1]
+    return root if (root / DOCKERFILE).is_file() else None
+
+
 def _source(chart: str) -> Path:
     """The checkout the image is built from: the chart's repository root."""
-    root = Path(chart).resolve().parents[1]
-    if not (root / DOCKERFILE).is_file():
+    root = _checkout(chart)
+    if root is None:
         raise UsageError(
             "--chart",
             f"no {DOCKERFILE} beside the chart at {chart}: the image is built from the checkout",

@@ -16,7 +16,7 @@ from launcher.client.commands import run
 from launcher.client.gke_target import GkeTarget
 from launcher.core.capacity import CAPACITIES, ON_DEMAND, Capacity, capacity_from_selector
 from launcher.core.errors import CommandError, UsageError
-from launcher.core.slices import TpuSlices, from_pod_spec
+from launcher.core.slices import TpuSlices, from_pod_spec, worker_group_slices
 from launcher.core.tpu_table import MACHINES
 from launcher.core.values_file import load_values
 
@@ -263,14 +263,8 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             cluster = doc["spec"] if kind == "RayCluster" else doc["spec"]["rayClusterSpec"]
             head = cluster["headGroupSpec"]["template"]["spec"]
             image = head["containers"][0]["image"]
-            for group in cluster.get("workerGroupSpecs", []):
-                found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
-                if found:
-                    pools.append(
-                        NodePool.of(
-                            f"{release}-ray-{found.shape.name}", found, group["template"]["spec"]
-                        )
-                    )
+            for slices, pod in worker_group_slices(cluster):
+                pools.append(NodePool.of(f"{release}-ray-{slices.shape.name}", slices, pod))
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:

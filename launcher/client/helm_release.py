@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from launcher.client.commands import run, start
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
-from launcher.core.slices import TpuSlices, from_pod_spec
+from launcher.core.slices import TpuSlices, worker_group_slices
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
@@ -153,12 +153,11 @@ def release_workers(release: str, namespace: str) -> tuple[TpuSlices | None, int
             f"check `helm list -n {namespace}` and pass --namespace, or name the slice with "
             "--values values/<slice>.yaml",
         )
-    for group in items[0]["spec"].get("workerGroupSpecs", []):
-        pod = group["template"]["spec"]
-        found = from_pod_spec(pod, group.get("replicas", 1))
-        if found:
-            return found, pod_grace_seconds(pod)
-    return None, None
+    groups = worker_group_slices(items[0]["spec"])
+    if not groups:
+        return None, None
+    found, pod = groups[0]
+    return found, pod_grace_seconds(pod)
 
 
 def release_rayjob(release: str, namespace: str) -> dict | None:

@@ -11,7 +11,7 @@ from typing import Any
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.run_requests import JOB_ENTRYPOINT
-from launcher.core.slices import TpuSlices, from_pod_spec
+from launcher.core.slices import TpuSlices, worker_group_slices
 
 # What the chart's RayJob runs before the job's own arguments (templates/ray/rayjob.yaml).
 TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
@@ -27,11 +27,8 @@ def rayjob_args(rayjob: dict[str, Any]) -> list[str]:
 
 def rayjob_slices(rayjob: dict[str, Any]) -> TpuSlices | None:
     """The TPU slices the RayJob's cluster asks for (its first TPU worker group)."""
-    for group in rayjob["spec"].get("rayClusterSpec", {}).get("workerGroupSpecs", []):
-        found = from_pod_spec(group["template"]["spec"], group.get("replicas", 1))
-        if found:
-            return found
-    return None
+    groups = worker_group_slices(rayjob["spec"].get("rayClusterSpec", {}))
+    return groups[0][0] if groups else None
 
 
 def check_rayjobs(docs: list[dict[str, Any]]) -> None:

@@ -258,6 +258,17 @@ def from_pod_spec(pod: dict[str, Any], replicas: int) -> TpuSlices | None:
     return TpuSlices(shape, int(replicas))
 
 
+def worker_group_slices(cluster: dict[str, Any]) -> list[tuple[TpuSlices, dict[str, Any]]]:
+    """The TPU slices each worker group of a RayCluster spec asks for, with its pod spec (a
+    group without TPUs left out): a release's, a RayJob's rayClusterSpec, a live cluster's."""
+    found = []
+    for group in cluster.get("workerGroupSpecs", []):
+        pod = group["template"]["spec"]
+        if slices := from_pod_spec(pod, group.get("replicas", 1)):
+            found.append((slices, pod))
+    return found
+
+
 def check_fits_cluster(
     slices: Slices, nodes: list[dict[str, Any]], min_slices: int | None = None
 ) -> None:
