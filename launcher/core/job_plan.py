@@ -219,12 +219,10 @@ class JobOptions:
         )
 
 
-def spelled_as_defined(job_args: list[str]) -> list[str]:
-    """The job's arguments with each launcher flag spelled with dashes (`--max-failures=2`,
-    as most command lines spell them) spelled as defined (`--max_failures=2`); MaxText's
+def spelled_as_defined(job_args: list[str], fv: flags.FlagValues) -> list[str]:
+    """The job's arguments with each flag of `fv` spelled with dashes (`--max-failures=2`, as
+    most command lines spell them) spelled as defined (`--max_failures=2`); MaxText's
     key=value arguments are left as they are."""
-    fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
-    define_flags(fv)
     known = set(fv)
     spelled = []
     for arg in job_args:
@@ -244,7 +242,7 @@ def parse_job_args(job_args: list[str]) -> tuple[JobOptions, list[str]]:
     fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     try:
-        rest = fv(["tpu-launcher train", *spelled_as_defined(job_args)])
+        rest = fv(["tpu-launcher train", *spelled_as_defined(job_args, fv)])
     except flags.Error as e:
         raise UsageError("flags", str(e), "see `tpu-launcher train --help`") from None
     return JobOptions.from_flags(fv), rest[1:]

@@ -404,4 +404,4 @@ def run(argv: list[str]) -> None:
         # absl's --help lists the main module's flags; ours live in core.job_plan.
         print(__doc__.strip() + "\n\nflags:\n" + FLAGS.module_help(job_plan.__name__))
         sys.exit(0)
-    app.run(_main, argv=["tpu-launcher train", *job_plan.spelled_as_defined(argv)])
+    app.run(_main, argv=["tpu-launcher train", *job_plan.spelled_as_defined(argv, FLAGS)])
