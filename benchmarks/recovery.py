@@ -75,13 +75,13 @@ def recover(cluster: LocalCluster, cache: bool, steps: int, kill_at: int) -> Rec
     job_args = [*ONE_SLICE, "tiny-llama.yml", f"run_name={name}", f"steps={steps}"]
     submit_no_wait(cluster, job_id, *job_args, *([] if cache else ["jax_cache_dir="]))
     wait_for_step(client, job_id, kill_at)
-    offset = len(client.get_job_logs(job_id))
+    offset = len(client.logs(job_id))
     killed_at = kill_a_host()
     seconds = seconds_to_first_step_after_restore(client, job_id, offset, killed_at)
     status = wait_until_done(client, job_id)
     if status != "SUCCEEDED":
         raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
-    compiled = launcher_result(client.get_job_logs(job_id))["compile_cache"]
+    compiled = launcher_result(client.logs(job_id))["compile_cache"]
     return Recovery(
         seconds, compiled["compile_seconds_per_start"][-1], compiled["hits_per_start"][-1]
     )
@@ -102,14 +102,14 @@ def lose_a_slice(cluster: LocalCluster, elastic: bool, steps: int, lose_at: int,
     submit_no_wait(cluster, job_id, *job_args, f"run_name={name}", f"steps={steps}")
     wait_for_step(client, job_id, lose_at)
     local_cluster_command("slice-down", "1")
-    offset = len(client.get_job_logs(job_id))
+    offset = len(client.logs(job_id))
     time.sleep(away)
-    away_logs = client.get_job_logs(job_id)[offset:]
+    away_logs = client.logs(job_id)[offset:]
     local_cluster_command("slice-up", "1")
     status = wait_until_done(client, job_id, timeout=1800)
     if status != "SUCCEEDED":
         raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
-    goodput = launcher_result(client.get_job_logs(job_id))["goodput"]
+    goodput = launcher_result(client.logs(job_id))["goodput"]
     return SliceLoss(goodput["wall_seconds"], goodput["goodput"], len(set(steps_logged(away_logs))))
 
 
@@ -202,7 +202,7 @@ def preempt_once(cluster: LocalCluster, notice: int, args: argparse.Namespace) -
         f"checkpoint_period={args.checkpoint_period}",
     )
     wait_for_step(client, job_id, args.preempt_at)
-    offset = len(client.get_job_logs(job_id))
+    offset = len(client.logs(job_id))
     told = time.monotonic()
     with ThreadPoolExecutor(1) as pool:  # the preempt command returns once the host is back
         done = pool.submit(
@@ -215,7 +215,7 @@ def preempt_once(cluster: LocalCluster, notice: int, args: argparse.Namespace) -
     status = wait_until_done(client, job_id)
     if status != "SUCCEEDED":
         raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
-    logs = client.get_job_logs(job_id)
+    logs = client.logs(job_id)
     result = launcher_result(logs)
     [restart] = result["restarts"]
     goodput = result["goodput"]

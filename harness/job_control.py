@@ -8,33 +8,30 @@ import os
 import re
 import signal
 import time
-from pathlib import Path
 
 import psutil
 
+from launcher.client.ray_jobs_api import DEFAULT_ADDRESS, RayJobs
 from launcher.runtime.progress import steps_logged
 
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 
 
-def jobs_client():
-    from ray.job_submission import JobSubmissionClient
-
-    token = (Path.home() / ".ray" / "auth_token").read_text().strip()  # the local cluster's
-    return JobSubmissionClient(
-        "http://127.0.0.1:8265", headers={"Authorization": f"Bearer {token}"}
-    )
+def jobs_client() -> RayJobs:
+    """The launcher's own client of Ray's job API, on the local cluster (its token is Ray's
+    token file, ~/.ray/auth_token, which the client reads as Ray's clients do)."""
+    return RayJobs(DEFAULT_ADDRESS)
 
 
 def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
     """The job's log once a host has logged `step`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        logs = client.get_job_logs(job_id)
+        logs = client.logs(job_id)
         steps = steps_logged(logs)
         if steps and max(steps) >= step:
             return logs
-        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED"), logs[-3000:]
+        assert client.status(job_id) not in ("FAILED", "STOPPED"), logs[-3000:]
         time.sleep(1)
     raise AssertionError(f"job {job_id} did not reach step {step} in {timeout}s")
 
@@ -42,7 +39,7 @@ def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
 def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        status = str(client.get_job_status(job_id).value)
+        status = client.status(job_id)
         if status in ("SUCCEEDED", "FAILED", "STOPPED"):
             return status
         time.sleep(2)
@@ -68,7 +65,7 @@ def seconds_to_first_step_after_restore(
     """From `since` (the kill) to the first step logged after a restore, in the log past
     `offset`."""
     while time.monotonic() - since < timeout:
-        after = client.get_job_logs(job_id)[offset:]
+        after = client.logs(job_id)[offset:]
         restore = RESTORED.search(after)
         if restore and steps_logged(after[restore.end() :]):
             return time.monotonic() - since

@@ -66,18 +66,16 @@ def _submit_request(ns: argparse.Namespace, args: list[str]):
 
 
 def run_submit(ns: argparse.Namespace) -> int:
-    from launcher.client.ray_jobs import submit, use_token_if_present
+    from launcher.client.ray_jobs import submit
 
-    use_token_if_present()
     return submit(_submit_request(ns, job_args(ns.job_args)))
 
 
 def run_demo(ns: argparse.Namespace) -> int:
     from launcher.client import local_cluster
-    from launcher.client.ray_jobs import SubmitRequest, submit, use_token_if_present
+    from launcher.client.ray_jobs import SubmitRequest, submit
 
     local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
-    use_token_if_present()
     job = [*DEMO_JOB, *job_args(ns.maxtext_args)]
     code = submit(SubmitRequest(job, no_wait=ns.no_wait, verbose=ns.verbose))
     print(where_the_metrics_are())
@@ -120,9 +118,8 @@ def run_preflight(ns: argparse.Namespace) -> int:
 
 
 def run_on_job(ns: argparse.Namespace) -> int:
-    from launcher.client.ray_jobs import act_on_job, use_token_if_present
+    from launcher.client.ray_jobs import act_on_job
 
-    use_token_if_present()
     return act_on_job(
         ns.command,
         ns.job,
@@ -132,14 +129,14 @@ def run_on_job(ns: argparse.Namespace) -> int:
         namespace=ns.namespace,
         raw=getattr(ns, "raw", False),
         wait=getattr(ns, "wait", False),
+        as_json=getattr(ns, "json", False),
     )
 
 
 def run_about_run(ns: argparse.Namespace) -> int:
     """generate or export: a job about a trained run, on the cluster that has its bucket."""
-    from launcher.client.ray_jobs import SubmitRequest, submit_run_request, use_token_if_present
+    from launcher.client.ray_jobs import SubmitRequest, submit_run_request
 
-    use_token_if_present()
     where = SubmitRequest(
         [], address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
     )
@@ -270,6 +267,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                 "--wait",
                 action="store_true",
                 help="return when the job has ended: exit 0 succeeded, 1 failed, 3 stopped",
+            )
+            q.add_argument(
+                "--json",
+                action="store_true",
+                help="one JSON object: list --json's fields, Ray's message, and the goodput "
+                "breakdown in seconds once the job has its result line (else null)",
             )
         q.set_defaults(func=run_on_job)
 

@@ -1,5 +1,5 @@
 """`tpu-launcher list`: the cluster's jobs, newest first, with the project's own token auth
-(Ray's `ray job list` sends none unless RAY_AUTH_MODE=token is set by hand):
+(Ray's `ray job list` sends none unless RAY_AUTH_MODE=token is set by hand), over Ray's job API:
 
     JOB                          STATE      RUN          STEP     STARTED              DURATION
     demo-20261124-031502         SUCCEEDED  demo         40/40    2026-11-24 03:15:02  2m31s
@@ -18,8 +18,8 @@ import re
 import time
 from dataclasses import dataclass
 
+from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
 from launcher.core.job_events import EventKind, events
-from launcher.core.ray_auth import auth_headers
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
 
@@ -71,8 +71,8 @@ def last_step(logs: str) -> tuple[int, int] | None:
     return None
 
 
-def row(job, logs: str, now_ms: float) -> JobRow:
-    """One job (`job`: Ray's JobDetails)."""
+def row(job: JobInfo, logs: str, now_ms: float) -> JobRow:
+    """One job, from what the dashboard says of it and its log."""
     metadata = job.metadata or {}
     run = metadata.get("run_name") or (
         m[1] if (m := _RUN_ARG.search(job.entrypoint or "")) else None
@@ -81,7 +81,7 @@ def row(job, logs: str, now_ms: float) -> JobRow:
     step, total = last_step(logs) or (None, None)
     return JobRow(
         job.submission_id or job.job_id or "-",
-        str(getattr(job.status, "value", job.status)),
+        job.status,
         run,
         step,
         total,
@@ -100,19 +100,14 @@ def format_rows(rows: list[JobRow]) -> str:
 
 
 def list_jobs(address: str, limit: int) -> list[JobRow]:
-    from ray.job_submission import JobSubmissionClient
-
-    client = JobSubmissionClient(address, headers=auth_headers())
-    jobs = [j for j in client.list_jobs() if j.submission_id]  # not drivers run by hand
+    client = RayJobs(address)
+    jobs = [j for j in client.jobs() if j.submission_id]  # not drivers run by hand
     jobs.sort(key=lambda j: j.start_time or 0, reverse=True)
     now_ms = time.time() * 1000
-    return [row(j, client.get_job_logs(j.submission_id or ""), now_ms) for j in jobs[:limit]]
+    return [row(j, client.logs(j.submission_id or ""), now_ms) for j in jobs[:limit]]
 
 
 def run_list(ns: argparse.Namespace) -> int:
-    from launcher.client.ray_jobs import check_reachable, resolve_address, use_token_if_present
-
-    use_token_if_present()
     with contextlib.ExitStack() as stack:
         if ns.release:
             from launcher.client.helm_release import forwarded

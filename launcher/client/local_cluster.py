@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
+from launcher.client.ray_jobs_api import DASHBOARD_PORT
+from launcher.client.ray_jobs_api import DEFAULT_ADDRESS as DASHBOARD_ADDRESS
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.ray_auth import auth_headers
 from launcher.core.run_dir import OUTPUT_DIR_ENV
@@ -38,8 +40,6 @@ from launcher.core.tpu_table import GENERATIONS, slice_shape
 # so the whole cluster stays on loopback.
 NODE_IP = "127.0.0.2"
 HEAD_PORT = 6379
-DASHBOARD_PORT = 8265
-DASHBOARD_ADDRESS = f"http://127.0.0.1:{DASHBOARD_PORT}"
 # Each node on one machine needs its own agent ports: above Ray's worker ports (10002-19999)
 # and below Linux's ephemeral ports (32768-60999), where any outgoing connection may hold one
 # just when a host starts again and its agent must bind it.

@@ -1,4 +1,5 @@
-"""`tpu-launcher submit|logs|status|stop`: a thin wrapper over `ray job submit|logs|status|stop`.
+"""`tpu-launcher submit|logs|status|stop`: what `ray job submit|logs|status|stop` do, over Ray's
+job API (ray_jobs_api), with the job checked first and followed in a tidy view.
 
     tpu-launcher submit [--address URL] [--submission-id ID] [--no-wait] -- [launcher flags]
         [maxtext config.yml] key=value ...
@@ -11,28 +12,26 @@ job fails or is stopped; --no-wait returns after submission.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import dataclasses
 import json
-import logging
 import os
 import re
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
 from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
 from launcher.client.job_output import JobOutput
+from launcher.client.ray_jobs_api import ENDED as JOB_ENDED
+from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
 from launcher.client.slice_target import bind_job_to, resolve_target
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import EventKind, events, format_full_log, last_result
 from launcher.core.job_plan import parse_job_args, plan_job
-from launcher.core.ray_auth import auth_headers, auth_token
 from launcher.core.run_requests import (
     TRAIN_ENTRYPOINT,
     ExportRequest,
@@ -40,56 +39,10 @@ from launcher.core.run_requests import (
     check_request,
 )
 
-DEFAULT_ADDRESS = "http://127.0.0.1:8265"
 # The last submission id, so `logs`, `status` and `stop` need no job id.
 STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
 # The job's metadata key for its run (what `tpu-launcher list` shows).
 RUN_METADATA = "run_name"
-RAY_RUNTIME_ENV_IGNORE_GITIGNORE = "RAY_RUNTIME_ENV_IGNORE_GITIGNORE"
-
-
-def resolve_address(flag: str | None) -> str:
-    for value in (flag, os.environ.get("RAY_API_SERVER_ADDRESS"), os.environ.get("RAY_ADDRESS")):
-        if value:
-            return value if "://" in value else f"http://{value}"
-    return DEFAULT_ADDRESS
-
-
-def check_reachable(address: str, release: str | None = None, namespace: str = "default") -> None:
-    """Fails fast, and clearly, when no Ray dashboard answers at `address` (the port-forward
-    to `release`'s head, when given)."""
-    request = urllib.request.Request(f"{address.rstrip('/')}/api/version", headers=auth_headers())
-    try:
-        with urllib.request.urlopen(request, timeout=5):
-            return
-    except urllib.error.HTTPError as e:
-        if e.code in (401, 403):
-            raise UsageError(
-                "address",
-                f"the Ray dashboard at {address} refused the request ({e.code}): token "
-                "authentication is on and no valid token was sent",
-                "set RAY_AUTH_TOKEN (the chart's NOTES show how to read it), or use "
-                "`--release <release>`, which reads it for you",
-            ) from None
-        return  # any other HTTP answer means a dashboard is there
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        if release:
-            selector = f"ray.io/node-type=head,app.kubernetes.io/instance={release}"
-            head = f"kubectl -n {namespace} get pods -l {selector}"
-            raise UsageError(
-                "release",
-                f"release {release!r}'s Ray head does not answer through its port-forward "
-                f"({address}: {reason})",
-                f"check that its head pod is Running and Ray started in it: `{head}`, then "
-                f"`kubectl -n {namespace} logs <that pod>`",
-            ) from None
-        raise UsageError(
-            "address",
-            f"no Ray dashboard answers at {address} ({reason})",
-            "start the local cluster with `tpu-launcher up`, pass --address http://host:8265, "
-            "or --release <helm release> to port-forward a cluster's head",
-        ) from None
 
 
 def submission_id_for(run_name: str) -> str:
@@ -97,14 +50,8 @@ def submission_id_for(run_name: str) -> str:
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
 
 
-def _ray_job(*args: str, address: str) -> list[str]:
-    return ["ray", "job", *args, "--address", address]
-
-
 def job_status(address: str, job_id: str) -> str:
-    from ray.job_submission import JobSubmissionClient
-
-    return str(JobSubmissionClient(address).get_job_status(job_id).value)
+    return RayJobs(address).status(job_id)
 
 
 @dataclass(frozen=True)
@@ -208,41 +155,31 @@ def _submit(
     title: str = "training",
     working_dir: Path | None = None,
 ) -> int:
-    """`ray job submit -- entrypoint` (it shlex-joins what follows --), then follows the job;
-    `working_dir` is uploaded and becomes the job's working directory on every host."""
+    """Submits `entrypoint` as `ray job submit --no-wait -- entrypoint` would (Ray's job API,
+    ray_jobs_api), then follows the job; `working_dir` is uploaded and becomes the job's
+    working directory on every host."""
     job_id = request.submission_id or submission_id_for(run_name)
-    if not request.dry_run:
+    metadata = {RUN_METADATA: run_name}
+    if request.dry_run:
+        shipping = ["--working-dir", str(working_dir)] if working_dir is not None else []
+        same = ["ray", "job", "submit", "--address", address, "--submission-id", job_id]
+        same += ["--metadata-json", json.dumps(metadata), *shipping, "--no-wait", "--"]
+        run("submit the job", [*same, *entrypoint], dry_run=True)
+    else:
         check_reachable(address, request.release, request.namespace)
-    shipping = []
-    if working_dir is not None:
-        # What job_files listed is what ships: its exclusions, and no .gitignore of the user's.
-        # Nodes fetch it when the job's workers start there, not all at once when the driver
-        # connects: the simulated hosts of the local cluster share one directory, and a fetch
-        # replaces the package's directory under the processes already running in it.
-        runtime_env = {
-            "working_dir": str(working_dir),
-            "excludes": sorted(SKIPPED_DIRS),
-            "config": {"eager_install": False},
-        }
-        shipping = ["--runtime-env-json", json.dumps(runtime_env)]
-    run(
-        "submit the job",
-        [
-            *_ray_job("submit", address=address),
-            "--submission-id",
-            job_id,
-            "--metadata-json",
-            json.dumps({RUN_METADATA: run_name}),
-            *shipping,
-            "--no-wait",
-            "--",
-            *entrypoint,
-        ],
-        env={RAY_RUNTIME_ENV_IGNORE_GITIGNORE: "1"},
-        dry_run=request.dry_run,
-        capture=True,
-    )
-    if not request.dry_run:
+        jobs = RayJobs(address)
+        runtime_env = None
+        if working_dir is not None:
+            # What job_files listed is what ships: its exclusions, and no .gitignore of the
+            # user's. Nodes fetch it when the job's workers start there, not all at once when
+            # the driver connects: the simulated hosts of the local cluster share one
+            # directory, and a fetch replaces the package's directory under the processes
+            # already running in it.
+            runtime_env = {
+                "working_dir": jobs.upload_directory(working_dir, SKIPPED_DIRS),
+                "config": {"eager_install": False},
+            }
+        jobs.submit(entrypoint, job_id, metadata, runtime_env)
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         STATE_FILE.write_text(f"{job_id}\n{address}\n")
     print(
@@ -281,32 +218,19 @@ def log_path(job_id: str) -> Path:
 
 
 def _follow(address: str, job_id: str, output: JobOutput) -> None:
-    """Streams the job's log into `output` until the job ends (Ray's log websocket; where a
-    proxy refuses websockets, polling)."""
-    from ray.job_submission import JobSubmissionClient
-
-    # Its "WebSocket closed" INFO line would be the last thing on the screen.
-    logging.getLogger("ray.dashboard.modules.job.sdk").setLevel(logging.WARNING)
-    client = JobSubmissionClient(address, headers=auth_headers())
-
-    async def tail() -> None:
-        async for chunk in client.tail_job_logs(job_id):
-            output.feed(chunk)
-
-    try:
-        asyncio.run(tail())
-        return
-    except (OSError, RuntimeError, ValueError):  # no websocket: poll
-        pass
-    seen = output.fed  # what the websocket already delivered
+    """Feeds the job's log into `output` until the job ends. Ray's job API serves the whole
+    log on each read (no offset; its tail is a websocket), so the poll slows as the log grows:
+    a second apart up to 1 MB, at most 15 s apart."""
+    jobs = RayJobs(address)
+    seen = output.fed
     while True:
-        logs = client.get_job_logs(job_id)
+        ended = jobs.status(job_id) in JOB_ENDED  # before the read: no line is left unread
+        logs = jobs.logs(job_id)
         output.feed(logs[seen:])
         seen = len(logs)
-        if str(client.get_job_status(job_id).value) in ("SUCCEEDED", "FAILED", "STOPPED"):
-            output.feed(client.get_job_logs(job_id)[seen:])
+        if ended:
             return
-        time.sleep(2)
+        time.sleep(min(15.0, max(1.0, len(logs) / 1_000_000)))
 
 
 def _next_steps(job_id: str, title: str) -> None:
@@ -333,6 +257,7 @@ def act_on_job(
     namespace: str = "default",
     raw: bool = False,
     wait: bool = False,
+    as_json: bool = False,
 ) -> int:
     """`logs`, `status` or `stop` of a job (default: the last one submitted from here), on
     `address`, or on a chart release's head (port-forwarded, its token sent). `status --wait`
@@ -360,6 +285,8 @@ def act_on_job(
                         print(now, flush=True)
                     state = now
             if job_id is None:  # nothing to ask Ray yet (or the RayJob is gone)
+                if as_json:
+                    print(json.dumps({"job_id": None, "state": state}))
                 return 0 if not wait else 1
     if not job_id:
         raise UsageError(
@@ -374,7 +301,7 @@ def act_on_job(
             address = stack.enter_context(forwarded(release, namespace))
         else:
             address = resolve_address(address or (last_address if not job else None))
-        return _act_on_job(command, job_id, address, follow, raw, wait)
+        return _act_on_job(command, job_id, address, follow, raw, wait, as_json)
 
 
 # `status --wait`'s exit code per end state, as a script reads it.
@@ -383,14 +310,17 @@ WAIT_POLL_S = 5.0
 
 
 def _act_on_job(
-    command: str, job_id: str, address: str, follow: bool, raw: bool = False, wait: bool = False
+    command: str,
+    job_id: str,
+    address: str,
+    follow: bool,
+    raw: bool = False,
+    wait: bool = False,
+    as_json: bool = False,
 ) -> int:
     check_reachable(address)
-    from ray.job_submission import JobSubmissionClient
-
-    try:
-        JobSubmissionClient(address).get_job_info(job_id)
-    except RuntimeError:
+    jobs = RayJobs(address)
+    if (info := jobs.info(job_id)) is None:
         raise UsageError(
             "job",
             f"no job {job_id!r} on the Ray cluster at {address}",
@@ -398,30 +328,54 @@ def _act_on_job(
         ) from None
     if command == "logs":
         return _show_logs(address, job_id, follow, raw)
-    if command == "status" and wait:
-        while (state := job_status(address, job_id)) not in ENDED:
+    if command == "stop":
+        return _stop(jobs, job_id)
+    if wait:
+        while (info := jobs.info(job_id) or info).status not in ENDED:
             time.sleep(WAIT_POLL_S)
-    proc = run(f"{command} job {job_id}", _ray_job(command, job_id, address=address), check=False)
-    if command == "status":
-        _print_goodput(address, job_id)
-        state = job_status(address, job_id)
-        print(f"job {job_id}: {state}")  # one word a script can read
-        if wait:
-            return ENDED[state]
-    return proc.returncode
+    if as_json:
+        print(json.dumps(_status_json(info, jobs.logs(job_id)), indent=2))
+        return ENDED[info.status] if wait else 0
+    if info.message:
+        print(f"Ray: {info.message}")
+    _print_goodput(address, job_id)
+    print(f"job {job_id}: {info.status}")  # one word a script can read
+    return ENDED[info.status] if wait else 0
+
+
+def _status_json(info: JobInfo, logs: str) -> dict:
+    """`status --json`: what `list --json` says of the job, Ray's message, the goodput."""
+    from launcher.client.job_list import row
+
+    result = last_result(logs) or {}
+    return {
+        **dataclasses.asdict(row(info, logs, time.time() * 1000)),
+        "message": info.message,
+        "goodput": result.get("goodput"),
+    }
+
+
+def _stop(jobs: RayJobs, job_id: str, timeout_s: float = 120.0) -> int:
+    """Asks Ray to stop the job and waits until it has (as `ray job stop` does)."""
+    if not jobs.stop(job_id):
+        print(f"job {job_id}: {jobs.status(job_id)} already")
+        return 0
+    deadline = time.monotonic() + timeout_s
+    while (state := jobs.status(job_id)) not in ENDED and time.monotonic() < deadline:
+        time.sleep(1)
+    print(f"job {job_id}: {state}")
+    return 0 if state in ENDED else 1
 
 
 def _show_logs(address: str, job_id: str, follow: bool, raw: bool) -> int:
     """The job's log as submit shows it (plan, progress, checkpoints, restarts, the summary),
     or every line with `raw`; the whole log is written to the job's log file either way."""
-    from ray.job_submission import JobSubmissionClient
-
     output = JobOutput(log_path(job_id), verbose=raw)
     try:
         if follow:
             _follow(address, job_id, output)
         else:
-            output.feed(JobSubmissionClient(address, headers=auth_headers()).get_job_logs(job_id))
+            output.feed(RayJobs(address).logs(job_id))
     finally:
         output.close()
     if not raw:
@@ -431,9 +385,7 @@ def _show_logs(address: str, job_id: str, follow: bool, raw: bool) -> int:
 
 def _print_goodput(address: str, job_id: str) -> None:
     """Where the job's time went, from its result line (once it has one)."""
-    from ray.job_submission import JobSubmissionClient
-
-    logs = JobSubmissionClient(address, headers=auth_headers()).get_job_logs(job_id)
+    logs = RayJobs(address).logs(job_id)
     if preempted := events(logs, EventKind.PREEMPTED):
         print(f"preempted, resumed at step {preempted[-1].fields['step']}")
     if result := last_result(logs):
@@ -441,9 +393,3 @@ def _print_goodput(address: str, job_id: str) -> None:
             print("\n".join(format_breakdown(result["goodput"])))
         if "compile_cache" in result:
             print(format_compile_cache(result["compile_cache"]))
-
-
-def use_token_if_present() -> None:
-    """Ray's clients send the token only in token mode; the `ray job` children inherit it."""
-    if auth_token():
-        os.environ.setdefault("RAY_AUTH_MODE", "token")

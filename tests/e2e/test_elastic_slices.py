@@ -59,12 +59,10 @@ def _wait_for(client, job_id: str, pattern: re.Pattern, offset: int, timeout: fl
     """The job's log once `pattern` appears past `offset`; fails fast if the job ended."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        logs = client.get_job_logs(job_id)
+        logs = client.logs(job_id)
         if pattern.search(logs, offset):
             return logs
-        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED", "SUCCEEDED"), logs[
-            -4000:
-        ]
+        assert client.status(job_id) not in ("FAILED", "STOPPED", "SUCCEEDED"), logs[-4000:]
         time.sleep(1)
     raise AssertionError(f"{pattern.pattern!r} not in job {job_id}'s log within {timeout}s")
 
@@ -127,8 +125,8 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     _wait_for(client, job_id, re.compile(r"\[elastic\] 2 of 2 slices"), back_at, 600)
     grown_after = time.monotonic() - up_at
     state = wait_until_done(client, job_id, timeout=900)
-    assert state == "SUCCEEDED", client.get_job_logs(job_id)[-8000:]
-    logs = client.get_job_logs(job_id)
+    assert state == "SUCCEEDED", client.logs(job_id)[-8000:]
+    logs = client.logs(job_id)
     result = launcher_result(logs)
     starts = [s for s in result["starts"] if s["first_step"] is not None]
     assert [s["slices"] for s in starts] == [2, 1, 2], result["starts"]

@@ -42,12 +42,12 @@ def test_a_killed_host_recovers_from_the_latest_checkpoint_and_its_data(
         f"run_name={name}", "steps=30",
     )  # fmt: skip
     wait_for_step(client, job_id, 12)
-    before_kill = client.get_job_logs(job_id)
+    before_kill = client.logs(job_id)
     killed_at = kill_a_host()
 
     recovered_in = seconds_to_first_step_after_restore(client, job_id, len(before_kill), killed_at)
     assert wait_until_done(client, job_id) == "SUCCEEDED"
-    logs = client.get_job_logs(job_id)
+    logs = client.logs(job_id)
     after = logs[len(before_kill) :]
     last_before = max(steps_logged(before_kill))
     restored = [int(s) for s in RESTORED.findall(after)]

@@ -49,7 +49,7 @@ def test_a_config_of_your_own_travels_with_the_job(local_cluster, tmp_path):
     )
     client = jobs_client()
     status = wait_until_done(client, job_id, timeout=420)
-    logs = client.get_job_logs(job_id)
+    logs = client.logs(job_id)
     assert status == "SUCCEEDED", logs[-4000:]
     # MaxText read the shipped copy: Ray's unpacked working directory, with its own sizes.
     assert re.search(

@@ -35,10 +35,10 @@ def _wait_for_resume(client, job_id: str, count: int, timeout: float = 300) -> i
     """The step the `count`-th restart after a preemption resumed at."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        seen = events(client.get_job_logs(job_id), EventKind.PREEMPTED)
+        seen = events(client.logs(job_id), EventKind.PREEMPTED)
         if len(seen) >= count:
             return int(seen[count - 1].fields["step"])
-        assert client.get_job_status(job_id).value not in ("FAILED", "STOPPED")
+        assert client.status(job_id) not in ("FAILED", "STOPPED")
         time.sleep(1)
     raise AssertionError(f"no resume after preemption {count} within {timeout}s")
 
@@ -68,7 +68,7 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
     _wait_for_resume(client, job_id, 3)
     assert wait_until_done(client, job_id) == "SUCCEEDED"
 
-    logs = client.get_job_logs(job_id)
+    logs = client.logs(job_id)
     result = launcher_result(logs)
     assert result["last_step"] == 99
     first, short, last = (r for r in result["restarts"])

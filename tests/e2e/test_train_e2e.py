@@ -71,6 +71,9 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     waited = local_cluster.launcher("status", "--wait", job_id)
     assert waited.returncode == 0, waited.stdout + waited.stderr
     assert f"job {job_id}: SUCCEEDED" in waited.stdout
+    status = json.loads(local_cluster.launcher("status", "--json", job_id).stdout)
+    assert (status["state"], status["run"], status["step"]) == ("SUCCEEDED", name, 10)
+    assert status["goodput"] == first["goodput"]  # the result line's record, as a script reads
     listed = local_cluster.launcher("list", "--json")
     assert listed.returncode == 0, listed.stderr
     (job,) = [j for j in json.loads(listed.stdout) if j["job_id"] == job_id]

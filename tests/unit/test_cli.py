@@ -8,7 +8,7 @@ import argparse
 import pytest
 
 from launcher import cli
-from launcher.client import ray_jobs
+from launcher.client import ray_jobs, ray_jobs_api
 
 pytestmark = pytest.mark.unit
 
@@ -26,7 +26,7 @@ def tpu_launcher(capsys, *args: str) -> tuple[int, str, str]:
         ("http://a:1", {"RAY_ADDRESS": "b:2"}, "http://a:1"),
         (None, {"RAY_API_SERVER_ADDRESS": "c:3", "RAY_ADDRESS": "b:2"}, "http://c:3"),
         (None, {"RAY_ADDRESS": "b:2"}, "http://b:2"),
-        (None, {}, ray_jobs.DEFAULT_ADDRESS),
+        (None, {}, ray_jobs_api.DEFAULT_ADDRESS),
     ],
 )
 def test_address_comes_from_flag_then_env_then_local(flag, env, expected, monkeypatch):

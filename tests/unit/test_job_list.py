@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from types import SimpleNamespace
 
 import pytest
 
 from launcher.client.job_list import format_rows, last_step, row
+from launcher.client.ray_jobs_api import JobInfo
 from launcher.core.job_events import format_progress
 
 pytestmark = pytest.mark.unit
@@ -22,15 +22,19 @@ def test_the_step_is_the_last_progress_line():
 
 
 def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
-    job = SimpleNamespace(
-        submission_id="demo-1",
-        job_id=None,
-        status=SimpleNamespace(value="RUNNING"),
-        entrypoint="python -m launcher train tiny-llama.yml run_name=fromargs",
-        metadata={},
-        start_time=1_000_000,
-        end_time=None,
-    )
+    # As GET /api/jobs/ answers (Ray 2.60's JobDetails, as JSON).
+    details = {
+        "type": "SUBMISSION",
+        "submission_id": "demo-1",
+        "job_id": None,
+        "status": "RUNNING",
+        "entrypoint": "python -m launcher train tiny-llama.yml run_name=fromargs",
+        "metadata": {},
+        "start_time": 1_000_000,
+        "end_time": None,
+        "runtime_env": {},
+    }
+    job = JobInfo.from_json(details)
     r = row(job, "", now_ms=1_000_000 + 151_000)
     assert (r.job_id, r.state, r.run, r.step, r.duration_seconds) == (
         "demo-1",
@@ -40,7 +44,7 @@ def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
         151.0,
     )
     assert r.cells()[3:] == ("-", r.cells()[4], "2m31s")
-    job.metadata = {"run_name": "demo"}
+    job = JobInfo.from_json({**details, "metadata": {"run_name": "demo"}})
     assert row(job, "", now_ms=2_000_000).run == "demo"
     # `list --json`: what a script reads, in numbers.
     assert json.loads(json.dumps(dataclasses.asdict(row(job, "", now_ms=1_151_000)))) == {
