@@ -135,9 +135,9 @@ $(VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml | $(UV)
 
 LOCK_FLAGS := --python-version 3.12 --python-platform x86_64-manylinux_2_31 --generate-hashes
 lock: | $(UV) ## Re-resolve the locks from pyproject.toml (linux x86_64, Python 3.12).
-	$(UV) pip compile --quiet pyproject.toml $(LOCK_FLAGS) -o $(LOCK)
+	$(UV) pip compile --quiet pyproject.toml --extra runtime $(LOCK_FLAGS) -o $(LOCK)
 	# The test environment: the image's lock plus the dev tools, pinned to the same versions.
-	$(UV) pip compile --quiet pyproject.toml --extra dev $(LOCK_FLAGS) -c $(LOCK) -o $(DEV_LOCK)
+	$(UV) pip compile --quiet pyproject.toml --extra runtime --extra dev $(LOCK_FLAGS) -c $(LOCK) -o $(DEV_LOCK)
 
 image: venv helm ## tpu-launcher image $(ARGS): build and push the launcher image a release pulls.
 	$(TL) image $(ARGS)

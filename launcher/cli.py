@@ -27,6 +27,7 @@ import os
 import sys
 from importlib.metadata import PackageNotFoundError, version
 
+from launcher.client.ray_jobs_api import RayJobsError
 from launcher.core.errors import CommandError, UsageError, report
 
 # absl parses `train`'s own flags: its arguments are handed over unparsed.
@@ -79,6 +80,7 @@ def _dashboard(ns: argparse.Namespace) -> int:
 
 def _parser() -> argparse.ArgumentParser:
     from launcher.client import (
+        completion,
         data_commands,
         gke_commands,
         job_commands,
@@ -116,6 +118,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=_dashboard)
     in_cluster.add_parsers(sub)
+    completion.add_parser(sub, parser)
     return parser
 
 
@@ -155,6 +158,34 @@ def main(argv: list[str] | None = None) -> int:
         return ns.func(ns)
     except (UsageError, CommandError) as e:
         return report(e, prog=prog)
+    except RayJobsError as e:
+        print(f"{prog}: error: {e}", file=sys.stderr)
+        return 1
+    except ModuleNotFoundError as e:
+        if (e.name or "").partition(".")[0] not in TRAINING_STACK:
+            raise
+        return report(_needs_training_stack(e.name or "", prog), prog=prog)
+
+
+# What the client's own dependencies leave out: the preflight and runtime extras (pyproject.toml).
+TRAINING_STACK = frozenset(
+    {"jax", "jaxlib", "maxtext", "MaxText", "libtpu", "ray", "psutil", "matplotlib", "google"}
+    | {"tokenizers", "pyarrow", "array_record", "tqdm", "orbax", "grain", "numpy"}
+)
+
+
+def _needs_training_stack(module: str, prog: str) -> UsageError:
+    skip = " or submit with --skip-preflight," if prog.endswith(" submit") else ""
+    return UsageError(
+        prog.removeprefix("tpu-launcher "),
+        f"this command needs the training stack ({module} is not installed): the client "
+        "package leaves out JAX, MaxText, libtpu and Ray",
+        "install it beside the client with `pip install 'tpu-launcher[preflight]'` (preflight, "
+        "data prepare) or `'tpu-launcher[runtime]'` (the local CPU slice: demo, up); its "
+        "wheels are for Linux x86_64 and Python 3.12. Elsewhere,"
+        f"{skip} run the command in the launcher image (`docker run --rm -v $PWD:/w -w /w "
+        "<image> preflight ...`; its entrypoint is tpu-launcher)",
+    )
 
 
 def console_main() -> None:

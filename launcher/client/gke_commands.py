@@ -23,6 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from launcher.client.chart_source import checkout, packaged_chart
 from launcher.client.commands import run
 from launcher.client.gke_plan import (
     DOCKERFILE,
@@ -38,7 +39,10 @@ from launcher.client.image_tag import content_tag
 from launcher.core.errors import UsageError
 from launcher.core.values_file import load_values
 
-DEFAULT_CHART = "charts/tpu-stack"
+
+def _chart_option(ns: argparse.Namespace) -> None:
+    """--chart, made a path: the packaged chart unless one is named."""
+    ns.chart = str(packaged_chart()) if ns.chart is None else ns.chart
 
 
 def _release_options(p: argparse.ArgumentParser) -> None:
@@ -51,21 +55,43 @@ def _release_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--release", default="tpu", help="the Helm release name (default tpu)")
     p.add_argument("--namespace", default="default", help="the release's namespace")
-    p.add_argument("--chart", default=DEFAULT_CHART, help="the tpu-stack chart's directory")
+    p.add_argument(
+        "--chart",
+        help="the tpu-stack chart's directory (default: the chart of this launcher's version, "
+        "inside its package; in a clone, charts/tpu-stack)",
+    )
     p.add_argument("--helm", default="helm", help="the helm binary (v3.22 or v4)")
 
 
 def _target(ns: argparse.Namespace) -> GkeTarget:
     """The target; the launcher image tagged by the content of the checkout the chart is in
     (launcher.client.image_tag), unless the values pin ray.image.tag (a --set wins too)."""
+    _chart_option(ns)
     target = GkeTarget.from_args(ns)
-    chart, root = Path(ns.chart), _checkout(ns.chart)
+    chart, root = Path(ns.chart), checkout(ns.chart)
     readable = chart.is_dir() and all(Path(v).is_file() for v in ns.values)  # else render says
     values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
+    pinned = pinned or next((v.partition("=")[2] for v in _sets(ns) if v.startswith(TAG)), None)
     if root is not None and not pinned:
         target = dataclasses.replace(target, image_tag=content_tag(root, chart))
+    elif root is None and not pinned and readable:
+        raise UsageError(
+            "ray.image.tag",
+            f"the chart at {chart} is not in a checkout of the launcher, so the launcher "
+            "image's tag (its version and a hash of its sources) cannot be known here",
+            "set ray.image.tag in a values file (or --set) to the tag `tpu-launcher image` "
+            "printed when it pushed the image from a clone of this version, or run from "
+            "that clone",
+        )
     return target
+
+
+TAG = "ray.image.tag="
+
+
+def _sets(ns: argparse.Namespace) -> list[str]:
+    return list(getattr(ns, "set", None) or [])
 
 
 def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
@@ -74,23 +100,26 @@ def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
     return target, needs(docs, ns.namespace, ns.release, bucket)
 
 
-def _checkout(chart: str) -> Path | None:
-    """The repository root the chart sits in, if it is a checkout the image builds from."""
-    root = Path(chart).resolve().parents[1]
-    return root if (root / DOCKERFILE).is_file() else None
-
-
-def _source(chart: str) -> Path:
-    """The checkout the image is built from: the chart's repository root."""
-    root = _checkout(chart)
+def _source(chart: str) -> Path | None:
+    """The checkout the image is built from (the chart's repository root), or None for a
+    chart installed with the package: then the image is one already pushed."""
+    root = checkout(chart)
     if root is None:
-        raise UsageError(
-            "--chart",
-            f"no {DOCKERFILE} beside the chart at {chart}: the image is built from the checkout",
-            "run from a clone of the repository, or pass --chart <clone>/charts/tpu-stack",
-        )
+        return None
     # Relative where it can be, so a printed plan runs from the same directory elsewhere.
     return Path(os.path.relpath(root)) if Path.cwd() in (root, *root.parents) else root
+
+
+def _require_source(chart: str) -> Path:
+    if (root := _source(chart)) is None:
+        raise UsageError(
+            "--chart",
+            f"no {DOCKERFILE} beside the chart at {chart}: the image is built from a checkout "
+            "of the launcher",
+            "run it from a clone of the repository at this version (`tpu-launcher --version`), "
+            "or pass --chart <clone>/charts/tpu-stack",
+        )
+    return root
 
 
 def gke_plan(ns: argparse.Namespace) -> int:
@@ -151,7 +180,7 @@ def image(ns: argparse.Namespace) -> int:
             "nothing to build",
         )
     target.require_image_name()
-    ref, source = need.launcher_image, _source(ns.chart)
+    ref, source = need.launcher_image, _require_source(ns.chart)
     builder = ns.builder
     if builder == "auto":
         builder = "docker" if _docker_works() else "cloud-build"
@@ -200,13 +229,18 @@ def install(ns: argparse.Namespace) -> int:
     target = _target(ns)
     target.require_image_name()
     # What the release will be, from the same values and --set the install uses.
-    docs, _ = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)
+    chart = Path(ns.chart)
+    docs, bucket = render(chart, ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)
     check_rayjobs(docs)
+    image = needs(docs, ns.namespace, ns.release, bucket).launcher_image
+    pinned = load_values(chart / "values.yaml", *ns.values)["ray"]["image"].get("digest")
+    pinned = pinned or any(v.startswith(DIGEST) for v in ns.set)
+    digest = [] if pinned or not image else _digest_set(image, target, ns.dry_run)
     argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart, "--namespace", ns.namespace]
     argv.append("--create-namespace")
     for path in ns.values:
         argv += ["-f", path]
-    for value in [*target.helm_sets(), *ns.set]:
+    for value in [*target.helm_sets(), *digest, *ns.set]:
         argv += ["--set", value]
     run("install the release", argv, dry_run=ns.dry_run)
     for name, key in user_secrets(docs):  # the Secrets the installed pods read
@@ -227,12 +261,32 @@ def install(ns: argparse.Namespace) -> int:
     return 0
 
 
+DIGEST = "ray.image.digest="
+
+
+def _digest_set(image: str, target: GkeTarget, dry_run: bool) -> list[str]:
+    """`ray.image.digest=<what the registry holds under the tag now>`: the release runs the
+    bytes that were pushed, whatever the tag names later. Artifact Registry says the digest
+    (image_summary.digest of `gcloud artifacts docker images describe`); an image elsewhere
+    is pulled by its tag, and said so."""
+    if not image.partition("/")[0].endswith("-docker.pkg.dev"):
+        print(
+            f"note: {image} is not on Artifact Registry: pulled by its tag (set ray.image.digest)"
+        )
+        return []
+    argv = ["gcloud", "artifacts", "docker", "images", "describe", image]
+    argv += [f"--project={target.project}", "--format=value(image_summary.digest)"]
+    found = run(f"read the digest of {image}", argv, dry_run=dry_run, capture=True).stdout
+    return [DIGEST + (found.strip() or "<the digest gcloud prints>")]
+
+
 def gke_queue(ns: argparse.Namespace) -> int:
     """Prints the Kueue objects the release's queue needs, as YAML for kubectl apply."""
     import yaml
 
     from launcher.client.kueue_queue import QUEUE_LABEL, queue_objects
 
+    _chart_option(ns)
     target = GkeTarget.from_args(ns)
     docs, bucket = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
     need = needs(docs, ns.namespace, ns.release, bucket)

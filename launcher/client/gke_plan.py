@@ -293,9 +293,11 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     ]
 
 
-def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path) -> list[Step]:
+def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path | None) -> list[Step]:
     """The Artifact Registry repository (unless --registry names one of yours) and the launcher
-    image the release's Ray pods pull, built by Cloud Build (no local Docker needed)."""
+    image the release's Ray pods pull, built by Cloud Build (no local Docker needed) from the
+    checkout `source`; with no checkout (the chart inside an installed package), the image the
+    values pin, which must be in the registry already."""
     if not need.launcher_image:
         return []
     steps = []
@@ -315,8 +317,26 @@ def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path) -> list[Ste
                 done_if=Check(_gcloud("artifacts", "repositories", "describe", *repo)),
             )
         )
-    steps.append(image_build_step(need.launcher_image, target, source))
+    if source is not None:
+        steps.append(image_build_step(need.launcher_image, target, source))
+    else:
+        steps.append(image_present_step(need.launcher_image, target))
     return steps
+
+
+def _describe_image(image: str, target: GkeTarget) -> list[str]:
+    project = f"--project={target.project}"
+    return _gcloud("artifacts", "docker", "images", "describe", image, project)
+
+
+def image_present_step(image: str, target: GkeTarget) -> Step:
+    """No checkout here to build from: the pinned image must exist (its describe fails, with
+    gcloud's own words, and the plan stops before anything after it is made)."""
+    return Step(
+        f"launcher image {image} is in the registry (pushed by `tpu-launcher image` from a "
+        "clone of this version; nothing here builds it)",
+        _describe_image(image, target),
+    )
 
 
 def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
@@ -332,11 +352,7 @@ def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
             f"--config={source / CLOUDBUILD}",
             f"--substitutions=_IMAGE={image}",
         ),
-        done_if=Check(
-            _gcloud(
-                "artifacts", "docker", "images", "describe", image, f"--project={target.project}"
-            )
-        ),
+        done_if=Check(_describe_image(image, target)),
     )
 
 
@@ -427,7 +443,7 @@ def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> l
     ]
 
 
-def up_plan(need: ReleaseNeeds, target: GkeTarget, release: str, source: Path) -> Plan:
+def up_plan(need: ReleaseNeeds, target: GkeTarget, release: str, source: Path | None) -> Plan:
     """In the order they can run: cluster, credentials, CPU pool, TPU pools, registry and image,
     bucket, access."""
     steps = cluster_steps(need, target)

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 from launcher.client.commands import run, start
+from launcher.client.ray_jobs_api import DASHBOARD_PORT
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
 from launcher.core.slices import TpuSlices, worker_group_slices
@@ -50,17 +51,13 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
             f"check `helm list -n {namespace}` and pass --namespace, or install it: "
             f"tpu-launcher install --release {release} --values <values file>",
         )
-    mode, _, secret = _get(
-        "find the token Secret",
-        _kubectl(
-            namespace,
-            "get",
-            "raycluster",
-            cluster,
-            "-o",
-            "jsonpath={.spec.authOptions.mode} {.spec.authOptions.secretName}",
-        ),
-        dry_run,
+
+    def read(what: str, jsonpath: str) -> str:
+        argv = _kubectl(namespace, "get", "raycluster", cluster, "-o", f"jsonpath={jsonpath}")
+        return _get(what, argv, dry_run)
+
+    mode, _, secret = read(
+        "find the token Secret", "{.spec.authOptions.mode} {.spec.authOptions.secretName}"
     ).partition(" ")
     if mode == "token":
         # KubeRay names the Secret it creates after the cluster; a user's is named in the spec.
@@ -73,8 +70,30 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
         if token:
             os.environ["RAY_AUTH_TOKEN"] = base64.b64decode(token).decode()
             os.environ["RAY_AUTH_MODE"] = "token"
-    with port_forward(namespace, f"service/{cluster}-head-svc", 8265, dry_run) as address:
+    image = read(
+        "read the release's launcher image",
+        "{.spec.headGroupSpec.template.spec.containers[0].image}",
+    )
+    if image and (differs := client_skew(image)):
+        print(f"note: {differs}", flush=True)
+    with port_forward(namespace, f"service/{cluster}-head-svc", DASHBOARD_PORT, dry_run) as address:
         yield address
+
+
+def client_skew(image: str) -> str | None:
+    """How this client differs from the launcher image `image` (a release's head's)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from launcher.client.chart_source import checkout, packaged_chart
+    from launcher.client.image_tag import content_tag, skew
+
+    try:
+        mine = version("tpu-launcher")
+    except PackageNotFoundError:  # a source tree never installed: nothing to compare
+        return None
+    chart = packaged_chart()
+    root = checkout(str(chart))
+    return skew(image, mine, content_tag(root, chart) if root else None)
 
 
 @contextlib.contextmanager

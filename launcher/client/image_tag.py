@@ -45,3 +45,32 @@ def content_tag(source: Path, chart: Path) -> str:
         digest.update(path.relative_to(source).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())
     return f"{version}-{digest.hexdigest()[:12]}"
+
+
+def image_tag_of(ref: str) -> str | None:
+    """The tag of an image reference (`host/path:tag@sha256:...` -> `tag`), None untagged."""
+    name = ref.partition("@")[0].rsplit("/", 1)[-1]
+    return name.partition(":")[2] or None
+
+
+def skew(ref: str, client_version: str, checkout_tag: str | None) -> str | None:
+    """What differs between this client and the launcher image a release runs, said for a
+    user about to submit to it; None when nothing does (or the tag is not one of ours)."""
+    tag = image_tag_of(ref)
+    if tag is None:
+        return None
+    image_version = tag.partition("-")[0]
+    if image_version != client_version:
+        return (
+            f"this client is tpu-launcher {client_version}; the release runs the launcher image "
+            f"{tag} (version {image_version}): the job runs {image_version}'s launcher. Use one "
+            f"version for both: `pip install tpu-launcher=={image_version}`, or `tpu-launcher "
+            "image` and `install` from this version"
+        )
+    if checkout_tag is not None and tag != checkout_tag:
+        return (
+            f"the release runs the launcher image {tag}, built from other sources than this "
+            f"checkout ({checkout_tag}): the job runs the image's launcher, not these sources. "
+            "`tpu-launcher image` and `install` put these on the cluster"
+        )
+    return None

@@ -37,6 +37,21 @@ REQUIRED_KEYS = {
 
 
 @cache
+def pinned_maxtext() -> str:
+    """The MaxText version this package pins (its preflight extra), read from the installed
+    package's metadata: pyproject.toml says it once."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    try:
+        found = requires("tpu-launcher") or []
+    except PackageNotFoundError:
+        found = []
+    for requirement in found:
+        if m := re.match(r"maxtext(?:\[[^\]]*\])?\s*==\s*([\w.]+)", requirement):
+            return m[1]
+    return "<the version pyproject.toml pins>"
+
+
 def maxtext_configs_dir() -> Path:
     """The installed MaxText's configs directory, found without importing jax."""
     import importlib.util
@@ -46,8 +61,10 @@ def maxtext_configs_dir() -> Path:
         raise UsageError(
             field="maxtext",
             problem="the maxtext package is not installed in this Python environment",
-            fix="install tpu-launcher with its dependencies (maxtext is one of them; in a "
-            "checkout, its .venv has them), or run in the launcher image",
+            fix="the job's checks read MaxText's configs, not its code: `pip install --no-deps "
+            f"maxtext=={pinned_maxtext()}` (pure Python, Python 3.12+, any OS) puts them here "
+            "without JAX; `pip install 'tpu-launcher[preflight]'` (Linux x86_64) brings the "
+            "whole stack, or run the command in the launcher image (in a checkout: its .venv)",
         )
     return Path(next(iter(spec.submodule_search_locations))) / "configs"
 

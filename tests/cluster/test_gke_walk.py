@@ -137,6 +137,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     install = user("install", *common)
     assert install.returncode == 0, install.stdout + install.stderr
     assert "placeholder" not in install.stdout  # NOTES warn only about the chart's default
+    pushed_digest = json.loads(state_file.read_text())["images"][IMAGE]["image_summary"]["digest"]
     wait_for(
         "the RayCluster to become ready",
         lambda: ready(release.raycluster()),
@@ -157,7 +158,8 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     for pod in ray_pods:
         spec = pod.obj["spec"]
         assert pod.obj["status"]["phase"] == "Running", dump(pod.obj["status"])
-        assert {c["image"] for c in spec["containers"]} == {IMAGE}  # what was pushed
+        # What was pushed, pinned by the digest the registry gave it.
+        assert {c["image"] for c in spec["containers"]} == {f"{IMAGE}@{pushed_digest}"}
         pool = pool_of[spec["nodeName"]]
         assert pool in made_pools  # a pool gke up made, with room for the pod
         if pod.obj["metadata"]["annotations"].get("gke-gcsfuse/volumes") == "true":

@@ -52,6 +52,8 @@ def test_lock_matches_the_declared_dependencies(tmp_path):
             "compile",
             "--quiet",
             "pyproject.toml",
+            "--extra",
+            "runtime",
             "--python-version",
             "3.12",
             "--python-platform",

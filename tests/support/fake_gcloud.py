@@ -12,6 +12,7 @@ are named with their source where they are checked.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -369,7 +370,11 @@ class Gcloud:
             not in self.state["repositories"]
         ):
             raise Refused(f'name unknown: Repository "{repo}" not found')
-        self.state["images"][ref] = {"pushed": True}
+        # What `gcloud artifacts docker images describe` shows of an image (its digest: one
+        # per push, as a rebuilt image's content differs).
+        pushed = f"{ref} {len(self.state['images'])}".encode()
+        digest = "sha256:" + hashlib.sha256(pushed).hexdigest()
+        self.state["images"][ref] = {"pushed": True, "image_summary": {"digest": digest}}
 
     def builds_submit(self, pos: list[str], flags: dict) -> str:
         source = Path(pos[0] if pos else ".")
@@ -435,7 +440,7 @@ class Gcloud:
                 raise Refused(
                     f"ERROR: (gcloud.artifacts.docker.images.describe) NOT_FOUND: {pos[4]}"
                 )
-            return json.dumps(self.state["images"][pos[4]])
+            return _value(self.state["images"][pos[4]], flags.get("format", "json"))
         if group == ["builds", "submit"]:
             return self.builds_submit(pos[2:], flags)
         if group == ["storage", "buckets"]:

@@ -1,4 +1,5 @@
-"""Ray's version is declared once, in pyproject.toml's dependency; everything else that names it
+"""Ray's version is declared once, in pyproject.toml's runtime extra (the client needs no Ray);
+everything else that names it
 follows: the locks the image and the tests install, the image's Ray base and the chart's
 spec.rayVersion."""
 
@@ -16,7 +17,11 @@ pytestmark = pytest.mark.unit
 
 
 def declared_ray_version() -> str:
-    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    deps = [
+        *project["dependencies"],
+        *(d for e in project["optional-dependencies"].values() for d in e),
+    ]
     (ray,) = [d for d in deps if re.match(r"ray\b", d)]
     return re.fullmatch(r"ray\[[\w,]+\]==([\d.]+)", ray)[1]
 
