@@ -4,10 +4,16 @@ it at launcher/chart); a clone runs its own charts/tpu-stack and builds the imag
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from pathlib import Path
 
+import yaml
+
 import launcher
+from launcher.client.commands import run
 from launcher.client.image_tag import DOCKERFILE
 from launcher.core.errors import UsageError
 
@@ -33,3 +39,36 @@ def checkout(chart: str) -> Path | None:
     """The repository root the chart sits in, if it is a checkout the image builds from."""
     root = Path(chart).resolve().parents[1]
     return root if (root / DOCKERFILE).is_file() else None
+
+
+CHART_NAME = "tpu-stack"
+OCI = "oci://"
+
+
+def chart_repository(image_repository: tuple[str, str]) -> str:
+    """Where the chart is pushed: the OCI repository beside the launcher image (the image's
+    registry and path less the image's name), as Artifact Registry keeps Helm charts in a
+    Docker-format repository ("Store Helm charts in Artifact Registry")."""
+    host, path = image_repository
+    return f"{OCI}{host}/{path.rpartition('/')[0]}".rstrip("/")
+
+
+def client_version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("tpu-launcher")
+    except PackageNotFoundError:  # a source tree never installed: the chart's own
+        return str(yaml.safe_load((packaged_chart() / "Chart.yaml").read_text())["version"])
+
+
+def pulled_chart(ref: str, version: str | None, helm: str) -> Path:
+    """A chart in an OCI registry (`oci://host/path/tpu-stack`), pulled into a directory kept
+    until the command ends; its version is this client's unless one is named."""
+    destination = Path(tempfile.mkdtemp(prefix="tpu-stack-chart-"))
+    atexit.register(shutil.rmtree, destination, True)
+    version = version or client_version()
+    argv = [helm, "pull", ref, "--version", version, "--untar", "--destination", str(destination)]
+    run(f"pull the chart {ref} {version}", argv, capture=True)
+    (chart,) = [p.parent for p in destination.glob("*/Chart.yaml")]
+    return chart

@@ -23,10 +23,14 @@ import sys
 import tempfile
 from pathlib import Path
 
-from launcher.client.chart_source import checkout, packaged_chart
+import yaml
+
+from launcher.client.chart_source import OCI, checkout, packaged_chart, pulled_chart
 from launcher.client.commands import run
 from launcher.client.gke_plan import (
     DOCKERFILE,
+    Plan,
+    chart_push_steps,
     down_plan,
     execute,
     format_plan,
@@ -35,14 +39,21 @@ from launcher.client.gke_plan import (
 )
 from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secrets
 from launcher.client.gke_target import GkeTarget, add_target_options
-from launcher.client.image_tag import content_tag
+from launcher.client.image_tag import content_tag, image_tag_of
 from launcher.core.errors import UsageError
 from launcher.core.values_file import load_values
 
 
 def _chart_option(ns: argparse.Namespace) -> None:
-    """--chart, made a path: the packaged chart unless one is named."""
-    ns.chart = str(packaged_chart()) if ns.chart is None else ns.chart
+    """--chart, made a directory: the packaged chart unless one is named; one in a registry is
+    pulled first (`ns.chart_ref` keeps what Helm installs from)."""
+    if getattr(ns, "chart_ref", None):
+        return  # done already
+    ns.chart_ref = ns.chart or str(packaged_chart())
+    if ns.chart_ref.startswith(OCI):
+        ns.chart = str(pulled_chart(ns.chart_ref, ns.chart_version, ns.helm))
+    else:
+        ns.chart = ns.chart_ref
 
 
 def _release_options(p: argparse.ArgumentParser) -> None:
@@ -57,8 +68,13 @@ def _release_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument(
         "--chart",
-        help="the tpu-stack chart's directory (default: the chart of this launcher's version, "
-        "inside its package; in a clone, charts/tpu-stack)",
+        help="the tpu-stack chart: a directory, or its OCI repository as `image` pushed it "
+        "(oci://REGION-docker.pkg.dev/PROJECT/tpu-stack/tpu-stack); default: the chart of this "
+        "launcher's version, inside its package (in a clone, charts/tpu-stack)",
+    )
+    p.add_argument(
+        "--chart-version",
+        help="the version of an oci:// chart (default: this launcher's version)",
     )
     p.add_argument("--helm", default="helm", help="the helm binary (v3.22 or v4)")
 
@@ -73,6 +89,7 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
     pinned = pinned or next((v.partition("=")[2] for v in _sets(ns) if v.startswith(TAG)), None)
+    pinned = pinned or (_packaged_for(chart) if readable else None)
     if root is not None and not pinned:
         target = dataclasses.replace(target, image_tag=content_tag(root, chart))
     elif root is None and not pinned and readable:
@@ -88,6 +105,13 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
 
 
 TAG = "ray.image.tag="
+
+
+def _packaged_for(chart: Path) -> str | None:
+    """The image tag a chart was packaged for (`image` pushes it with its appVersion set to
+    the tag it pushed), or None for a chart whose appVersion is its own version."""
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    return str(meta["appVersion"]) if meta["appVersion"] != meta["version"] else None
 
 
 def _sets(ns: argparse.Namespace) -> list[str]:
@@ -122,15 +146,22 @@ def _require_source(chart: str) -> Path:
     return root
 
 
+def _up_plan(ns: argparse.Namespace, target: GkeTarget, need: ReleaseNeeds) -> Plan:
+    return up_plan(need, target, ns.release, _source(ns.chart), Path(ns.chart), ns.helm)
+
+
 def gke_plan(ns: argparse.Namespace) -> int:
     target, need = _read_release(ns)
-    print(format_plan(up_plan(need, target, ns.release, _source(ns.chart))), end="")
+    print(
+        format_plan(up_plan(need, target, ns.release, _source(ns.chart), Path(ns.chart), ns.helm)),
+        end="",
+    )
     return 0
 
 
 def gke_up(ns: argparse.Namespace) -> int:
     target, need = _read_release(ns)
-    code = execute(up_plan(need, target, ns.release, _source(ns.chart)))
+    code = execute(_up_plan(ns, target, need))
     if code == 0:
         print(
             "next: tpu-launcher install "
@@ -193,9 +224,12 @@ def image(ns: argparse.Namespace) -> int:
             dry_run=ns.dry_run,
         )
         run("push the image", ["docker", "push", ref], dry_run=ns.dry_run)
-        return 0
-    step = image_build_step(ref, target, source)
-    run(step.what, step.argv, dry_run=ns.dry_run)
+    else:
+        step = image_build_step(ref, target, source)
+        run(step.what, step.argv, dry_run=ns.dry_run)
+    for step in chart_push_steps(Path(ns.chart), ref, target, ns.helm):
+        run(step.what, step.argv, dry_run=ns.dry_run)
+    print(f"image tag: {image_tag_of(ref)} (pin it as ray.image.tag where no clone is)")
     return 0
 
 
@@ -236,7 +270,9 @@ def install(ns: argparse.Namespace) -> int:
     pinned = load_values(chart / "values.yaml", *ns.values)["ray"]["image"].get("digest")
     pinned = pinned or any(v.startswith(DIGEST) for v in ns.set)
     digest = [] if pinned or not image else _digest_set(image, target, ns.dry_run)
-    argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart, "--namespace", ns.namespace]
+    argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart_ref, "--namespace", ns.namespace]
+    if ns.chart_ref.startswith(OCI):  # Helm pulls it again: the same version
+        argv += ["--version", yaml.safe_load((chart / "Chart.yaml").read_text())["version"]]
     argv.append("--create-namespace")
     for path in ns.values:
         argv += ["-f", path]
@@ -282,8 +318,6 @@ def _digest_set(image: str, target: GkeTarget, dry_run: bool) -> list[str]:
 
 def gke_queue(ns: argparse.Namespace) -> int:
     """Prints the Kueue objects the release's queue needs, as YAML for kubectl apply."""
-    import yaml
-
     from launcher.client.kueue_queue import QUEUE_LABEL, queue_objects
 
     _chart_option(ns)

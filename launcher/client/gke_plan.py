@@ -14,6 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import yaml
+
+from launcher.client.chart_source import chart_repository
 from launcher.client.commands import run
 from launcher.client.gke_release import (
     CpuPool,
@@ -23,7 +26,7 @@ from launcher.client.gke_release import (
     cpu_pool,
 )
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
-from launcher.client.image_tag import DOCKERFILE
+from launcher.client.image_tag import DOCKERFILE, image_tag_of
 from launcher.core.capacity import FLEX_START, RESERVATION_NAME
 from launcher.core.errors import UsageError
 
@@ -43,9 +46,11 @@ class Check:
     argv: list[str]
     output: str | None = None
     negate: bool = False
+    contains: bool = False  # `output` is a line of what it prints, not all of it
 
     def done(self, proc_ok: bool, stdout: str) -> bool:
-        found = proc_ok and (self.output is None or stdout.strip() == self.output)
+        said = stdout.strip().splitlines() if self.contains else [stdout.strip()]
+        found = proc_ok and (self.output is None or self.output in said)
         return found != self.negate
 
 
@@ -293,7 +298,9 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     ]
 
 
-def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path | None) -> list[Step]:
+def image_steps(
+    need: ReleaseNeeds, target: GkeTarget, source: Path | None, chart: Path, helm: str
+) -> list[Step]:
     """The Artifact Registry repository (unless --registry names one of yours) and the launcher
     image the release's Ray pods pull, built by Cloud Build (no local Docker needed) from the
     checkout `source`; with no checkout (the chart inside an installed package), the image the
@@ -319,6 +326,7 @@ def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path | None) -> l
         )
     if source is not None:
         steps.append(image_build_step(need.launcher_image, target, source))
+        steps += chart_push_steps(chart, need.launcher_image, target, helm)
     else:
         steps.append(image_present_step(need.launcher_image, target))
     return steps
@@ -327,6 +335,39 @@ def image_steps(need: ReleaseNeeds, target: GkeTarget, source: Path | None) -> l
 def _describe_image(image: str, target: GkeTarget) -> list[str]:
     project = f"--project={target.project}"
     return _gcloud("artifacts", "docker", "images", "describe", image, project)
+
+
+PACKAGED = ".local/charts"  # where `helm package` leaves the chart on its way to the registry
+
+
+def chart_push_steps(chart: Path, image: str, target: GkeTarget, helm: str) -> list[Step]:
+    """The chart pushed beside the image, its appVersion the image's tag, so the chart pulled
+    from the registry (`install --chart oci://...`) runs the image pushed with it. Helm reaches
+    Artifact Registry with the gcloud login through Docker's credential helper ("Configure
+    authentication to Artifact Registry for Helm": reuse Docker credentials)."""
+    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
+    name, version = meta["name"], meta["version"]
+    tag = image_tag_of(image) or meta["appVersion"]
+    host = target.image_repository[0]
+    repository = chart_repository(target.image_repository)
+    # Done when the registry's chart of this version was packaged for this image.
+    pushed = Check(
+        [helm, "show", "chart", f"{repository}/{name}", "--version", version],
+        output=f"appVersion: {tag}",
+        contains=True,
+    )
+    steps = []
+    if host.endswith("-docker.pkg.dev"):
+        login = _gcloud("auth", "configure-docker", host, "--quiet")
+        what = f"Helm and Docker reach {host} with your gcloud login (a credential helper)"
+        steps.append(Step(what, login, done_if=pushed))
+    package = [helm, "package", str(chart), "--app-version", tag, "--destination", PACKAGED]
+    push = [helm, "push", f"{PACKAGED}/{name}-{version}.tgz", repository]
+    return [
+        *steps,
+        Step(f"chart {name} {version} packaged for image {tag}", package, done_if=pushed),
+        Step(f"chart pushed to {repository} (install --chart {repository}/{name})", push, pushed),
+    ]
 
 
 def image_present_step(image: str, target: GkeTarget) -> Step:
@@ -443,7 +484,14 @@ def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> l
     ]
 
 
-def up_plan(need: ReleaseNeeds, target: GkeTarget, release: str, source: Path | None) -> Plan:
+def up_plan(
+    need: ReleaseNeeds,
+    target: GkeTarget,
+    release: str,
+    source: Path | None,
+    chart: Path,
+    helm: str = "helm",
+) -> Plan:
     """In the order they can run: cluster, credentials, CPU pool, TPU pools, registry and image,
     bucket, access."""
     steps = cluster_steps(need, target)
@@ -451,7 +499,7 @@ def up_plan(need: ReleaseNeeds, target: GkeTarget, release: str, source: Path | 
         steps.append(cpu_pool_step(cpu, target))
     for pool in need.pools:
         steps += tpu_pool_steps(pool, target)
-    steps += image_steps(need, target, source)
+    steps += image_steps(need, target, source, chart, helm)
     steps += bucket_steps(need, target)
     notes = ["What GKE needs before `helm install` can schedule this release."]
     if unset := unset_variables(steps):
@@ -579,7 +627,9 @@ def _command(argv: list[str]) -> str:
 def _guard(check: Check) -> str:
     """A shell test that is true when the step is done."""
     quiet = " ".join(_shell_word(a) for a in check.argv)
-    if check.output is not None:
+    if check.output is not None and check.contains:
+        test = f"{quiet} 2>/dev/null | grep -qxF {_shell_word(check.output)}"
+    elif check.output is not None:
         test = f'[ "$({quiet} 2>/dev/null)" = {_shell_word(check.output)} ]'
     else:
         test = f"{quiet} >/dev/null 2>&1"

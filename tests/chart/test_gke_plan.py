@@ -136,6 +136,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         ["container", "node-pools", "create"],  # the TPU slice
         ["artifacts", "repositories", "create"],
         ["builds", "submit", "."],
+        ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
@@ -167,7 +168,15 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
     assert f"--substitutions=_IMAGE={image}" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
-    bucket = commands[9]
+    # The chart beside the image, packaged for it: the chart pulled from there runs that image.
+    joined, helm3 = script.replace(" \\\n    ", " "), helm(3)
+    tag = content_tag(REPO, CHART)
+    assert f"{helm3} package {CHART} --app-version {tag} --destination .local/charts" in joined
+    pushed = (
+        "push .local/charts/tpu-stack-0.1.0.tgz oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"
+    )
+    assert f"{helm3} {pushed}" in joined
+    bucket = commands[10]
     assert bucket[4:] == [
         "gs://my-ckpts",
         "--project=my-proj",
@@ -389,21 +398,23 @@ def test_the_target_comes_from_the_tutorials_environment_variables(capsys, monke
 def fake_gcloud(tmp_path, monkeypatch):
     """A FAKE gcloud (and docker) on PATH; returns its state file."""
     state = tmp_path / "gke-state.json"
-    fake_gcloud_module.install(tmp_path / "bin", state)
+    fake_gcloud_module.install(tmp_path / "bin", state, real_helm=helm(3))
     monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}:{os.environ['PATH']}")
     monkeypatch.setenv("KUBECONFIG", str(tmp_path / "kubeconfig"))
     return state
 
 
-def _gke(action: str, values: str, *flags: str) -> int:
+def _gke(action: str, values: str, *flags: str, helm_bin: str = "helm") -> int:
+    """`gke ACTION`; its helm the fake's on PATH (its registry is the fake's), unless named."""
     args = ["gke", action, *TUTORIAL, "--values", str(REPO / "values" / values)]
-    return cli.main([*args, "--chart", str(CHART), "--helm", str(helm(3)), *flags])
+    return cli.main([*args, "--chart", str(CHART), "--helm", helm_bin, *flags])
 
 
 def _ran(state) -> list[list[str]]:
-    """What changed something: every call but the checks (describe, list)."""
+    """What changed something: every call but the checks and reads (describe, list; helm's
+    template and show)."""
     calls = json.loads(state.read_text())["calls"]
-    return [c[1:] for c in calls if not {"describe", "list"} & set(c)]
+    return [c[1:] for c in calls if not {"describe", "list", "template", "show"} & set(c)]
 
 
 def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, capsys):
@@ -417,12 +428,19 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
         ["container", "node-pools", "create"],
         ["artifacts", "repositories", "create"],
         ["builds", "submit", "."],
+        ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
+        ["package", str(CHART), "--app-version"],  # the chart, packaged for the image
+        [
+            "push",
+            ".local/charts/tpu-stack-0.1.0.tgz",
+            "oci://us-east5-docker.pkg.dev/my-proj/tpu-stack",
+        ],
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
     # The captured project number is substituted into the principal.
     assert "projects/123456789012/locations/global" in " ".join(ran[-1])
-    assert "done: 13 steps" in capsys.readouterr().out
+    assert "done: 16 steps" in capsys.readouterr().out
 
     before = len(_ran(fake_gcloud))
     assert _gke("up", "v6e-16-x2.yaml") == 0
@@ -475,7 +493,7 @@ def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, capfd):
 
 def test_gke_up_without_gcloud_says_so_and_prints_the_plan(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PATH", str(tmp_path))  # no gcloud here
-    assert _gke("up", "v6e-16.yaml") == 1
+    assert _gke("up", "v6e-16.yaml", helm_bin=str(helm(3))) == 1
     captured = capsys.readouterr()
     assert "gcloud not installed" in captured.err and "--tpu-topology=4x4" in captured.out
 

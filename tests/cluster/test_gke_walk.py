@@ -43,6 +43,7 @@ pytestmark = pytest.mark.cluster
 PROJECT, CLUSTER, LOCATION, BUCKET = "my-proj", "ml", "us-east5-b", "my-proj-ckpts"
 # The image is tagged by the checkout's content: what gke up built is what the release pulls.
 IMAGE = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
+CHART_REPO = "oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"  # the chart beside the image
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 
 
@@ -79,7 +80,7 @@ def start_the_pools_nodes(release: Release, state: dict) -> None:
 def gke(tmp_path: Path, release: Release) -> dict[str, str]:
     """The environment of a user whose gcloud talks to the FAKE Google Cloud, whose GKE
     cluster is the control plane, and who exported the tutorial's variables."""
-    fake_gcloud.install(tmp_path / "bin", tmp_path / "gke-state.json")
+    fake_gcloud.install(tmp_path / "bin", tmp_path / "gke-state.json", real_helm=helm(3))
     kubectl_dir = Path(release.kubectl()[0]).parent
     return {
         **os.environ,
@@ -98,8 +99,8 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     state_file = tmp_path / "gke-state.json"
     user = functools.partial(tpu_launcher, env=gke, timeout=300)  # their shell, their commands
     values = str(REPO / "values" / "v6e-16.yaml")
-    common = ["--values", values, "--release", release.name, "--namespace", release.namespace]
-    common += ["--chart", str(CHART), "--helm", str(helm(3))]
+    where = ["--values", values, "--release", release.name, "--namespace", release.namespace]
+    common = [*where, "--chart", str(CHART)]  # and their helm (Helm 3; the fake's registry)
 
     # 1. The plan, pasted into a shell as printed: it makes everything on an empty project.
     plan = user("gke", "plan", *common)
@@ -119,7 +120,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     calls_before = len(state["calls"])
     up = user("gke", "up", *common)
     assert up.returncode == 0, up.stdout + up.stderr
-    assert up.stdout.count("done already, skipped") == 8, up.stdout
+    assert up.stdout.count("done already, skipped") == 11, up.stdout  # the chart's 3 too
     new = json.loads(state_file.read_text())["calls"][calls_before:]
     assert not [c for c in new if {"create", "submit"} & set(c)], new
 
@@ -134,7 +135,9 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     # 4. GKE starts the pools' nodes; `install` puts the release on them.
     state = json.loads(state_file.read_text())
     start_the_pools_nodes(release, state)
-    install = user("install", *common)
+    # From the chart `image` pushed beside the image (packaged for it), as a team installs it.
+    assert f"{CHART_REPO}/tpu-stack:0.1.0" in json.loads(state_file.read_text())["charts"]
+    install = user("install", *where, "--chart", f"{CHART_REPO}/tpu-stack")
     assert install.returncode == 0, install.stdout + install.stderr
     assert "placeholder" not in install.stdout  # NOTES warn only about the chart's default
     pushed_digest = json.loads(state_file.read_text())["images"][IMAGE]["image_summary"]["digest"]

@@ -8,6 +8,8 @@ to a repository that does not exist, a create of what exists). Facts it holds th
 are named with their source where they are checked.
 
     install(bin_dir, state_file) -> writes bin_dir/gcloud and bin_dir/docker
+    install(bin_dir, state_file, real_helm) -> and bin_dir/helm: Artifact Registry's OCI side
+        for charts (push, pull, install from oci://) here, every other helm command the real one
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sys
+import tarfile
 from pathlib import Path
 
 # Machine types -> chips per host, read from the launcher's TPU table (the machines GKE offers).
@@ -427,6 +431,9 @@ class Gcloud:
     def run(self, argv: list[str]) -> str:
         pos, flags = _flags(argv)
         group = pos[:2]
+        if group == ["auth", "configure-docker"]:  # Docker's (and so Helm's) credential helper
+            self.state.setdefault("docker_auth", []).append(pos[2])
+            return ""
         if group == ["container", "clusters"]:
             return self.clusters(pos[2], pos[3:], flags)
         if group == ["container", "node-pools"]:
@@ -473,32 +480,75 @@ def _write_context(backing: Path, kubeconfig: Path, context: str) -> None:
     kubeconfig.write_text(yaml.safe_dump(config))
 
 
+def helm(state: dict, argv: list[str], charts: Path) -> list[str] | None:
+    """Helm's calls on Artifact Registry's OCI charts, answered here: a push (the registry
+    login and the repository must exist, as for an image), a pull (untarred), an install or a
+    template from `oci://` (the stored chart, handed to the real helm). Returns the argv the
+    real helm runs, or None when answered."""
+    oci = next((a for a in argv[1:] if a.startswith("oci://")), None)
+    if oci is None:
+        return argv
+    host, _, path = oci.removeprefix("oci://").partition("/")
+    if host not in state.get("docker_auth", []):
+        raise Refused(f"Error: unexpected status from HEAD request to {host}: 401 Unauthorized")
+    if argv[0] == "push":
+        project, _, repo = path.partition("/")
+        region = host.removesuffix("-docker.pkg.dev")
+        if f"projects/{project}/locations/{region}/repositories/{repo}" not in state.get(
+            "repositories", {}
+        ):
+            raise Refused(f'Error: name unknown: Repository "{repo}" not found')
+        name, _, version = Path(argv[1]).name.removesuffix(".tgz").rpartition("-")
+        charts.mkdir(parents=True, exist_ok=True)
+        stored = charts / f"{len(state.setdefault('charts', {}))}-{Path(argv[1]).name}"
+        shutil.copy(argv[1], stored)
+        state["charts"][f"{oci}/{name}:{version}"] = str(stored)
+        print(f"Pushed: {host}/{path}/{name}:{version}")
+        return None
+    version = argv[argv.index("--version") + 1] if "--version" in argv else None
+    stored = state.get("charts", {}).get(f"{oci}:{version}")
+    if stored is None:
+        raise Refused(f"Error: {oci.removeprefix('oci://')}:{version}: not found")
+    if argv[0] == "pull":
+        with tarfile.open(stored) as tgz:
+            tgz.extractall(argv[argv.index("--destination") + 1], filter="data")
+        return None
+    rest = [a for i, a in enumerate(argv) if a != "--version" and argv[i - 1] != "--version"]
+    return [stored if a == oci else a for a in rest]
+
+
 def main(tool: str, argv: list[str]) -> int:
     state_file = Path(os.environ["FAKE_GCLOUD_STATE"])
     state = json.loads(state_file.read_text()) if state_file.is_file() else {}
     state.setdefault("calls", []).append([tool, *argv])
-    code = 0
+    code, real = 0, None
     try:
         if tool == "docker":  # no Docker engine here, as on a machine without one
             raise Refused("Cannot connect to the Docker daemon. Is the docker daemon running?")
-        out = Gcloud(state).run(argv)
-        if out:
+        if tool == "helm":
+            real = helm(state, argv, state_file.parent / "fake-registry-charts")
+        elif out := Gcloud(state).run(argv):
             print(out)
     except Refused as e:
         print(e, file=sys.stderr)
         code = 1
     state_file.write_text(json.dumps(state, indent=1))
+    if real is not None:
+        sys.stdout.flush()
+        os.execv(os.environ["FAKE_REAL_HELM"], [os.environ["FAKE_REAL_HELM"], *real])
     return code
 
 
-def install(bin_dir: Path, state_file: Path) -> None:
-    """Puts FAKE `gcloud` and `docker` executables in bin_dir, keeping state in state_file."""
+def install(bin_dir: Path, state_file: Path, real_helm: Path | None = None) -> None:
+    """Puts FAKE `gcloud` and `docker` executables in bin_dir, keeping state in state_file;
+    with real_helm, a `helm` whose registry is the fake's and whose every other command is
+    real_helm's."""
     bin_dir.mkdir(parents=True, exist_ok=True)
-    for tool in ("gcloud", "docker"):
+    for tool in ("gcloud", "docker", *(["helm"] if real_helm else [])):
         script = bin_dir / tool
         script.write_text(
-            f"#!/bin/sh\nFAKE_GCLOUD_STATE={state_file} exec {sys.executable} "
-            f'{Path(__file__).resolve()} {tool} "$@"\n'
+            f"#!/bin/sh\nFAKE_GCLOUD_STATE={state_file} FAKE_REAL_HELM={real_helm or ''} "
+            f'exec {sys.executable} {Path(__file__).resolve()} {tool} "$@"\n'
         )
         script.chmod(0o755)
 
