@@ -11,8 +11,9 @@ On a workstation:
   gke plan|up|down|queue | image | install   GKE: what a release needs, and the release
   tpu-table                     the TPU slices the launcher and the chart know
   dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
+  completion bash | zsh         a shell completion script
 
-In the cluster: train, decode, convert, cluster-check, serving-check.
+In the cluster: train, decode, convert, cluster-check, serving-check, preemption-notice.
 
 Each command module adds its own parser and handler (`set_defaults(func=...)`); this module only
 assembles them and turns the errors raised below into exit codes: 2 for a usage error (with the

@@ -41,9 +41,10 @@ class CommandError(Exception):
     def __str__(self) -> str:
         if self.returncode == NOT_FOUND_EXIT_CODE:
             return (
-                f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (install it, "
-                "or in a clone: `make venv` puts ray in .venv/bin, `make helm` the pinned Helm "
-                "in .tools/)"
+                f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (install it: "
+                "ray comes with `pip install 'tpu-launcher[runtime]'` (Linux x86_64), or in a "
+                "clone `make venv` puts it in .venv/bin; `make helm` puts the pinned Helm in "
+                ".tools/)"
             )
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])
