@@ -4,8 +4,8 @@ generate, export. Each adds its own parser and handler; requests are built by na
 from __future__ import annotations
 
 import argparse
-import os
 
+from launcher.client.cluster_options import add_where_options, verbose_default
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
@@ -20,31 +20,6 @@ DEMO_JOB = ["--steps_beyond_checkpoint=40", "tiny-llama.yml", "run_name=demo"]
 JOB_ARGS_HELP = (
     "-- then the job's arguments: the job's flags below, then MaxText's [config.yml] key=value"
 )
-
-
-def _verbose_default() -> bool:
-    return os.environ.get("VERBOSE", "") not in ("", "0")
-
-
-def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
-    """Which Ray cluster: an address, a release (port-forwarded), else the local one."""
-    p.add_argument(
-        "--address",
-        help="Ray dashboard URL (default: RAY_API_SERVER_ADDRESS, RAY_ADDRESS, then the local "
-        "cluster)",
-    )
-    p.add_argument(
-        "--release", help="a tpu-stack Helm release: port-forward its head and send its token"
-    )
-    p.add_argument("--namespace", default="default", help="the release's namespace")
-    if verbose:
-        p.add_argument(
-            "--verbose",
-            action="store_true",
-            default=_verbose_default(),
-            help="show every line of the job live (default: the plan, progress, checkpoints, "
-            "restarts and the summary; the whole log goes to a file) [env VERBOSE=1]",
-        )
 
 
 def _submit_request(ns: argparse.Namespace, args: list[str]):
@@ -195,7 +170,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--verbose",
         action="store_true",
-        default=_verbose_default(),
+        default=verbose_default(),
         help="show every line of the job live [env VERBOSE=1]",
     )
     p.add_argument("maxtext_args", nargs=argparse.REMAINDER, help="-- then more MaxText key=value")

@@ -18,6 +18,7 @@ import re
 import time
 from dataclasses import dataclass
 
+from launcher.client.cluster_options import add_where_options
 from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
 from launcher.core.job_events import EventKind, events
 
@@ -128,9 +129,7 @@ def run_list(ns: argparse.Namespace) -> int:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="the cluster's jobs: id, state, run, step, start, duration")
-    p.add_argument("--address", help="Ray dashboard URL (default: as for submit)")
-    p.add_argument("--release", help="a tpu-stack Helm release: port-forward its head")
-    p.add_argument("--namespace", default="default", help="the release's namespace")
+    add_where_options(p, verbose=False)
     p.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
     p.add_argument(
         "--json",

@@ -1,0 +1,34 @@
+"""Which Ray cluster a command acts on, declared once for every command that takes one:
+`--address URL`, `--release NAME` (its head port-forwarded, its token sent), else the local
+cluster; and the job's `--verbose`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+
+def verbose_default() -> bool:
+    """--verbose's default: VERBOSE=1 in the environment."""
+    return os.environ.get("VERBOSE", "") not in ("", "0")
+
+
+def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
+    """Which Ray cluster: an address, a release (port-forwarded), else the local one."""
+    p.add_argument(
+        "--address",
+        help="Ray dashboard URL (default: RAY_API_SERVER_ADDRESS, RAY_ADDRESS, then the local "
+        "cluster)",
+    )
+    p.add_argument(
+        "--release", help="a tpu-stack Helm release: port-forward its head and send its token"
+    )
+    p.add_argument("--namespace", default="default", help="the release's namespace")
+    if verbose:
+        p.add_argument(
+            "--verbose",
+            action="store_true",
+            default=verbose_default(),
+            help="show every line of the job live (default: the plan, progress, checkpoints, "
+            "restarts and the summary; the whole log goes to a file) [env VERBOSE=1]",
+        )
