@@ -20,11 +20,14 @@ class SliceTarget:
 
 
 def resolve_target(values: str | None, release: str | None, namespace: str) -> SliceTarget | None:
-    """The target a values file or an installed release names; None when neither is given."""
+    """The target a values file or an installed release names; None when neither is given. A
+    values file is read over the chart's own defaults, as Helm reads it: what it leaves out is
+    the chart's default, not nothing (a test holds this against `helm template`)."""
     if values:
+        from launcher.client.chart_source import packaged_chart
         from launcher.core.values_file import load_values, training_slices, worker_grace_seconds
 
-        merged = load_values(values)
+        merged = load_values(packaged_chart() / "values.yaml", values)
         return SliceTarget(training_slices(merged, values), values, worker_grace_seconds(merged))
     if release:
         from launcher.client.helm_release import release_rayjob, release_workers
