@@ -41,7 +41,6 @@ def checkout(chart: str) -> Path | None:
     return root if (root / DOCKERFILE).is_file() else None
 
 
-CHART_NAME = "tpu-stack"
 OCI = "oci://"
 
 

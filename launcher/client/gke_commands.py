@@ -152,10 +152,7 @@ def _up_plan(ns: argparse.Namespace, target: GkeTarget, need: ReleaseNeeds) -> P
 
 def gke_plan(ns: argparse.Namespace) -> int:
     target, need = _read_release(ns)
-    print(
-        format_plan(up_plan(need, target, ns.release, _source(ns.chart), Path(ns.chart), ns.helm)),
-        end="",
-    )
+    print(format_plan(_up_plan(ns, target, need)), end="")
     return 0
 
 

@@ -7,6 +7,7 @@ built twice."""
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 
 import yaml
@@ -57,8 +58,8 @@ def skew(ref: str, client_version: str, checkout_tag: str | None) -> str | None:
     """What differs between this client and the launcher image a release runs, said for a
     user about to submit to it; None when nothing does (or the tag is not one of ours)."""
     tag = image_tag_of(ref)
-    if tag is None:
-        return None
+    if tag is None or not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9a-f]{12})?", tag):
+        return None  # not a tag of ours (`latest`, a team's own): nothing to compare
     image_version = tag.partition("-")[0]
     if image_version != client_version:
         return (

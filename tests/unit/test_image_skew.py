@@ -23,6 +23,7 @@ def test_the_same_version_and_sources_say_nothing():
     assert skew(f"{REF}:0.1.0-3f2a9c1b7e0d", "0.1.0", None) is None
     assert skew(f"{REF}:0.1.0-3f2a9c1b7e0d", "0.1.0", "0.1.0-3f2a9c1b7e0d") is None
     assert skew(f"{REF}@sha256:{'a' * 64}", "0.1.0", None) is None  # no tag: nothing to read
+    assert skew(f"{REF}:latest", "0.1.0", None) is None  # not a tag of ours
 
 
 def test_another_version_is_named_with_both_ways_to_match():
