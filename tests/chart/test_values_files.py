@@ -122,6 +122,9 @@ def test_the_job_command_notes_show_is_what_submit_sends():
     notes = (CHART / "templates" / "NOTES.txt").read_text()
     command = " ".join(TRAIN_ENTRYPOINT)
     assert f"ray job submit --address http://127.0.0.1:8265 -- {command} <job args>" in notes
+    # Ray 2.60 clients add the token header only in token mode (ray/_private/authentication/
+    # http_token_authentication.py: get_auth_headers_if_auth_enabled).
+    assert "export RAY_AUTH_MODE=token" in notes
 
 
 @pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)
