@@ -23,8 +23,11 @@ def _kubectl(namespace: str, *args: str) -> list[str]:
 
 
 def _get(step: str, argv: list[str], dry_run: bool) -> str:
-    proc = run(step, argv, capture=True, check=False, dry_run=dry_run)
-    return "" if dry_run or proc.returncode else proc.stdout.strip()
+    """What kubectl prints; a kubectl that fails (no cluster, an expired login, a missing auth
+    plugin, another context) fails the command with kubectl's own words, never read as
+    "nothing found". The queries list (`items[*]`), so nothing found is an empty answer."""
+    proc = run(step, argv, capture=True, dry_run=dry_run)
+    return "" if dry_run else proc.stdout.strip()
 
 
 @contextlib.contextmanager
@@ -40,10 +43,10 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
             "-l",
             selector,
             "-o",
-            "jsonpath={.items[0].metadata.name}",
+            "jsonpath={.items[*].metadata.name}",
         ),
         dry_run,
-    ) or ("<cluster>" if dry_run else "")
+    ).partition(" ")[0] or ("<cluster>" if dry_run else "")
     if not cluster:
         raise UsageError(
             "--release",
@@ -136,10 +139,10 @@ def find_service(
             "-l",
             selector,
             "-o",
-            "jsonpath={.items[0].metadata.name} {.items[0].spec.ports[0].port}",
+            'jsonpath={range .items[*]}{.metadata.name} {.spec.ports[0].port}{"\\n"}{end}',
         ),
         dry_run,
-    )
+    ).partition("\n")[0]
     if dry_run:
         return "<service>", 0
     name, _, port = found.partition(" ")

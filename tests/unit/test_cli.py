@@ -4,6 +4,7 @@ needed)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 import pytest
 
@@ -74,6 +75,23 @@ def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
     assert "kubectl -n ml get raycluster -l app.kubernetes.io/instance=tpu" in out
     assert "jsonpath={.spec.authOptions.mode} {.spec.authOptions.secretName}" in out
     assert "port-forward 'service/<cluster>-head-svc' :8265" in out
+
+
+def test_a_kubectl_that_cannot_reach_the_cluster_is_shown_as_it_is(capsys, tmp_path, monkeypatch):
+    """An expired login, another context, a missing auth plugin: kubectl's own error, not "no
+    RayCluster of release tpu" and advice to install it again. (A FAKE kubectl: it answers as
+    kubectl does when the API server refuses the login.)"""
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(
+        "#!/bin/sh\necho 'error: You must be logged in to the server (Unauthorized)' >&2\nexit 1\n"
+    )
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    for command in (["list"], ["status"], ["logs"]):
+        code, _, err = tpu_launcher(capsys, *command, "--release", "tpu")
+        assert code == 1, err
+        assert "You must be logged in to the server (Unauthorized)" in err
+        assert "no RayCluster" not in err and "install" not in err
 
 
 def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):
