@@ -1,13 +1,16 @@
 """Where a release goes on Google Cloud: project, cluster, location, bucket, and the Artifact
 Registry repository its launcher image lives in. Read once from flags, else from the environment
-variables the GKE tutorials export (PROJECT_ID, CLUSTER_NAME, LOCATION, BUCKET), so `gke plan`,
-`gke up`, `image`, `install` and `gke down` all name the same things."""
+variables the GKE tutorials export (PROJECT_ID, CLUSTER_NAME, LOCATION, BUCKET), else (project,
+location) from gcloud's own configuration, so `gke plan`, `gke up`, `image`, `install` and
+`gke down` all name the same things."""
 
 from __future__ import annotations
 
 import argparse
 import os
 import re
+import shutil
+import subprocess
 from dataclasses import dataclass
 
 from launcher.core.capacity import CAPACITIES
@@ -28,6 +31,22 @@ _ENV = {
     "node_zone": "NODE_ZONE",
     "bucket": "BUCKET",
 }
+
+
+# What falls back to the user's gcloud configuration (`gcloud config set project|compute/zone`),
+# as gcloud's own commands default them, when neither a flag nor the tutorial's variable says.
+_GCLOUD_CONFIG = {"project": "project", "location": "compute/zone"}
+
+
+def gcloud_config(prop: str) -> str | None:
+    """`gcloud config get-value PROP`, or None when gcloud is not here or the value unset."""
+    if shutil.which("gcloud") is None:
+        return None
+    proc = subprocess.run(
+        ["gcloud", "config", "get-value", prop], capture_output=True, text=True, check=False
+    )
+    value = proc.stdout.strip()
+    return value if proc.returncode == 0 and value and value != "(unset)" else None
 
 
 def is_zone(location: str) -> bool:
@@ -59,6 +78,8 @@ class GkeTarget:
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> GkeTarget:
         given = {k: getattr(ns, k, None) or os.environ.get(env) for k, env in _ENV.items()}
+        for key, prop in _GCLOUD_CONFIG.items():  # as gcloud itself would default them
+            given[key] = given[key] or gcloud_config(prop)
         given["bucket_location"] = getattr(ns, "bucket_location", None)
         given["reservation"] = getattr(ns, "reservation", None)
         given["registry"] = getattr(ns, "registry", None)

@@ -404,6 +404,21 @@ def fake_gcloud(tmp_path, monkeypatch):
     return state
 
 
+def test_project_and_location_fall_back_to_gclouds_own_configuration(
+    fake_gcloud, monkeypatch, capsys
+):
+    """Neither a flag nor PROJECT_ID/LOCATION: `gcloud config set project|compute/zone` decide,
+    as they do for gcloud's own commands (xpk reads them too)."""
+    fake_gcloud.write_text(
+        json.dumps({"config": {"project": "cfg-proj", "compute/zone": "us-east5-b"}})
+    )
+    for name in TARGET_ENV:
+        monkeypatch.delenv(name, raising=False)
+    script = _plan(capsys, "v6e-16.yaml", "--cluster=ml", "--bucket=my-ckpts")
+    assert "--project=cfg-proj" in script and "--location=us-east5-b" in script
+    assert "${PROJECT_ID}" not in script
+
+
 def _gke(action: str, values: str, *flags: str, helm_bin: str = "helm") -> int:
     """`gke ACTION`; its helm the fake's on PATH (its registry is the fake's), unless named."""
     args = ["gke", action, *TUTORIAL, "--values", str(REPO / "values" / values)]

@@ -431,6 +431,8 @@ class Gcloud:
     def run(self, argv: list[str]) -> str:
         pos, flags = _flags(argv)
         group = pos[:2]
+        if group == ["config", "get-value"]:  # gcloud prints nothing (and "(unset)" to stderr)
+            return str(self.state.get("config", {}).get(pos[2], ""))
         if group == ["auth", "configure-docker"]:  # Docker's (and so Helm's) credential helper
             self.state.setdefault("docker_auth", []).append(pos[2])
             return ""
