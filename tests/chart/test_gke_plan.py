@@ -381,7 +381,10 @@ def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_pa
     assert "PROJECT_NUMBER" not in script
 
 
-def test_unset_places_are_named(capsys):
+def test_unset_places_are_named(capsys, monkeypatch, tmp_path):
+    for name in TARGET_ENV:  # nothing from the tutorial's variables ...
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("CLOUDSDK_CONFIG", str(tmp_path))  # ... nor a gcloud configuration
     script = _plan(capsys, "v6e-16.yaml")
     assert "# Set BUCKET, CLUSTER_NAME, LOCATION, NODE_ZONE, PROJECT_ID, REGION first" in script
 
