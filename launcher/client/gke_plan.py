@@ -541,7 +541,7 @@ def down_plan(
     )
     steps = [
         Step(
-            "kubectl's credentials for the cluster",
+            "(first, kubectl's credentials for the cluster, to reach the release: not deleted)",
             _gcloud("container", "clusters", "get-credentials", target.cluster, *_where(target)),
             done_if=cluster_gone,
         ),
@@ -593,6 +593,12 @@ def down_plan(
             f"gs://{need.bucket} and its checkpoints stay (a resubmission resumes from them); "
             f"`gcloud storage rm -r gs://{need.bucket}` deletes them for good"
         )
+        if need.identities:
+            stays.append(
+                f"the IAM bindings that let the release's service accounts use gs://{need.bucket} "
+                f"stay on the bucket (`gcloud storage buckets get-iam-policy gs://{need.bucket}` "
+                "lists them; remove-iam-policy-binding removes one)"
+            )
     return Plan(steps, ["What `gke up` made for this release, deleted."], stays)
 
 

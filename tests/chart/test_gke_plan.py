@@ -532,6 +532,9 @@ def test_gke_down_asks_before_it_deletes_and_keeps_the_bucket(fake_gcloud, capsy
     out = capsys.readouterr()
     assert "node pool tpu-ray-v6e-16-0" in out.out and "--yes" in out.err
     assert "gs://my-ckpts and its checkpoints stay" in out.out
+    # What stays is said, and nothing is listed as deleted that is not.
+    assert "IAM bindings that let the release's service accounts use gs://my-ckpts" in out.out
+    assert "  - kubectl's credentials" not in out.out
     state = json.loads(fake_gcloud.read_text())
     assert state["clusters"] and state["repositories"]  # nothing deleted yet
 
