@@ -492,15 +492,16 @@ def up_plan(
     chart: Path,
     helm: str = "helm",
 ) -> Plan:
-    """In the order they can run: cluster, credentials, CPU pool, TPU pools, registry and image,
-    bucket, access."""
+    """In the order they can run, what bills most last: cluster, credentials, CPU pool,
+    registry, image and chart, bucket and access, then the TPU pools, so no TPU host bills
+    while the image builds, or at all when a step before them fails."""
     steps = cluster_steps(need, target)
     if cpu := cpu_pool(release, need.cpu_pods):
         steps.append(cpu_pool_step(cpu, target))
-    for pool in need.pools:
-        steps += tpu_pool_steps(pool, target)
     steps += image_steps(need, target, source, chart, helm)
     steps += bucket_steps(need, target)
+    for pool in need.pools:
+        steps += tpu_pool_steps(pool, target)
     notes = ["What GKE needs before `helm install` can schedule this release."]
     if unset := unset_variables(steps):
         notes.append(

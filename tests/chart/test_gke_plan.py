@@ -133,12 +133,12 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         ["container", "node-pools", "update"],  # its older pools to the GKE metadata server
         ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],  # CPU: the head
-        ["container", "node-pools", "create"],  # the TPU slice
         ["artifacts", "repositories", "create"],
         ["builds", "submit", "."],
         ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
+        ["container", "node-pools", "create"],  # the TPU slice last: nothing bills before it
     ]
     create = commands[0]
     # The GKE tutorial's `clusters create --addons=RayOperator --addons GcsFuseCsiDriver
@@ -150,7 +150,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         "--labels=created-by=tpu-launcher",
     ):
         assert flag in create, create
-    cpu, tpu = commands[5], commands[6]
+    cpu, tpu = commands[5], commands[11]
     # The head asks for 8 CPU and 16Gi (the tutorial's): an n2-standard-8 leaves under 8 CPU
     # to pods after GKE's reservations, so the pool is n2-standard-16.
     assert (cpu[4], _flag(cpu, "machine-type"), _flag(cpu, "num-nodes")) == (
@@ -164,7 +164,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         assert flag in tpu, tpu
     for pool in (cpu, tpu):
         assert "--workload-metadata=GKE_METADATA" in pool
-    build = commands[8]
+    build = commands[7]
     image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
     assert f"--substitutions=_IMAGE={image}" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
@@ -176,7 +176,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         "push .local/charts/tpu-stack-0.1.0.tgz oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"
     )
     assert f"{helm3} {pushed}" in joined
-    bucket = commands[10]
+    bucket = commands[9]
     assert bucket[4:] == [
         "gs://my-ckpts",
         "--project=my-proj",
@@ -441,9 +441,7 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     assert [r[:3] for r in ran] == [
         ["container", "clusters", "create"],  # then add-ons and WI are there: skipped
         ["container", "clusters", "get-credentials"],
-        ["container", "node-pools", "create"],
-        ["container", "node-pools", "create"],
-        ["container", "node-pools", "create"],
+        ["container", "node-pools", "create"],  # the CPU pool
         ["artifacts", "repositories", "create"],
         ["builds", "submit", "."],
         ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
@@ -455,9 +453,11 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
         ],
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
+        ["container", "node-pools", "create"],  # the TPU slices last: they bill most
+        ["container", "node-pools", "create"],
     ]
     # The captured project number is substituted into the principal.
-    assert "projects/123456789012/locations/global" in " ".join(ran[-1])
+    assert "projects/123456789012/locations/global" in " ".join(ran[-3])
     assert "done: 16 steps" in capsys.readouterr().out
 
     before = len(_ran(fake_gcloud))
@@ -505,8 +505,11 @@ def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, capfd):
     err = capfd.readouterr().err  # which step failed, then gcloud's own message
     assert "node pool tpu-ray-v6e-16-1" in err and "Quota 'TPU chips' exceeded" in err
     ran = [r[:4] for r in _ran(fake_gcloud)]
-    assert ["container", "node-pools", "create", "tpu-ray-v6e-16-0"] in ran
-    assert not any(r[:2] == ["artifacts", "repositories"] for r in ran)  # nothing after it
+    assert ran[-2:] == [
+        ["container", "node-pools", "create", "tpu-ray-v6e-16-0"],
+        ["container", "node-pools", "create", "tpu-ray-v6e-16-1"],  # the one refused: the last
+    ]
+    assert ["artifacts", "repositories", "create"] in [r[:3] for r in ran]  # made before it
 
 
 def test_gke_up_without_gcloud_says_so_and_prints_the_plan(monkeypatch, tmp_path, capsys):
@@ -522,7 +525,8 @@ def test_gke_up_refuses_an_unfinished_plan(fake_gcloud, capsys):
     assert cli.main(args) == 2
     err = capsys.readouterr().err
     assert "CLUSTER_NAME" in err and "--project" in err
-    assert not fake_gcloud.exists()  # nothing ran
+    calls = json.loads(fake_gcloud.read_text())["calls"] if fake_gcloud.exists() else []
+    assert all(c[1:3] == ["config", "get-value"] for c in calls), calls  # read, nothing ran
 
 
 def test_gke_down_asks_before_it_deletes_and_keeps_the_bucket(fake_gcloud, capsys, monkeypatch):
