@@ -62,6 +62,10 @@ class Step:
     capture_as: str | None = None  # its stdout becomes ${capture_as} in later steps
     # A command that lists items: the step runs once per item, `{item}` in argv replaced.
     for_each: list[str] | None = None
+    # What is done already must be what the step would make: when done_if finds it, this
+    # check must print its output too, else the plan stops, with `mismatch_fix` as the fix.
+    same_as: Check | None = None
+    mismatch_fix: str = ""
 
 
 @dataclass(frozen=True)
@@ -194,10 +198,18 @@ def _pool_create(name: str, target: GkeTarget, flags: list[str], what: str) -> S
             "use a shorter release name",
         )
     where = [f"--cluster={target.cluster}", *_where(target)]
+    describe = _gcloud("container", "node-pools", "describe", name, *where)
+    machine = next(f.partition("=")[2] for f in flags if f.startswith("--machine-type="))
+    delete = " ".join(_gcloud("container", "node-pools", "delete", name, *where))
     return Step(
         what,
         _gcloud("container", "node-pools", "create", name, *where, *flags),
-        done_if=Check(_gcloud("container", "node-pools", "describe", name, *where)),
+        done_if=Check(describe),
+        # A pool of that name made for another machine (another slice, an older release)
+        # would keep the pods Pending: GKE never changes a pool's machine type.
+        same_as=Check([*describe, "--format=value(config.machineType)"], output=machine),
+        mismatch_fix=f"delete it (`{delete}`: GKE never changes a pool's machine type), then "
+        "run again; or give this release another --release name",
     )
 
 
@@ -655,6 +667,14 @@ def format_plan(plan: Plan) -> str:
         if step.for_each:
             listing = " ".join(_shell_word(a) for a in step.for_each)
             command = f"for item in $({listing}); do\n  {command.replace('{item}', '$item')}\ndone"
+        if step.done_if and step.same_as:
+            refuse = _shell_word(
+                f"error: {step.what} exists, not as {step.same_as.output}; fix: {step.mismatch_fix}"
+            )
+            lines.append(
+                f"if {_guard(step.done_if)}; then\n  {_guard(step.same_as)} || "
+                f"{{ echo {refuse} >&2; exit 1; }}\nfi"
+            )
         if step.done_if:
             command = f"{_guard(step.done_if)} ||\n  {command}"
         lines.append(command)
@@ -695,6 +715,15 @@ def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
         if step.done_if:
             proc = run(f"check {step.what}", step.done_if.argv, check=False, capture=True)
             if step.done_if.done(proc.returncode == 0, proc.stdout):
+                if step.same_as is not None:
+                    same = run(f"check {step.what}", step.same_as.argv, check=False, capture=True)
+                    if not step.same_as.done(same.returncode == 0, same.stdout):
+                        raise UsageError(
+                            "values",
+                            f"{step.what}: one of that name exists, made otherwise "
+                            f"({same.stdout.strip() or 'unreadable'}, not {step.same_as.output})",
+                            step.mismatch_fix,
+                        )
                 say(f"[{i}/{total}] {step.what}: done already, skipped")
                 continue
         say(f"[{i}/{total}] {step.what}")

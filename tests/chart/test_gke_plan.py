@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -510,6 +511,25 @@ def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, capfd):
         ["container", "node-pools", "create", "tpu-ray-v6e-16-1"],  # the one refused: the last
     ]
     assert ["artifacts", "repositories", "create"] in [r[:3] for r in ran]  # made before it
+
+
+def test_a_pool_of_the_same_name_made_for_another_machine_is_refused(fake_gcloud, capsys):
+    """The release's v6e-16 pool name, taken by a pool of v5p hosts (an older release of the
+    same name): skipping it as done would leave the pods Pending for ever. gke up and the
+    printed plan both stop at it, name what is there and how to fix it, and make nothing."""
+    assert _gke("up", "v6e-16.yaml") == 0
+    state = json.loads(fake_gcloud.read_text())
+    pool = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]["tpu-ray-v6e-16-0"]
+    pool["config"]["machineType"] = "ct5p-hightpu-4t"
+    fake_gcloud.write_text(json.dumps(state))
+    capsys.readouterr()
+    assert _gke("up", "v6e-16.yaml") == 2
+    err = capsys.readouterr().err
+    assert "node pool tpu-ray-v6e-16-0" in err and "(ct5p-hightpu-4t, not ct6e-standard-4t)" in err
+    assert "gcloud container node-pools delete tpu-ray-v6e-16-0" in err
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--helm", "helm")  # the fake's registry
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 1 and "exists, not as ct6e-standard-4t" in ran.stderr, ran.stderr
 
 
 def test_gke_up_without_gcloud_says_so_and_prints_the_plan(monkeypatch, tmp_path, capsys):

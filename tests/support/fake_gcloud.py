@@ -195,7 +195,7 @@ class Gcloud:
         if name not in pools:
             raise Refused(f"ERROR: (gcloud.container.node-pools.{verb}) Not found: {name}")
         if verb == "describe":
-            return json.dumps(pools[name])
+            return _value(pools[name], flags.get("format", "json"))
         if verb == "update":
             if "workload-metadata" in flags:
                 pools[name]["config"]["workloadMetadataConfig"]["mode"] = flags["workload-metadata"]
@@ -268,7 +268,8 @@ class Gcloud:
             "zone": flags.get("node-locations"),
             "spot": "spot" in flags,
             "flags": sorted(flags),
-            "config": {"workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+            # As the API's NodePool has them (what `describe --format=value(...)` reads).
+            "config": {"machineType": machine, "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
         }
 
     def _placement_topology(self, flags: dict, generation: str, machine: str) -> str:
