@@ -66,6 +66,10 @@ class Step:
     # check must print its output too, else the plan stops, with `mismatch_fix` as the fix.
     same_as: Check | None = None
     mismatch_fix: str = ""
+    # Kept, not done: when this check says so (and its command succeeds), the step is left out
+    # and what it printed is named (a cluster that still holds node pools of others).
+    keep_if: Check | None = None
+    kept_because: str = ""
 
 
 @dataclass(frozen=True)
@@ -584,6 +588,13 @@ def down_plan(
                 done_if=Check(_resource_policies("describe", policy, target=target), negate=True),
             )
         )
+    # Node pools of others (another release's, one made by hand) hold the cluster, and the
+    # image repository their pods pull from: only GKE's own default pool may be left.
+    others = _gcloud(
+        "container", "node-pools", "list", *where,
+        "--filter=NOT name=default-pool", "--format=value(name)",
+    )  # fmt: skip
+    held = Check(others, output="", negate=True)
     if need.launcher_image and not target.registry:
         repo = [REPOSITORY, f"--location={target.region}", f"--project={target.project}"]
         steps.append(
@@ -591,13 +602,18 @@ def down_plan(
                 f"Artifact Registry repository {REPOSITORY} and its images (if gke up made it)",
                 _gcloud("artifacts", "repositories", "delete", *repo, "--quiet"),
                 done_if=Check(_repo_ours(target), output=REPOSITORY, negate=True),
+                keep_if=held,
+                kept_because="other node pools of the cluster may pull from it",
             )
         )
     steps.append(
         Step(
-            f"cluster {target.cluster} (if gke up made it)",
+            f"cluster {target.cluster} (if gke up made it, and nothing else is in it)",
             _gcloud("container", "clusters", "delete", target.cluster, *_where(target), "--quiet"),
             done_if=replace(_cluster_filter(target, f"resourceLabels.{CREATED_BY}"), negate=True),
+            keep_if=held,
+            kept_because="these node pools of others are in it (`gke down` of their release "
+            "deletes them; then run it again)",
         )
     )
     stays = []
@@ -677,6 +693,8 @@ def format_plan(plan: Plan) -> str:
             )
         if step.done_if:
             command = f"{_guard(step.done_if)} ||\n  {command}"
+        if step.keep_if:  # kept: {kept_because}
+            command = f"{_guard(step.keep_if)} ||\n  {command}"
         lines.append(command)
     lines += [f"# {s}" for s in plan.stays]
     return "\n".join(lines) + "\n"
@@ -712,6 +730,12 @@ def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
     captured: dict[str, str] = {}
     total = len(plan.steps)
     for i, step in enumerate(plan.steps, 1):
+        if step.keep_if:
+            proc = run(f"check {step.what}", step.keep_if.argv, check=False, capture=True)
+            if proc.returncode == 0 and step.keep_if.done(True, proc.stdout):
+                held = ", ".join(proc.stdout.split())
+                say(f"[{i}/{total}] {step.what}: kept, {step.kept_because}: {held}")
+                continue
         if step.done_if:
             proc = run(f"check {step.what}", step.done_if.argv, check=False, capture=True)
             if step.done_if.done(proc.returncode == 0, proc.stdout):

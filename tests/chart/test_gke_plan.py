@@ -576,6 +576,28 @@ def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
     assert list(pools) == ["default-pool"]  # ours gone, the cluster and its own pool kept
 
 
+def test_gke_down_of_one_release_leaves_the_cluster_another_release_is_in(fake_gcloud, capsys):
+    """The README's two releases in one cluster: the training one goes, the serving one stays
+    running with its pool, the cluster and the image repository, and what holds them is named;
+    the last release's `gke down` takes the cluster."""
+    assert _gke("up", "v6e-16.yaml") == 0
+    assert _gke("up", "v6e-8-vllm.yaml", "--release", "serve") == 0
+    capsys.readouterr()
+    assert _gke("down", "v6e-16.yaml", "--yes") == 0
+    out = capsys.readouterr().out
+    state = json.loads(fake_gcloud.read_text())
+    pools = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
+    assert not [p for p in pools if p.startswith("tpu-")] and "default-pool" in pools
+    serving = sorted(p for p in pools if p.startswith("serve-"))
+    assert serving and state["repositories"]
+    assert (
+        f"kept, these node pools of others are in it (`gke down` of their release deletes "
+        f"them; then run it again): {', '.join(serving)}" in out
+    )
+    assert _gke("down", "v6e-8-vllm.yaml", "--release", "serve", "--yes") == 0
+    assert json.loads(fake_gcloud.read_text())["clusters"] == {}
+
+
 def test_gke_up_and_down_make_and_remove_ironwoods_workload_policy(fake_gcloud, capsys):
     assert _gke("up", "tpu7x-16.yaml") == 0
     state = json.loads(fake_gcloud.read_text())
