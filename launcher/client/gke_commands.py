@@ -76,6 +76,13 @@ def _release_options(p: argparse.ArgumentParser) -> None:
         "--chart-version",
         help="the version of an oci:// chart (default: this launcher's version)",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        help="more chart values, as for helm (repeat); the same for plan, up, image, install "
+        "and down, so they agree on what the release is",
+    )
     p.add_argument("--helm", default="helm", help="the helm binary (v3.22 or v4)")
 
 
@@ -88,7 +95,7 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     readable = chart.is_dir() and all(Path(v).is_file() for v in ns.values)  # else render says
     values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
-    pinned = pinned or next((v.partition("=")[2] for v in _sets(ns) if v.startswith(TAG)), None)
+    pinned = pinned or next((v.partition("=")[2] for v in ns.set if v.startswith(TAG)), None)
     pinned = pinned or (_packaged_for(chart) if readable else None)
     if root is not None and not pinned:
         target = dataclasses.replace(target, image_tag=content_tag(root, chart))
@@ -114,13 +121,11 @@ def _packaged_for(chart: Path) -> str | None:
     return str(meta["appVersion"]) if meta["appVersion"] != meta["version"] else None
 
 
-def _sets(ns: argparse.Namespace) -> list[str]:
-    return list(getattr(ns, "set", None) or [])
-
-
 def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
     target = _target(ns)
-    docs, bucket = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
+    docs, bucket = render(
+        Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set
+    )
     return target, needs(docs, ns.namespace, ns.release, bucket)
 
 
@@ -160,12 +165,11 @@ def gke_up(ns: argparse.Namespace) -> int:
     target, need = _read_release(ns)
     code = execute(_up_plan(ns, target, need))
     if code == 0:
-        print(
-            "next: tpu-launcher install "
-            + " ".join(f"--values {v}" for v in ns.values)
-            + f" --release {ns.release}"
-            + (f" --namespace {ns.namespace}" if ns.namespace != "default" else "")
-        )
+        argv = ["tpu-launcher", "install", *(w for v in ns.values for w in ("--values", v))]
+        argv += ["--release", ns.release]
+        argv += ["--namespace", ns.namespace] if ns.namespace != "default" else []
+        argv += [w for v in ns.set for w in ("--set", v)]
+        print(f"next: {shlex.join(argv)}")  # quoted: it is pasted into a shell
     return code
 
 
@@ -319,7 +323,9 @@ def gke_queue(ns: argparse.Namespace) -> int:
 
     _chart_option(ns)
     target = GkeTarget.from_args(ns)
-    docs, bucket = render(Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm)
+    docs, bucket = render(
+        Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set
+    )
     need = needs(docs, ns.namespace, ns.release, bucket)
     named = {d["metadata"].get("labels", {}).get(QUEUE_LABEL) for d in docs} - {None}
     queue = ns.queue or next(iter(named), None)
@@ -388,6 +394,5 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     _release_options(p)
     add_target_options(p, pools=False)
-    p.add_argument("--set", action="append", default=[], help="more chart values, as for helm")
     p.add_argument("--dry-run", action="store_true", help="print the command only")
     p.set_defaults(func=install)

@@ -382,6 +382,17 @@ def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_pa
     assert "PROJECT_NUMBER" not in script
 
 
+def test_set_is_taken_by_the_plan_as_by_install(capsys):
+    """`--set` on gke plan (and up, image, down) renders the release install will make: here a
+    v5p-16 in place of the values file's v6e-16."""
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--set", "ray.worker.tpu.type=v5p-16")
+    pools = [c for c in _commands(script) if c[1:4] == ["container", "node-pools", "create"]]
+    assert [(_flag(c, "machine-type"), _flag(c, "tpu-topology")) for c in pools][-1] == (
+        "ct5p-hightpu-4t",
+        "2x2x2",
+    )
+
+
 def test_unset_places_are_named(capsys, monkeypatch, tmp_path):
     for name in TARGET_ENV:  # nothing from the tutorial's variables ...
         monkeypatch.delenv(name, raising=False)
