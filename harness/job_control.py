@@ -70,7 +70,10 @@ def seconds_to_first_step_after_restore(
         if restore and steps_logged(after[restore.end() :]):
             return time.monotonic() - since
         time.sleep(0.5)
-    raise AssertionError(f"no step after a restore within {timeout}s of the kill")
+    raise AssertionError(
+        f"no step after a restore within {timeout}s of the kill; the log since it, last lines:\n"
+        + client.logs(job_id)[offset:][-6000:]
+    )
 
 
 def submit_no_wait(cluster, job_id: str, *job_args: str) -> None:
