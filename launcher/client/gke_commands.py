@@ -31,6 +31,7 @@ from launcher.client.gke_plan import (
     DOCKERFILE,
     Plan,
     chart_push_steps,
+    describe_image,
     down_plan,
     execute,
     format_plan,
@@ -311,8 +312,7 @@ def _digest_set(image: str, target: GkeTarget, dry_run: bool) -> list[str]:
             f"note: {image} is not on Artifact Registry: pulled by its tag (set ray.image.digest)"
         )
         return []
-    argv = ["gcloud", "artifacts", "docker", "images", "describe", image]
-    argv += [f"--project={target.project}", "--format=value(image_summary.digest)"]
+    argv = [*describe_image(image, target), "--format=value(image_summary.digest)"]
     found = run(f"read the digest of {image}", argv, dry_run=dry_run, capture=True).stdout
     return [DIGEST + (found.strip() or "<the digest gcloud prints>")]
 

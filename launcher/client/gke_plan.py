@@ -348,7 +348,8 @@ def image_steps(
     return steps
 
 
-def _describe_image(image: str, target: GkeTarget) -> list[str]:
+def describe_image(image: str, target: GkeTarget) -> list[str]:
+    """`gcloud artifacts docker images describe IMAGE`: fails when the registry lacks it."""
     project = f"--project={target.project}"
     return _gcloud("artifacts", "docker", "images", "describe", image, project)
 
@@ -392,7 +393,7 @@ def image_present_step(image: str, target: GkeTarget) -> Step:
     return Step(
         f"launcher image {image} is in the registry (pushed by `tpu-launcher image` from a "
         "clone of this version; nothing here builds it)",
-        _describe_image(image, target),
+        describe_image(image, target),
     )
 
 
@@ -409,7 +410,7 @@ def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
             f"--config={source / CLOUDBUILD}",
             f"--substitutions=_IMAGE={image}",
         ),
-        done_if=Check(_describe_image(image, target)),
+        done_if=Check(describe_image(image, target)),
     )
 
 
