@@ -50,3 +50,48 @@ def test_the_package_name_is_its_content(tmp_path):
 def test_job_details_read_from_the_dashboards_json():
     job = JobInfo.from_json({"submission_id": "s", "status": "FAILED", "message": "boom"})
     assert (job.submission_id, job.status, job.message, job.metadata) == ("s", "FAILED", "boom", {})
+
+
+NASTY = ["run_name=a;b", "x=$(touch pwned)", "y=`id`", "z='q\"t'", "w=two words", "n=l1\nl2"]
+
+
+def test_every_word_of_the_entrypoint_arrives_as_one_argument(tmp_path):
+    """What submit POSTs (to a stand-in dashboard on 127.0.0.1) is run as Ray's job supervisor
+    runs an entrypoint, through a shell (`bash -c`): each word arrives whole, `;`, `$(...)`,
+    backticks, quotes, spaces and newlines included, and nothing is executed."""
+    import json
+    import subprocess
+    import sys
+    import threading
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from launcher.client.ray_jobs_api import RayJobs
+
+    posted: list[dict] = []
+
+    class Dashboard(BaseHTTPRequestHandler):
+        def do_POST(self):
+            posted.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+            body = json.dumps({"submission_id": posted[-1]["submission_id"]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = HTTPServer(("127.0.0.1", 0), Dashboard)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        printer = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
+        jobs = RayJobs(f"http://127.0.0.1:{server.server_address[1]}")
+        assert jobs.submit([*printer, *NASTY], "j1", {"run_name": "r"}) == "j1"
+    finally:
+        server.shutdown()
+    ran = subprocess.run(
+        ["bash", "-c", posted[0]["entrypoint"]], capture_output=True, text=True, cwd=tmp_path
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout) == NASTY
+    assert not (tmp_path / "pwned").exists()  # $(...) was a word, not a command
