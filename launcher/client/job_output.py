@@ -23,6 +23,7 @@ _SHOWN = {
     EventKind.EVAL,
     EventKind.RESTART,
     EventKind.PREEMPTED,
+    EventKind.HANG,
     EventKind.ELASTIC,
     EventKind.LAUNCHER,
 }

@@ -22,6 +22,7 @@ class EventKind(StrEnum):
     EVAL = "eval"  # held-out loss, when MaxText computed it (eval_interval)
     RESTART = "restart"  # the worker group started again (a failure, a resize)
     PREEMPTED = "preempted"  # the restart followed a preemption notice; where it resumed
+    HANG = "hang"  # the watchdog saw no progress: what each host did last; the restart follows
     ELASTIC = "elastic"  # the slices a start got, and the global batch on them
     SUMMARY = "summary"  # the first line of a job's closing summary; the lines after it belong
     RESULT = "result"  # the machine-readable summary: the log file only
@@ -56,6 +57,7 @@ _PATTERNS: dict[EventKind, re.Pattern[str]] = {
     ),
     EventKind.RESTART: re.compile(r"^\[restart\] .*\(start (?P<start>\d+)\)"),
     EventKind.PREEMPTED: re.compile(r"^\[preempted\] .*resumed at step (?P<step>\d+)"),
+    EventKind.HANG: re.compile(r"^\[hang\] (?P<what>.*)$"),
     EventKind.ELASTIC: re.compile(r"^\[elastic\] (?P<slices>\d+) of (?P<of>\d+) slices"),
     EventKind.SUMMARY: re.compile(
         "^(?P<title>" + "|".join(map(re.escape, SUMMARY_TITLES.values())) + ")$"
@@ -141,6 +143,10 @@ def format_restart(start: int, hosts: int, slices: int) -> str:
 def format_preempted(resumed_at: int, notice_seconds: float | None) -> str:
     notice = f"{notice_seconds:.0f} s notice" if notice_seconds is not None else "no deadline"
     return f"[preempted] a host was taken back ({notice}); resumed at step {resumed_at}"
+
+
+def format_hang(what: str) -> str:
+    return f"[hang] {what}"
 
 
 def format_elastic(

@@ -108,8 +108,8 @@ WALL = JobMetric("tpu_launcher_wall_seconds", "gauge", "The job's wall time so f
 RESTARTS = JobMetric(
     "tpu_launcher_restarts_total",
     "counter",
-    "Restarts of the worker group by cause: preempted (charged to --max_preemptions) or failed "
-    "(--max_failures).",
+    "Restarts of the worker group by cause: preempted (charged to --max_preemptions), hung (the "
+    "hang watchdog ended the attempt: --max_hangs) or failed (--max_failures).",
     labels=("cause",),
 )
 

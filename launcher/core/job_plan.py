@@ -38,6 +38,10 @@ MIN_SLICES_ENV = "LAUNCHER_MIN_SLICES"
 # same arguments, loads the compiled step instead of compiling it again. MaxText's own default
 # (base.yml) is a directory in the pod, which a restarted pod no longer has.
 MAXTEXT_DEFAULT_CACHE_DIR = "~/jax_cache"
+# The hang watchdog's least bound: longer than a synchronous save or an eval of a large model
+# on a slice, shorter than the time a person notices a stalled job. PyTorch's NCCL watchdog
+# waits 10 minutes by default; XLA's collectives on TPU wait forever.
+DEFAULT_HANG_TIMEOUT_S = 900.0
 
 
 def _env_int(name: str) -> int | None:
@@ -119,6 +123,28 @@ def define_flags(fv: flags.FlagValues) -> None:
         "On the notice every host saves the step they reach next, and the restart resumes there.",
         flag_values=fv,
     )
+    flags.DEFINE_float(
+        "hang_timeout_s",
+        DEFAULT_HANG_TIMEOUT_S,
+        "The hang watchdog: a host that finishes no step, eval or save for this long (or "
+        "--hang_step_factor times the median step time, if longer) writes every host's stacks "
+        "to the log and the run's hangs/ directory, and the job restarts from its last "
+        "checkpoint. Armed at each start's first step: compiles and restores never count. "
+        "0: off.",
+        flag_values=fv,
+    )
+    flags.DEFINE_float(
+        "hang_step_factor",
+        10.0,
+        "The hang bound in median step times, when longer than --hang_timeout_s.",
+        flag_values=fv,
+    )
+    flags.DEFINE_integer(
+        "max_hangs",
+        3,
+        "Restarts after a hang (-1: no limit); failures and preemptions do not count.",
+        flag_values=fv,
+    )
     flags.DEFINE_integer(
         "steps_beyond_checkpoint",
         None,
@@ -194,6 +220,9 @@ class JobOptions:
     cpu_devices_per_host: int | None = None
     max_failures: int = 3
     max_preemptions: int = -1
+    hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
+    hang_step_factor: float = 10.0
+    max_hangs: int = 3
     steps_beyond_checkpoint: int | None = None
     libtpu_init_args: str = ""
     metrics: bool = True

@@ -6,6 +6,7 @@ max_preemption_failures."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,17 +56,30 @@ class Restart:
     """Why the worker group started again, and what it cost in steps."""
 
     start: int  # the start it led to: 2 for the first restart
-    cause: str  # PREEMPTED or FAILED
+    cause: str  # PREEMPTED, HUNG or FAILED
     notice_seconds: float | None  # from the notice to its deadline (None: none reached the job)
     saved_step: int | None  # the step saved on the notice (None: no save in time)
     resumed_at: int | None  # the first step the next start computed
     recomputed: int  # steps computed before the restart and again after it
+    # HUNG: what the hosts' watchdogs recorded ({"rank", "step", "gap", "frozen"}), first first.
+    hang: dict[str, Any] | None = None
 
     def describe(self) -> str:
         resumed = f"resumed at step {self.resumed_at}" if self.resumed_at is not None else "no step"
         again = f"{self.recomputed} step{'' if self.recomputed == 1 else 's'} computed again"
         if self.cause == FAILED:
             return f"start {self.start}: a failure; {resumed} from the last checkpoint, {again}"
+        if self.cause == HUNG and self.hang is not None:
+            frozen = self.hang.get("frozen") or []
+            who = (
+                f"host{'s' if len(frozen) > 1 else ''} {', '.join(map(str, frozen))} frozen"
+                if frozen
+                else "every host alive and waiting"
+            )
+            return (
+                f"start {self.start}: a hang (no step for {self.hang['gap']:.0f}s after step "
+                f"{self.hang['step']}; {who}); {resumed} from the last checkpoint, {again}"
+            )
         if self.saved_step is not None:
             return (
                 f"start {self.start}: preempted, {self.notice_seconds:.0f} s notice; step "
@@ -83,16 +97,19 @@ class Restart:
         )
 
 
-PREEMPTED, FAILED = "preempted", "failed"
+PREEMPTED, HUNG, FAILED = "preempted", "hung", "failed"
 
 
 def restarts(
-    attempts: list[Attempt], notices: list[dict[str, Any]], preempted_hosts: int
+    attempts: list[Attempt],
+    notices: list[dict[str, Any]],
+    preempted_hosts: int,
+    hang_records: Sequence[dict[str, Any]] = (),
 ) -> list[Restart]:
     """Each restart between consecutive starts (launcher.core.goodput.Attempt, with steps),
-    from the preemption notices the hosts recorded ({"at", "deadline"}) and how many hosts
+    from the preemption notices the hosts recorded ({"at", "deadline"}), how many hosts
     Ray saw die drained for preemption during the job (a notice too short to reach a worker
-    leaves only that)."""
+    leaves only that), and the hang watchdogs' records ({"at", "rank", "step", ...})."""
     found = []
     ordered = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
     for n, (attempt, nxt) in enumerate(itertools.pairwise(ordered), start=2):
@@ -107,17 +124,24 @@ def restarts(
             saved if saved is not None else -1,
         )
         resumed = nxt.steps[0].step
-        preempted = notice is not None or preempted_hosts > 0
+        hung = sorted(
+            (h for h in hang_records if attempt.started_at <= h["at"] < nxt.started_at),
+            key=lambda h: h["at"],
+        )
+        # A notice in this restart's window names it; a host Ray saw drained for preemption
+        # somewhere in the job names only a restart nothing else explains.
+        preempted = notice is not None or (preempted_hosts > 0 and not hung)
         found.append(
             Restart(
                 start=n,
-                cause=PREEMPTED if preempted else FAILED,
+                cause=PREEMPTED if preempted else HUNG if hung else FAILED,
                 notice_seconds=max(0.0, notice["deadline"] - notice["at"])
                 if notice and notice.get("deadline")
                 else None,
                 saved_step=saved,
                 resumed_at=resumed,
                 recomputed=max(0, done - resumed + 1),
+                hang=hung[0] if hung and not preempted else None,
             )
         )
     return found

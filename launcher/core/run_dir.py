@@ -9,6 +9,7 @@ and what resume, `generate`, `export`, the bucket check and the summary read bac
         tpu-launcher-run.json      the MaxText config and arguments the run trained with
         hf/<step>/                 `export`: the checkpoint as a Hugging Face model
         tensorboard/launcher.png   the loss and throughput plot, beside MaxText's TensorBoard logs
+        hangs/                     the hosts' stacks when the hang watchdog ended an attempt
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from launcher.core.checkpoints import committed_steps
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
+from launcher.core.hangs import HangBound
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
     JobOptions,
@@ -35,13 +36,19 @@ from launcher.core.job_plan import (
     define_flags,
     plan_job,
 )
-from launcher.core.preemption import PREEMPTED, restarts
+from launcher.core.preemption import FAILED, HUNG, PREEMPTED, restarts
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
+# The summary's restarts line: each cause, as it is named, and the flag that budgets it.
+RESTART_CAUSES = (
+    (PREEMPTED, "preemption", "--max_preemptions"),
+    (FAILED, "failure", "--max_failures"),
+    (HUNG, "hang", "--max_hangs"),
+)
 # When this driver started: the goodput breakdown's wall time runs from here.
 STARTED_AT = time.time()
 
@@ -83,11 +90,13 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
             )
         )
     if outcome["restarts"]:
-        preempted = [r for r in outcome["restarts"] if r.cause == PREEMPTED]
-        failed = len(outcome["restarts"]) - len(preempted)
+        causes = [r.cause for r in outcome["restarts"]]
         print(
-            f"restarts:     {len(preempted)} preemption{'' if len(preempted) == 1 else 's'} "
-            f"(--max_preemptions), {failed} failure{'' if failed == 1 else 's'} (--max_failures)"
+            "restarts:     "
+            + ", ".join(
+                f"{causes.count(cause)} {noun}{'' if causes.count(cause) == 1 else 's'} ({flag})"
+                for cause, noun, flag in RESTART_CAUSES
+            )
         )
         for restart in outcome["restarts"]:
             print(f"  {restart.describe()}")
@@ -204,13 +213,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             )
         )
         return 0
-    return _fit(
-        plan,
-        options.max_failures,
-        options.max_preemptions,
-        options.metrics,
-        options.record_examples,
-    )
+    return _fit(plan, options)
 
 
 def slice_trainer(
@@ -249,13 +252,8 @@ def slice_trainer(
     )
 
 
-def _fit(
-    plan: JobPlan,
-    max_failures: int,
-    max_preemptions: int,
-    metrics: bool = True,
-    record_examples: bool = False,
-) -> int:
+def _fit(plan: JobPlan, options: JobOptions) -> int:
+    from launcher.runtime.hang_policy import with_hang_budget
     from launcher.runtime.metrics import JobMetrics, JobReporter, job_labels
     from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
 
@@ -265,7 +263,8 @@ def _fit(
     write_run_record(plan.run_dir.path, args)  # what `generate` rebuilds the model from
     gen = slices.shape.generation if isinstance(slices, TpuSlices) else None
     peak_tflops = gen.per_device(gen.peak_bf16_tflops) if gen else None
-    labels = job_labels(plan.run_name, slices.name) if metrics else None
+    labels = job_labels(plan.run_name, slices.name) if options.metrics else None
+    max_failures, max_preemptions = options.max_failures, options.max_preemptions
     trainer = slice_trainer(
         plan,
         train_loop_per_worker,
@@ -280,7 +279,9 @@ def _fit(
             # are per device, and a tpu7x device is half a chip.
             peak_tflops=peak_tflops,
             metric_labels=labels,
-            record_examples_in=str(plan.run_dir.path) if record_examples else None,
+            record_examples_in=str(plan.run_dir.path) if options.record_examples else None,
+            hang_bound=HangBound(options.hang_timeout_s, options.hang_step_factor),
+            run_dir=str(plan.run_dir.path),
         ),
         name=plan.run_name,
         max_failures=max_failures,
@@ -296,7 +297,8 @@ def _fit(
     )
     start = time.monotonic()
     try:
-        result = trainer.fit()
+        with with_hang_budget(options.max_hangs, summary_key):
+            result = trainer.fit()
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
         outcome = _outcome(plan, summary_key)
         if reporter is not None:
@@ -308,7 +310,8 @@ def _fit(
         print(
             f"\nlauncher: training failed ({max_failures} restarts allowed after failures "
             f"(--max_failures), {_budget(max_preemptions)} after preemptions "
-            f"(--max_preemptions)): {type(e).__name__}: {e}",
+            f"(--max_preemptions), {_budget(options.max_hangs)} after hangs (--max_hangs)): "
+            f"{type(e).__name__}: {e}",
             file=sys.stderr,
             flush=True,
         )
@@ -335,7 +338,7 @@ def _outcome(plan: JobPlan, summary_key: str, plot: bool = True) -> dict[str, An
     """Goodput from every start's events, the loss curve as a sparkline, and (with `plot`) the
     plot (PNG, next to the TensorBoard logs) when there were steps."""
     from launcher.runtime.plots import loss_sparkline, write_plot
-    from launcher.runtime.worker import read_attempts, read_notices
+    from launcher.runtime.worker import read_attempts, read_hangs, read_notices
 
     attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
     outcome: dict[str, Any] = {
@@ -348,21 +351,28 @@ def _outcome(plan: JobPlan, summary_key: str, plot: bool = True) -> dict[str, An
             "saved_seconds": sum(a.compile_seconds_saved for a in attempts),
         },
     }
-    # Each start as it ran: on how many slices, which steps, the global batch in tokens MaxText
-    # reported, and the MEGASCALE_* its MaxText saw.
+    # Each start as it ran: on how many slices, which steps and how long to the first, the
+    # global batch in tokens MaxText reported, and the MEGASCALE_* its MaxText saw.
     outcome["starts"] = [
         {
             "slices": a.slices,
             "workers": a.workers,
             "first_step": a.steps[0].step if a.steps else None,
             "last_step": a.steps[-1].step if a.steps else None,
+            # From the worker group's start to its first step: restore, data, compile.
+            "seconds_to_first_step": round(a.steps[0].logged_at - a.started_at, 1)
+            if a.steps
+            else None,
             "batch_tokens": sorted({p.total_weights for p in a.steps}),
             "megascale": a.megascale,
         }
         for a in attempts
     ]
     outcome["restarts"] = restarts(
-        attempts, read_notices(summary_key), len(preempted_hosts() - PREEMPTED_BEFORE)
+        attempts,
+        read_notices(summary_key),
+        len(preempted_hosts() - PREEMPTED_BEFORE),
+        read_hangs(summary_key),
     )
     # The last computation of each step (a restart computes some again), and of each eval.
     points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)

@@ -102,6 +102,9 @@ class ProgressTracker(logging.Handler):
     failed_stop: str | None = None  # MaxText stopped early for this reason (not an end)
     last_saved: int | None = None  # the step of the last save MaxText logged
     on_first_step: Callable[[int], None] | None = None  # called once, with the step
+    # When (wall clock) this host last finished a step, an eval or a save: the hang watchdog's
+    # clock. None until the start's first step (compiles and restores come before it).
+    progress_at: float | None = None
     metrics: StepMetrics | None = None  # rank 0's Ray metrics (None: off, or another rank)
     _published_at: float = 0.0
 
@@ -130,6 +133,7 @@ class ProgressTracker(logging.Handler):
         if self.steps and rec.step <= self.steps[-1].step:
             return
         self.steps.append(rec)
+        self.progress_at = time.time()
         if self.on_first_step is not None:
             self.on_first_step(rec.step)
             self.on_first_step = None
@@ -169,6 +173,7 @@ class ProgressTracker(logging.Handler):
         if self.evals and self.evals[-1][0] == step:
             return  # the same eval logged twice
         self.evals.append((step, loss))
+        self._progressed()
         if self.attempt is not None:
             self.attempt.evals.append((step, loss))
         if self.metrics is not None:
@@ -178,12 +183,18 @@ class ProgressTracker(logging.Handler):
 
     def _checkpoint(self, step: int) -> None:
         self.last_saved = step
+        self._progressed()
         if self.attempt is not None:
             self.attempt.checkpoints.append((step, time.time()))
         if self.metrics is not None:
             self.metrics.checkpoint(step)
         self.say(format_checkpoint(step))
         self.flush_events()
+
+    def _progressed(self) -> None:
+        """An eval or a save finished: the watchdog's clock starts again (after a first step)."""
+        if self.progress_at is not None:
+            self.progress_at = time.time()
 
     def say(self, line: str) -> None:
         if self.echo:

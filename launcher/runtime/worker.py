@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import threading
@@ -12,16 +11,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from absl import flags as absl_flags
-from ray.experimental import internal_kv
 
 from launcher.core.deferred_imports import defer_unused_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
+from launcher.core.hangs import HANG_RECORDS, HangBound
 from launcher.core.job_events import format_elastic, format_preempted, format_restart
+from launcher.runtime import job_kv
 from launcher.runtime.periodic import every
 from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
-
-KV_NAMESPACE = "tpu-launcher"
 
 
 class MaxTextStopped(RuntimeError):
@@ -72,6 +70,9 @@ class WorkerConfig:
     metric_labels: dict[str, str] | None = None
     # --record_examples: the run's directory, under which each host records its batches.
     record_examples_in: str | None = None
+    # The hang watchdog's bound (None: no watchdog) and where it writes the hosts' stacks.
+    hang_bound: HangBound | None = None
+    run_dir: str | None = None
 
 
 def slices_of_this_start(world_size: int, hosts_per_slice: int) -> int:
@@ -126,9 +127,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         )
         started = time.time_ns()
         key = f"{config.summary_key}/attempts/{started}"
-        earlier = len(
-            internal_kv._internal_kv_list(f"{config.summary_key}/attempts/", namespace=KV_NAMESPACE)
-        )
+        earlier = len(job_kv.keys(f"{config.summary_key}/attempts/"))
         if earlier:
             tracker.say(format_restart(earlier + 1, context.get_world_size(), slices))
             tracker.on_first_step = _preemption_line(config.summary_key, tracker)
@@ -147,6 +146,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         beacon = _keep_last_step(f"{config.summary_key}/last_step/{started}", tracker)
     absl_logger = logging.getLogger("absl")
     absl_logger.addHandler(tracker)
+    watchdog = _watch_for_hangs(config, tracker, rank)
     relay = NoticeRelay(
         _train_context(),
         ray.get_runtime_context().get_node_id(),
@@ -167,7 +167,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         if recorder is not None:
             recorder.close()
         relay.stop()
-        for stop in (beacon, fresh):
+        for stop in (beacon, fresh, watchdog):
             if stop is not None:
                 stop.set()
         absl_logger.removeHandler(tracker)
@@ -189,6 +189,25 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         after_preemption_stop(relay, saved)
     if rank == 0:
         publish_summary(config.summary_key, tracker.summary())
+
+
+def _watch_for_hangs(config: WorkerConfig, tracker, rank: int) -> threading.Event | None:
+    """Every host's hang watchdog (launcher.runtime.hang_watchdog); returns its stop."""
+    if config.hang_bound is None or not config.hang_bound.on:
+        return None
+    import ray
+
+    from launcher.runtime.hang_watchdog import HangWatchdog
+
+    return HangWatchdog(
+        config.hang_bound,
+        tracker,
+        config.summary_key,
+        rank,
+        ray.get_runtime_context().get_node_id(),
+        ray.util.get_node_ip_address(),
+        Path(config.run_dir) if config.run_dir else None,
+    ).start()
 
 
 def _record_examples(run_dir: Path, rank: int):
@@ -234,11 +253,12 @@ def _on_notice(summary_key: str, rank: int, notice: Notice, tracker) -> None:
 
 def read_notices(key: str) -> list[dict]:
     """Every preemption notice a host of the job saw, oldest first."""
-    found = []
-    for name in sorted(internal_kv._internal_kv_list(f"{key}/notices/", namespace=KV_NAMESPACE)):
-        if raw := internal_kv._internal_kv_get(name, namespace=KV_NAMESPACE):
-            found.append(json.loads(raw))
-    return sorted(found, key=lambda n: n["at"])
+    return sorted(job_kv.records(f"{key}/notices/").values(), key=lambda n: n["at"])
+
+
+def read_hangs(key: str) -> list[dict]:
+    """Every hang a host's watchdog recorded, oldest first (launcher.runtime.hang_watchdog)."""
+    return sorted(job_kv.records(f"{key}/{HANG_RECORDS}/").values(), key=lambda h: h["at"])
 
 
 # JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile (which
@@ -273,8 +293,7 @@ def _drop_orbax_info(record: logging.LogRecord) -> bool:
     return record.levelno >= logging.WARNING or "/orbax/" not in record.pathname
 
 
-def _put(key: str, value: dict) -> None:
-    internal_kv._internal_kv_put(key, json.dumps(value), overwrite=True, namespace=KV_NAMESPACE)
+_put = job_kv.put
 
 
 def publish_summary(key: str, summary: dict) -> None:
@@ -283,25 +302,19 @@ def publish_summary(key: str, summary: dict) -> None:
 
 
 def read_summary(key: str) -> dict:
-    raw = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
-    return json.loads(raw) if raw else {}
+    return job_kv.get(key) or {}
 
 
 def read_attempts(key: str) -> list[Attempt]:
     """Every start's events (the first and each restart), in Ray's KV store on the head: a
     killed host's events survive it, up to its last publish, and its last step."""
-    prefix = f"{key}/attempts/"
     found = []
-    for name in internal_kv._internal_kv_list(prefix, namespace=KV_NAMESPACE):
-        raw = internal_kv._internal_kv_get(name, namespace=KV_NAMESPACE)
-        if raw:
-            attempt = Attempt.from_json(json.loads(raw))
-            started = name.decode().rsplit("/", 1)[-1]  # the attempt's key: Ray lists bytes
-            last_key = f"{key}/last_step/{started}"
-            last = internal_kv._internal_kv_get(last_key, namespace=KV_NAMESPACE)
-            if last:
-                attempt.last_step = json.loads(last)["step"]
-            found.append(attempt)
+    for name, record in job_kv.records(f"{key}/attempts/").items():
+        attempt = Attempt.from_json(record)
+        started = name.rsplit("/", 1)[-1]  # the attempt's key
+        if last := job_kv.get(f"{key}/last_step/{started}"):
+            attempt.last_step = last["step"]
+        found.append(attempt)
     return found
 
 

@@ -138,6 +138,7 @@ EVERY_EVENT = {
     EventKind.EVAL: job_events.format_eval(5, 3.646, 38.33),
     EventKind.RESTART: job_events.format_restart(2, 4, 2),
     EventKind.PREEMPTED: job_events.format_preempted(28, 15.0),
+    EventKind.HANG: job_events.format_hang("host 1: step 11, 33s ago; frozen"),
     EventKind.ELASTIC: job_events.format_elastic(1, 2, 16, {"ici_fsdp_parallelism": 4}),
     EventKind.LAUNCHER: "launcher: v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips)",
     EventKind.FAILURE_POLICY: "[FailurePolicy] RETRY",
