@@ -32,3 +32,15 @@ def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
             help="show every line of the job live (default: the plan, progress, checkpoints, "
             "restarts and the summary; the whole log goes to a file) [env VERBOSE=1]",
         )
+
+
+def add_bucket_option(p: argparse.ArgumentParser) -> None:
+    from launcher.core.job_history import JOBS_SUBDIR
+
+    p.add_argument(
+        "--bucket",
+        metavar="ROOT",
+        help="read the job's history from the bucket, not the Ray cluster (which may be gone): "
+        "the root the job wrote runs under, a directory (the local cluster's bucket, a gcsfuse "
+        f"mount) or gs://BUCKET[/prefix]; each job keeps <run>/{JOBS_SUBDIR}/<id>/",
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from launcher.client.cluster_options import add_where_options, verbose_default
+from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
@@ -105,6 +105,7 @@ def run_on_job(ns: argparse.Namespace) -> int:
         raw=getattr(ns, "raw", False),
         wait=getattr(ns, "wait", False),
         as_json=getattr(ns, "json", False),
+        bucket=getattr(ns, "bucket", None),
     )
 
 
@@ -229,6 +230,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         q = sub.add_parser(name, help=f"{what} a job (default: the last one submitted from here)")
         q.add_argument("job", nargs="?", help="submission id")
         add_where_options(q, verbose=False)
+        if name != "stop":
+            add_bucket_option(q)
         if name == "logs":
             q.add_argument("--follow", action="store_true", help="go on printing as it runs")
             q.add_argument(

@@ -15,10 +15,11 @@ import contextlib
 import dataclasses
 import json
 import re
+import sys
 import time
 from dataclasses import dataclass
 
-from launcher.client.cluster_options import add_where_options
+from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
 from launcher.core.job_events import EventKind, events
 
@@ -109,6 +110,13 @@ def list_jobs(address: str, limit: int) -> list[JobRow]:
 
 
 def run_list(ns: argparse.Namespace) -> int:
+    if ns.bucket:
+        from launcher.client.job_history import list_rows, source_line
+
+        rows = list_rows(ns.bucket, ns.limit)
+        print(source_line(ns.bucket), file=sys.stderr)
+        _print(rows, ns.json, f"no job recorded under {ns.bucket} yet")
+        return 0
     with contextlib.ExitStack() as stack:
         if ns.release:
             from launcher.client.helm_release import forwarded
@@ -118,19 +126,22 @@ def run_list(ns: argparse.Namespace) -> int:
             address = resolve_address(ns.address)
         check_reachable(address, ns.release, ns.namespace)
         rows = list_jobs(address, ns.limit)
-    if ns.json:
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
-    elif not rows:
-        print(f"no jobs on the Ray cluster at {address} yet")
-    else:
-        print(format_rows(rows))
+    _print(rows, ns.json, f"no jobs on the Ray cluster at {address} yet")
     return 0
+
+
+def _print(rows: list[JobRow], as_json: bool, none: str) -> None:
+    if as_json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    else:
+        print(format_rows(rows) if rows else none)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="the cluster's jobs: id, state, run, step, start, duration")
     add_where_options(p, verbose=False)
     p.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
+    add_bucket_option(p)
     p.add_argument(
         "--json",
         action="store_true",

@@ -258,12 +258,26 @@ def act_on_job(
     raw: bool = False,
     wait: bool = False,
     as_json: bool = False,
+    bucket: str | None = None,
 ) -> int:
     """`logs`, `status` or `stop` of a job (default: the last one submitted from here), on
-    `address`, or on a chart release's head (port-forwarded, its token sent). `status --wait`
-    returns when the job has ended, with ENDED's code for how."""
+    `address`, or on a chart release's head (port-forwarded, its token sent), or from its
+    history under `bucket`. `status --wait` returns when the job has ended, with ENDED's code
+    for how."""
     last_id, last_address = _last_job()
     job_id = job or last_id
+    if bucket is not None:
+        from launcher.client.job_history import act_on_recorded
+
+        if not job_id:
+            raise UsageError("job", "no job id given", "pass the submission id")
+        if follow or wait or command == "stop":
+            raise UsageError(
+                "--bucket",
+                "a job's history in the bucket is read, not followed, waited on or stopped",
+                "ask the Ray cluster that runs it: drop --bucket",
+            )
+        return act_on_recorded(command, job_id, bucket, raw, as_json)
     if release and not job:  # a RayJob release: its own job, or what it waits for
         from launcher.client.helm_release import rayjob_state, release_rayjob
 
@@ -324,7 +338,8 @@ def _act_on_job(
         raise UsageError(
             "job",
             f"no job {job_id!r} on the Ray cluster at {address}",
-            f"list the jobs with `tpu-launcher list --address {address}`",
+            f"list the jobs with `tpu-launcher list --address {address}`; a job whose cluster "
+            "is gone is read from its history: --bucket <the bucket's root>",
         ) from None
     if command == "logs":
         return _show_logs(address, job_id, follow, raw)
@@ -370,12 +385,23 @@ def _stop(jobs: RayJobs, job_id: str, timeout_s: float = 120.0) -> int:
 def _show_logs(address: str, job_id: str, follow: bool, raw: bool) -> int:
     """The job's log as submit shows it (plan, progress, checkpoints, restarts, the summary),
     or every line with `raw`; the whole log is written to the job's log file either way."""
+    if not follow:
+        return show_log_text(job_id, RayJobs(address).logs(job_id), raw)
     output = JobOutput(log_path(job_id), verbose=raw)
     try:
-        if follow:
-            _follow(address, job_id, output)
-        else:
-            output.feed(RayJobs(address).logs(job_id))
+        _follow(address, job_id, output)
+    finally:
+        output.close()
+    if not raw:
+        print(f"full log: {log_path(job_id)}")
+    return 0
+
+
+def show_log_text(job_id: str, text: str, raw: bool) -> int:
+    """A whole log of a job as `logs` shows it; the log itself to the job's log file."""
+    output = JobOutput(log_path(job_id), verbose=raw)
+    try:
+        output.feed(text)
     finally:
         output.close()
     if not raw:

@@ -10,6 +10,7 @@ and what resume, `generate`, `export`, the bucket check and the summary read bac
         hf/<step>/                 `export`: the checkpoint as a Hugging Face model
         tensorboard/launcher.png   the loss and throughput plot, beside MaxText's TensorBoard logs
         hangs/                     the hosts' stacks when the hang watchdog ended an attempt
+        jobs/<id>/                 each job's history: Ray's log of it and its record (job.json)
 """
 
 from __future__ import annotations

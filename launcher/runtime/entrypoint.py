@@ -53,7 +53,8 @@ RESTART_CAUSES = (
 STARTED_AT = time.time()
 
 
-def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> None:
+def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
+    """Prints the summary and its machine-readable record; returns the record."""
     run_dir = plan.run_dir
     steps = committed_steps(run_dir.path)
     first = metrics.get("first_step")
@@ -108,22 +109,19 @@ def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) 
         f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
         "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest checkpoint"
     )
-    print(
-        format_result(
-            {
-                "run_dir": str(run_dir.path),
-                "checkpoints": steps,
-                **metrics,
-                "goodput": outcome["goodput"],
-                "compile_cache": outcome["compile_cache"],
-                "starts": outcome["starts"],
-                "restarts": [asdict(r) for r in outcome["restarts"]],
-                "evals": outcome.get("evals", []),
-                "plot": outcome.get("plot"),
-            }
-        ),
-        flush=True,
-    )
+    record = {
+        "run_dir": str(run_dir.path),
+        "checkpoints": steps,
+        **metrics,
+        "goodput": outcome["goodput"],
+        "compile_cache": outcome["compile_cache"],
+        "starts": outcome["starts"],
+        "restarts": [asdict(r) for r in outcome["restarts"]],
+        "evals": outcome.get("evals", []),
+        "plot": outcome.get("plot"),
+    }
+    print(format_result(record), flush=True)
+    return record
 
 
 def ray_nodes(options: JobOptions) -> list[dict] | None:
@@ -295,6 +293,7 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
         if labels is not None
         else None
     )
+    history = _history(plan, summary_key)
     start = time.monotonic()
     try:
         with with_hang_budget(options.max_hangs, summary_key):
@@ -321,13 +320,34 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
             file=sys.stderr,
             flush=True,
         )
+        if history is not None:
+            history.finish("FAILED", None)
         return 1
     del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
     outcome = _outcome(plan, summary_key)
     if reporter is not None:  # the job's last figures are the summary's
         reporter.stop(outcome)
-    _print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
+    record = _print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
+    if history is not None:
+        history.finish("SUCCEEDED", record)
     return 0
+
+
+def _history(plan: JobPlan, summary_key: str):
+    """The job's history in its run's directory (launcher.core.job_history), written as it
+    runs; None for a driver Ray's job API did not start."""
+    from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
+
+    if (found := driver_log()) is None:
+        return None
+    submission_id, log = found
+    return JobHistoryWriter(
+        plan.run_dir.path,
+        submission_id,
+        log,
+        {"run": plan.run_name, "total_steps": int(plan.args.get("steps"))},
+        lambda: _outcome(plan, summary_key, plot=False)["goodput"],
+    ).start()
 
 
 def _budget(limit: int) -> str:

@@ -2,7 +2,8 @@
 
 It has one simulated slice (a job takes every slice the cluster has); the Ironwood test restarts
 it as a tpu7x-16 and the elastic test with two slices, so they run after the other end-to-end
-tests, in that order."""
+tests, in that order; the history test between them reads a job of the cluster the first one
+stopped."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from harness.paths import REPO
 from launcher.client import local_prometheus
 from launcher.core.datasets import MANIFEST, Manifest
 
-# The modules that restart the cluster with another shape, in the order they run, last.
-LAST = ("test_ironwood_slice.py", "test_elastic_slices.py")
+# The modules that restart the cluster with another shape (and the one that reads a stopped
+# cluster's job), in the order they run, last.
+LAST = ("test_ironwood_slice.py", "test_job_history.py", "test_elastic_slices.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,0 +1,173 @@
+"""`list`, `logs` and `status` with `--bucket`: a job's history as its driver wrote it into the
+run's directory (launcher.core.job_history), read without the Ray cluster, which may be gone (a
+RayJob's is, once it ended). The bucket is a directory (the local cluster's, a gcsfuse mount)
+or gs://BUCKET[/prefix], read with google-cloud-storage (the [preflight] extra)."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.client.job_list import JobRow
+from launcher.core.errors import UsageError
+from launcher.core.job_history import JOBS_SUBDIR, LOG, RECORD, RECORD_GLOB
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """One job's record, and where it lies."""
+
+    where: str  # the job's directory: a path, or a gs:// URL
+    record: dict[str, Any]
+
+
+class BucketHistory:
+    def __init__(self, root: str):
+        self.root = root.rstrip("/")
+        self.gcs = root.startswith("gs://")
+        if not self.gcs and not Path(root).is_dir():
+            raise UsageError(
+                "--bucket",
+                f"{root!r} is not a directory",
+                "pass the bucket's root as the job saw it: a directory (the local cluster's "
+                "bucket, a gcsfuse mount) or gs://BUCKET[/prefix]",
+            )
+
+    def jobs(self) -> list[Recorded]:
+        """Every job recorded under the root, newest first."""
+        if self.gcs:
+            found = [
+                Recorded(url.rsplit("/", 1)[0], json.loads(text))
+                for url, text in _gcs_records(self.root)
+            ]
+        else:
+            found = [
+                Recorded(str(path.parent), json.loads(path.read_text()))
+                for path in Path(self.root).glob(RECORD_GLOB)
+            ]
+        return sorted(found, key=lambda r: r.record.get("started_at") or 0, reverse=True)
+
+    def job(self, job_id: str) -> Recorded:
+        for recorded in self.jobs():
+            if recorded.record.get("job_id") == job_id:
+                return recorded
+        raise UsageError(
+            "job",
+            f"no job {job_id!r} recorded under {self.root} (<run>/{JOBS_SUBDIR}/<id>/{RECORD})",
+            f"list the recorded jobs with `tpu-launcher list --bucket {self.root}`; a job's "
+            "history is written by launchers from this version on",
+        )
+
+    def log(self, recorded: Recorded) -> str:
+        if self.gcs:
+            return _gcs_read(f"{recorded.where}/{LOG}")
+        path = Path(recorded.where) / LOG
+        return path.read_text(errors="replace") if path.is_file() else ""
+
+
+def _storage():
+    try:
+        from launcher.preflight.bucket_check import storage_client
+
+        return storage_client()
+    except ImportError:
+        raise UsageError(
+            "--bucket",
+            "reading gs:// needs google-cloud-storage",
+            "pip install 'tpu-launcher[preflight]', or pass the bucket's gcsfuse mount",
+        ) from None
+
+
+def _gcs_records(root: str) -> list[tuple[str, str]]:
+    """(the record's gs:// URL, its text) for every <run>/jobs/<id>/job.json under root."""
+    from launcher.preflight.bucket_check import split_url
+
+    bucket_name, prefix = split_url(root)
+    client = _storage()
+    base = f"{prefix}/" if prefix else ""
+    runs = client.list_blobs(bucket_name, prefix=base, delimiter="/")
+    list(runs)  # the iterator fills .prefixes as it pages
+    found = []
+    for run in sorted(runs.prefixes):
+        for blob in client.list_blobs(bucket_name, prefix=f"{run}{JOBS_SUBDIR}/"):
+            if blob.name.endswith(f"/{RECORD}") and blob.name.count("/") == run.count("/") + 2:
+                found.append((f"gs://{bucket_name}/{blob.name}", blob.download_as_text()))
+    return found
+
+
+def _gcs_read(url: str) -> str:
+    from launcher.preflight.bucket_check import split_url
+
+    bucket_name, name = split_url(url)
+    blob = _storage().bucket(bucket_name).blob(name)
+    return blob.download_as_text() if blob.exists() else ""
+
+
+def source_line(where: str) -> str:
+    return f"from the bucket's history: {where} (the Ray cluster is not asked)"
+
+
+def state_of(record: dict[str, Any]) -> str:
+    """The recorded state; a RUNNING record no longer written says when it last was."""
+    state = str(record.get("state", "UNKNOWN"))
+    if state == "RUNNING" and (at := record.get("updated_at")):
+        return (
+            f"RUNNING as last recorded {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))}"
+            " (a cluster lost mid-job leaves it so)"
+        )
+    return state
+
+
+def list_rows(root: str, limit: int) -> list[JobRow]:
+    """`list --bucket`: list's row of each recorded job, newest first."""
+    rows = []
+    for recorded in BucketHistory(root).jobs()[:limit]:
+        r = recorded.record
+        rows.append(
+            JobRow(
+                r["job_id"],
+                r.get("state", "UNKNOWN"),
+                r.get("run"),
+                r.get("step"),
+                r.get("total_steps"),
+                r.get("started_at"),
+                r.get("duration_seconds"),
+            )
+        )
+    return rows
+
+
+def act_on_recorded(command: str, job_id: str, root: str, raw: bool, as_json: bool) -> int:
+    """`logs` or `status` of a job from its history."""
+    from launcher.client.ray_jobs import show_log_text
+    from launcher.core.goodput import format_breakdown
+
+    history = BucketHistory(root)
+    recorded = history.job(job_id)
+    record = recorded.record
+    if command == "logs":
+        print(source_line(recorded.where), file=sys.stderr)
+        return show_log_text(job_id, history.log(recorded), raw)
+    if as_json:
+        keys = ("job_id", "state", "run", "step", "total_steps", "started_at", "duration_seconds")
+        print(
+            json.dumps(
+                {
+                    **{k: record.get(k) for k in keys},
+                    "message": None,
+                    "goodput": record.get("goodput"),
+                    "source": recorded.where,
+                },
+                indent=2,
+            )
+        )
+        return 0
+    print(source_line(recorded.where))
+    if record.get("goodput"):
+        print("\n".join(format_breakdown(record["goodput"])))
+    print(f"job {job_id}: {state_of(record)}")
+    return 0

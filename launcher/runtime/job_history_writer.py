@@ -1,0 +1,113 @@
+"""The driver's side of a job's history (launcher.core.job_history): Ray's log of the job and
+its record, into the run's directory on the bucket every HISTORY_EVERY_S and when it ends."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from launcher.core.job_events import EventKind, events
+from launcher.core.job_history import HISTORY_EVERY_S, LOG, RECORD, job_dir
+from launcher.runtime.periodic import every
+
+# Ray's job supervisor sends the driver's stdout and stderr to this file on the head
+# (ray.dashboard.modules.job.common.JOB_LOGS_PATH_TEMPLATE): the log `ray job logs` reads.
+DRIVER_LOG = re.compile(r"/job-driver-(?P<id>[^/]+)\.log$")
+
+
+def driver_log() -> tuple[str, Path] | None:
+    """This driver's submission id and the log file Ray keeps of it; None for a driver not
+    run by Ray's job API (by hand, in a test)."""
+    try:
+        target = os.readlink("/proc/self/fd/1")
+    except OSError:
+        return None
+    m = DRIVER_LOG.search(target)
+    return (m["id"], Path(target)) if m else None
+
+
+class JobHistoryWriter:
+    """Copies the driver's log to <run>/jobs/<id>/log.txt as it grows and keeps job.json
+    current; `outcome` gives the goodput so far (None: not yet known)."""
+
+    def __init__(
+        self,
+        run_dir: Path,
+        submission_id: str,
+        driver_log: Path,
+        record: dict[str, Any],
+        outcome: Callable[[], dict[str, Any] | None] = lambda: None,
+    ):
+        self.dir = Path(job_dir(str(run_dir), submission_id))
+        self.driver_log, self.outcome = driver_log, outcome
+        self.record: dict[str, Any] = {
+            "job_id": submission_id,
+            "state": "RUNNING",
+            "started_at": time.time(),
+            "step": None,
+            "total_steps": None,
+            **record,
+        }
+        self._copied = 0
+        self._partial = ""
+        self._lock = threading.Lock()
+        self._stop: threading.Event | None = None
+
+    def start(self) -> JobHistoryWriter:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        (self.dir / LOG).write_bytes(b"")
+        self.update()
+        self._stop = every(HISTORY_EVERY_S, self.update, "job-history")
+        return self
+
+    def update(self) -> None:
+        """What the log gained since the last copy, and the record with the last step."""
+        with self._lock:
+            try:
+                self._copy_log()
+                self.record["updated_at"] = time.time()
+                self.record["duration_seconds"] = (
+                    self.record["updated_at"] - self.record["started_at"]
+                )
+                # The summary's own figures once there is one; until then, the figures so far.
+                result = self.record.get("result") or {}
+                if (goodput := result.get("goodput") or self.outcome()) is not None:
+                    self.record["goodput"] = goodput
+                tmp = self.dir / f".{RECORD}.tmp"
+                tmp.write_text(json.dumps(self.record, indent=1))
+                tmp.replace(self.dir / RECORD)  # never half a record
+            except OSError as e:  # the bucket is history, not the job: say so, go on
+                os.write(2, f"launcher: could not write the job's history: {e}\n".encode())
+
+    def _copy_log(self) -> None:
+        with self.driver_log.open("rb") as src:
+            src.seek(self._copied)
+            chunk = src.read()
+        if not chunk:
+            return
+        with (self.dir / LOG).open("ab") as dst:
+            dst.write(chunk)
+        self._copied += len(chunk)
+        text = self._partial + chunk.decode(errors="replace")
+        whole, _, self._partial = text.rpartition("\n")
+        if progress := events(whole, EventKind.PROGRESS):
+            self.record["step"] = int(progress[-1].fields["step"])
+            self.record["total_steps"] = int(progress[-1].fields["total"])
+
+    def finish(self, state: str, result: dict[str, Any] | None) -> None:
+        """The job's end: its state (SUCCEEDED, FAILED) and its result record, the last copy."""
+        if self._stop is not None:
+            self._stop.set()
+        self.record["state"], self.record["ended_at"] = state, time.time()
+        if result is not None:
+            self.record["result"] = result
+        for out in (sys.stdout, sys.stderr):
+            out.flush()
+        self.update()

@@ -1,0 +1,42 @@
+"""History that outlives the cluster: the session's trained run ran on the first local cluster,
+which the Ironwood module stopped (and started anew with another slice) before this module
+runs; its job's log, state, step and goodput still answer `list`, `logs` and `status` from the
+run's directory in the bucket, as the job's driver wrote them while it ran."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from launcher.core.job_events import format_summary_title
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def test_list_logs_and_status_of_a_stopped_clusters_job_answer_from_the_bucket(
+    local_cluster, trained_run
+):
+    assert trained_run.code == 0, trained_run.output[-3000:]
+    bucket = str(local_cluster.bucket)
+    listed = local_cluster.launcher("list", "--bucket", bucket, "--json", "--limit", "100")
+    assert listed.returncode == 0, listed.stderr
+    assert f"from the bucket's history: {bucket}" in listed.stderr
+    (row,) = [r for r in json.loads(listed.stdout) if r["run"] == trained_run.name]
+    assert (row["state"], row["step"], row["total_steps"]) == ("SUCCEEDED", 10, 10), row
+    job_id, job_dir = row["job_id"], trained_run.dir / "jobs" / row["job_id"]
+
+    status = local_cluster.launcher("status", job_id, "--bucket", bucket)
+    assert status.returncode == 0, status.stderr
+    assert f"from the bucket's history: {job_dir}" in status.stdout
+    assert "goodput:" in status.stdout and f"job {job_id}: SUCCEEDED" in status.stdout
+    shown = local_cluster.launcher("status", job_id, "--bucket", bucket, "--json")
+    as_json = json.loads(shown.stdout)
+    assert as_json["goodput"]["wall_seconds"] > 0 and as_json["source"] == str(job_dir)
+
+    logs = local_cluster.launcher("logs", job_id, "--bucket", bucket)
+    assert logs.returncode == 0, logs.stderr
+    # The tidy view of the whole log, to its summary: every line the driver had when it ended.
+    assert "[checkpoint] saved step 9" in logs.stdout
+    assert format_summary_title("training") in logs.stdout
+    assert "steps done:   10 of 10" in logs.stdout

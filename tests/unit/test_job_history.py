@@ -1,0 +1,87 @@
+"""A job's history, written as its driver writes it (a Ray driver log growing on disk, copied
+to <run>/jobs/<id>/ with its record) and read back by `list|logs|status --bucket` with no Ray
+cluster anywhere. The e2e test (tests/e2e/test_job_history.py) reads a real job's history after
+the cluster that ran it was stopped; tests/preflight/test_job_history_gcs.py reads gs://."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO
+from launcher.core.goodput import breakdown
+from launcher.core.job_events import format_progress, format_result, format_summary_title
+from launcher.runtime import job_history_writer
+from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
+
+pytestmark = pytest.mark.unit
+JOB = "demo-20261126-031502"
+
+
+def test_the_driver_finds_its_job_from_the_log_ray_writes_its_output_to(monkeypatch):
+    log = f"/tmp/ray/session_2026-11-26/logs/job-driver-{JOB}.log"
+    monkeypatch.setattr(job_history_writer.os, "readlink", lambda fd: log)
+    assert driver_log() == (JOB, Path(log))
+    monkeypatch.setattr(job_history_writer.os, "readlink", lambda fd: "/dev/pts/0")
+    assert driver_log() is None  # a driver run by hand keeps no history
+
+
+def _tpu_launcher(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "launcher", *argv], cwd=REPO, capture_output=True, text=True
+    )
+
+
+def test_a_job_written_as_it_runs_reads_back_without_a_cluster(tmp_path):
+    bucket, ray_log = tmp_path / "bucket", tmp_path / f"job-driver-{JOB}.log"
+    ray_log.write_text("launcher: v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips)\n")
+    writer = JobHistoryWriter(
+        bucket / "demo", JOB, ray_log, {"run": "demo", "total_steps": 10},
+        lambda: breakdown([], 1000.0, 1050.0),  # the driver's goodput so far: 50 s, no start
+    ).start()  # fmt: skip
+    job_dir = bucket / "demo" / "jobs" / JOB
+    record = json.loads((job_dir / "job.json").read_text())
+    assert (record["state"], record["run"], record["step"]) == ("RUNNING", "demo", None)
+    # A line cut in the middle is counted once whole.
+    line = format_progress(4, 10, 3.2, 0.5, 400, None, None, 3)
+    with ray_log.open("a") as f:
+        f.write(f"(RayTrainWorker pid=9) {line[:20]}")
+    writer.update()
+    with ray_log.open("a") as f:
+        f.write(f"{line[20:]}\n")
+    writer.update()
+    assert json.loads((job_dir / "job.json").read_text())["step"] == 4
+    with ray_log.open("a") as f:
+        f.write(format_summary_title("training") + "\n" + format_result({"last_step": 9}) + "\n")
+    writer.finish("SUCCEEDED", {"last_step": 9})
+    assert (job_dir / "log.txt").read_text() == ray_log.read_text()
+    record = json.loads((job_dir / "job.json").read_text())
+    assert record["state"] == "SUCCEEDED" and record["result"] == {"last_step": 9}
+
+    listed = _tpu_launcher("list", "--bucket", str(bucket), "--json")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = json.loads(listed.stdout)
+    assert (row["job_id"], row["state"], row["run"], row["step"]) == (JOB, "SUCCEEDED", "demo", 4)
+    assert f"from the bucket's history: {bucket}" in listed.stderr
+    status = _tpu_launcher("status", JOB, "--bucket", str(bucket))
+    assert status.returncode == 0, status.stderr
+    assert f"from the bucket's history: {job_dir} (the Ray cluster is not asked)" in status.stdout
+    assert "goodput:" in status.stdout and status.stdout.endswith(f"job {JOB}: SUCCEEDED\n")
+    logs = _tpu_launcher("logs", JOB, "--bucket", str(bucket))
+    assert logs.returncode == 0, logs.stderr
+    assert line in logs.stdout and format_summary_title("training") in logs.stdout
+
+
+def test_what_the_bucket_cannot_answer_is_said(tmp_path):
+    (tmp_path / "run").mkdir()
+    missing = _tpu_launcher("status", "nope", "--bucket", str(tmp_path))
+    assert missing.returncode == 2
+    assert f"no job 'nope' recorded under {tmp_path}" in missing.stderr
+    waited = _tpu_launcher("status", "nope", "--bucket", str(tmp_path), "--wait")
+    assert waited.returncode == 2 and "drop --bucket" in waited.stderr
+    no_dir = _tpu_launcher("list", "--bucket", str(tmp_path / "absent"))
+    assert no_dir.returncode == 2 and "is not a directory" in no_dir.stderr
