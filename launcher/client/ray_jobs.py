@@ -280,7 +280,9 @@ def act_on_job(
         return act_on_recorded(command, job_id, bucket, raw, as_json)
     if release and not job:  # a RayJob release: its own job, or what it waits for
         from launcher.client.helm_release import rayjob_state, release_rayjob
+        from launcher.client.pending_reasons import why_not_running
 
+        pending = why_not_running(release, namespace) if command == "status" else None
         if (rayjob := release_rayjob(release, namespace)) is not None:
             if command == "stop":
                 raise UsageError(
@@ -291,6 +293,8 @@ def act_on_job(
                 )
             job_id, state = rayjob_state(rayjob)
             print(state, flush=True)
+            if job_id is None and pending is not None and not as_json:
+                pending.print()
             while job_id is None and wait and rayjob is not None:  # queued, or starting
                 time.sleep(WAIT_POLL_S)
                 if (rayjob := release_rayjob(release, namespace)) is not None:
@@ -300,8 +304,21 @@ def act_on_job(
                     state = now
             if job_id is None:  # nothing to ask Ray yet (or the RayJob is gone)
                 if as_json:
-                    print(json.dumps({"job_id": None, "state": state}))
+                    print(json.dumps({"job_id": None, "state": state, **_pending_json(pending)}))
                 return 0 if not wait else 1
+        elif pending is not None and (not pending.head_running or not job_id):
+            # A standing cluster not up yet, or up with no job to ask Ray about: the release.
+            state = "its Ray head runs" if pending.head_running else "its Ray head is not running"
+            if as_json:
+                print(json.dumps({"job_id": None, "state": state, **_pending_json(pending)}))
+            else:
+                print(f"release {release}: {state}", flush=True)
+                pending.print()
+                if pending.head_running:
+                    print(f"its jobs: tpu-launcher list --release {release}")
+            return 0 if not wait else 1
+        elif pending is not None and not as_json:
+            pending.print()  # a slice partly up, say, under a running head
     if not job_id:
         raise UsageError(
             "job",
@@ -316,6 +333,12 @@ def act_on_job(
         else:
             address = resolve_address(address or (last_address if not job else None))
         return _act_on_job(command, job_id, address, follow, raw, wait, as_json)
+
+
+def _pending_json(pending) -> dict:
+    """`status --json`'s reasons a release's job is not running (empty when none)."""
+    reasons = pending.reasons if pending is not None else []
+    return {"pending": [{"reason": r.what, "fix": r.fix} for r in reasons]}
 
 
 # `status --wait`'s exit code per end state, as a script reads it.
