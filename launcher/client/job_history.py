@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from launcher.client.job_list import JobRow
 from launcher.core.errors import UsageError
 from launcher.core.job_history import JOBS_SUBDIR, LOG, RECORD, RECORD_GLOB
 
@@ -122,28 +122,16 @@ def state_of(record: dict[str, Any]) -> str:
     return state
 
 
-def list_rows(root: str, limit: int) -> list[JobRow]:
-    """`list --bucket`: list's row of each recorded job, newest first."""
-    rows = []
-    for recorded in BucketHistory(root).jobs()[:limit]:
-        r = recorded.record
-        rows.append(
-            JobRow(
-                r["job_id"],
-                r.get("state", "UNKNOWN"),
-                r.get("run"),
-                r.get("step"),
-                r.get("total_steps"),
-                r.get("started_at"),
-                r.get("duration_seconds"),
-            )
-        )
-    return rows
-
-
-def act_on_recorded(command: str, job_id: str, root: str, raw: bool, as_json: bool) -> int:
-    """`logs` or `status` of a job from its history."""
-    from launcher.client.ray_jobs import show_log_text
+def act_on_recorded(
+    command: str,
+    job_id: str,
+    root: str,
+    raw: bool,
+    as_json: bool,
+    show_log: Callable[[str, str, bool], int],
+) -> int:
+    """`logs` or `status` of a job from its history; `show_log(job_id, text, raw)` shows a
+    log as `logs` does."""
     from launcher.core.goodput import format_breakdown
 
     history = BucketHistory(root)
@@ -151,7 +139,7 @@ def act_on_recorded(command: str, job_id: str, root: str, raw: bool, as_json: bo
     record = recorded.record
     if command == "logs":
         print(source_line(recorded.where), file=sys.stderr)
-        return show_log_text(job_id, history.log(recorded), raw)
+        return show_log(job_id, history.log(recorded), raw)
     if as_json:
         keys = ("job_id", "state", "run", "step", "total_steps", "started_at", "duration_seconds")
         print(

@@ -109,9 +109,30 @@ def list_jobs(address: str, limit: int) -> list[JobRow]:
     return [row(j, client.logs(j.submission_id or ""), now_ms) for j in jobs[:limit]]
 
 
+def list_rows(root: str, limit: int) -> list[JobRow]:
+    """`list --bucket`: list's row of each recorded job, newest first."""
+    from launcher.client.job_history import BucketHistory
+
+    rows = []
+    for recorded in BucketHistory(root).jobs()[:limit]:
+        r = recorded.record
+        rows.append(
+            JobRow(
+                r["job_id"],
+                r.get("state", "UNKNOWN"),
+                r.get("run"),
+                r.get("step"),
+                r.get("total_steps"),
+                r.get("started_at"),
+                r.get("duration_seconds"),
+            )
+        )
+    return rows
+
+
 def run_list(ns: argparse.Namespace) -> int:
     if ns.bucket:
-        from launcher.client.job_history import list_rows, source_line
+        from launcher.client.job_history import source_line
 
         rows = list_rows(ns.bucket, ns.limit)
         print(source_line(ns.bucket), file=sys.stderr)

@@ -225,22 +225,17 @@ def why_not_running(release: str, namespace: str) -> ReleaseState:
 def _kubectl_items(
     namespace: str, kind: str, *args: str, optional: bool = False
 ) -> list[dict[str, Any]]:
-    """`kubectl get KIND` in the namespace, as a list; an `optional` kind this cluster does not
-    serve (Kueue's, where Kueue is not installed) is empty."""
+    """`kubectl get KIND` in the namespace, as a list; kubectl's own error where it fails
+    (as every release command), except for an `optional` kind this cluster does not serve
+    (Kueue's, where Kueue is not installed): none."""
     import subprocess
 
-    from launcher.client.helm_release import _kubectl
-    from launcher.core.errors import UsageError
+    from launcher.client.helm_release import _get, _kubectl
 
-    proc = subprocess.run(
-        _kubectl(namespace, "get", kind, *args, "-o", "json"), capture_output=True, text=True
-    )
-    if proc.returncode != 0:
-        if optional:
-            return []
-        raise UsageError(
-            "--release",
-            f"could not read the release's {kind}: {proc.stderr.strip()}",
-            "check kubectl's context (`kubectl config current-context`) and --namespace",
-        )
-    return json.loads(proc.stdout).get("items", []) if proc.stdout.strip() else []
+    argv = _kubectl(namespace, "get", kind, *args, "-o", "json")
+    if optional:
+        proc = subprocess.run(argv, capture_output=True, text=True)
+        out = proc.stdout if proc.returncode == 0 else ""
+    else:
+        out = _get(f"read the release's {kind}", argv, dry_run=False)
+    return json.loads(out).get("items", []) if out.strip() else []

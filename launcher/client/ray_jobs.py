@@ -267,8 +267,6 @@ def act_on_job(
     last_id, last_address = _last_job()
     job_id = job or last_id
     if bucket is not None:
-        from launcher.client.job_history import act_on_recorded
-
         if not job_id:
             raise UsageError("job", "no job id given", "pass the submission id")
         if follow or wait or command == "stop":
@@ -277,7 +275,9 @@ def act_on_job(
                 "a job's history in the bucket is read, not followed, waited on or stopped",
                 "ask the Ray cluster that runs it: drop --bucket",
             )
-        return act_on_recorded(command, job_id, bucket, raw, as_json)
+        from launcher.client.job_history import act_on_recorded
+
+        return act_on_recorded(command, job_id, bucket, raw, as_json, show_log_text)
     if release and not job:  # a RayJob release: its own job, or what it waits for
         from launcher.client.helm_release import rayjob_state, release_rayjob
         from launcher.client.pending_reasons import why_not_running

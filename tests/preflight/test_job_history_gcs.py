@@ -7,7 +7,8 @@ import json
 
 import pytest
 
-from launcher.client.job_history import BucketHistory, list_rows
+from launcher.client.job_history import BucketHistory
+from launcher.client.job_list import list_rows
 
 pytestmark = pytest.mark.preflight
 
