@@ -35,6 +35,9 @@ REQUIRED_KEYS = {
     "checkpoint",
 }
 
+# The chart refuses the same in ray.job.args (templates/validate.yaml).
+CONTROL_CHARACTER = re.compile(r"[\x00-\x1f\x7f]")
+
 
 @cache
 def pinned_maxtext() -> str:
@@ -126,6 +129,13 @@ class MaxTextArgs:
         config_name = None
         overrides: dict[str, str] = {}
         for i, arg in enumerate(args):
+            if CONTROL_CHARACTER.search(arg):
+                raise UsageError(
+                    field=arg,
+                    problem="holds a control character (a newline, a tab): pasted by mistake, "
+                    "and never part of a MaxText value",
+                    fix="remove it; a value with spaces is fine as one quoted argument",
+                )
             if i == 0 and arg.endswith((".yml", ".yaml")) and "=" not in arg:
                 config_name = arg
                 continue

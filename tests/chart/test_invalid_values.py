@@ -25,6 +25,12 @@ CASES = [
         "--set-json 'ray.job.args=[",
     ),
     (
+        "a newline pasted into a RayJob's argument",
+        ["--set", "ray.job.enabled=true", "--set-json", 'ray.job.args=["base.yml","steps=5\\n"]'],
+        "ray.job.args",
+        'argument 1, "steps=5\\n", holds a control character',
+    ),
+    (
         # KubeRay names the job's cluster <RayJob>-<5 characters>; 40 is the cluster's limit.
         "a RayJob name its cluster's name would make too long",
         ["ray.job.enabled=true", "ray.job.args={base.yml}", f"ray.fullnameOverride={'j' * 35}"],

@@ -46,6 +46,9 @@ def test_defaults_never_override_what_the_user_set():
         (["run_nam=x"], "run_nam", "did you mean run_name"),
         (["steps=1", "steps=2"], "steps", "set twice"),
         (["steps"], "steps", "must be key=value"),
+        # A pasted newline or tab: the chart refuses the same in ray.job.args.
+        (["run_name=r\n", "steps=5"], "run_name=r\n", "holds a control character"),
+        (["steps=5\t"], "steps=5\t", "holds a control character"),
         (["no-such.yml"], "config", "not found"),
         # Kinds as MaxText's config model (configs/types.py) declares them.
         (["per_device_batch_size=abc"], "per_device_batch_size", "is not a number"),
