@@ -26,20 +26,17 @@ import argparse
 import difflib
 import os
 import sys
-from importlib.metadata import PackageNotFoundError, version
 
 from launcher.client.ray_jobs_api import RayJobsError
 from launcher.core.errors import CommandError, UsageError, report
+from launcher.core.package_version import installed_version
 
 # absl parses `train`'s own flags: its arguments are handed over unparsed.
 _PASS_THROUGH = {"train"}
 
 
 def _version() -> str:
-    try:
-        return version("tpu-launcher")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return "unknown"
+    return installed_version() or "unknown"  # "unknown": a source tree never installed
 
 
 _TABLE_COLUMNS = (

@@ -53,12 +53,12 @@ def chart_repository(image_repository: tuple[str, str]) -> str:
 
 
 def client_version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    """The installed package's version; a source tree never installed: its chart's."""
+    from launcher.core.package_version import installed_version
 
-    try:
-        return version("tpu-launcher")
-    except PackageNotFoundError:  # a source tree never installed: the chart's own
-        return str(yaml.safe_load((packaged_chart() / "Chart.yaml").read_text())["version"])
+    return installed_version() or str(
+        yaml.safe_load((packaged_chart() / "Chart.yaml").read_text())["version"]
+    )
 
 
 def pulled_chart(ref: str, version: str | None, helm: str) -> Path:

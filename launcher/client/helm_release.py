@@ -85,14 +85,11 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
 
 def client_skew(image: str) -> str | None:
     """How this client differs from the launcher image `image` (a release's head's)."""
-    from importlib.metadata import PackageNotFoundError, version
-
     from launcher.client.chart_source import checkout, packaged_chart
     from launcher.client.image_tag import content_tag, skew
+    from launcher.core.package_version import installed_version
 
-    try:
-        mine = version("tpu-launcher")
-    except PackageNotFoundError:  # a source tree never installed: nothing to compare
+    if (mine := installed_version()) is None:  # a source tree never installed: nothing to compare
         return None
     chart = packaged_chart()
     root = checkout(str(chart))

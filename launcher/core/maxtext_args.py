@@ -45,8 +45,10 @@ def pinned_maxtext() -> str:
     package's metadata: pyproject.toml says it once."""
     from importlib.metadata import PackageNotFoundError, requires
 
+    from launcher.core.package_version import DISTRIBUTION
+
     try:
-        found = requires("tpu-launcher") or []
+        found = requires(DISTRIBUTION) or []
     except PackageNotFoundError:
         found = []
     for requirement in found:
