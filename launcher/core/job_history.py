@@ -3,7 +3,8 @@ RayJob that ran it: the driver writes it as the job runs (launcher.runtime.job_h
 and `tpu-launcher list|logs|status --bucket` read it back (launcher.client.job_history).
 
     <run>/jobs/<submission id>/
-      job.json   the job as `list --json` and `status --json` show it (state, run, step, times),
+      job.json   the job as `list --json` and `status --json` show it (state: RUNNING, then
+                 SUCCEEDED, FAILED or STOPPED; run, step, times),
                  its goodput so far and, once it ended, its result line's record
       log.txt    Ray's whole log of the job (what `ray job logs` prints), copied as it grows
 """

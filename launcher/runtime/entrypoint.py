@@ -341,13 +341,17 @@ def _history(plan: JobPlan, summary_key: str):
     if (found := driver_log()) is None:
         return None
     submission_id, log = found
-    return JobHistoryWriter(
-        plan.run_dir.path,
-        submission_id,
-        log,
-        {"run": plan.run_name, "total_steps": int(plan.args.get("steps"))},
-        lambda: _outcome(plan, summary_key, plot=False)["goodput"],
-    ).start()
+    return (
+        JobHistoryWriter(
+            plan.run_dir.path,
+            submission_id,
+            log,
+            {"run": plan.run_name, "total_steps": int(plan.args.get("steps"))},
+            lambda: _outcome(plan, summary_key, plot=False)["goodput"],
+        )
+        .start()
+        .finish_on_sigterm()
+    )
 
 
 def _budget(limit: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import sys
 import threading
 import time
@@ -57,7 +58,8 @@ class JobHistoryWriter:
         }
         self._copied = 0
         self._partial = ""
-        self._lock = threading.Lock()
+        # Reentrant: finish() may run in a signal handler while this thread is inside update().
+        self._lock = threading.RLock()
         self._stop: threading.Event | None = None
 
     def start(self) -> JobHistoryWriter:
@@ -100,6 +102,18 @@ class JobHistoryWriter:
         if progress := events(whole, EventKind.PROGRESS):
             self.record["step"] = int(progress[-1].fields["step"])
             self.record["total_steps"] = int(progress[-1].fields["total"])
+
+    def finish_on_sigterm(self) -> JobHistoryWriter:
+        """`ray job stop` (and `tpu-launcher stop`) send the driver SIGTERM, then SIGKILL a few
+        seconds later (RAY_JOB_STOP_WAIT_TIME_S, 3 by default): the record says STOPPED and
+        the log is copied before the driver goes."""
+
+        def stop(signum: int, _frame: object) -> None:
+            self.finish("STOPPED", None)
+            raise SystemExit(128 + signum)
+
+        signal.signal(signal.SIGTERM, stop)
+        return self
 
     def finish(self, state: str, result: dict[str, Any] | None) -> None:
         """The job's end: its state (SUCCEEDED, FAILED) and its result record, the last copy."""

@@ -6,10 +6,11 @@ run's directory in the bucket, as the job's driver wrote them while it ran."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
-from launcher.core.job_events import format_summary_title
+from launcher.core.job_events import EventKind, events, format_summary_title
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
@@ -22,9 +23,15 @@ def test_list_logs_and_status_of_a_stopped_clusters_job_answer_from_the_bucket(
     listed = local_cluster.launcher("list", "--bucket", bucket, "--json", "--limit", "100")
     assert listed.returncode == 0, listed.stderr
     assert f"from the bucket's history: {bucket}" in listed.stderr
-    (row,) = [r for r in json.loads(listed.stdout) if r["run"] == trained_run.name]
+    # The run's jobs: the trained one and, after the train test, the one it stopped and the one
+    # that resumed it; each ended, and says how.
+    rows = {r["job_id"]: r for r in json.loads(listed.stdout) if r["run"] == trained_run.name}
+    assert {r["state"] for r in rows.values()} <= {"SUCCEEDED", "STOPPED"}, rows
+    (full_log,) = events(trained_run.output, EventKind.FULL_LOG)
+    job_id = Path(full_log.fields["path"]).stem  # submit's id of the trained job
+    row = rows[job_id]
     assert (row["state"], row["step"], row["total_steps"]) == ("SUCCEEDED", 10, 10), row
-    job_id, job_dir = row["job_id"], trained_run.dir / "jobs" / row["job_id"]
+    job_dir = trained_run.dir / "jobs" / job_id
 
     status = local_cluster.launcher("status", job_id, "--bucket", bucket)
     assert status.returncode == 0, status.stderr

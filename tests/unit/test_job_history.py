@@ -85,3 +85,26 @@ def test_what_the_bucket_cannot_answer_is_said(tmp_path):
     assert waited.returncode == 2 and "drop --bucket" in waited.stderr
     no_dir = _tpu_launcher("list", "--bucket", str(tmp_path / "absent"))
     assert no_dir.returncode == 2 and "is not a directory" in no_dir.stderr
+
+
+def test_a_stopped_driver_records_stopped_before_it_goes(tmp_path):
+    """`ray job stop` sends the driver SIGTERM (SIGKILL 3 s later): its record says STOPPED."""
+    ray_log = tmp_path / f"job-driver-{JOB}.log"
+    ray_log.write_text("launcher: starting\n")
+    driver = subprocess.Popen(
+        [sys.executable, "-c", f"""
+import sys, time
+from pathlib import Path
+from launcher.runtime.job_history_writer import JobHistoryWriter
+JobHistoryWriter(Path({str(tmp_path / "demo")!r}), {JOB!r}, Path({str(ray_log)!r}),
+                 {{"run": "demo"}}).start().finish_on_sigterm()
+print("ready", flush=True)
+time.sleep(60)
+"""],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert driver.stdout is not None and driver.stdout.readline() == "ready\n"
+    driver.terminate()
+    assert driver.wait(timeout=30) == 128 + 15
+    record = json.loads((tmp_path / "demo" / "jobs" / JOB / "job.json").read_text())
+    assert record["state"] == "STOPPED" and "ended_at" in record
