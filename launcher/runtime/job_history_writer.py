@@ -58,13 +58,16 @@ class JobHistoryWriter:
         }
         self._copied = 0
         self._partial = ""
-        # Reentrant: finish() may run in a signal handler while this thread is inside update().
+        # Reentrant: finish() may run in a signal handler while the main thread is in update().
         self._lock = threading.RLock()
         self._stop: threading.Event | None = None
 
     def start(self) -> JobHistoryWriter:
-        self.dir.mkdir(parents=True, exist_ok=True)
-        (self.dir / LOG).write_bytes(b"")
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+            (self.dir / LOG).write_bytes(b"")
+        except OSError as e:  # the bucket is history, not the job: say so, go on
+            os.write(2, f"launcher: could not start the job's history: {e}\n".encode())
         self.update()
         self._stop = every(HISTORY_EVERY_S, self.update, "job-history")
         return self
