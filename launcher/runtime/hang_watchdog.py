@@ -134,13 +134,20 @@ class HangWatchdog:
     def check(self) -> None:
         now = self.clock()
         if now - self._beat_at >= hangs.HEARTBEAT_S:
-            job_kv.put(f"{self.key}/{hangs.HEARTBEATS}/{self.rank}", self.heartbeat(now).to_json())
-            self._beat_at = now
+            try:
+                key = f"{self.key}/{hangs.HEARTBEATS}/{self.rank}"
+                job_kv.put(key, self.heartbeat(now).to_json())
+                self._beat_at = now
+            except Exception:  # the head's KV store unreachable a moment: the next beat will do
+                pass
         step_seconds = [s.seconds for s in self.tracker.steps]
         gap = hangs.overdue(self.bound, step_seconds, self.tracker.progress_at, now)
         if gap is not None and not self.fired:
             self.fired = True
-            self.fire(now, gap, step_seconds)
+            try:
+                self.fire(now, gap, step_seconds)
+            finally:  # whatever the report could not do, the hung attempt ends
+                self.end(hangs.HANG_EXIT_CODE)
 
     def fire(self, now: float, gap: float, step_seconds: list[float]) -> None:
         me = self.heartbeat(now)
@@ -181,7 +188,6 @@ class HangWatchdog:
             job_kv.put(f"{self.key}/{hangs.REPORTED}", {"at": self.clock()})
         else:
             self._wait_for_report(now - self.bound.seconds(step_seconds) / 2)
-        self.end(hangs.HANG_EXIT_CODE)
 
     def _wait_for_report(self, since: float) -> None:
         """Until the reporter has read the frozen hosts (the first host to end ends them all)."""
