@@ -27,7 +27,7 @@ from launcher.client.gke_release import (
 )
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.client.image_tag import DOCKERFILE, image_tag_of
-from launcher.core.capacity import FLEX_START, RESERVATION_NAME
+from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME
 from launcher.core.errors import UsageError
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
@@ -271,8 +271,10 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     ]
     # How the TPUs are obtained, as the release's pods ask (ray.worker.tpu.capacity).
     flags += [f.replace(RESERVATION_NAME, pool.reservation or "") for f in pool.capacity.pool_flags]
-    # Flex-start pools start empty (--num-nodes=0 above): the slice's hosts are their ceiling.
-    nodes = "--total-max-nodes" if pool.capacity.name == FLEX_START else "--num-nodes"
+    if pool.autoscaled and "--enable-autoscaling" not in flags:
+        flags += AUTOSCALED_FROM_ZERO
+    # An autoscaled pool starts empty (--num-nodes=0): the slice's hosts are its ceiling.
+    nodes = "--total-max-nodes" if pool.autoscaled else "--num-nodes"
     names = pool_names(pool)
     if policy := workload_policy(pool):
         # Ironwood: a HIGH_THROUGHPUT workload policy names the topology and keeps the slice's
@@ -308,7 +310,8 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
             target,
             flags,
             f"node pool {name}: {pool.slices.describe()}"
-            + (f", slice {i} of {len(names)}" if len(names) > 1 else ""),
+            + (f", slice {i} of {len(names)}" if len(names) > 1 else "")
+            + (", empty until a job's pods ask for it" if pool.autoscaled else ""),
         )
         for i, name in enumerate(names, 1)
     ]

@@ -14,7 +14,13 @@ import yaml
 
 from launcher.client.commands import run
 from launcher.client.gke_target import GkeTarget
-from launcher.core.capacity import CAPACITIES, ON_DEMAND, Capacity, capacity_from_selector
+from launcher.core.capacity import (
+    CAPACITIES,
+    FLEX_START,
+    ON_DEMAND,
+    Capacity,
+    capacity_from_selector,
+)
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.slices import TpuSlices, from_pod_spec, worker_group_slices
 from launcher.core.tpu_table import MACHINES
@@ -44,11 +50,18 @@ class NodePool:
     slices: TpuSlices
     capacity: Capacity = CAPACITIES[ON_DEMAND]  # as the pods' node selector asks
     reservation: str | None = None
+    # Its pods exist only while a job runs (a RayJob's cluster): the pool scales from zero.
+    while_job_runs: bool = False
 
     @classmethod
-    def of(cls, name: str, slices: TpuSlices, pod: dict) -> NodePool:
+    def of(cls, name: str, slices: TpuSlices, pod: dict, while_job_runs: bool = False) -> NodePool:
         capacity, reservation = capacity_from_selector(pod.get("nodeSelector") or {})
-        return cls(name, slices, capacity, reservation)
+        return cls(name, slices, capacity, reservation, while_job_runs)
+
+    @property
+    def autoscaled(self) -> bool:
+        """Nodes only while pods ask for them: a RayJob's pool, and every flex-start pool."""
+        return self.while_job_runs or self.capacity.name == FLEX_START
 
 
 @dataclass(frozen=True)
@@ -264,7 +277,8 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             head = cluster["headGroupSpec"]["template"]["spec"]
             image = head["containers"][0]["image"]
             for slices, pod in worker_group_slices(cluster):
-                pools.append(NodePool.of(f"{release}-ray-{slices.shape.name}", slices, pod))
+                name = f"{release}-ray-{slices.shape.name}"
+                pools.append(NodePool.of(name, slices, pod, while_job_runs=kind == "RayJob"))
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:

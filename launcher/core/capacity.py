@@ -16,6 +16,11 @@ from launcher.core.errors import UsageError
 
 ON_DEMAND, SPOT, RESERVATION, FLEX_START = "on-demand", "spot", "reservation", "flex-start"
 RESERVATION_NAME = "{reservation}"  # where the block's reservation name goes
+# A node pool that starts empty and holds nodes only while pods ask for them (GKE's "About
+# cluster autoscaling"; its TPU guide: a multi-host slice's pool scales atomically, all hosts
+# or none), up to the slice's hosts (--total-max-nodes, set per pool). Flex-start pools are
+# made so; so are the pools of a RayJob's cluster, which exists only while its job runs.
+AUTOSCALED_FROM_ZERO = ("--enable-autoscaling", "--num-nodes=0", "--total-min-nodes=0")
 
 
 @dataclass(frozen=True)
@@ -62,9 +67,7 @@ CAPACITIES = {
             (),
             (
                 "--flex-start",
-                "--enable-autoscaling",
-                "--num-nodes=0",
-                "--total-min-nodes=0",
+                *AUTOSCALED_FROM_ZERO,
                 "--location-policy=ANY",
                 "--reservation-affinity=none",
                 "--no-enable-autorepair",

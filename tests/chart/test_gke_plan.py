@@ -735,23 +735,37 @@ def test_flex_start_under_a_kueue_queue_makes_a_queued_provisioning_pool(capsys,
     assert {"--flex-start", "--enable-queued-provisioning", "--total-max-nodes=4"} <= set(pool)
 
 
-def test_a_rayjob_release_gets_the_same_pools(capsys, tmp_path):
-    """A RayJob's cluster asks for the slices a standing RayCluster would: the same TPU pool."""
+def test_a_rayjob_release_gets_pools_that_scale_from_zero(capsys, tmp_path):
+    """A RayJob's cluster asks for the slices a standing RayCluster would, but only while its
+    job runs: the same pools, made empty and autoscaled up to the slice's hosts, so GKE
+    removes the TPU VMs once the job's pods are gone (a fixed pool bills with no pod on it)."""
     job = tmp_path / "v6e-16-job.yaml"
     job.write_text(
         (REPO / "values" / "v6e-16.yaml").read_text()
         + "\n".join(["", "  job:", "    enabled: true", "    args: [base.yml, run_name=r]", ""])
     )
 
-    def pools(values: str) -> list[list[str]]:
-        return [
-            c[5:]
-            for c in _commands(_plan(capsys, values, *TUTORIAL))
+    def pools(values: str, *sets: str) -> dict[str, list[str]]:
+        return {
+            c[4]: c[5:]
+            for c in _commands(_plan(capsys, values, *TUTORIAL, *sets))
             if c[1:4] == ["container", "node-pools", "create"]
-        ]
+        }
 
-    assert pools(str(job)) == pools("v6e-16.yaml")
-    assert any("--tpu-topology=4x4" in c for c in pools(str(job)))
+    standing, batch = pools("v6e-16.yaml"), pools(str(job))
+    assert standing.keys() == batch.keys()
+    (tpu,) = [name for name, flags in standing.items() if "--tpu-topology=4x4" in flags]
+    from_zero = {"--enable-autoscaling", "--num-nodes=0", "--total-min-nodes=0"}
+    assert from_zero | {"--total-max-nodes=4"} <= set(batch[tpu]), batch[tpu]
+    assert "--num-nodes=4" not in batch[tpu]
+    assert "--num-nodes=4" in standing[tpu] and not from_zero & set(standing[tpu])
+    # Everything else is the same pool; flex-start's flags are not given twice.
+    assert set(batch[tpu]) - set(standing[tpu]) == from_zero | {"--total-max-nodes=4"}
+    flex = pools(str(job), "--capacity=flex-start")[tpu]
+    assert len(flex) == len(set(flex)) and "--enable-autoscaling" in flex
+    # The CPU pool of the head and the submitter stays as it was.
+    for name in standing.keys() - {tpu}:
+        assert batch[name] == standing[name]
 
 
 def _queue(capsys, *flags: str) -> list[dict]:
