@@ -8,47 +8,20 @@ tpu-launcher cluster-check --address http://<cluster>-head-svc:8265 --expect-nod
 from __future__ import annotations
 
 import json
-import os
-import ssl
 import sys
 import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from pathlib import Path
 
 from launcher.core.ray_auth import auth_headers
 from launcher.core.slices import from_pod_spec
+from launcher.runtime.kube_api import KubeApi
 
-# The pod's own credentials (helm test's service account may list the release's pods).
-IN_CLUSTER = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 WEBHOOK_FIX = (
     "on GKE enable the Ray operator add-on, which installs it (`tpu-launcher gke plan` prints the "
     "command); elsewhere install kuberay-tpu-webhook v1.3.2 or newer"
 )
-
-
-def kube_pods(
-    ray_cluster: str,
-    api: str | None = None,
-    token: str | None = None,
-    ca_file: str | None = None,
-    namespace: str | None = None,
-) -> list[dict]:
-    """The RayCluster's pods, read from the API server (in a pod: with its own credentials)."""
-    if api is None:
-        host, port = os.environ["KUBERNETES_SERVICE_HOST"], os.environ["KUBERNETES_SERVICE_PORT"]
-        api = f"https://{host}:{port}"
-    token = token or (IN_CLUSTER / "token").read_text().strip()
-    namespace = namespace or (IN_CLUSTER / "namespace").read_text().strip()
-    selector = urllib.parse.quote(f"ray.io/cluster={ray_cluster}")
-    request = urllib.request.Request(
-        f"{api}/api/v1/namespaces/{namespace}/pods?labelSelector={selector}",
-        headers={"Authorization": f"Bearer {token}"},
-    )
-    context = ssl.create_default_context(cafile=ca_file or str(IN_CLUSTER / "ca.crt"))
-    with urllib.request.urlopen(request, context=context, timeout=10) as resp:
-        return json.load(resp)["items"]
 
 
 def _affinity_keys(pod: dict) -> set[str]:
@@ -111,15 +84,18 @@ def alive_nodes(address: str) -> int:
 def check(
     address: str, expect_nodes: int, timeout: float = 300, ray_cluster: str | None = None
 ) -> int:
-    """0 once `expect_nodes` nodes (head + workers) are alive; 1 after `timeout` seconds, or
-    as soon as the RayCluster's pods show that the TPU webhook is missing or too old."""
+    """0 once at least `expect_nodes` nodes (head + workers) are alive; 1 after `timeout`
+    seconds, or as soon as the RayCluster's pods show that the TPU webhook is missing or too
+    old."""
     deadline = time.monotonic() + timeout
     seen, last_error = -1, ""
     read_pods = ray_cluster is not None
     while time.monotonic() < deadline:
         if read_pods and ray_cluster is not None:
             try:
-                problems = webhook_problems(kube_pods(ray_cluster))
+                # helm test's service account may list the release's pods.
+                pods = KubeApi.in_cluster().pods(f"ray.io/cluster={ray_cluster}")
+                problems = webhook_problems(pods)
             except (OSError, KeyError, ValueError) as e:  # no API access: skip this part
                 print(f"note: cannot read the RayCluster's pods ({e}); webhook not checked")
                 read_pods, problems = False, []
@@ -129,7 +105,7 @@ def check(
                 return 1
         try:
             seen = alive_nodes(address)
-            if seen == expect_nodes:
+            if seen >= expect_nodes:
                 print(f"ok: the Ray head at {address} answers; {seen} nodes alive")
                 return 0
         except (urllib.error.URLError, OSError, ValueError) as e:

@@ -19,7 +19,8 @@ from harness.kube import Release, dump, ray_clusters, ready, wait_for
 from harness.paths import REPO
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 from launcher.core.values_file import tpu_slices
-from launcher.runtime.cluster_check import kube_pods, webhook_problems
+from launcher.runtime.cluster_check import webhook_problems
+from launcher.runtime.kube_api import KubeApi
 
 pytestmark = pytest.mark.cluster
 
@@ -175,7 +176,8 @@ def test_helm_test_pod_targets_the_head(release: Release):
     ).stdout.strip()
     config = pykube.KubeConfig.from_file(release.kubeconfig)
     ca = config.cluster["certificate-authority"].filename()
-    pods = kube_pods(cluster, config.cluster["server"], token, ca, release.namespace)
+    api = KubeApi(config.cluster["server"], token, ca, release.namespace)
+    pods = api.pods(f"ray.io/cluster={cluster}")
     workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
     assert len(workers) == 4
     (problem,) = webhook_problems(pods)
