@@ -50,7 +50,8 @@ class NodePool:
     slices: TpuSlices
     capacity: Capacity = CAPACITIES[ON_DEMAND]  # as the pods' node selector asks
     reservation: str | None = None
-    # Its pods exist only while a job runs (a RayJob's cluster): the pool scales from zero.
+    # Its pods exist only while a job runs (a RayJob's cluster, slices given back when idle):
+    # the pool scales from zero.
     while_job_runs: bool = False
 
     @classmethod
@@ -278,7 +279,11 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             image = head["containers"][0]["image"]
             for slices, pod in worker_group_slices(cluster):
                 name = f"{release}-ray-{slices.shape.name}"
-                pools.append(NodePool.of(name, slices, pod, while_job_runs=kind == "RayJob"))
+                # A RayJob's cluster, or a group whose slices jobs ask for (no replicas given:
+                # ray.worker.tpu.releaseIdleAfterSeconds), holds nodes only while a job runs.
+                asked_for = any("replicas" not in g for g in cluster["workerGroupSpecs"])
+                pool = NodePool.of(name, slices, pod, kind == "RayJob" or asked_for)
+                pools.append(pool)
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:

@@ -343,7 +343,7 @@ def plan_job(
     slices = target or request
     if nodes is not None:
         if slices is None:
-            slices = slices_mod.from_cluster_nodes(nodes)
+            slices = slices_mod.cluster_slices(nodes)
         else:
             slices_mod.check_fits_cluster(slices, nodes, options.min_slices)
     if slices is None and require_slice:

@@ -4,7 +4,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +27,11 @@ LABEL_WORKER_ID = "ray.io/tpu-worker-id"
 LABEL_TOPOLOGY = "ray.io/tpu-topology"
 LABEL_ACCELERATOR = "ray.io/accelerator-type"
 LABEL_POD_TYPE = "ray.io/tpu-pod-type"
+# Set by the chart on the head of a release that gives idle slices back
+# (ray.worker.tpu.releaseIdleAfterSeconds): every slice of its worker group, as JSON
+# (generation, topology, chips_per_host, slices). A job there checks itself against these, not
+# against the hosts up when it starts (maybe none), and asks for the ones it needs.
+OFFERED_SLICES_ENV = "LAUNCHER_OFFERED_SLICES"
 
 if TYPE_CHECKING:  # Ray is imported where a config is built: in the cluster
     from ray.train.v2.api.config import ScalingConfig
@@ -260,13 +268,40 @@ def from_pod_spec(pod: dict[str, Any], replicas: int) -> TpuSlices | None:
 
 def worker_group_slices(cluster: dict[str, Any]) -> list[tuple[TpuSlices, dict[str, Any]]]:
     """The TPU slices each worker group of a RayCluster spec asks for, with its pod spec (a
-    group without TPUs left out): a release's, a RayJob's rayClusterSpec, a live cluster's."""
+    group without TPUs left out): a release's, a RayJob's rayClusterSpec, a live cluster's. A
+    group with no replicas given (its slices asked for by jobs) offers its maxReplicas."""
     found = []
     for group in cluster.get("workerGroupSpecs", []):
         pod = group["template"]["spec"]
-        if slices := from_pod_spec(pod, group.get("replicas", 1)):
+        count = group["replicas"] if "replicas" in group else group.get("maxReplicas", 1)
+        if slices := from_pod_spec(pod, count):
             found.append((slices, pod))
     return found
+
+
+def offered_slices(env: Mapping[str, str] = os.environ) -> TpuSlices | None:
+    """The slices a release that gives idle ones back offers a job (OFFERED_SLICES_ENV), or
+    None where the cluster's slices are the hosts up now."""
+    raw = env.get(OFFERED_SLICES_ENV)
+    if not raw:
+        return None
+    spec = json.loads(raw)
+    offered = from_flags(
+        spec["generation"],
+        spec["topology"],
+        int(spec["slices"]),
+        int(spec["chips_per_host"]),
+        None,
+        None,
+    )
+    assert isinstance(offered, TpuSlices)
+    return offered
+
+
+def cluster_slices(nodes: list[dict[str, Any]]) -> TpuSlices:
+    """The TPU slices the Ray cluster offers a job: a release's whole worker group where jobs
+    ask for slices, else the slices whose hosts are up."""
+    return offered_slices() or from_cluster_nodes(nodes)
 
 
 def check_fits_cluster(
@@ -276,7 +311,7 @@ def check_fits_cluster(
     least min_slices of them)."""
     if isinstance(slices, CpuSlices):
         return
-    found = from_cluster_nodes(nodes)
+    found = cluster_slices(nodes)
     same = (found.shape.generation, found.shape.topology, found.shape.chips_per_host) == (
         slices.shape.generation,
         slices.shape.topology,

@@ -42,6 +42,23 @@ def run_serving_check(ns: argparse.Namespace) -> int:
     return check(ns.url, ns.model, ns.timeout)
 
 
+def run_idle_release(ns: argparse.Namespace) -> int:
+    from launcher.core.errors import UsageError
+    from launcher.core.idle_slices import IDLE_RELEASE_ENV, IdleRelease
+    from launcher.runtime.idle_release import watch
+    from launcher.runtime.kube_api import KubeApi
+
+    release = IdleRelease.from_env()
+    if release is None:
+        raise UsageError(
+            IDLE_RELEASE_ENV,
+            "not set: this runs beside the head of a release that gives idle slices back",
+            "--set ray.worker.tpu.releaseIdleAfterSeconds=1800 (the chart sets it)",
+        )
+    watch(KubeApi.in_cluster(), release)
+    return 0
+
+
 def run_preemption_notice(ns: argparse.Namespace) -> int:
     from launcher.runtime.preemption import notice_from_pod
 
@@ -71,10 +88,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--grace", type=int, required=True, help="the pod's grace period, seconds")
     p.set_defaults(func=run_preemption_notice)
     p = sub.add_parser(
+        "idle-release",
+        help=IN_CLUSTER + "beside the head: give the TPU slices back after a quiet period with "
+        "no job (ray.worker.tpu.releaseIdleAfterSeconds)",
+    )
+    p.set_defaults(func=run_idle_release)
+    p = sub.add_parser(
         "cluster-check", help=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
     )
     p.add_argument("--address", required=True, help="the Ray dashboard URL of the head")
-    p.add_argument("--expect-nodes", type=int, required=True, help="head + workers")
+    p.add_argument(
+        "--expect-nodes", type=int, required=True, help="at least this many: head + workers"
+    )
     p.add_argument(
         "--timeout", type=float, default=300, help="seconds to wait for them (default 300)"
     )

@@ -29,6 +29,7 @@ from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
 from launcher.core.hangs import HangBound
+from launcher.core.idle_slices import IdleRelease
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
     JobOptions,
@@ -211,7 +212,35 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             )
         )
         return 0
+    _ask_for_slices(slices.num_slices)
     return _fit(plan, options)
+
+
+def _ask_for_slices(count: int) -> None:
+    """On a release that gives idle slices back, asks for the job's slices before it starts."""
+    release = IdleRelease.from_env()
+    if release is None:
+        return
+    from launcher.runtime.idle_release import ask_for
+    from launcher.runtime.kube_api import KubeApi
+
+    try:
+        before = ask_for(KubeApi.in_cluster(), release, count)
+    except (OSError, LookupError, ValueError) as e:
+        # Ray Train waits for the slices all the same; say what to do if they never come.
+        print(
+            f"launcher: could not ask for {count} slice(s) of {release.cluster}/"
+            f"{release.group} ({e}); if none come, `kubectl patch raycluster {release.cluster}` "
+            f"its worker group's replicas to {count}",
+            flush=True,
+        )
+        return
+    if before is not None:
+        print(
+            f"launcher: asked for {count} slice(s) ({before} up): the release gave them back "
+            "while idle; the job starts once GKE and KubeRay bring every host (minutes)",
+            flush=True,
+        )
 
 
 def slice_trainer(

@@ -735,7 +735,7 @@ def test_flex_start_under_a_kueue_queue_makes_a_queued_provisioning_pool(capsys,
     assert {"--flex-start", "--enable-queued-provisioning", "--total-max-nodes=4"} <= set(pool)
 
 
-def test_a_rayjob_release_gets_pools_that_scale_from_zero(capsys, tmp_path):
+def test_pools_of_slices_that_come_with_a_job_scale_from_zero(capsys, tmp_path):
     """A RayJob's cluster asks for the slices a standing RayCluster would, but only while its
     job runs: the same pools, made empty and autoscaled up to the slice's hosts, so GKE
     removes the TPU VMs once the job's pods are gone (a fixed pool bills with no pod on it)."""
@@ -763,6 +763,9 @@ def test_a_rayjob_release_gets_pools_that_scale_from_zero(capsys, tmp_path):
     assert set(batch[tpu]) - set(standing[tpu]) == from_zero | {"--total-max-nodes=4"}
     flex = pools(str(job), "--capacity=flex-start")[tpu]
     assert len(flex) == len(set(flex)) and "--enable-autoscaling" in flex
+    # A standing release that gives idle slices back: the same pool as the RayJob's.
+    idle = pools("v6e-16.yaml", "--set", "ray.worker.tpu.releaseIdleAfterSeconds=1800")
+    assert idle[tpu] == batch[tpu]
     # The CPU pool of the head and the submitter stays as it was.
     for name in standing.keys() - {tpu}:
         assert batch[name] == standing[name]

@@ -623,6 +623,37 @@ CASES = [
         "'PodMonitoring', 'PodMonitor'",
     ),
     (
+        "idle slices given back by a RayJob, whose cluster ends with its job",
+        [
+            "--set",
+            "ray.worker.tpu.releaseIdleAfterSeconds=1800",
+            "--set",
+            "ray.job.enabled=true",
+            "--set-json",
+            'ray.job.args=["base.yml","run_name=r"]',
+        ],
+        "ray.worker.tpu.releaseIdleAfterSeconds",
+        "a RayJob's cluster is made for its job",
+    ),
+    (
+        "idle slices given back behind a Kueue queue's admission",
+        ["ray.worker.tpu.releaseIdleAfterSeconds=1800", "kueue.queueName=team-a"],
+        "ray.worker.tpu.releaseIdleAfterSeconds",
+        "Kueue admits a queued RayCluster's slices as one workload",
+    ),
+    (
+        "a quiet period shorter than a job's restart",
+        ["ray.worker.tpu.releaseIdleAfterSeconds=30"],
+        "ray.worker.tpu.releaseIdleAfterSeconds",
+        "minimum",
+    ),
+    (
+        "idle slices given back by a vLLM server",
+        ["serving.engine=vllm", "vllm.model=/data/m", "vllm.tpu.releaseIdleAfterSeconds=600"],
+        "vllm.tpu.releaseIdleAfterSeconds",
+        "only the Ray worker group gives idle slices back",
+    ),
+    (
         "source range not a CIDR",
         ["saxml.http.service.loadBalancerSourceRanges={everyone}"],
         "saxml.http.service.loadBalancerSourceRanges.0",

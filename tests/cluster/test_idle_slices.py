@@ -1,32 +1,42 @@
-"""Why a standing release does not release its idle slices: Ray 2.60's autoscaler v1 and
-KubeRay 1.6.2 together, in the test control plane (docs/jobs.md, "Idle slices").
+"""Idle slices in the test control plane, with the real KubeRay operator (docs/jobs.md, "Idle
+slices").
 
-The release is installed as it is, then given KubeRay's in-tree autoscaling (its docs' way:
-enableInTreeAutoscaling, minReplicas 0). No autoscaler process runs here (no container does):
-the test makes one autoscaler update at a time with Ray's own KubeRay node provider, the code
-the sidecar runs, its Kubernetes client pointed at this API server. KubeRay is the real
-operator. What it shows: when the autoscaler takes back one idle host of a multi-host slice
-(its hosts' idle timers expire in different updates), it lists the host for deletion without
-lowering replicas (it counts replicas in hosts), KubeRay deletes the whole slice (a replica
-group is deleted together) and then makes it again. Only all hosts at once reach zero.
+1. Why Ray's own autoscaler is not used: Ray 2.60's autoscaler v1 and KubeRay 1.6.2 together.
+   The release is given KubeRay's in-tree autoscaling (its docs' way: enableInTreeAutoscaling,
+   minReplicas 0), and the test makes one autoscaler update at a time with Ray's own KubeRay
+   node provider, the code the sidecar runs, its client pointed at this API server (no
+   container runs here). When it takes back one idle host of a multi-host slice (its hosts'
+   idle timers expire in different updates), it lists the host for deletion without lowering
+   replicas (it counts replicas in hosts); KubeRay deletes the whole slice, then makes it again.
+2. What the chart does instead (ray.worker.tpu.releaseIdleAfterSeconds): the release starts
+   with no slice, a job's driver asks for its slices and KubeRay makes whole ones, the idle
+   check gives them all back, each with the head's own token and the Role the chart grants it.
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
+import time
+import urllib.error
 
 import pykube
 import pytest
 from ray.autoscaler._private.kuberay import node_provider as kuberay_provider
 from ray.autoscaler._private.kuberay.autoscaling_config import _generate_provider_config
 
+from harness.helm import CHART
 from harness.kube import Release, wait_for
 from harness.paths import REPO
+from launcher.core.idle_slices import IdleRelease
+from launcher.runtime.idle_release import ask_for, watch
+from launcher.runtime.kube_api import KubeApi
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
 V6E_16 = REPO / "values" / "v6e-16.yaml"
 WORKER = {"ray.io/node-type": "worker"}
+HEAD = {"ray.io/node-type": "head"}
 REPLICA = "ray.io/worker-group-replica-name"  # KubeRay's label of a slice's hosts
 SETTLE_S = 90
 
@@ -130,3 +140,53 @@ def test_an_idle_slice_taken_back_one_host_at_a_time_is_made_again(release: Rele
     assert {"op": "replace", "path": "/spec/workerGroupSpecs/0/replicas", "value": 0} in sent
     wait_for("no worker pod left", lambda: not release.pods(**WORKER), SETTLE_S, release.events)
     assert release.raycluster()["spec"]["workerGroupSpecs"][0]["replicas"] == 0
+
+
+def head_token(release: Release, account: str) -> KubeApi:
+    """The API as the head's containers reach it: the head's service account's own token."""
+    token = subprocess.run(
+        [*release.kubectl(), "create", "token", account, "-n", release.namespace],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    config = pykube.KubeConfig.from_file(release.kubeconfig)
+    ca = config.cluster["certificate-authority"].filename()
+    return KubeApi(config.cluster["server"], token, ca, release.namespace)
+
+
+def test_a_job_asks_for_whole_slices_and_the_idle_check_gives_them_all_back(release: Release):
+    release.add_nodes_for(V6E_16)
+    release.helm("install", release.name, str(CHART), *release.values_args(V6E_16),
+                 "--set", "ray.worker.tpu.releaseIdleAfterSeconds=600")  # fmt: skip
+    cluster = release.raycluster()
+    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
+    env = {e["name"]: e["value"] for e in head["containers"][0]["env"] if "value" in e}
+    idle = IdleRelease.from_env(env)
+    assert idle == IdleRelease(cluster["metadata"]["name"], "tpu-group", 600.0)
+    wait_for("the head running", lambda: release.pods(**HEAD), SETTLE_S, release.events)
+    time.sleep(5)  # KubeRay has reconciled the workers by now: none
+    assert not release.pods(**WORKER)
+    api = head_token(release, head["serviceAccountName"])
+
+    # A job's driver asks for its slice (entrypoint._ask_for_slices): a whole slice comes.
+    assert ask_for(api, idle, 1) == 0
+    assert ask_for(api, idle, 1) is None  # asked already
+    wait_for("one slice of 4 hosts running", lambda: len(running_workers(release)) == 4,
+             SETTLE_S, release.events)  # fmt: skip
+    assert len(set(running_workers(release).values())) == 1
+
+    # No job for the quiet period: the idle check gives the slice back, every host at once.
+    now = [0.0]
+
+    def clock() -> float:
+        now[0] += idle.after_s
+        return now[0]
+
+    watch(api, idle, active=lambda: False, clock=clock, sleep=lambda _: None, rounds=2)
+    wait_for("no worker pod left", lambda: not release.pods(**WORKER), SETTLE_S, release.events)
+    time.sleep(10)  # and none made again
+    assert not release.pods(**WORKER), [p.name for p in release.pods(**WORKER)]
+    assert release.raycluster()["spec"]["workerGroupSpecs"][0]["replicas"] == 0
+
+    # The head's token reaches that RayCluster and nothing else.
+    with pytest.raises(urllib.error.HTTPError, match="403"):
+        api.pods("ray.io/node-type=worker")

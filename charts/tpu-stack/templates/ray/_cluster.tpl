@@ -45,12 +45,27 @@ cluster lives only while its job runs). Call with the root context.
       {{- /* Jobs submitted here are elastic down to this many slices unless they say otherwise. */}}
       {{- $env = list (dict "name" "LAUNCHER_MIN_SLICES" "value" (toString $w.tpu.minSlices)) }}
       {{- end }}
-      {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "head" "group" $v.head "container" "ray-head" "ports" $ports "env" $env) | nindent 6 }}
+      {{- $sidecars := list }}
+      {{- if and $w.tpu.enabled $w.tpu.releaseIdleAfterSeconds }}
+      {{- /* launcher.core.idle_slices: which group gives its slices back, and after how long;
+        launcher.core.slices: the slices a job may ask for (none may be up when it starts). */}}
+      {{- $idle := dict "name" "LAUNCHER_IDLE_RELEASE" "value" (toJson (dict "cluster" (include "tpu-stack.rayClusterName" .) "group" $w.groupName "after_s" $w.tpu.releaseIdleAfterSeconds)) }}
+      {{- $offered := dict "name" "LAUNCHER_OFFERED_SLICES" "value" (toJson (dict "generation" $slice.generation "topology" $slice.topology "chips_per_host" $slice.chipsPerHost "slices" $slice.slices)) }}
+      {{- $env = concat $env (list $idle $offered) }}
+      {{- $sidecars = list (include "tpu-stack.idleReleaseContainer" (dict "ctx" . "env" (list $idle)) | fromYaml) }}
+      {{- end }}
+      {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "head" "group" $v.head "container" "ray-head" "ports" $ports "env" $env "sidecars" $sidecars "kubeApi" (gt (len $sidecars) 0)) | nindent 6 }}
   workerGroupSpecs:
     - groupName: {{ $w.groupName | quote }}
       {{- if $w.tpu.enabled }}
+      {{- if $w.tpu.releaseIdleAfterSeconds }}
+      {{- /* No replicas: jobs ask for slices and the idle check gives them back (a rendered
+        count would undo theirs on every upgrade); KubeRay's default, 0, starts with none. */}}
+      minReplicas: 0
+      {{- else }}
       replicas: {{ $slice.slices }}
       minReplicas: {{ $w.tpu.minSlices | default $slice.slices }}
+      {{- end }}
       maxReplicas: {{ $slice.slices }}
       numOfHosts: {{ $slice.hosts }}
       {{- else }}
@@ -90,4 +105,35 @@ kueue.x-k8s.io/queue-name: {{ . | quote }}
 {{- with .Values.kueue.priorityClass }}
 kueue.x-k8s.io/priority-class: {{ . | quote }}
 {{- end }}
+{{- end -}}
+
+{{/*
+tpu-stack.idleReleaseContainer: `tpu-launcher idle-release` beside the Ray head: it reads the
+head's job API (with the release's Ray token) and patches the worker group's replicas with the
+head's service-account token (templates/ray/idle-release-rbac.yaml). Call with (dict "ctx" $
+"env" <list>).
+*/}}
+{{- define "tpu-stack.idleReleaseContainer" -}}
+{{- $v := .ctx.Values.ray -}}
+name: idle-release
+image: {{ include "tpu-stack.image" (dict "image" $v.image "global" .ctx.Values.global "defaultTag" .ctx.Chart.AppVersion) }}
+imagePullPolicy: {{ $v.image.pullPolicy }}
+command: ["python", "-m", "launcher", "idle-release"]
+env:
+  {{- toYaml .env | nindent 2 }}
+  {{- if $v.auth.enabled }}
+  - name: RAY_AUTH_TOKEN
+    valueFrom:
+      secretKeyRef:
+        name: {{ include "tpu-stack.rayAuthSecretName" .ctx }}
+        key: auth_token
+  {{- end }}
+resources:
+  requests:
+    cpu: 50m
+    memory: 256Mi
+  limits:
+    memory: 256Mi
+securityContext:
+  {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" true) | nindent 2 }}
 {{- end -}}

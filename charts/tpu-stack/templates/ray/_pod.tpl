@@ -20,9 +20,15 @@ spec:
   imagePullSecrets:
     {{- toYaml . | nindent 4 }}
   {{- end }}
+  {{- if .kubeApi }}
+  # The idle check and a job's driver set the worker group's replicas with the head's token
+  # (its Role: get and patch this RayCluster, nothing else).
+  automountServiceAccountToken: true
+  {{- else }}
   # Ray reaches nothing of the Kubernetes API (no in-tree autoscaler); gcsfuse and Workload
   # Identity get their tokens without the pod's own.
   automountServiceAccountToken: false
+  {{- end }}
   {{- with .gracePeriod }}
   # From termination to kill: the preStop hook's preemption notice, the save, then the kill.
   terminationGracePeriodSeconds: {{ . }}
@@ -66,6 +72,9 @@ spec:
         - name: tmp
           mountPath: /tmp
         {{- end }}
+    {{- with .sidecars }}
+    {{- toYaml . | nindent 4 }}
+    {{- end }}
   volumes:
     {{- include "tpu-stack.volumes" (dict "ctx" $ctx "readOnly" false) | nindent 4 }}
     {{- if $v.readOnlyRootFilesystem }}
