@@ -109,19 +109,24 @@ def scan(objects: list[dict], tmp_path) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize(
-    ("values", "pod_security", "pods"),
+    ("values", "sets", "pod_security", "pods"),
     [
-        ("v6e-16.yaml", "restricted", 6),  # head, 4 hosts, helm test's pod
-        ("v5e-32-saxml.yaml", "baseline", 18),  # off the host network (the tutorial's is on)
-        ("v6e-8-vllm.yaml", "restricted", 2),  # the vLLM server, helm test's pod
+        ("v6e-16.yaml", [], "restricted", 6),  # head, 4 hosts, helm test's pod
+        # Slices given back when idle: the head (its idle check beside it, its token, its Role)
+        # and helm test's pod; no slice until a job asks.
+        ("v6e-16.yaml", ["ray.worker.tpu.releaseIdleAfterSeconds=600"], "restricted", 2),
+        ("v5e-32-saxml.yaml", [], "baseline", 18),  # off the host network (the tutorial's is on)
+        ("v6e-8-vllm.yaml", [], "restricted", 2),  # the vLLM server, helm test's pod
     ],
+    ids=["v6e-16", "v6e-16-idle-release", "v5e-32-saxml", "v6e-8-vllm"],
 )
 def test_live_objects_have_no_finding_the_readme_does_not_accept(
-    release: Release, tmp_path, values, pod_security, pods
+    release: Release, tmp_path, values, sets, pod_security, pods
 ):
     release.add_nodes_for(VALUES / values)
     release.pod_security(pod_security)
-    release.install(VALUES / values)
+    flags = [a for s in sets for a in ("--set", s)]
+    release.helm("install", release.name, str(CHART), *release.values_args(VALUES / values), *flags)
     release.helm("test", release.name, "--timeout", "5s", check=False)  # its pod, RBAC
     wait_for(
         f"{pods} pods to be scheduled",
