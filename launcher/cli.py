@@ -13,7 +13,8 @@ On a workstation:
   dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
   completion bash | zsh         a shell completion script
 
-In the cluster: train, decode, convert, cluster-check, serving-check, preemption-notice.
+In the cluster: train, decode, convert, cluster-check, serving-check, preemption-notice,
+idle-release.
 
 Each command module adds its own parser and handler (`set_defaults(func=...)`); this module only
 assembles them and turns the errors raised below into exit codes: 2 for a usage error (with the
