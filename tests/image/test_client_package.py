@@ -19,7 +19,7 @@ import pytest
 import yaml
 
 from harness.paths import REPO
-from tests.image.test_image import _build_wheel, _uv
+from tests.image.test_image import _build_wheel, _uv, uv_cache_turn
 
 pytestmark = pytest.mark.image
 TRAINING_STACK = {"jax", "jaxlib", "libtpu", "maxtext", "ray", "tensorflow", "torch"}
@@ -45,11 +45,13 @@ def client(wheel, tmp_path_factory) -> tuple[Path, Path]:
     env_dir, outside = root / "venv", root / "elsewhere"
     outside.mkdir()
     venv.create(env_dir, with_pip=False)
-    proc = subprocess.run(
-        [_uv(), "pip", "install", "--offline", "--python", str(env_dir / "bin" / "python"), wheel],
-        capture_output=True,
-        text=True,
-    )
+    with uv_cache_turn():
+        proc = subprocess.run(
+            [_uv(), "pip", "install", "--offline", "--python", str(env_dir / "bin" / "python"),
+             wheel],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return env_dir, outside
 
@@ -201,11 +203,12 @@ def test_the_jobs_checks_need_only_maxtexts_configs(client):
         bare.stderr
     )
     python = str(client[0] / "bin" / "python")
-    proc = subprocess.run(
-        [_uv(), "pip", "install", "--offline", "--no-deps", "--python", python, MAXTEXT_PIN],
-        capture_output=True,
-        text=True,
-    )
+    with uv_cache_turn():
+        proc = subprocess.run(
+            [_uv(), "pip", "install", "--offline", "--no-deps", "--python", python, MAXTEXT_PIN],
+            capture_output=True,
+            text=True,
+        )
     assert proc.returncode == 0, proc.stderr
     checked = _run(client, *job)
     assert checked.returncode == 2, checked.stdout + checked.stderr

@@ -4,12 +4,15 @@ and its install steps, replayed here in a fresh venv from the lock, give a worki
 
 from __future__ import annotations
 
+import fcntl
 import re
 import shutil
 import subprocess
 import sys
 import venv
 import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -18,6 +21,16 @@ from harness.paths import REPO, pins
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"
 LOCK = REPO / "images" / "launcher" / "requirements.lock"
+
+
+@contextmanager
+def uv_cache_turn() -> Iterator[None]:
+    """One uv command of the image tests at a time: an online one (the lock's re-resolve, the
+    image's install steps) rewrites uv's cached index pages while an offline one (the client's
+    install) reads them, and there the offline one found none (CI, two workers)."""
+    with open(REPO / ".tools" / "uv-tests.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def _uv() -> str:
@@ -45,38 +58,40 @@ def test_lock_matches_the_declared_dependencies(tmp_path):
     """Re-resolving pyproject.toml at the lock's pins changes nothing (`make lock` was run)."""
     out = tmp_path / "requirements.lock"
     shutil.copy(LOCK, out)
-    proc = subprocess.run(
-        [
-            _uv(),
-            "pip",
-            "compile",
-            "--quiet",
-            "pyproject.toml",
-            "--extra",
-            "runtime",
-            "--python-version",
-            "3.12",
-            "--python-platform",
-            "x86_64-manylinux_2_31",
-            "--generate-hashes",
-            "-o",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-    )
+    with uv_cache_turn():
+        proc = subprocess.run(
+            [
+                _uv(),
+                "pip",
+                "compile",
+                "--quiet",
+                "pyproject.toml",
+                "--extra",
+                "runtime",
+                "--python-version",
+                "3.12",
+                "--python-platform",
+                "x86_64-manylinux_2_31",
+                "--generate-hashes",
+                "-o",
+                str(out),
+            ],
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+        )
     assert proc.returncode == 0, proc.stderr
     pins = lambda p: sorted(re.findall(r"^([a-z0-9_.-]+==\S+)", p.read_text(), re.M))  # noqa: E731
     assert pins(out) == pins(LOCK), "images/launcher/requirements.lock is stale: run `make lock`"
 
 
 def _build_wheel(out_dir) -> str:
-    proc = subprocess.run(
-        [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir), str(REPO)],
-        capture_output=True,
-        text=True,
-    )
+    with uv_cache_turn():
+        proc = subprocess.run(
+            [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir), str(REPO)],
+            capture_output=True,
+            text=True,
+        )
     assert proc.returncode == 0, proc.stderr
     (wheel,) = out_dir.glob("tpu_launcher-*.whl")
     return str(wheel)
@@ -110,7 +125,8 @@ def test_install_steps_from_the_lock_give_a_working_launcher(tmp_path):
         [_uv(), "pip", "sync", "--quiet", "--python", python, str(LOCK)],
         [_uv(), "pip", "install", "--quiet", "--python", python, "--no-deps", wheel],
     ):
-        proc = subprocess.run(argv, capture_output=True, text=True)
+        with uv_cache_turn():
+            proc = subprocess.run(argv, capture_output=True, text=True)
         assert proc.returncode == 0, proc.stderr
     clean_env = {
         "PATH": f"{env_dir / 'bin'}:/usr/bin:/bin",
