@@ -38,6 +38,10 @@ from launcher.runtime.progress import parse_step_line, steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
+# Long enough that the job is still training when the slice comes back and Ray's resize check
+# restarts it on two: alone that took until step 66 of 100, and in CI beside other tiers the
+# job twice finished 100 steps on one slice first.
+STEPS = 200
 SHAPE = ("--tpu", "v5p-8", "--num-slices", "2")
 WORKER = re.compile(r"^(?:\x1b\[[0-9;]*m)?\(RayTrainWorker pid=(\d+)\)")  # Ray's line prefix
 
@@ -101,7 +105,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
         "--resize_check_s=10",
         "tiny-llama.yml",
         f"run_name={name}",
-        "steps=100",
+        f"steps={STEPS}",
         # Saved before the next step runs, so a change redoes at most checkpoint_period steps;
         # with MaxText's asynchronous saves, add the steps that run while a save is in flight.
         "async_checkpointing=false",
@@ -131,7 +135,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     starts = [s for s in result["starts"] if s["first_step"] is not None]
     assert [s["slices"] for s in starts] == [2, 1, 2], result["starts"]
     assert [s["workers"] for s in starts] == [2, 1, 2]
-    assert result["last_step"] == 99
+    assert result["last_step"] == STEPS - 1
 
     # The same global batch on each size: MaxText's own count of the tokens in each step.
     batches = {tokens for s in starts for tokens in s["batch_tokens"]}
@@ -163,7 +167,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     assert megascale[1] == {}, megascale
     assert megascale[2].get("MEGASCALE_NUM_SLICES") == "2"
     assert megascale[2].get("MEGASCALE_SLICE_ID") == "0"  # rank 0 is on the first slice
-    assert max(steps_logged(logs)) == 99
+    assert max(steps_logged(logs)) == STEPS - 1
     print(
         f"\nelastic: 2 slices -> 1 after step {last_computed[0]} (resumed at {restored[0] + 1})"
         f" -> 2 after step {last_computed[1]} (resumed at {restored[1] + 1}); one-slice start"
