@@ -16,6 +16,7 @@ import pytest
 
 from ci.cluster import control_plane, gke_nodes
 from harness.helm import BUCKET, CHART, helm
+from launcher.runtime.kube_api import KubeApi
 
 
 def wait_for(
@@ -98,6 +99,16 @@ class Release:
             "KUBECONFIG": self.kubeconfig,
             "PATH": f"{kubectl_dir}{os.pathsep}{os.environ['PATH']}",
         }
+
+    def as_account(self, account: str) -> KubeApi:
+        """The API as a pod running as `account` reaches it: its own token, this cluster's CA."""
+        token = subprocess.run(
+            [*self.kubectl(), "create", "token", account, "-n", self.namespace],
+            capture_output=True, text=True, check=True,
+        ).stdout.strip()  # fmt: skip
+        config = pykube.KubeConfig.from_file(self.kubeconfig)
+        ca = config.cluster["certificate-authority"].filename()
+        return KubeApi(config.cluster["server"], token, ca, self.namespace)
 
     def pods(self, **selector: str) -> list[pykube.Pod]:
         return list(

@@ -277,13 +277,12 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             cluster = doc["spec"] if kind == "RayCluster" else doc["spec"]["rayClusterSpec"]
             head = cluster["headGroupSpec"]["template"]["spec"]
             image = head["containers"][0]["image"]
+            # A RayJob's cluster, or a group whose slices jobs ask for (no replicas given:
+            # ray.worker.tpu.releaseIdleAfterSeconds), holds nodes only while a job runs.
+            asked_for = any("replicas" not in g for g in cluster["workerGroupSpecs"])
             for slices, pod in worker_group_slices(cluster):
                 name = f"{release}-ray-{slices.shape.name}"
-                # A RayJob's cluster, or a group whose slices jobs ask for (no replicas given:
-                # ray.worker.tpu.releaseIdleAfterSeconds), holds nodes only while a job runs.
-                asked_for = any("replicas" not in g for g in cluster["workerGroupSpecs"])
-                pool = NodePool.of(name, slices, pod, kind == "RayJob" or asked_for)
-                pools.append(pool)
+                pools.append(NodePool.of(name, slices, pod, kind == "RayJob" or asked_for))
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:

@@ -101,5 +101,5 @@ def watch(
         except (urllib.error.URLError, OSError, LookupError, ValueError) as e:
             # The API server or a racing patch: keep the slices, look again.
             print(f"idle-release: {e}; keeping the slices, looking again", file=sys.stderr)
-            quiet.quiet_since = None
+            quiet.observe(None, clock())  # not knowing starts the quiet period again
         sleep(POLL_S)

@@ -20,7 +20,6 @@ from harness.paths import REPO
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 from launcher.core.values_file import tpu_slices
 from launcher.runtime.cluster_check import webhook_problems
-from launcher.runtime.kube_api import KubeApi
 
 pytestmark = pytest.mark.cluster
 
@@ -168,15 +167,7 @@ def test_helm_test_pod_targets_the_head(release: Release):
     assert f"--ray-cluster={cluster}" in command
     account = test_pod.obj["spec"]["serviceAccountName"]
     assert account == f"{cluster}-test"
-    token = subprocess.run(
-        [*release.kubectl(), "create", "token", account, "-n", release.namespace],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    config = pykube.KubeConfig.from_file(release.kubeconfig)
-    ca = config.cluster["certificate-authority"].filename()
-    api = KubeApi(config.cluster["server"], token, ca, release.namespace)
+    api = release.as_account(account)
     pods = api.pods(f"ray.io/cluster={cluster}")
     workers = [p for p in pods if p["metadata"]["labels"].get("ray.io/node-type") == "worker"]
     assert len(workers) == 4
@@ -184,7 +175,7 @@ def test_helm_test_pod_targets_the_head(release: Release):
     assert "4 multi-host TPU worker pod(s)" in problem and "no TPU_WORKER_HOSTNAMES" in problem
     # ...and nothing beyond pods: the account may not read the auth Secret.
     with pytest.raises(urllib.error.HTTPError, match="403"):
-        _read(config.cluster["server"], token, ca, release.namespace, f"secrets/{secret}")
+        _read(api.server, api.token, api.ca_file, api.namespace, f"secrets/{secret}")
 
 
 def _read(api: str, token: str, ca: str, namespace: str, what: str) -> dict:

@@ -16,7 +16,6 @@ slices").
 from __future__ import annotations
 
 import json
-import subprocess
 import time
 import urllib.error
 
@@ -30,7 +29,6 @@ from harness.kube import Release, wait_for
 from harness.paths import REPO
 from launcher.core.idle_slices import IdleRelease
 from launcher.runtime.idle_release import ask_for, watch
-from launcher.runtime.kube_api import KubeApi
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 
@@ -142,17 +140,6 @@ def test_an_idle_slice_taken_back_one_host_at_a_time_is_made_again(release: Rele
     assert release.raycluster()["spec"]["workerGroupSpecs"][0]["replicas"] == 0
 
 
-def head_token(release: Release, account: str) -> KubeApi:
-    """The API as the head's containers reach it: the head's service account's own token."""
-    token = subprocess.run(
-        [*release.kubectl(), "create", "token", account, "-n", release.namespace],
-        capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    config = pykube.KubeConfig.from_file(release.kubeconfig)
-    ca = config.cluster["certificate-authority"].filename()
-    return KubeApi(config.cluster["server"], token, ca, release.namespace)
-
-
 def test_a_job_asks_for_whole_slices_and_the_idle_check_gives_them_all_back(release: Release):
     release.add_nodes_for(V6E_16)
     release.helm("install", release.name, str(CHART), *release.values_args(V6E_16),
@@ -165,7 +152,7 @@ def test_a_job_asks_for_whole_slices_and_the_idle_check_gives_them_all_back(rele
     wait_for("the head running", lambda: release.pods(**HEAD), SETTLE_S, release.events)
     time.sleep(5)  # KubeRay has reconciled the workers by now: none
     assert not release.pods(**WORKER)
-    api = head_token(release, head["serviceAccountName"])
+    api = release.as_account(head["serviceAccountName"])
 
     # A job's driver asks for its slice (entrypoint._ask_for_slices): a whole slice comes.
     assert ask_for(api, idle, 1) == 0
