@@ -4,6 +4,7 @@ generate, export. Each adds its own parser and handler; requests are built by na
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
 from launcher.core.run_requests import (
@@ -14,6 +15,9 @@ from launcher.core.run_requests import (
     job_args,
 )
 
+if TYPE_CHECKING:
+    from launcher.core.job_plan import Job
+
 # The demo: a tiny Llama-style model on the local simulated slice; each run trains 40 steps past
 # the latest checkpoint, so a rerun resumes and goes on.
 DEMO_JOB = ["--steps_beyond_checkpoint=40", "tiny-llama.yml", "run_name=demo"]
@@ -22,11 +26,11 @@ JOB_ARGS_HELP = (
 )
 
 
-def _submit_request(ns: argparse.Namespace, args: list[str]):
+def _submit_request(ns: argparse.Namespace, job: Job):
     from launcher.client.ray_jobs import SubmitRequest
 
     return SubmitRequest(
-        args,
+        job,
         address=ns.address,
         submission_id=ns.submission_id,
         no_wait=ns.no_wait,
@@ -42,17 +46,19 @@ def _submit_request(ns: argparse.Namespace, args: list[str]):
 
 def run_submit(ns: argparse.Namespace) -> int:
     from launcher.client.ray_jobs import submit
+    from launcher.core.job_plan import parse_job_args
 
-    return submit(_submit_request(ns, job_args(ns.job_args)))
+    return submit(_submit_request(ns, parse_job_args(job_args(ns.job_args))))
 
 
 def run_demo(ns: argparse.Namespace) -> int:
     from launcher.client import local_cluster
     from launcher.client.ray_jobs import SubmitRequest, submit
+    from launcher.core.job_plan import parse_job_args
 
     local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
     job = [*DEMO_JOB, *job_args(ns.maxtext_args)]
-    code = submit(SubmitRequest(job, no_wait=ns.no_wait, verbose=ns.verbose))
+    code = submit(SubmitRequest(parse_job_args(job), no_wait=ns.no_wait, verbose=ns.verbose))
     print(where_the_metrics_are())
     return code
 
@@ -74,12 +80,13 @@ def where_the_metrics_are() -> str:
 
 def run_preflight(ns: argparse.Namespace) -> int:
     from launcher.client.slice_target import resolve_target
+    from launcher.core.job_plan import parse_job_args
     from launcher.preflight.command import PreflightRequest, preflight
 
     target = resolve_target(ns.values, ns.release, ns.namespace)
     return preflight(
         PreflightRequest(
-            job_args(ns.job_args),
+            parse_job_args(job_args(ns.job_args)),
             target.slices if target else None,
             target.source if target else None,
             bucket=ns.bucket,
@@ -114,7 +121,7 @@ def run_about_run(ns: argparse.Namespace) -> int:
     from launcher.client.ray_jobs import SubmitRequest, submit_run_request
 
     where = SubmitRequest(
-        [], address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
+        None, address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
     )
     request_type = GenerateRequest if ns.command == "generate" else ExportRequest
     return submit_run_request(request_type.from_args(ns), where)

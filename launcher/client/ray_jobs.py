@@ -31,7 +31,7 @@ from launcher.client.slice_target import bind_job_to, resolve_target
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import EventKind, events, format_full_log, last_result
-from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.job_plan import Job, plan_job
 from launcher.core.run_requests import (
     TRAIN_ENTRYPOINT,
     ExportRequest,
@@ -58,7 +58,7 @@ def job_status(address: str, job_id: str) -> str:
 class SubmitRequest:
     """`tpu-launcher submit`'s options, read once."""
 
-    job_args: list[str]
+    job: Job | None  # None: the request only says where (generate, export)
     address: str | None = None
     submission_id: str | None = None
     no_wait: bool = False
@@ -83,8 +83,10 @@ def submit(request: SubmitRequest) -> int:
     """Checks the job here; for a values file or a release, resolves its slice once, runs
     preflight for it and binds the job to it (the approved slice is the slice it runs on);
     submits it and follows it; 0 when it succeeded."""
-    options, maxtext_argv = parse_job_args(request.job_args)
-    job_args = request.job_args
+    job = request.job
+    if job is None:
+        raise ValueError("submit needs a job")
+    job_args = list(job.words)
     if request.dry_run and request.release:  # reading the release needs its cluster
         print(
             f"[dry-run] preflight: the job on the slice of release {request.release}, "
@@ -94,7 +96,7 @@ def submit(request: SubmitRequest) -> int:
         target = None
     else:
         target = resolve_target(request.values, request.release, request.namespace)
-    plan = plan_job(options, maxtext_argv, target=target.slices if target else None)
+    plan = plan_job(job.options, list(job.maxtext_argv), target=target.slices if target else None)
     if target is not None and target.slices is not None:
         if request.dry_run and not request.skip_preflight:
             print(f"[dry-run] preflight: the job on the slice of {target.source}", flush=True)
@@ -103,12 +105,12 @@ def submit(request: SubmitRequest) -> int:
 
             code = preflight(
                 PreflightRequest(
-                    job_args, target.slices, target.source, grace_seconds=target.grace_seconds
+                    job, target.slices, target.source, grace_seconds=target.grace_seconds
                 )
             )
             if code:
                 return code
-        if options.slice_request() is None:
+        if job.options.slice_request() is None:
             job_args = bind_job_to(job_args, target.slices)
             print(
                 f"launcher: the job is bound to {target.slices.describe()} ({target.source}): "
@@ -118,7 +120,7 @@ def submit(request: SubmitRequest) -> int:
     with contextlib.ExitStack() as stack:
         staging = stack.enter_context(tempfile.TemporaryDirectory(prefix="tpu-launcher-job-"))
         shipment = plan_shipment(
-            job_args, maxtext_argv, plan.args.config, request.working_dir, Path(staging)
+            job_args, list(job.maxtext_argv), plan.args.config, request.working_dir, Path(staging)
         )
         for line in shipment.describe():
             print(line, flush=True)

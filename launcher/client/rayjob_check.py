@@ -39,7 +39,7 @@ def check_rayjobs(docs: list[dict[str, Any]]) -> None:
             continue
         args = rayjob_args(doc)
         try:
-            options, maxtext_argv = parse_job_args(args)
-            plan_job(options, maxtext_argv, target=rayjob_slices(doc))
+            job = parse_job_args(args)
+            plan_job(job.options, list(job.maxtext_argv), target=rayjob_slices(doc))
         except UsageError as err:
             raise UsageError(f"ray.job.args: {err.field}", err.problem, err.fix) from err

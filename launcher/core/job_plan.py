@@ -2,7 +2,8 @@
 
 The launcher's own flags (`--accelerator_type=v6e --topology=4x4 ...`) come first in a job's
 arguments, MaxText's `[config.yml] key=value ...` follow. Each entry point parses them once
-into a frozen `JobOptions`, and `plan_job` does the rest the same way for all three callers:
+into a frozen `JobOptions` (a workstation's commands into a `Job`, with the words as given),
+and `plan_job` does the rest the same way for all three callers:
 `tpu-launcher train` in the cluster (with the Ray cluster's nodes and the bucket mount),
 `tpu-launcher submit` on a workstation (before anything is sent), and preflight (with the
 target slice of a values file or a release).
@@ -266,15 +267,26 @@ def spelled_as_defined(job_args: list[str], fv: flags.FlagValues) -> list[str]:
     return spelled
 
 
-def parse_job_args(job_args: list[str]) -> tuple[JobOptions, list[str]]:
-    """Splits a job's arguments into the launcher's options and MaxText's arguments."""
+@dataclass(frozen=True)
+class Job:
+    """A job's arguments, read once where they come in (a command's words, a RayJob's args)
+    and handed down: nothing below that edge parses them again."""
+
+    words: tuple[str, ...]  # as given: what is shipped to the cluster
+    options: JobOptions  # the launcher's flags
+    maxtext_argv: tuple[str, ...]  # MaxText's [config.yml] key=value ...
+
+
+def parse_job_args(job_args: list[str]) -> Job:
+    """Splits a job's arguments into the launcher's options and MaxText's arguments. Called only
+    at the edges, where a job's words arrive (tests/unit/test_package_layout.py holds it)."""
     fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     try:
         rest = fv(["tpu-launcher train", *spelled_as_defined(job_args, fv)])
     except flags.Error as e:
         raise UsageError("flags", str(e), "see `tpu-launcher train --help`") from None
-    return JobOptions.from_flags(fv), rest[1:]
+    return Job(tuple(job_args), JobOptions.from_flags(fv), tuple(rest[1:]))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.job_plan import Job, plan_job
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.run_dir import DEFAULT_OUTPUT_DIR
 from launcher.core.slices import TpuSlices
@@ -33,7 +33,7 @@ from launcher.preflight.save_estimate import estimate_save
 class PreflightRequest:
     """`tpu-launcher preflight`'s options, read once."""
 
-    job_args: list[str]
+    job: Job
     target: TpuSlices | None = None  # the slice a values file or a release names, resolved
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
@@ -46,14 +46,13 @@ class PreflightRequest:
 
 def preflight(request: PreflightRequest) -> int:
     """Prints the reports; raises UsageError when the job is wrong for the slice or too big."""
-    options, maxtext_argv = parse_job_args(request.job_args)
     target = request.target
     if target is None and request.target_source:  # a release on a CPU cluster: submit goes on
         print(f"preflight: {request.target_source} has no TPU worker group: nothing to compile for")
         return 0
     plan = plan_job(
-        options,
-        maxtext_argv,
+        request.job.options,
+        list(request.job.maxtext_argv),
         target=target,
         data_root=request.data_dir,
         hosts_data_root=DEFAULT_OUTPUT_DIR if request.data_dir else None,
@@ -91,6 +90,6 @@ def preflight(request: PreflightRequest) -> int:
             max_batch=request.max_batch,
             job_flags=plan.libtpu_init_args,
         )
-        print(sharding_advice.render(advice, request.job_args))
+        print(sharding_advice.render(advice, request.job))
     refuse_if_too_big(report)
     return 0

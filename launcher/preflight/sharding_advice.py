@@ -24,6 +24,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import prod
+from typing import TYPE_CHECKING
 
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import TpuSlices
@@ -33,6 +34,9 @@ from launcher.preflight.compile_engine import CompileError, compile_report
 from launcher.preflight.memory_report import GIB, MemoryReport
 from launcher.preflight.remat_costs import ModelDims
 from launcher.preflight.step_model import StepModel, StepTerms, step_terms
+
+if TYPE_CHECKING:
+    from launcher.core.job_plan import Job
 
 # Policies searched, from least HBM to most.
 POLICIES = ("full", "save_qkv_proj", "save_dot_except_mlp", "minimal")
@@ -338,16 +342,16 @@ def changed_args(advice: Advice, c: Candidate) -> dict[str, str]:
     return {k: v for k, v in new.items() if typed(v) != advice.job.get(k)}
 
 
-def paste_args(job_args: list[str], changes: dict[str, str], libtpu_flags: str) -> str:
+def paste_args(job: Job, changes: dict[str, str], libtpu_flags: str) -> str:
     """The job's arguments with `changes`, as one shell word list to paste after `--`:
     the launcher's flags (LIBTPU_INIT_ARGS as --libtpu_init_args), then MaxText's, in the
     user's order, changed in place or appended."""
     import shlex
     from dataclasses import fields
 
-    from launcher.core.job_plan import JobOptions, parse_job_args
+    from launcher.core.job_plan import JobOptions
 
-    options, maxtext_argv = parse_job_args(job_args)
+    options = job.options
     defaults = JobOptions()
     launcher = [
         f"--{f.name}={getattr(options, f.name)}"
@@ -358,7 +362,7 @@ def paste_args(job_args: list[str], changes: dict[str, str], libtpu_flags: str) 
         launcher.append(f"--libtpu_init_args={libtpu_flags}")
     pending = dict(changes)
     maxtext = []
-    for arg in maxtext_argv:
+    for arg in job.maxtext_argv:
         key = arg.partition("=")[0]
         maxtext.append(f"{key}={pending.pop(key)}" if key in pending else arg)
     maxtext += [f"{k}={v}" for k, v in pending.items()]
@@ -387,7 +391,7 @@ def _row(advice: Advice, c: Candidate, label: str) -> str:
     return f"  {label:<40}{_number(advice.global_batch(c)):>7}{memory:>11}{fits:>6}{cols}"
 
 
-def render(advice: Advice, job_args: list[str]) -> str:
+def render(advice: Advice, job: Job) -> str:
     gen = advice.target.shape.generation
     per = device_noun(gen.devices_per_chip)
     given = advice.prediction(advice.given)
@@ -454,9 +458,9 @@ def render(advice: Advice, job_args: list[str]) -> str:
                 lines.append(
                     f"  at the job's own global batch the best is {b.name}: "
                     f"{q.tokens_per_chip_s:,.0f} tokens/s/{per}:\n    "
-                    + paste_args(job_args, changed_args(advice, b), advice.flags)
+                    + paste_args(job, changed_args(advice, b), advice.flags)
                 )
-    lines.append(f"  {PASTE_HERE}\n    " + paste_args(job_args, changes, advice.flags))
+    lines.append(f"  {PASTE_HERE}\n    " + paste_args(job, changes, advice.flags))
     errors = errors_on(gen.name)
     if errors:
         lines.append(

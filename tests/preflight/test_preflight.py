@@ -249,7 +249,8 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
 
     # The pasted arguments are a job the launcher takes, with the recommendation in it.
     pasted = text.split(PASTE_HERE + "\n    ", 1)[1].splitlines()[0]
-    options, maxtext = parse_job_args(shlex.split(pasted))
+    job = parse_job_args(shlex.split(pasted))
+    options, maxtext = job.options, list(job.maxtext_argv)
     assert options.accelerator_type == "v6e" and options.topology == "4x4"
     assert "--xla_tpu_enable_async_collective_fusion=true" in options.libtpu_init_args
     recommended = best["name"].removesuffix(" <- best").split(", ")

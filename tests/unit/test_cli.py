@@ -141,7 +141,8 @@ def test_a_bound_job_reads_back_as_the_same_slices(accelerator, topology, chips,
     from launcher.core.tpu_table import slice_shape
 
     target = TpuSlices(slice_shape(accelerator, topology, chips), slices)
-    options, maxtext = parse_job_args(bind_job_to(["tiny-llama.yml", "run_name=r"], target))
+    job = parse_job_args(bind_job_to(["tiny-llama.yml", "run_name=r"], target))
+    options, maxtext = job.options, list(job.maxtext_argv)
     assert options.slice_request() == target and maxtext == ["tiny-llama.yml", "run_name=r"]
 
 
@@ -152,10 +153,12 @@ def test_the_head_refuses_a_bound_job_on_a_cluster_of_another_shape():
     from tests.support.ray_nodes import ray_nodes
 
     nodes = ray_nodes("v5p", "2x2x2")  # a v5p-16 cluster's nodes, as the local cluster starts
-    options, maxtext = parse_job_args(["--tpu=tpu7x-16", "tiny-llama.yml", "run_name=r"])
+    job = parse_job_args(["--tpu=tpu7x-16", "tiny-llama.yml", "run_name=r"])
+    options, maxtext = job.options, list(job.maxtext_argv)
     with pytest.raises(UsageError, match="offers v5p-16"):
         plan_job(options, maxtext, nodes=nodes)
-    options, maxtext = parse_job_args(["--tpu=v5p-16", "tiny-llama.yml", "run_name=r"])
+    job = parse_job_args(["--tpu=v5p-16", "tiny-llama.yml", "run_name=r"])
+    options, maxtext = job.options, list(job.maxtext_argv)
     assert plan_job(options, maxtext, nodes=nodes).slices.shape.name == "v5p-16"
 
 

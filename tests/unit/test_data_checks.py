@@ -31,7 +31,8 @@ def bucket(tmp_path_factory) -> Path:
 
 
 def _plan(bucket: Path, *args: str):
-    options, maxtext_argv = parse_job_args([SLICE, *args])
+    job = parse_job_args([SLICE, *args])
+    options, maxtext_argv = job.options, list(job.maxtext_argv)
     return plan_job(options, maxtext_argv, data_root=str(bucket))
 
 
@@ -136,7 +137,7 @@ def test_preflight_refuses_a_data_fault_with_exit_2_before_any_compile(bucket):
 
 def test_preflight_sees_the_hosts_data_paths_under_the_data_dir(bucket):
     """MaxText's own keys as the hosts name them (/data/...): read under --data-dir here."""
-    options, argv = parse_job_args(
+    job = parse_job_args(
         [
             *(SLICE, "tiny-llama.yml", "run_name=r", "dataset_type=grain"),
             "grain_train_files=/data/datasets/tiny/train-*.array_record",
@@ -144,18 +145,21 @@ def test_preflight_sees_the_hosts_data_paths_under_the_data_dir(bucket):
             "tokenizer_type=huggingface",
         ]
     )
+    options, argv = job.options, list(job.maxtext_argv)
     plan = plan_job(options, argv, data_root=str(bucket), hosts_data_root="/data")
     assert plan.args.get("grain_train_files").startswith("/data/")
 
 
 def test_an_elastic_job_on_grain_data_needs_maxtexts_elastic_iterator():
     elastic = ["--tpu=v5p-8", "--num_slices=2", "--min_slices=1"]
-    options, argv = parse_job_args([*elastic, "--data=tiny", "tiny-llama.yml", "run_name=r"])
+    job = parse_job_args([*elastic, "--data=tiny", "tiny-llama.yml", "run_name=r"])
+    options, argv = job.options, list(job.maxtext_argv)
     with pytest.raises(UsageError) as err:
         plan_job(options, argv)  # refused where the job is planned: no bucket needed
     assert err.value.field == "min_slices" and "grain_use_elastic_iterator=true" in str(err.value)
     grain = ["dataset_type=grain", "grain_use_elastic_iterator=true"]
-    options, argv = parse_job_args([*elastic, "tiny-llama.yml", "run_name=r", *grain])
+    job = parse_job_args([*elastic, "tiny-llama.yml", "run_name=r", *grain])
+    options, argv = job.options, list(job.maxtext_argv)
     with pytest.raises(UsageError, match="add packing=false"):
         plan_job(options, argv)
     plan_job(options, [*argv, "packing=false"])

@@ -82,3 +82,29 @@ def test_preflight_is_handed_its_target_and_never_reaches_the_client():
     for name in (m for m in MODULES if m.startswith("launcher.preflight")):
         crossing = sorted(m for m in _reaches(name) if m.startswith("launcher.client"))
         assert not crossing, f"{name} imports (directly or through others) {crossing}"
+
+
+# Where a job's words arrive: the workstation's job commands, and a RayJob release's rendered
+# args. Everything below them takes the parsed Job (launcher.core.job_plan.Job).
+JOB_EDGES = {"launcher.client.job_commands", "launcher.client.rayjob_check"}
+# The in-cluster entrypoint reads its flags through absl's app.run, its own edge, and hands
+# plan_job the options it built: it calls no parse at all.
+
+
+def _calls(path: Path, name: str) -> int:
+    return sum(
+        isinstance(node, ast.Call)
+        and (getattr(node.func, "id", None) == name or getattr(node.func, "attr", None) == name)
+        for node in ast.walk(ast.parse(path.read_text()))
+    )
+
+
+def test_a_job_is_parsed_only_where_its_words_arrive():
+    callers = {name for name, path in MODULES.items() if _calls(path, "parse_job_args")}
+    assert callers == JOB_EDGES, (
+        f"parse_job_args is called in {sorted(callers - JOB_EDGES)}: take the Job the edge "
+        f"parsed instead (launcher.core.job_plan.Job)"
+        if callers - JOB_EDGES
+        else f"the edges {sorted(JOB_EDGES - callers)} no longer parse: update JOB_EDGES"
+    )
+

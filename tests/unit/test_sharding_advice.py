@@ -157,7 +157,7 @@ def test_paste_args_change_the_job_in_place_and_round_trip_through_the_launcher(
     ]
     flags = "--xla_enable_async_all_gather=true --xla_tpu_enable_async_collective_fusion=true"
     text = paste_args(
-        job,
+        parse_job_args(job),
         {
             "ici_fsdp_parallelism": "16",
             "ici_tensor_parallelism": "1",
@@ -166,7 +166,8 @@ def test_paste_args_change_the_job_in_place_and_round_trip_through_the_launcher(
         },
         flags,
     )
-    options, maxtext = parse_job_args(shlex.split(text))
+    job = parse_job_args(shlex.split(text))
+    options, maxtext = job.options, list(job.maxtext_argv)
     assert options.tpu == "v6e-16" and options.libtpu_init_args == flags
     assert maxtext == [
         "base.yml",
@@ -202,7 +203,7 @@ def _advice_on(name: str) -> str:
         best=given,
         seq=4096,
     )
-    return render(advice, job)
+    return render(advice, parse_job_args(job))
 
 
 def test_the_advice_says_where_its_step_model_is_not_calibrated():

@@ -69,21 +69,25 @@ def test_a_preflight_target_is_held_to_the_parallelism():
 
 
 def test_job_args_are_parsed_once_into_frozen_options():
-    options, rest = parse_job_args(
+    job = parse_job_args(
         ["--accelerator_type=v6e", "--topology=4x4", "--num_slices=2", "base.yml", "run_name=r"]
     )
+    options, rest = job.options, list(job.maxtext_argv)
     assert (options.accelerator_type, options.topology, options.num_slices) == ("v6e", "4x4", 2)
-    assert rest == ["base.yml", "run_name=r"]
+    assert rest == ["base.yml", "run_name=r"] and job.words[-2:] == ("base.yml", "run_name=r")
     with pytest.raises(AttributeError):
         options.num_slices = 3  # frozen
+    with pytest.raises(AttributeError):
+        job.words = ()  # frozen
     with pytest.raises(UsageError, match="Unknown command line flag 'topolgy'"):
         parse_job_args(["--topolgy=4x4"])
 
 
 def test_the_jobs_flags_may_be_spelled_with_dashes():
-    options, rest = parse_job_args(
+    job = parse_job_args(
         ["--max-failures=4", "--num-slices", "2", "--no-metrics", "base.yml", "run-name=r"]
     )
+    options, rest = job.options, list(job.maxtext_argv)
     assert (options.max_failures, options.num_slices, options.metrics) == (4, 2, False)
     assert rest == ["base.yml", "run-name=r"]  # MaxText's keys are MaxText's to refuse
     with pytest.raises(UsageError, match="Unknown command line flag 'max-failurez'"):
@@ -93,7 +97,8 @@ def test_the_jobs_flags_may_be_spelled_with_dashes():
 def test_cpu_slice_defaults_come_from_the_charts_env(monkeypatch):
     monkeypatch.setenv("LAUNCHER_CPU_HOSTS", "2")
     monkeypatch.setenv("LAUNCHER_CPU_DEVICES_PER_HOST", "3")
-    options, _ = parse_job_args(["run_name=r"])
+    job = parse_job_args(["run_name=r"])
+    options = job.options
     assert options.slice_request().describe() == "CPU slice: 2 hosts x 3 devices"
 
 
@@ -163,7 +168,8 @@ def test_libtpu_flags_reach_every_tpu_host_and_never_a_cpu_one(tmp_path):
     from launcher.runtime.entrypoint import worker_env
 
     flags = "--xla_enable_async_all_gather=true --xla_tpu_enable_async_collective_fusion=true"
-    options, maxtext = parse_job_args([f"--libtpu_init_args={flags}", *TUTORIAL_JOB])
+    job = parse_job_args([f"--libtpu_init_args={flags}", *TUTORIAL_JOB])
+    options, maxtext = job.options, list(job.maxtext_argv)
     plan = plan_job(options, maxtext, nodes=ray_nodes("v6e", "4x4"), output_dir=str(tmp_path))
     assert worker_env(plan) == {"LIBTPU_INIT_ARGS": flags}
     assert worker_env(plan_job(JobOptions(), TUTORIAL_JOB, nodes=ray_nodes("v6e", "4x4"))) == {}
