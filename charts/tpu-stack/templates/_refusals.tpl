@@ -1,0 +1,119 @@
+{{- /* The chart's refusals by area (validate.yaml reports them all at once): checks a schema
+cannot express. Each message names the value, what is wrong, what was given and the --set that
+fixes it. The areas of a part live beside its templates (ray/, vllm/, saxml/). */ -}}
+{{/* tpu-stack.refusals.names: The release's name, which names the Services and the RayCluster. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.names" -}}
+{{- $msgs := list -}}
+{{- /* Services and the RayCluster are named after the release: Services need DNS-1035 labels. */ -}}
+{{- if not (regexMatch "^[a-z]([-a-z0-9]*[a-z0-9])?$" .Release.Name) -}}
+{{- $msgs = append $msgs (printf "release name: %q names the Services, which must be DNS-1035 labels (lowercase letters, digits and '-', starting with a letter); install it under a name such as %q." .Release.Name (regexReplaceAll "^[^a-z]+" (regexReplaceAll "[^a-z0-9-]" (lower .Release.Name) "-") "r")) -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.storage: The checkpoint bucket and where it is mounted. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.storage" -}}
+{{- $msgs := list -}}
+{{- $g := .Values.global -}}
+{{- if and $g.gcsfuse.enabled (not $g.gcsfuse.bucketName) -}}
+{{- $msgs = append $msgs "global.gcsfuse.bucketName: a bucket is required while gcsfuse is enabled (checkpoints live there); --set global.gcsfuse.bucketName=<bucket>, or --set global.gcsfuse.enabled=false for clusters without GCS." -}}
+{{- end -}}
+{{- /* GCS bucket naming rules (cloud.google.com/storage/docs/buckets#naming), which the schema's
+pattern cannot all say: the CSI mount of a name GCS refuses fails only when a pod starts. */ -}}
+{{- $buckets := dict "global.gcsfuse.bucketName" $g.gcsfuse.bucketName -}}
+{{- if eq .Values.serving.engine "saxml" }}{{ $_ := set $buckets "saxml.stateBucket" .Values.saxml.stateBucket }}{{ end -}}
+{{- range $key := keys $buckets | sortAlpha -}}
+{{- $b := toString (get $buckets $key) -}}
+{{- $why := "" -}}
+{{- if hasPrefix "goog" $b -}}
+{{- $why = "names may not begin with \"goog\"" -}}
+{{- else if regexMatch "g[o0]{2}g[l1]e" $b -}}
+{{- $why = "names may not contain \"google\" or a close misspelling of it" -}}
+{{- else if regexMatch "^[0-9]{1,3}(\\.[0-9]{1,3}){3}$" $b -}}
+{{- $why = "names may not be an IP address in dotted-decimal form" -}}
+{{- else if and (not (contains "." $b)) (gt (len $b) 63) -}}
+{{- $why = printf "a name without dots is at most 63 characters (this is %d)" (len $b) -}}
+{{- else -}}
+{{- range splitList "." $b -}}
+{{- if gt (len .) 63 }}{{ $why = "each dot-separated part is at most 63 characters" }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- if and $b $why -}}
+{{- $msgs = append $msgs (printf "%s: %q is not a bucket name GCS allows: %s; --set %s=<an allowed name> (cloud.google.com/storage/docs/buckets#naming)." $key $b $why $key) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The bucket hides whatever the image keeps at its mount path. */ -}}
+{{- $mount := trimSuffix "/" (toString $g.gcsfuse.mountPath) -}}
+{{- if and $g.gcsfuse.enabled (or (has $mount (list "" "/tmp" "/dev" "/dev/shm" "/proc" "/sys" "/etc" "/usr" "/bin" "/sbin" "/lib" "/lib64" "/var" "/run" "/home" "/root")) (regexMatch "^/(proc|sys|dev)/" $mount)) -}}
+{{- $msgs = append $msgs (printf "global.gcsfuse.mountPath: %q would hide the container's own %s (Ray's session lives in /tmp, /dev/shm is the in-memory volume); --set global.gcsfuse.mountPath=/data." (toString $g.gcsfuse.mountPath) (default "root filesystem" $mount)) -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.identity: Each part's Kubernetes and Google service accounts. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.identity" -}}
+{{- $msgs := list -}}
+{{- range $part, $block := include "tpu-stack.parts" . | fromYaml -}}
+{{- $sa := $block.serviceAccount -}}
+{{- if and (not $sa.create) (not $sa.name) -}}
+{{- $msgs = append $msgs (printf "%s.serviceAccount.name: with create=false the pods need an existing account; --set %s.serviceAccount.name=<account>." $part $part) -}}
+{{- end -}}
+{{- if and (not $sa.create) $sa.gcpServiceAccount -}}
+{{- $msgs = append $msgs (printf "%s.serviceAccount.gcpServiceAccount: only an account the chart creates gets the Workload Identity annotation, so %s would be ignored; annotate your account (kubectl annotate serviceaccount %s iam.gke.io/gcp-service-account=%s) and drop this value, or --set %s.serviceAccount.create=true." $part $sa.gcpServiceAccount (default "<account>" $sa.name) $sa.gcpServiceAccount $part) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.images: Image references: registry, repository, tag. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.images" -}}
+{{- $msgs := list -}}
+{{- /* A registry belongs in image.registry: global.imageRegistry replaces it with a mirror, and
+a repository that carries one would come out as <mirror>/<registry>/<repository>. */ -}}
+{{- $images := dict "ray.image" .Values.ray.image "saxml.admin.image" .Values.saxml.admin.image "saxml.modelServer.image" .Values.saxml.modelServer.image "saxml.http.image" .Values.saxml.http.image "vllm.image" .Values.vllm.image -}}
+{{- range $key := keys $images | sortAlpha -}}
+{{- $tag := (get $images $key).tag -}}
+{{- if kindIs "float64" $tag -}}
+{{- $msgs = append $msgs (printf "%s.tag: %v is a number in YAML (1.10 reads as 1.1, so the wrong image would be pulled); quote it: tag: \"<tag>\", or --set-string %s.tag=<tag>." $key $tag $key) -}}
+{{- end -}}
+{{- $repo := toString (get $images $key).repository -}}
+{{- $first := first (splitList "/" $repo) -}}
+{{- if and (gt (len (splitList "/" $repo)) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
+{{- $msgs = append $msgs (printf "%s.repository: %q starts with the registry %s; --set %s.registry=%s --set %s.repository=%s (global.imageRegistry can then point every image at a mirror)." $key $repo $first $key $first $key (trimPrefix (printf "%s/" $first) $repo)) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.resources: Every container's resources. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.resources" -}}
+{{- $msgs := list -}}
+{{- /* "512m" is 0.512 bytes to Kubernetes: m is milli; the API server takes it and the
+container cannot start. */ -}}
+{{- $blocks := dict "ray.head" .Values.ray.head "ray.worker" .Values.ray.worker "vllm" .Values.vllm "saxml.admin" .Values.saxml.admin "saxml.modelServer" .Values.saxml.modelServer "saxml.http" .Values.saxml.http -}}
+{{- range $key := keys $blocks | sortAlpha -}}
+{{- $res := default dict (get $blocks $key).resources -}}
+{{- range $kind := list "requests" "limits" -}}
+{{- $q := toString (dig $kind "memory" "" $res) -}}
+{{- if regexMatch "^[0-9.]+m$" $q -}}
+{{- $msgs = append $msgs (printf "%s.resources.%s.memory: %s is %s milli-bytes (m is milli); did you mean %sMi? --set %s.resources.%s.memory=%sMi." $key $kind $q (trimSuffix "m" $q) (trimSuffix "m" $q) $key $kind (trimSuffix "m" $q)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.monitoring: Metrics scraping. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.monitoring" -}}
+{{- $msgs := list -}}
+{{- /* A prometheus-operator Prometheus runs wherever its owner put it: the closed NetworkPolicy
+must name it, or every scrape of the metrics port times out. */ -}}
+{{- $mon := .Values.monitoring -}}
+{{- if and $mon.enabled (not .Values.ray.enabled) (ne .Values.serving.engine "vllm") -}}
+{{- $msgs = append $msgs (printf "monitoring.enabled: this release runs no Ray pods and no vLLM server (serving.engine: %s), and Saxml's servers serve no Prometheus metrics: nothing would be scraped; --set monitoring.enabled=false." (toString .Values.serving.engine)) -}}
+{{- end -}}
+{{- if and $mon.enabled (eq $mon.kind "PodMonitor") .Values.networkPolicy.enabled (not $mon.scrapers) -}}
+{{- $msgs = append $msgs "monitoring.scrapers: with kind PodMonitor the NetworkPolicy must admit your Prometheus' pods to the metrics ports (Ray's 8080, vLLM's API port), or every scrape fails; --set monitoring.scrapers[0].namespaceSelector.matchLabels.kubernetes\\.io/metadata\\.name=<Prometheus' namespace> (or give a podSelector too), or --set monitoring.kind=PodMonitoring for GKE's managed Prometheus." -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}

@@ -1,0 +1,40 @@
+{{/* tpu-stack.refusals.vllm: vLLM serving. A YAML list of messages; call with the root context. */}}
+{{- define "tpu-stack.refusals.vllm" -}}
+{{- $msgs := list -}}
+{{- $g := .Values.global -}}
+{{- if eq .Values.serving.engine "vllm" -}}
+{{- $v := .Values.vllm -}}
+{{- $slice := include "tpu-stack.slice" (dict "tpu" $v.tpu "path" "vllm.tpu" "ctx" $) | fromYaml -}}
+{{- $msgs = concat $msgs $slice.errors -}}
+{{- if and (not $slice.errors) (ne (int $slice.hosts) 1) -}}
+{{- $msgs = append $msgs (printf "vllm.tpu.type: %s is %d hosts; vLLM's TPU backend on GKE serves from a single host (GKE: Serve an LLM using TPU Trillium on GKE with vLLM); use a single-host slice such as v6e-8, v6e-4 or v5litepod-8, or Saxml (serving.engine=saxml) for multi-host serving." $slice.name (int $slice.hosts)) -}}
+{{- end -}}
+{{- if $v.tpu.minSlices -}}
+{{- $msgs = append $msgs "vllm.tpu.minSlices: only the Ray worker group's slices are elastic (training); drop vllm.tpu.minSlices." -}}
+{{- end -}}
+{{- if $v.tpu.releaseIdleAfterSeconds -}}
+{{- $msgs = append $msgs "vllm.tpu.releaseIdleAfterSeconds: only the Ray worker group gives idle slices back (a server is never idle by a job's measure); drop it, or scale the Deployment to 0 yourself." -}}
+{{- end -}}
+{{- if gt (int (default 1 $v.tpu.slices)) 1 -}}
+{{- $msgs = append $msgs (printf "vllm.tpu.slices: each replica is one slice; --set vllm.replicas=%d instead (and drop vllm.tpu.slices)." (int $v.tpu.slices)) -}}
+{{- end -}}
+{{- if not $g.gcsfuse.enabled -}}
+{{- $msgs = append $msgs "global.gcsfuse.enabled: vLLM reads the model from the bucket mount; --set global.gcsfuse.enabled=true --set global.gcsfuse.bucketName=<bucket>." -}}
+{{- else if not $v.model -}}
+{{- $msgs = append $msgs (printf "vllm.model: the model to serve is required: a Hugging Face format directory on the bucket mount; --set vllm.model=%s/<model directory in the bucket> (config.json, safetensors, tokenizer)." $g.gcsfuse.mountPath) -}}
+{{- else if not (hasPrefix (printf "%s/" (trimSuffix "/" $g.gcsfuse.mountPath)) $v.model) -}}
+{{- $msgs = append $msgs (printf "vllm.model: %q is not under the bucket mount %s, where the pod finds the model; --set vllm.model=%s/<path in the bucket>." $v.model $g.gcsfuse.mountPath (trimSuffix "/" $g.gcsfuse.mountPath)) -}}
+{{- end -}}
+{{- if not $v.apiKey.secretName -}}
+{{- $msgs = append $msgs (printf "vllm.apiKey.secretName: vLLM answers only requests that carry its API key, kept in a Secret you create once: kubectl -n %s create secret generic %s-api-key --from-literal=%s=$(openssl rand -hex 32), then --set vllm.apiKey.secretName=%s-api-key." .Release.Namespace (include "tpu-stack.vllmName" .) $v.apiKey.secretKey (include "tpu-stack.vllmName" .)) -}}
+{{- end -}}
+{{- range $v.env -}}
+{{- if eq .name "VLLM_API_KEY" -}}
+{{- $msgs = append $msgs "vllm.env: VLLM_API_KEY is set from vllm.apiKey (a Secret), never from a literal in the values; remove it and --set vllm.apiKey.secretName=<Secret>." -}}
+{{- end -}}
+{{- end -}}
+{{- $msgs = concat $msgs (include "tpu-stack.flagErrors" (dict "key" "vllm.extraArgs" "args" $v.extraArgs "owned" (dict "--host" "its --host=0.0.0.0, every address of the pod" "--port" "vllm.containerPort" "--served-model-name" "vllm.servedModelName" "--tensor-parallel-size" "the slice's devices per host" "--max-model-len" "vllm.maxModelLen" "--api-key" "vllm.apiKey")) | fromYamlArray) -}}
+{{- $msgs = concat $msgs (include "tpu-stack.serviceErrors" (dict "key" "vllm.service" "service" $v.service "what" "the model (and the TPUs)") | fromYamlArray) -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
