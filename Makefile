@@ -71,6 +71,7 @@ verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, ha
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --check $(CHART)/README.md
 	$(TL) tpu-table --json | diff -q - $(CHART)/files/tpu-table.json \
 	  || { echo "$(CHART)/files/tpu-table.json is stale: run make chart-table"; exit 1; }
+	$(PY) ci/schema_enums.py $(CHART)/values.schema.json --check
 	$(TL) dashboard | diff -q - $(CHART)/files/grafana-dashboard.json \
 	  || { echo "$(CHART)/files/grafana-dashboard.json is stale: run make chart-dashboard"; exit 1; }
 	$(PY) -m tests.support.goldens
@@ -108,8 +109,9 @@ chart-lint: helm ## helm lint --strict every values file with Helm 3 and Helm 4.
 	for f in values/*.yaml; do for h in $(HELM) $(HELM4); do \
 	  $$h lint --strict $(CHART) -f $$f --set global.gcsfuse.bucketName=example-bucket >/dev/null \
 	    || { echo "lint failed: $$h $$f"; exit 1; }; done; done; echo "chart lint ok"
-chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table.
+chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table and the schema's enums.
 	$(TL) tpu-table --json > $(CHART)/files/tpu-table.json
+	$(PY) ci/schema_enums.py $(CHART)/values.schema.json --write
 chart-dashboard: venv ## Regenerate the chart's Grafana dashboard from the launcher's metrics.
 	$(TL) dashboard > $(CHART)/files/grafana-dashboard.json
 goldens: venv helm ## Rewrite the golden renders (tests/chart/goldens/) after an intended change.

@@ -1,4 +1,5 @@
-"""Lint and render every values file with Helm 3 and Helm 4; both render the same objects."""
+"""Render every values file with Helm 3 and Helm 4; both render the same objects. (`make verify`
+lints each with both, and checks the generated files for drift.)"""
 
 from __future__ import annotations
 
@@ -6,17 +7,10 @@ import shlex
 
 import pytest
 
-from harness.helm import BUCKET, CHART, VALUES_FILES, by_kind, render, run_helm
+from harness.helm import CHART, VALUES_FILES, by_kind, render
 from launcher.core.job_plan import MIN_SLICES_ENV
 
 pytestmark = pytest.mark.chart
-
-
-@pytest.mark.parametrize("major", [3, 4])
-@pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.name)
-def test_lints_every_values_file(values, major):
-    proc = run_helm(major, "lint", str(CHART), "-f", str(values), *BUCKET, "--strict")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
 def _without_token(docs):

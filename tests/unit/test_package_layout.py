@@ -107,4 +107,3 @@ def test_a_job_is_parsed_only_where_its_words_arrive():
         if callers - JOB_EDGES
         else f"the edges {sorted(JOB_EDGES - callers)} no longer parse: update JOB_EDGES"
     )
-

@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Writes the TPU table's derived names into values.schema.json, so the schema never lists a
+generation, node label or machine type the table does not have (nor misses one it has: the
+hand-kept pattern once refused Ironwood's real label, tpu7x).
+
+ci/schema_enums.py charts/tpu-stack/values.schema.json --check  # exit 1 if it is stale
+ci/schema_enums.py charts/tpu-stack/values.schema.json --write  # rewrite it
+
+`type` stays a pattern: the chart's own check answers an unknown name with its neighbours
+(v6e-20: v6e-16 or v6e-32), which an enum of every name, checked first, would hide.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from launcher.core.tpu_table import GENERATIONS
+
+
+def enums() -> dict[str, list[str]]:
+    """The tpuSlice keys the table derives, each with every value it allows ("": derived)."""
+    gens = GENERATIONS.values()
+    return {
+        "generation": ["", *sorted(g.name for g in gens)],
+        "gkeAccelerator": ["", *sorted({g.gke_accelerator for g in gens})],
+        "machineType": ["", *sorted({m for g in gens for m in g.machines.values()})],
+    }
+
+
+WHAT = {
+    "generation": "derived from type: the TPU generation",
+    "gkeAccelerator": "derived from type: the nodes' cloud.google.com/gke-tpu-accelerator label",
+    "machineType": "derived from type and chipsPerHost: the Compute Engine machine type",
+}
+
+
+def with_enums(schema: dict) -> dict:
+    props = schema["definitions"]["tpuSlice"]["properties"]
+    for key, values in enums().items():
+        props[key] = {
+            "type": "string",
+            "enum": values,
+            "description": f"{WHAT[key]} (empty, or checked against it when set)",
+        }
+    return schema
+
+
+def main(path: str, mode: str) -> int:
+    file = Path(path)
+    text = file.read_text()
+    fresh = json.dumps(with_enums(json.loads(text)), indent=2) + "\n"
+    if mode == "--write":
+        file.write_text(fresh)
+        return 0
+    if fresh != text:
+        print(f"{path}: the tpuSlice enums are stale: run make chart-table", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3 or sys.argv[2] not in ("--check", "--write"):
+        sys.exit(__doc__)
+    sys.exit(main(sys.argv[1], sys.argv[2]))
