@@ -27,20 +27,12 @@ import yaml
 
 from launcher.client.chart_source import OCI, checkout, packaged_chart, pulled_chart
 from launcher.client.commands import run
-from launcher.client.gke_plan import (
-    DOCKERFILE,
-    Plan,
-    chart_push_steps,
-    describe_image,
-    down_plan,
-    execute,
-    format_plan,
-    image_build_step,
-    up_plan,
-)
+from launcher.client.gke_image import chart_push_steps, describe_image, image_build_step
+from launcher.client.gke_plan import down_plan, up_plan
 from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secrets
+from launcher.client.gke_steps import Plan, execute, format_plan
 from launcher.client.gke_target import GkeTarget, add_target_options
-from launcher.client.image_tag import content_tag, image_tag_of
+from launcher.client.image_tag import DOCKERFILE, content_tag, image_tag_of
 from launcher.core.errors import UsageError
 from launcher.core.values_file import load_values
 

@@ -5,36 +5,34 @@ labels KubeRay and the GKE TPU webhook give a real TPU host (TPU chips, the slic
 worker id, the topology, the pod type, the `TPU-<pod type>-head` resource on worker 0), so
 JaxTrainer takes Ray's own TPU path: slice reservation, gang scheduling, jax.distributed. Each
 host's JAX sees its chips as CPU devices. A CPU-only slice (no TPU resources) is offered too.
+This module starts and stops the processes; local_layout.py says what each host is, and
+local_nodes.py how Ray and the machine see them.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.client.commands import run
+from launcher.client.local_layout import HOST_ENV, LocalClusterSpec, host_nodes
+from launcher.client.local_nodes import (
+    alive_names,
+    kill_hosts,
+    raylet_of,
+    wait_until_gone,
+    wait_until_registered,
+)
 from launcher.client.ray_jobs_api import DASHBOARD_PORT
 from launcher.client.ray_jobs_api import DEFAULT_ADDRESS as DASHBOARD_ADDRESS
 from launcher.core.errors import CommandError, UsageError
-from launcher.core.ray_auth import auth_headers
 from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.core.slices import (
-    LABEL_ACCELERATOR,
-    LABEL_POD_TYPE,
-    LABEL_SLICE,
-    LABEL_TOPOLOGY,
-    LABEL_WORKER_ID,
-    TpuSlices,
-    from_flags,
-)
-from launcher.core.tpu_table import GENERATIONS, slice_shape
+from launcher.core.slices import LABEL_SLICE
 
 # Ray swaps 127.0.0.1 for the machine's network address; another loopback address it keeps,
 # so the whole cluster stays on loopback.
@@ -44,11 +42,11 @@ HEAD_PORT = 6379
 # and below Linux's ephemeral ports (32768-60999), where any outgoing connection may hold one
 # just when a host starts again and its agent must bind it.
 _PORT_BASE = 20400
-DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
-# Each simulated host is a Ray node whose training worker holds a JAX process with MaxText
-# (about 1.5 GB): more than this many does not fit a workstation's memory.
-MAX_SIMULATED_HOSTS = 8
-HOST_ENV = "LAUNCHER_LOCAL_HOST"  # each simulated host's name, on every process it runs
+# `ray start` gives a new raylet a fixed 30 s to register with the GCS (ray/_private/node.py)
+# and then gives up with this message, while the raylet goes on starting: on a busy machine it
+# can take longer. The node is then waited for, as long as this, before it counts as failed.
+SLOW_REGISTRATION = "timed out during startup"
+REGISTRATION_TIMEOUT_S = 300.0
 # The simulated hosts as `up` started them, in the Ray session's own directory (a new session,
 # a new file): `slice-up` starts a slice's hosts again from it.
 NODES_FILE = Path("/tmp/ray/session_latest/tpu-launcher-nodes.json")
@@ -73,102 +71,6 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
         "RAY_AUTH_MODE": "token",
         **extra,
     }
-
-
-def _smallest_multi_host(generation_name: str) -> str:
-    topologies = GENERATIONS[generation_name].topologies
-    return next(
-        shape.name
-        for shape in (slice_shape(generation_name, topo) for topo in topologies)
-        if shape.multi_host
-    )
-
-
-def host_nodes(
-    accelerator: str | None,
-    topology: str | None,
-    num_slices: int,
-    cpu_hosts: int | None,
-    cpu_devices: int | None,
-    tpu: str | None = None,
-) -> list[dict]:
-    """The `ray start` resources, labels and env of each simulated host."""
-    nodes = []
-    if cpu_hosts:
-        env = {
-            "JAX_PLATFORMS": "cpu",
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={cpu_devices}",
-        }
-        return [
-            {"name": f"cpu-host-{i}", "resources": {}, "labels": {}, "env": env}
-            for i in range(cpu_hosts)
-        ]
-    if not (tpu or accelerator or topology):
-        tpu = DEFAULT_TPU
-    slices = from_flags(accelerator, topology, num_slices, None, None, None, tpu=tpu)
-    assert isinstance(slices, TpuSlices)
-    shape = slices.shape
-    if slices.num_workers > MAX_SIMULATED_HOSTS:
-        raise UsageError(
-            "tpu",
-            f"{slices.describe()} has {slices.num_workers} hosts; the local cluster simulates at "
-            f"most {MAX_SIMULATED_HOSTS} (each runs a JAX process with MaxText)",
-            f"simulate the smallest multi-host slice of the same generation: "
-            f"--tpu={_smallest_multi_host(shape.generation.name)}",
-        )
-    for s in range(num_slices):
-        for host in range(shape.hosts):
-            resources = {
-                # Ray counts TPU per chip (ray#64058: per device only with
-                # RAY_TPU_RESOURCE_PER_CHIP), as a tpu7x pod with google.com/tpu: 4 shows it.
-                "TPU": shape.chips_per_host,
-                f"accelerator_type:{shape.generation.ray_accelerator_type}": 1,
-            }
-            if host == 0:
-                resources[f"TPU-{shape.pod_type}-head"] = 1
-            nodes.append(
-                {
-                    "name": f"local-slice-{s}-host-{host}",
-                    "resources": resources,
-                    "labels": {
-                        LABEL_SLICE: f"local-slice-{s}",
-                        LABEL_WORKER_ID: str(host),
-                        LABEL_TOPOLOGY: shape.topology,
-                        LABEL_ACCELERATOR: shape.generation.ray_accelerator_type,
-                        LABEL_POD_TYPE: shape.pod_type,
-                    },
-                    # What the GKE TPU webhook injects into a TPU pod; Ray reads the slice
-                    # name here.
-                    "env": {
-                        "TPU_NAME": f"local-slice-{s}",
-                        "TPU_WORKER_ID": str(host),
-                        "JAX_PLATFORMS": "cpu",
-                        # A host's JAX devices: its chips, or two per chip on tpu7x.
-                        "XLA_FLAGS": (
-                            f"--xla_force_host_platform_device_count={shape.devices_per_host}"
-                        ),
-                        # As the chart's multi-slice pods declare it (for the TPU webhook): a
-                        # job on fewer slices must not believe it.
-                        **({"MEGASCALE_NUM_SLICES": str(num_slices)} if num_slices > 1 else {}),
-                    },
-                }
-            )
-    return nodes
-
-
-@dataclass(frozen=True)
-class LocalClusterSpec:
-    """What `tpu-launcher up` starts: one simulated slice shape (TPU) or a CPU-only slice."""
-
-    tpu: str | None = None  # the simulated slice's name; default v5p-16
-    accelerator: str | None = None
-    topology: str | None = None
-    num_slices: int = 1
-    cpu_hosts: int | None = None
-    cpu_devices_per_host: int = 2
-    bucket_dir: str = ".local/bucket"
-    object_store_mb: int = 256
-    dry_run: bool = False
 
 
 def up(spec: LocalClusterSpec) -> None:
@@ -238,7 +140,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         spec.dry_run,
     )
     for i, node in enumerate(nodes):
-        _start_host(i, node, bucket, spec.object_store_mb, spec.dry_run)
+        start_host(i, node, bucket, spec.object_store_mb, spec.dry_run)
     if not spec.dry_run:  # what `slice-up` starts again
         NODES_FILE.write_text(
             json.dumps(
@@ -252,7 +154,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         )
 
 
-def _start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_run: bool) -> None:
+def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_run: bool) -> None:
     labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
     _start_node(
         f"simulated host {index} ({node['name']})",
@@ -276,11 +178,6 @@ def _start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_
     )
 
 
-# `ray start` gives a new raylet a fixed 30 s to register with the GCS (ray/_private/node.py)
-# and then gives up with this message, while the raylet goes on starting: on a busy machine it
-# can take longer. The node is then waited for, as long as this, before it counts as failed.
-SLOW_REGISTRATION = "timed out during startup"
-REGISTRATION_TIMEOUT_S = 300.0
 HEAD_NAME = "head"
 
 
@@ -305,11 +202,11 @@ def _start_node(
             f"waiting up to {timeout_s:g} s more",
             flush=True,
         )
-        wait_until_registered(name, timeout_s, _raylet_of(name))
+        wait_until_registered(name, timeout_s, raylet_of(name))
         print(f"{what} registered after {time.monotonic() - started:.0f} s", flush=True)
 
 
-def _slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
+def slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
     """The running cluster's record and the (index, node) of each host of one slice."""
     if not is_running() or not NODES_FILE.is_file():
         raise UsageError(
@@ -346,7 +243,7 @@ def slice_down(slice_index: int) -> int:
     """Kills every process of one simulated slice's hosts (their raylets and the workers on
     them), as a preempted TPU slice's VMs vanish; Ray then sees the nodes die. Returns how
     many processes were killed."""
-    _, hosts = _slice_hosts(slice_index)
+    _, hosts = slice_hosts(slice_index)
     names = {node["name"] for _, node in hosts}
     killed = kill_hosts(names)
     since = time.monotonic()
@@ -358,163 +255,18 @@ def slice_down(slice_index: int) -> int:
     return killed
 
 
-def kill_hosts(names: set[str]) -> int:
-    """SIGKILLs every process of the simulated hosts `names`; returns how many."""
-    import psutil
-
-    victims = processes_with_env(HOST_ENV, names)
-    for proc in victims:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            proc.kill()
-    return len(victims)
-
-
-GONE_TIMEOUT_S = 120.0  # Ray's health check marks a killed node dead within about 30 s
-
-
-def wait_until_gone(names: set[str], what: str, timeout_s: float = GONE_TIMEOUT_S) -> None:
-    """Until Ray no longer counts the nodes `names` alive: a host started again under the same
-    name before that would be taken for the old one."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        alive = _alive_names()
-        if alive is not None and not names & alive:
-            return
-        if time.monotonic() > deadline:
-            still = ", ".join(sorted(names & alive)) if alive else "their nodes"
-            raise UsageError(
-                what,
-                f"{still} still alive in Ray (or its state API silent) {timeout_s:g} s after "
-                "their processes were killed",
-                "tpu-launcher down, then tpu-launcher up",
-            )
-        time.sleep(1)
-
-
-def processes_with_env(key: str, values: set[str]) -> list:
-    """This machine's processes whose environment sets `key` to one of `values`, and every
-    process they started: a simulated host's raylet carries its env, and so do the agents and
-    workers it starts, but those rename themselves (`ray::RayTrainWorker`), which overwrites
-    what /proc shows of their environment, so they are found as the raylet's children.
-    Collected before any is killed: a dead raylet's children are handed to init."""
-    import psutil
-
-    found: dict[int, psutil.Process] = {}
-    for proc in psutil.process_iter():
-        try:
-            if proc.environ().get(key) in values:
-                found[proc.pid] = proc
-                found.update((child.pid, child) for child in proc.children(recursive=True))
-        except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
-            continue
-    return list(found.values())
-
-
 def slice_up(slice_index: int) -> None:
     """Starts one simulated slice's hosts again, with the resources and labels they had."""
-    record, hosts = _slice_hosts(slice_index)
-    if running := sorted({n["name"] for _, n in hosts} & (_alive_names() or set())):
+    record, hosts = slice_hosts(slice_index)
+    if running := sorted({n["name"] for _, n in hosts} & (alive_names() or set())):
         raise UsageError(
             "slice-up",
             f"slice {slice_index}'s hosts are running ({', '.join(running)})",
             f"take the slice down first: tpu-launcher slice-down {slice_index}",
         )
     for index, node in hosts:
-        _start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
+        start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)
     print(f"slice {slice_index} is back: {len(hosts)} hosts joined the local cluster")
-
-
-def _alive_nodes() -> list[dict]:
-    """The live nodes, from Ray's state API on the local dashboard, with the local token."""
-    request = urllib.request.Request(
-        f"{DASHBOARD_ADDRESS}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
-    )
-    with urllib.request.urlopen(request, timeout=10) as response:
-        nodes = json.load(response)["data"]["result"]["result"]
-    return [n for n in nodes if n["state"] == "ALIVE"]
-
-
-def alive_hosts() -> set[tuple[str, str]]:
-    """(slice name, worker id) of every live simulated TPU host."""
-    return {
-        (n["labels"][LABEL_SLICE], n["labels"][LABEL_WORKER_ID])
-        for n in _alive_nodes()
-        if LABEL_SLICE in n.get("labels", {})
-    }
-
-
-def _alive_names() -> set[str] | None:
-    """The names of the live nodes; None while Ray's state API does not answer."""
-    try:
-        return {n["node_name"] for n in _alive_nodes() if n.get("node_name")}
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def _is_alive(name: str) -> bool:
-    return name in (_alive_names() or set())
-
-
-def wait_until_registered(name: str, timeout_s: float, raylet) -> None:
-    """Until the node `name` is alive in Ray's state API, which may not answer at first (the
-    dashboard still starting, or the GCS too busy); at most `timeout_s`, and no longer than its
-    `raylet` (a psutil.Process, None: none was found) runs: one that exited will never
-    register, and its log says why."""
-    log = _log_of(raylet)
-    deadline = time.monotonic() + timeout_s
-    while not _is_alive(name):
-        if not _running(raylet):
-            raise UsageError(
-                "up",
-                f"Ray node {name}'s raylet exited before it registered with the local "
-                f"cluster{_tail(log)}",
-                f"read {log or '/tmp/ray/session_latest/logs/raylet*.out'} for the cause, then "
-                "`tpu-launcher down` and `tpu-launcher up`",
-            )
-        if time.monotonic() > deadline:
-            raise UsageError(
-                "up",
-                f"Ray node {name} did not register with the local cluster within {timeout_s:g} s "
-                f"of `ray start` giving up{_tail(log)}",
-                "the machine may be out of CPU or memory: stop what runs beside it, then "
-                "`tpu-launcher down` and `tpu-launcher up`",
-            )
-        time.sleep(2)
-
-
-def _raylet_of(name: str):
-    """The raylet `ray start` started for the node `name` (None: none runs)."""
-    import psutil
-
-    for proc in psutil.process_iter(["name", "cmdline"]):
-        if proc.info["name"] == "raylet" and f"--node-name={name}" in (proc.info["cmdline"] or []):
-            return proc
-    return None
-
-
-def _running(proc) -> bool:
-    import psutil
-
-    try:
-        return proc is not None and proc.status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def _log_of(proc) -> Path | None:
-    """Where a raylet writes its log: Ray points its stdout at the session's raylet*.out."""
-    try:
-        return Path(f"/proc/{proc.pid}/fd/1").readlink() if proc is not None else None
-    except OSError:
-        return None
-
-
-def _tail(log: Path | None, lines: int = 8) -> str:
-    try:
-        last = log.read_text(errors="replace").splitlines()[-lines:] if log else []
-    except OSError:
-        return ""
-    return "; the end of its log (" + str(log) + "):\n    " + "\n    ".join(last) if last else ""
 
 
 def running_bucket() -> Path | None:

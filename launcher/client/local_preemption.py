@@ -10,7 +10,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.client import local_cluster
+from launcher.client import local_cluster, local_nodes
 from launcher.client.commands import run
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DRAIN_REASON, drain_args
@@ -30,8 +30,8 @@ def _targets(p: Preemption) -> tuple[dict, list[tuple[int, dict]]]:
             "preempt", "name one slice or one host", "tpu-launcher preempt --slice 0 (or --host 1)"
         )
     if p.slice_index is not None:
-        return local_cluster._slice_hosts(p.slice_index)
-    record, _ = local_cluster._slice_hosts(0)
+        return local_cluster.slice_hosts(p.slice_index)
+    record, _ = local_cluster.slice_hosts(0)
     nodes, host = record["nodes"], p.host
     assert host is not None
     if not 0 <= host < len(nodes):
@@ -48,7 +48,7 @@ def preempt(p: Preemption) -> None:
     names = {node["name"] for _, node in hosts}
     ids = {
         n["node_name"]: n["node_id"]
-        for n in local_cluster._alive_nodes()
+        for n in local_nodes.alive_nodes()
         if n.get("node_name") in names
     }
     if missing := names - set(ids):
@@ -75,14 +75,14 @@ def preempt(p: Preemption) -> None:
         f"{p.notice_s:g} s to the deadline"
     )
     time.sleep(max(0.0, p.notice_s - (time.monotonic() - told)))
-    killed = local_cluster.kill_hosts(names)
+    killed = local_nodes.kill_hosts(names)
     print(f"deadline: killed {killed} process(es) of {', '.join(sorted(names))}")
     # A drained host whose work ended exits by itself; either way it must be gone from Ray
     # before its replacement registers under the same name.
-    local_cluster.wait_until_gone(names, "preempt")
+    local_nodes.wait_until_gone(names, "preempt")
     if p.stay_down:
         return
     bucket = Path(record["bucket"])
     for index, node in hosts:
-        local_cluster._start_host(index, node, bucket, record["object_store_mb"], False)
+        local_cluster.start_host(index, node, bucket, record["object_store_mb"], False)
     print(f"back: {', '.join(sorted(names))} joined the local cluster again")

@@ -81,6 +81,7 @@ def preflight(request: PreflightRequest) -> int:
         print(save.render())
     if request.advise:
         from launcher.preflight import sharding_advice
+        from launcher.preflight.advice_report import render as render_advice
 
         advice = sharding_advice.advise(
             plan.args,
@@ -90,6 +91,6 @@ def preflight(request: PreflightRequest) -> int:
             max_batch=request.max_batch,
             job_flags=plan.libtpu_init_args,
         )
-        print(sharding_advice.render(advice, request.job))
+        print(render_advice(advice, request.job))
     refuse_if_too_big(report)
     return 0

@@ -14,7 +14,7 @@ fastest on this slice, predicted by a step model calibrated on published runs.
    Everything compiled that fits is ranked by the calibrated model's tokens/s per device.
 
 It is a prediction from the compiled program and published measurements, not a measurement:
-calibration says how far off it was on the published runs.
+calibration says how far off it was on the published runs. advice_report.py prints it.
 """
 
 from __future__ import annotations
@@ -24,19 +24,15 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import prod
-from typing import TYPE_CHECKING
 
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import TpuSlices
-from launcher.core.tpu_table import SliceShape, device_noun
-from launcher.preflight.calibration import calibrated_model, errors_on, generation_flags
+from launcher.core.tpu_table import SliceShape
+from launcher.preflight.calibration import calibrated_model, generation_flags
 from launcher.preflight.compile_engine import CompileError, compile_report
 from launcher.preflight.memory_report import GIB, MemoryReport
 from launcher.preflight.remat_costs import ModelDims
 from launcher.preflight.step_model import StepModel, StepTerms, step_terms
-
-if TYPE_CHECKING:
-    from launcher.core.job_plan import Job
 
 # Policies searched, from least HBM to most.
 POLICIES = ("full", "save_qkv_proj", "save_dot_except_mlp", "minimal")
@@ -44,9 +40,6 @@ BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 HBM_MARGIN = 0.10  # estimates stay 10% under the chip's HBM: they are extrapolations
 FINAL_COMPILES = 3  # estimated candidates compiled for real
 COMPILE_GIB = 4  # host memory one ahead-of-time compile of an 8B model takes, with headroom
-
-# What the advice prints before the job's arguments with the recommendation in them.
-PASTE_HERE = "paste as the job's arguments (tpu-launcher submit|preflight ... -- <these>):"
 
 
 def candidate_splits(shape: SliceShape) -> list[dict[str, int]]:
@@ -86,7 +79,7 @@ def resolved_split(ici: dict[str, int], devices: int) -> dict[str, int]:
     return {k: (devices // known if v == -1 else v) for k, v in ici.items() if v != 1}
 
 
-def _number(value: float) -> str:
+def plain_number(value: float) -> str:
     return str(int(value)) if float(value).is_integer() else f"{value:g}"
 
 
@@ -113,7 +106,7 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        return f"{self.split_name}, {self.remat}, batch {_number(self.batch)}"
+        return f"{self.split_name}, {self.remat}, batch {plain_number(self.batch)}"
 
     @property
     def key(self) -> tuple:
@@ -124,7 +117,7 @@ class Candidate:
         return {
             **{k: str(v) for k, v in self.split.items()},
             "remat_policy": self.remat,
-            "per_device_batch_size": _number(self.batch),
+            "per_device_batch_size": plain_number(self.batch),
         }
 
     def args(self, job: MaxTextArgs, num_slices: int) -> MaxTextArgs:
@@ -134,7 +127,7 @@ class Candidate:
             {
                 **split.overrides,
                 "remat_policy": self.remat,
-                "per_device_batch_size": _number(self.batch),
+                "per_device_batch_size": plain_number(self.batch),
             },
         )
 
@@ -330,153 +323,3 @@ def advise(
     advice.best = max(fitting, key=advice.speed, default=None)
     advice.candidates += [c for c in estimates if c.key not in {k.key for k in advice.candidates}]
     return advice
-
-
-def changed_args(advice: Advice, c: Candidate) -> dict[str, str]:
-    """The MaxText arguments `c` changes in the job (values equal to the job's are left out)."""
-    from launcher.core.maxtext_types import typed
-
-    new = c.args(advice.job, advice.target.num_slices).overrides
-    if advice.target.num_slices == 1:  # one slice: nothing goes over DCN
-        new = {k: v for k, v in new.items() if not k.startswith("dcn_")}
-    return {k: v for k, v in new.items() if typed(v) != advice.job.get(k)}
-
-
-def paste_args(job: Job, changes: dict[str, str], libtpu_flags: str) -> str:
-    """The job's arguments with `changes`, as one shell word list to paste after `--`:
-    the launcher's flags (LIBTPU_INIT_ARGS as --libtpu_init_args), then MaxText's, in the
-    user's order, changed in place or appended."""
-    import shlex
-    from dataclasses import fields
-
-    from launcher.core.job_plan import JobOptions
-
-    options = job.options
-    defaults = JobOptions()
-    launcher = [
-        f"--{f.name}={getattr(options, f.name)}"
-        for f in fields(JobOptions)
-        if f.name != "libtpu_init_args" and getattr(options, f.name) != getattr(defaults, f.name)
-    ]
-    if libtpu_flags:
-        launcher.append(f"--libtpu_init_args={libtpu_flags}")
-    pending = dict(changes)
-    maxtext = []
-    for arg in job.maxtext_argv:
-        key = arg.partition("=")[0]
-        maxtext.append(f"{key}={pending.pop(key)}" if key in pending else arg)
-    maxtext += [f"{k}={v}" for k, v in pending.items()]
-    return shlex.join([*launcher, *maxtext])
-
-
-def _seconds(s: float) -> str:
-    return f"{s:.3f}s" if s >= 0.01 else f"{s * 1e3:.3f}ms"
-
-
-def _row(advice: Advice, c: Candidate, label: str) -> str:
-    p = advice.prediction(c)
-    if c.report and not c.report.fits:
-        memory, fits = f"{c.report.total_gib:.1f} GiB", "no"
-    elif c.report:
-        memory, fits = f"{c.report.total_gib:.1f} GiB", "yes"
-    elif c.estimated_terms:
-        memory, fits = f"~{c.estimated_gib:.1f} GiB", "est."
-    else:
-        memory, fits = "-", "-"
-    cols = (
-        f"{_seconds(p.step_s):>9}{p.tokens_per_chip_s:>12,.0f}{p.mfu:>6.0%}"
-        if p
-        else f"  {c.failed[:60] or 'does not fit'}"
-    )
-    return f"  {label:<40}{_number(advice.global_batch(c)):>7}{memory:>11}{fits:>6}{cols}"
-
-
-def render(advice: Advice, job: Job) -> str:
-    gen = advice.target.shape.generation
-    per = device_noun(gen.devices_per_chip)
-    given = advice.prediction(advice.given)
-    lines = [
-        f"sharding advice for {advice.target.describe()}: PREDICTED per {per} and step by the "
-        f"step model calibrated on published runs ({advice.model.describe()}; peak "
-        f"{gen.per_device(gen.peak_bf16_tflops):g} TFLOP/s, HBM "
-        f"{gen.per_device(gen.hbm_gbps):g} GB/s, ICI {gen.per_device(gen.ici_gbps):g} Gbit/s "
-        f"per {per} from the TPU table)",
-        f"  candidates compiled with LIBTPU_INIT_ARGS={advice.flags or '(none)'}",
-        f"  {f'candidate (split, remat, batch/{per})':<40}{'global':>7}{'memory':>11}{'fits':>6}"
-        f"{'step':>9}{'tokens/s':>12}{'MFU':>6}",
-        _row(advice, advice.given, f"the job as given: {advice.given.name}"),
-    ]
-    compiled = [c for c in advice.candidates if c.report or c.failed]
-    ranked = sorted(
-        compiled,
-        key=lambda c: -(p.tokens_per_chip_s if (p := advice.prediction(c)) and c.fits else 0),
-    )
-    lines += [_row(advice, c, c.name + (" <- best" if c is advice.best else "")) for c in ranked]
-    estimated = [c for c in advice.candidates if c.estimated_terms and not c.report]
-    if estimated:
-        lines.append(
-            f"  estimated from the probes, not compiled ({len(estimated)}; only compiled "
-            "candidates are recommended), best 3:"
-        )
-        lines += [_row(advice, c, c.name) for c in estimated[:3]]
-    best = advice.best
-    if best is None:
-        lines.append("  no candidate fits: see the preflight's knobs (batch, remat, slice)")
-        return "\n".join(lines)
-    p = advice.predicted(best)
-    ratio = ""
-    if given:
-        ratio = f", {p.tokens_per_chip_s / given.tokens_per_chip_s:.1f}x the job as given"
-    lines.append(
-        f"  recommended: {best.name}: {_seconds(p.step_s)}/step, {p.tokens_per_chip_s:,.0f} "
-        f"tokens/s/{per}{ratio}, MFU {p.mfu:.0%}"
-    )
-    job_batch, new_batch = advice.global_batch(advice.given), advice.global_batch(best)
-    changes = changed_args(advice, best)
-    if new_batch != job_batch:
-        keep = advice.given.batch / best.batch
-        if keep > 1 and keep.is_integer():
-            changes["gradient_accumulation_steps"] = _number(keep)
-            lines.append(
-                f"  global batch: kept at {_number(job_batch)} sequences by "
-                f"gradient_accumulation_steps={_number(keep)} (in the arguments below)"
-            )
-        else:
-            lines.append(
-                f"  global batch CHANGES: {_number(new_batch)} sequences x {advice.seq} tokens "
-                f"per step, the job's is {_number(job_batch)}: gradient accumulation cannot "
-                "keep it (it only multiplies); retune the learning rate and warmup for it"
-            )
-            same = [
-                c
-                for c in compiled
-                if c.fits and advice.global_batch(c) == job_batch and c is not best
-            ]
-            if same:
-                b = max(same, key=advice.speed)
-                q = advice.predicted(b)
-                lines.append(
-                    f"  at the job's own global batch the best is {b.name}: "
-                    f"{q.tokens_per_chip_s:,.0f} tokens/s/{per}:\n    "
-                    + paste_args(job, changed_args(advice, b), advice.flags)
-                )
-    lines.append(f"  {PASTE_HERE}\n    " + paste_args(job, changes, advice.flags))
-    errors = errors_on(gen.name)
-    if errors:
-        lines.append(
-            f"  on {gen.name} the model's error on the published runs: "
-            + ", ".join(f"{name} {e:+.0%}" for name, e in errors.items())
-            + " (negative: the run was slower than predicted)"
-        )
-    else:
-        lines.append(
-            f"  NOT CALIBRATED on {gen.name}: no published MaxText run on it with its arguments "
-            f"is recorded, so its compute weight is the one fitted to the other generations "
-            f"({advice.model.compute:.2f}); the ranking holds better than the step times"
-        )
-    lines.append(
-        "  A prediction from the compiled program and published measurements, not a "
-        "measurement: benchmarks/advice_calibration.py prints how far the model was from each "
-        "published run. Measure the recommendation on the slice before a long run."
-    )
-    return "\n".join(lines)

@@ -11,7 +11,6 @@ parallelism against the slice, the output directory, and the required keys.
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import sys
@@ -24,105 +23,27 @@ from typing import Any
 from absl import app, flags
 
 from launcher.core import job_plan
-from launcher.core.checkpoints import committed_steps
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
-from launcher.core.goodput import breakdown, format_breakdown, format_compile_cache
+from launcher.core.goodput import breakdown, format_breakdown
 from launcher.core.hangs import HangBound
 from launcher.core.idle_slices import IdleRelease
-from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
     JobOptions,
     JobPlan,
     define_flags,
     plan_job,
 )
-from launcher.core.preemption import FAILED, HUNG, PREEMPTED, restarts
+from launcher.core.preemption import restarts
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
+from launcher.runtime.summary import print_summary
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
-# The summary's restarts line: each cause, as it is named, and the flag that budgets it.
-RESTART_CAUSES = (
-    (PREEMPTED, "preemption", "--max_preemptions"),
-    (FAILED, "failure", "--max_failures"),
-    (HUNG, "hang", "--max_hangs"),
-)
 # When this driver started: the goodput breakdown's wall time runs from here.
 STARTED_AT = time.time()
-
-
-def _print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
-    """Prints the summary and its machine-readable record; returns the record."""
-    run_dir = plan.run_dir
-    steps = committed_steps(run_dir.path)
-    first = metrics.get("first_step")
-    resumed = f"resumed at step {first}" if first else "started from step 0"
-    print("\n" + format_summary_title("training"), flush=True)
-    print(
-        f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
-        f"run in {seconds:.0f}s)"
-    )
-    print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
-    if "final_loss" in metrics:
-        print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
-    if evals := outcome.get("evals"):
-        (first, first_loss), (last, last_loss) = evals[0], evals[-1]
-        print(
-            f"eval loss:    {first_loss:.4f} -> {last_loss:.4f} (perplexity "
-            f"{math.exp(first_loss):.2f} -> {math.exp(last_loss):.2f}; after steps {first} and "
-            f"{last}, {len(evals)} evals)"
-        )
-    print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
-    if outcome.get("sparkline"):
-        print(f"loss curve:   {outcome['sparkline']}")
-    for line in format_breakdown(outcome["goodput"]):
-        print(line)
-    print(format_compile_cache(outcome["compile_cache"]))
-    if len({start["slices"] for start in outcome["starts"]}) > 1:
-        print(
-            "slices:       "
-            + " -> ".join(
-                f"{start['slices']} (steps {start['first_step']}-{start['last_step']})"
-                if start["first_step"] is not None
-                else f"{start['slices']} (no step)"
-                for start in outcome["starts"]
-            )
-        )
-    if outcome["restarts"]:
-        causes = [r.cause for r in outcome["restarts"]]
-        print(
-            "restarts:     "
-            + ", ".join(
-                f"{causes.count(cause)} {noun}{'' if causes.count(cause) == 1 else 's'} ({flag})"
-                for cause, noun, flag in RESTART_CAUSES
-            )
-        )
-        for restart in outcome["restarts"]:
-            print(f"  {restart.describe()}")
-    if outcome.get("plot"):
-        print(f"plot:         {outcome['plot']}")
-    # The event files' directory, not a command: TensorBoard itself is not installed with us.
-    print(f"tensorboard:  {run_dir.tensorboard} (MaxText's event files)")
-    print(
-        f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
-        "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest checkpoint"
-    )
-    record = {
-        "run_dir": str(run_dir.path),
-        "checkpoints": steps,
-        **metrics,
-        "goodput": outcome["goodput"],
-        "compile_cache": outcome["compile_cache"],
-        "starts": outcome["starts"],
-        "restarts": [asdict(r) for r in outcome["restarts"]],
-        "evals": outcome.get("evals", []),
-        "plot": outcome.get("plot"),
-    }
-    print(format_result(record), flush=True)
-    return record
 
 
 def ray_nodes(options: JobOptions) -> list[dict] | None:
@@ -356,7 +277,7 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
     outcome = _outcome(plan, summary_key)
     if reporter is not None:  # the job's last figures are the summary's
         reporter.stop(outcome)
-    record = _print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
+    record = print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
     if history is not None:
         history.finish("SUCCEEDED", record)
     return 0

@@ -13,12 +13,8 @@ import time
 import psutil
 import pytest
 
-from launcher.client.local_cluster import (
-    NODES_FILE,
-    _start_host,
-    alive_hosts,
-    running_slices,
-)
+from launcher.client.local_cluster import NODES_FILE, running_slices, start_host
+from launcher.client.local_nodes import alive_hosts
 from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
@@ -61,7 +57,7 @@ def test_a_node_slower_to_register_than_rays_30_s_is_waited_for(local_cluster, c
     holder = threading.Thread(target=_hold_raylet, args=("slow", 40, held), daemon=True)
     holder.start()
     try:
-        _start_host(20, node, local_cluster.bucket, 128, dry_run=False)
+        start_host(20, node, local_cluster.bucket, 128, dry_run=False)
     finally:
         holder.join(timeout=60)
         for proc in psutil.process_iter():  # the extra node goes; the cluster stays as it was

@@ -20,7 +20,7 @@ from harness.paths import REPO
 from harness.tutorial import TUTORIAL_JOB_ARGS
 from launcher.core.child_process import ends_with_this_process
 from launcher.core.job_plan import parse_job_args
-from launcher.preflight.sharding_advice import PASTE_HERE
+from launcher.preflight.advice_report import PASTE_HERE
 
 pytestmark = [pytest.mark.preflight, pytest.mark.timeout(900)]
 TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]

@@ -11,7 +11,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from launcher.client.local_cluster import MAX_SIMULATED_HOSTS, host_nodes, wait_until_registered
+from launcher.client.local_layout import MAX_SIMULATED_HOSTS, host_nodes
+from launcher.client.local_nodes import wait_until_registered
 from launcher.core.errors import UsageError
 
 pytestmark = pytest.mark.unit

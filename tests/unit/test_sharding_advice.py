@@ -14,6 +14,7 @@ from launcher.core.job_plan import parse_job_args
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import tpu_type
+from launcher.preflight.advice_report import paste_args, render
 from launcher.preflight.calibration import calibrated_model
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.sharding_advice import (
@@ -22,8 +23,6 @@ from launcher.preflight.sharding_advice import (
     Candidate,
     _estimate,
     candidate_splits,
-    paste_args,
-    render,
     with_split,
 )
 

@@ -1,0 +1,191 @@
+"""The engine under `tpu-launcher gke plan|up|down`: a plan is steps, each a command with the
+read-only check that tells whether it is done already. `execute` runs them in order, skipping
+what is done, so a second run picks up where the first stopped; `format_plan` writes the same
+plan as a bash script that does the same. What the steps are: gke_plan.py (the cluster, the
+bucket, up and down), gke_pools.py (node pools), gke_image.py (the image and the chart).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from launcher.client.commands import run
+from launcher.client.gke_target import GkeTarget
+from launcher.core.errors import UsageError
+
+PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
+
+
+@dataclass(frozen=True)
+class Check:
+    """A read-only command that tells whether a step is done: it succeeds (and prints `output`,
+    when given); `negate` turns it round (a deletion is done when its object is gone)."""
+
+    argv: list[str]
+    output: str | None = None
+    negate: bool = False
+    contains: bool = False  # `output` is a line of what it prints, not all of it
+
+    def done(self, proc_ok: bool, stdout: str) -> bool:
+        said = stdout.strip().splitlines() if self.contains else [stdout.strip()]
+        found = proc_ok and (self.output is None or self.output in said)
+        return found != self.negate
+
+
+@dataclass(frozen=True)
+class Step:
+    what: str
+    argv: list[str]
+    done_if: Check | None = None
+    capture_as: str | None = None  # its stdout becomes ${capture_as} in later steps
+    # A command that lists items: the step runs once per item, `{item}` in argv replaced.
+    for_each: list[str] | None = None
+    # What is done already must be what the step would make: when done_if finds it, this
+    # check must print its output too, else the plan stops, with `mismatch_fix` as the fix.
+    same_as: Check | None = None
+    mismatch_fix: str = ""
+    # Kept, not done: when this check says so (and its command succeeds), the step is left out
+    # and what it printed is named (a cluster that still holds node pools of others).
+    keep_if: Check | None = None
+    kept_because: str = ""
+
+
+@dataclass(frozen=True)
+class Plan:
+    steps: list[Step]
+    notes: list[str] = field(default_factory=list)
+    stays: list[str] = field(default_factory=list)  # what `gke down` leaves, said before
+
+
+def gcloud(*words: str) -> list[str]:
+    return ["gcloud", *words]
+
+
+def location_flags(target: GkeTarget) -> list[str]:
+    return [f"--location={target.location}", f"--project={target.project}"]
+
+
+def _shell_word(arg: str) -> str:
+    """Quotes for the shell, leaving ${VARS} to expand."""
+    if re.fullmatch(r"[\w@%+=:,./${}\[\]-]+", arg):
+        return arg
+    if "${" in arg and not re.search(r'["\\`]|\$\(', arg):
+        return f'"{arg}"'
+    return shlex.quote(arg)
+
+
+def _command(argv: list[str]) -> str:
+    words = [_shell_word(a) for a in argv]
+    cut = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
+    return " \\\n    ".join([" ".join(words[:cut]), *words[cut:]])
+
+
+def _guard(check: Check) -> str:
+    """A shell test that is true when the step is done."""
+    quiet = " ".join(_shell_word(a) for a in check.argv)
+    if check.output is not None and check.contains:
+        test = f"{quiet} 2>/dev/null | grep -qxF {_shell_word(check.output)}"
+    elif check.output is not None:
+        test = f'[ "$({quiet} 2>/dev/null)" = {_shell_word(check.output)} ]'
+    else:
+        test = f"{quiet} >/dev/null 2>&1"
+    return f"! {test}" if check.negate else test
+
+
+def format_plan(plan: Plan) -> str:
+    """A bash script of the plan: each step guarded by its check, so it can run twice."""
+    lines = ["#!/usr/bin/env bash", "set -euo pipefail"]
+    lines += [f"# {n}" for n in plan.notes]
+    for step in plan.steps:
+        lines.append(f"\n# {step.what}")
+        command = _command(step.argv)
+        if step.capture_as:
+            command = f"{step.capture_as}=$({command})"
+        if step.for_each:
+            listing = " ".join(_shell_word(a) for a in step.for_each)
+            command = f"for item in $({listing}); do\n  {command.replace('{item}', '$item')}\ndone"
+        if step.done_if and step.same_as:
+            refuse = _shell_word(
+                f"error: {step.what} exists, not as {step.same_as.output}; fix: {step.mismatch_fix}"
+            )
+            lines.append(
+                f"if {_guard(step.done_if)}; then\n  {_guard(step.same_as)} || "
+                f"{{ echo {refuse} >&2; exit 1; }}\nfi"
+            )
+        if step.done_if:
+            command = f"{_guard(step.done_if)} ||\n  {command}"
+        if step.keep_if:  # kept: {kept_because}
+            command = f"{_guard(step.keep_if)} ||\n  {command}"
+        lines.append(command)
+    lines += [f"# {s}" for s in plan.stays]
+    return "\n".join(lines) + "\n"
+
+
+def unset_variables(steps: list[Step]) -> list[str]:
+    """The ${VARS} the plan still needs from its user (not those a step captures)."""
+    captured = {s.capture_as for s in steps}
+    found = {m for s in steps for a in s.argv for m in PLACEHOLDER.findall(a)}
+    return sorted(found - captured)
+
+
+def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
+    """Runs the steps in order and stops at the first failure; a step whose check says it is
+    done is skipped, so a second run picks up where the first stopped."""
+    if unset := unset_variables(plan.steps):
+        raise UsageError(
+            "target",
+            f"{', '.join(unset)} not given",
+            "pass --project, --cluster, --location (and --node-zone for a regional cluster, "
+            "--bucket unless the values name the bucket), or export PROJECT_ID, CLUSTER_NAME, "
+            "LOCATION, NODE_ZONE, BUCKET",
+        )
+    missing = sorted({s.argv[0] for s in plan.steps if shutil.which(s.argv[0]) is None})
+    if missing:
+        print(
+            f"{' and '.join(missing)} not installed on this machine: nothing was done. The "
+            "commands:\n",
+            file=sys.stderr,
+        )
+        print(format_plan(plan))
+        return 1
+    captured: dict[str, str] = {}
+    total = len(plan.steps)
+    for i, step in enumerate(plan.steps, 1):
+        if step.keep_if:
+            proc = run(f"check {step.what}", step.keep_if.argv, check=False, capture=True)
+            if proc.returncode == 0 and step.keep_if.done(True, proc.stdout):
+                held = ", ".join(proc.stdout.split())
+                say(f"[{i}/{total}] {step.what}: kept, {step.kept_because}: {held}")
+                continue
+        if step.done_if:
+            proc = run(f"check {step.what}", step.done_if.argv, check=False, capture=True)
+            if step.done_if.done(proc.returncode == 0, proc.stdout):
+                if step.same_as is not None:
+                    same = run(f"check {step.what}", step.same_as.argv, check=False, capture=True)
+                    if not step.same_as.done(same.returncode == 0, same.stdout):
+                        raise UsageError(
+                            "values",
+                            f"{step.what}: one of that name exists, made otherwise "
+                            f"({same.stdout.strip() or 'unreadable'}, not {step.same_as.output})",
+                            step.mismatch_fix,
+                        )
+                say(f"[{i}/{total}] {step.what}: done already, skipped")
+                continue
+        say(f"[{i}/{total}] {step.what}")
+        argv = [PLACEHOLDER.sub(lambda m: captured.get(m[1], m[0]), a) for a in step.argv]
+        if step.for_each:
+            items = run(f"list {step.what}", step.for_each, capture=True).stdout.split()
+            say(f"  {', '.join(items) if items else 'none'}")
+            for item in items:
+                run(step.what, [a.replace("{item}", item) for a in argv])
+            continue
+        proc = run(step.what, argv, capture=bool(step.capture_as))
+        if step.capture_as:
+            captured[step.capture_as] = proc.stdout.strip()
+    say(f"done: {total} steps")
+    return 0

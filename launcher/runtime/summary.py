@@ -1,0 +1,92 @@
+"""The summary a training job prints when it ends (the driver's last lines, and the
+machine-readable record `tpu-launcher` reads back from them): the run, its steps, losses and
+evals, checkpoints, the goodput breakdown, the slices it ran on and each restart's cause."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict
+
+from launcher.core.checkpoints import committed_steps
+from launcher.core.goodput import format_breakdown, format_compile_cache
+from launcher.core.job_events import format_result, format_summary_title
+from launcher.core.job_plan import JobPlan
+from launcher.core.preemption import FAILED, HUNG, PREEMPTED
+
+# The summary's restarts line: each cause, as it is named, and the flag that budgets it.
+RESTART_CAUSES = (
+    (PREEMPTED, "preemption", "--max_preemptions"),
+    (FAILED, "failure", "--max_failures"),
+    (HUNG, "hang", "--max_hangs"),
+)
+
+
+def print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
+    """Prints the summary and its machine-readable record; returns the record."""
+    run_dir = plan.run_dir
+    steps = committed_steps(run_dir.path)
+    first = metrics.get("first_step")
+    resumed = f"resumed at step {first}" if first else "started from step 0"
+    print("\n" + format_summary_title("training"), flush=True)
+    print(
+        f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
+        f"run in {seconds:.0f}s)"
+    )
+    print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
+    if "final_loss" in metrics:
+        print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
+    if evals := outcome.get("evals"):
+        (first, first_loss), (last, last_loss) = evals[0], evals[-1]
+        print(
+            f"eval loss:    {first_loss:.4f} -> {last_loss:.4f} (perplexity "
+            f"{math.exp(first_loss):.2f} -> {math.exp(last_loss):.2f}; after steps {first} and "
+            f"{last}, {len(evals)} evals)"
+        )
+    print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
+    if outcome.get("sparkline"):
+        print(f"loss curve:   {outcome['sparkline']}")
+    for line in format_breakdown(outcome["goodput"]):
+        print(line)
+    print(format_compile_cache(outcome["compile_cache"]))
+    if len({start["slices"] for start in outcome["starts"]}) > 1:
+        print(
+            "slices:       "
+            + " -> ".join(
+                f"{start['slices']} (steps {start['first_step']}-{start['last_step']})"
+                if start["first_step"] is not None
+                else f"{start['slices']} (no step)"
+                for start in outcome["starts"]
+            )
+        )
+    if outcome["restarts"]:
+        causes = [r.cause for r in outcome["restarts"]]
+        print(
+            "restarts:     "
+            + ", ".join(
+                f"{causes.count(cause)} {noun}{'' if causes.count(cause) == 1 else 's'} ({flag})"
+                for cause, noun, flag in RESTART_CAUSES
+            )
+        )
+        for restart in outcome["restarts"]:
+            print(f"  {restart.describe()}")
+    if outcome.get("plot"):
+        print(f"plot:         {outcome['plot']}")
+    # The event files' directory, not a command: TensorBoard itself is not installed with us.
+    print(f"tensorboard:  {run_dir.tensorboard} (MaxText's event files)")
+    print(
+        f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
+        "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest checkpoint"
+    )
+    record = {
+        "run_dir": str(run_dir.path),
+        "checkpoints": steps,
+        **metrics,
+        "goodput": outcome["goodput"],
+        "compile_cache": outcome["compile_cache"],
+        "starts": outcome["starts"],
+        "restarts": [asdict(r) for r in outcome["restarts"]],
+        "evals": outcome.get("evals", []),
+        "plot": outcome.get("plot"),
+    }
+    print(format_result(record), flush=True)
+    return record
