@@ -17,18 +17,13 @@ MaxText or libtpu), which is when to record again.
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from dataclasses import asdict
 from importlib import metadata
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from launcher.preflight.calibration import RECORDED, load_runs, record_terms  # noqa: E402
-from launcher.preflight.compile_engine import compile_report  # noqa: E402
-from launcher.preflight.step_model import fit  # noqa: E402
+from launcher.preflight.calibration import RECORDED, load_runs, record_terms
+from launcher.preflight.compile_engine import compile_report
+from launcher.preflight.step_model import fit
 
 TARGET = 0.25
 

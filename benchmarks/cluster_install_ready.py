@@ -15,14 +15,11 @@ import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from ci.cluster import control_plane, gke_nodes  # noqa: E402
-from harness.helm import BUCKET, CHART, helm  # noqa: E402
-from harness.kube import ready as raycluster_ready  # noqa: E402
+from ci.cluster import control_plane, gke_nodes
+from harness.helm import BUCKET, CHART, helm
+from harness.kube import ready as raycluster_ready
+from harness.paths import REPO
 
 VALUES = ["v6e-16.yaml", "v6e-16-x2.yaml", "cpu.yaml"]
 

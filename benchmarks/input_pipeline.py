@@ -25,8 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from harness.paths import REPO
 
 TUTORIAL_TOKENS_PER_DEVICE = 3725.218  # seed 000's v6e-16 step
 CHIPS_PER_HOST = 4  # v6e-16: 4 hosts x 4 chips

@@ -36,14 +36,12 @@ from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from harness.local_ray import require_local_cluster  # noqa: E402
-from launcher.client.local_cluster import running_slices  # noqa: E402
-from launcher.core.job_events import EventKind, parse  # noqa: E402
-from launcher.core.run_dir import compile_cache_for  # noqa: E402
-from launcher.runtime.progress import parse_step_line  # noqa: E402
+from harness.local_ray import require_local_cluster
+from harness.paths import REPO
+from launcher.client.local_cluster import running_slices
+from launcher.core.job_events import EventKind, parse
+from launcher.core.run_dir import compile_cache_for
+from launcher.runtime.progress import parse_step_line
 
 WARMUP_STEPS = 5  # compile, first checkpoint
 # Where the time to the first step goes under `tpu-launcher submit`: the first line of each stage.

@@ -15,11 +15,11 @@ import re
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import psutil
 
-REPO = Path(__file__).resolve().parents[1]
+from harness.paths import REPO
+
 BUSY = "while True: pass"  # one CPU-bound process: a core taken for the whole run
 OURS = ("launcher.preflight.aot_probe", "raylet", "gcs_server", "launcher train")
 SUMMARY = re.compile(r"=+ .*\d+ (passed|failed).* in [\d.]+s.* =+")

@@ -16,13 +16,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from harness.tutorial import TUTORIAL_JOB_ARGS  # noqa: E402
-from launcher.preflight.calibration import load_runs  # noqa: E402
+from harness.paths import REPO
+from harness.tutorial import TUTORIAL_JOB_ARGS
+from launcher.preflight.calibration import load_runs
 
 TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]
 TUTORIAL = next(r for r in load_runs() if r.name == "gke-tutorial-llama3-8b")

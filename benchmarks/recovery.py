@@ -30,17 +30,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from harness.job_control import (  # noqa: E402
+from harness.job_control import (
     jobs_client,
     kill_a_host,
     seconds_to_first_step_after_restore,
@@ -48,7 +44,7 @@ from harness.job_control import (  # noqa: E402
     wait_for_step,
     wait_until_done,
 )
-from harness.local_ray import (  # noqa: E402
+from harness.local_ray import (
     LocalCluster,
     launcher_result,
     local_cluster_command,
@@ -56,7 +52,7 @@ from harness.local_ray import (  # noqa: E402
     run_name,
     tpu_launcher,
 )
-from launcher.runtime.progress import parse_step_line, steps_logged  # noqa: E402
+from launcher.runtime.progress import parse_step_line, steps_logged
 
 TARGET = 0.60  # recovery with the cache / without
 ONE_SLICE = ("--tpu=v5p-16", "--num_slices=1")

@@ -14,15 +14,11 @@ on 2 cores.
 from __future__ import annotations
 
 import argparse
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from harness.local_ray import (  # noqa: E402
+from harness.local_ray import (
     LocalCluster,
     launcher_result,
     require_local_cluster,

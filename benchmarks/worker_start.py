@@ -15,9 +15,8 @@ import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from harness.paths import REPO
 
 IMPORT = "from maxtext.trainers.pre_train import train"
 DEFER = "from launcher.core.deferred_imports import defer_unused_imports; defer_unused_imports()"

@@ -287,7 +287,7 @@ def check_output_directory(path: str) -> None:
         raise UsageError(
             field="base_output_directory",
             problem=f"{path} does not exist",
-            fix="mount the bucket there (chart value gcsfuse.bucketName) or pass "
+            fix="mount the bucket there (chart value global.gcsfuse.bucketName) or pass "
             "base_output_directory=<an existing directory or gs://bucket/prefix>",
         )
     probe = Path(path) / f".launcher-write-probe-{os.getpid()}"

@@ -43,7 +43,7 @@ def control_plane_kubeconfig(pytestconfig) -> Iterator[Path]:
     if not running:
         up = _control_plane("up")
         assert up.returncode == 0, f"the control plane did not come up:\n{up.stdout}{up.stderr}"
-    else:  # fake nodes left by `make cluster-nodes` or a killed run would take the tests' pods
+    else:  # fake nodes left by a killed run (or a benchmark) would take the tests' pods
         api = pykube.HTTPClient(pykube.KubeConfig.from_file(str(control_plane.KUBECONFIG)))
         for node in pykube.Node.objects(api).filter(selector={"type": "kwok"}):
             node.delete()
