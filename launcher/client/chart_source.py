@@ -10,9 +10,8 @@ import shutil
 import tempfile
 from pathlib import Path
 
-import yaml
-
 import launcher
+from launcher.client.chart_meta import chart_meta
 from launcher.client.commands import run
 from launcher.client.image_tag import DOCKERFILE
 from launcher.core.errors import UsageError
@@ -56,9 +55,7 @@ def client_version() -> str:
     """The installed package's version; a source tree never installed: its chart's."""
     from launcher.core.package_version import installed_version
 
-    return installed_version() or str(
-        yaml.safe_load((packaged_chart() / "Chart.yaml").read_text())["version"]
-    )
+    return installed_version() or chart_meta(packaged_chart()).version
 
 
 def pulled_chart(ref: str, version: str | None, helm: str) -> Path:

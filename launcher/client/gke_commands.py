@@ -25,6 +25,7 @@ from pathlib import Path
 
 import yaml
 
+from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import OCI, checkout, packaged_chart, pulled_chart
 from launcher.client.commands import run
 from launcher.client.gke_image import chart_push_steps, describe_image, image_build_step
@@ -89,7 +90,7 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
     pinned = pinned or next((v.partition("=")[2] for v in ns.set if v.startswith(TAG)), None)
-    pinned = pinned or (_packaged_for(chart) if readable else None)
+    pinned = pinned or (chart_meta(chart).packaged_for if readable else None)
     if root is not None and not pinned:
         target = dataclasses.replace(target, image_tag=content_tag(root, chart))
     elif root is None and not pinned and readable:
@@ -105,13 +106,6 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
 
 
 TAG = "ray.image.tag="
-
-
-def _packaged_for(chart: Path) -> str | None:
-    """The image tag a chart was packaged for (`image` pushes it with its appVersion set to
-    the tag it pushed), or None for a chart whose appVersion is its own version."""
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    return str(meta["appVersion"]) if meta["appVersion"] != meta["version"] else None
 
 
 def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
@@ -266,7 +260,7 @@ def install(ns: argparse.Namespace) -> int:
     digest = [] if pinned or not image else _digest_set(image, target, ns.dry_run)
     argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart_ref, "--namespace", ns.namespace]
     if ns.chart_ref.startswith(OCI):  # Helm pulls it again: the same version
-        argv += ["--version", yaml.safe_load((chart / "Chart.yaml").read_text())["version"]]
+        argv += ["--version", chart_meta(chart).version]
     argv.append("--create-namespace")
     for path in ns.values:
         argv += ["-f", path]

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import yaml
-
+from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import chart_repository
 from launcher.client.gke_release import ReleaseNeeds
 from launcher.client.gke_steps import Check, Step, gcloud
@@ -66,9 +65,9 @@ def chart_push_steps(chart: Path, image: str, target: GkeTarget, helm: str) -> l
     from the registry (`install --chart oci://...`) runs the image pushed with it. Helm reaches
     Artifact Registry with the gcloud login through Docker's credential helper ("Configure
     authentication to Artifact Registry for Helm": reuse Docker credentials)."""
-    meta = yaml.safe_load((chart / "Chart.yaml").read_text())
-    name, version = meta["name"], meta["version"]
-    tag = image_tag_of(image) or meta["appVersion"]
+    meta = chart_meta(chart)
+    name, version = meta.name, meta.version
+    tag = image_tag_of(image) or meta.app_version
     host = target.image_repository[0]
     repository = chart_repository(target.image_repository)
     # Done when the registry's chart of this version was packaged for this image.

@@ -10,7 +10,7 @@ import hashlib
 import re
 from pathlib import Path
 
-import yaml
+from launcher.client.chart_meta import chart_meta
 
 DOCKERFILE = "images/launcher/Dockerfile"
 # Never in the image (images/launcher/Dockerfile.dockerignore, .gcloudignore).
@@ -40,7 +40,7 @@ def build_inputs(source: Path) -> list[Path]:
 
 def content_tag(source: Path, chart: Path) -> str:
     """`<appVersion>-<12 hex digits of the build inputs' names and bytes>`."""
-    version = yaml.safe_load((chart / "Chart.yaml").read_text())["appVersion"]
+    version = chart_meta(chart).app_version
     digest = hashlib.sha256()
     for path in build_inputs(source):
         digest.update(path.relative_to(source).as_posix().encode() + b"\0")

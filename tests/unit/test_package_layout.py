@@ -117,3 +117,10 @@ def test_no_module_is_past_the_size_rule():
     sizes = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
     long = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines (cut them at a seam): {long}"
+
+
+def test_the_charts_metadata_has_one_reader():
+    """Chart.yaml's name, version and appVersion decide the image tag, the chart pulled and the
+    client's version: one reader (launcher.client.chart_meta), so they cannot disagree."""
+    readers = {n for n, p in MODULES.items() if '"Chart.yaml").read_text()' in p.read_text()}
+    assert readers == {"launcher.client.chart_meta"}
