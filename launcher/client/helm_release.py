@@ -12,9 +12,9 @@ import re
 from collections.abc import Iterator
 
 from launcher.client.commands import run, start
-from launcher.client.ray_jobs_api import DASHBOARD_PORT
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
+from launcher.core.ray_auth import DASHBOARD_PORT
 from launcher.core.slices import TpuSlices, worker_group_slices
 
 

@@ -28,9 +28,9 @@ from launcher.client.local_nodes import (
     wait_until_gone,
     wait_until_registered,
 )
-from launcher.client.ray_jobs_api import DASHBOARD_PORT
 from launcher.client.ray_jobs_api import DEFAULT_ADDRESS as DASHBOARD_ADDRESS
 from launcher.core.errors import CommandError, UsageError
+from launcher.core.ray_auth import DASHBOARD_PORT
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.slices import LABEL_SLICE
 

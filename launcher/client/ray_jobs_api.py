@@ -25,11 +25,8 @@ from pathlib import Path
 from typing import Any
 
 from launcher.core.errors import UsageError
-from launcher.core.ray_auth import auth_headers
+from launcher.core.ray_auth import DASHBOARD_PORT, auth_headers
 
-# Ray's dashboard port (`ray start --dashboard-port`'s default): the job API, on the local
-# cluster and through a release's port-forward.
-DASHBOARD_PORT = 8265
 DEFAULT_ADDRESS = f"http://127.0.0.1:{DASHBOARD_PORT}"
 
 

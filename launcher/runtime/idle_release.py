@@ -19,10 +19,10 @@ import urllib.request
 from collections.abc import Callable
 
 from launcher.core.idle_slices import ACTIVE_JOB_STATES, POLL_S, IdleRelease, QuietClock
-from launcher.core.ray_auth import auth_headers
+from launcher.core.ray_auth import DASHBOARD_PORT, auth_headers
 from launcher.runtime.kube_api import KubeApi
 
-HEAD_DASHBOARD = "http://127.0.0.1:8265"  # the head's own job API, from beside it
+HEAD_DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"  # the head's own job API, from beside it
 
 
 def _group(api: KubeApi, release: IdleRelease) -> tuple[int, int]:
