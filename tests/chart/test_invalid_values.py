@@ -498,10 +498,10 @@ CASES = [
         [
             "ray.serviceAccount.create=false",
             "ray.serviceAccount.name=trainer",
-            "ray.serviceAccount.gcpServiceAccount=t@p.iam.gserviceaccount.com",
+            "ray.serviceAccount.gcpServiceAccount=trainer@proj-1.iam.gserviceaccount.com",
         ],
         "ray.serviceAccount.gcpServiceAccount",
-        "so t@p.iam.gserviceaccount.com would be ignored; annotate your account",
+        "so trainer@proj-1.iam.gserviceaccount.com would be ignored; annotate your account",
     ),
     (
         "no serving account",
@@ -660,6 +660,67 @@ CASES = [
         ["saxml.http.service.loadBalancerSourceRanges={everyone}"],
         "saxml.http.service.loadBalancerSourceRanges.0",
         "everyone",
+    ),
+    (
+        "two parts creating one account",
+        [*VLLM, "ray.serviceAccount.name=ml", "vllm.serviceAccount.name=ml"],
+        "vllm.serviceAccount.name",
+        '"ml" is also the account ray.serviceAccount creates',
+    ),
+    (
+        "token auth off with the NetworkPolicy off",
+        ["ray.auth.enabled=false", "networkPolicy.enabled=false"],
+        "ray.auth.enabled",
+        "any pod in the cluster can reach the Ray head's dashboard and client ports",
+    ),
+    (
+        "every address named a client of the head's ports",
+        ["--set-json", 'networkPolicy.clients=[{"ipBlock":{"cidr":"0.0.0.0/0"}}]'],
+        "networkPolicy.clients[0].ipBlock.cidr",
+        "name your clients' CIDRs",
+    ),
+    (
+        "an ipBlock beside a selector in one NetworkPolicy peer",
+        [
+            "--set-json",
+            'networkPolicy.clients=[{"ipBlock":{"cidr":"10.0.0.0/8"},"podSelector":{}}]',
+        ],
+        "networkPolicy.clients.0",
+        "oneOf",
+    ),
+    (
+        "a Kueue priority class without a queue",
+        ["kueue.priorityClass=high"],
+        "kueue.priorityClass",
+        "--set kueue.queueName=<LocalQueue>, or drop kueue.priorityClass",
+    ),
+    (
+        "JAX on the CPU of a TPU worker",
+        ["ray.worker.env[0].name=JAX_PLATFORMS", "ray.worker.env[0].value=cpu"],
+        "ray.worker.env",
+        "JAX_PLATFORMS is set on TPU workers by the chart",
+    ),
+    (
+        "the TPU type GKE's device plugin sets",
+        ["ray.worker.env[0].name=TPU_ACCELERATOR_TYPE", "ray.worker.env[0].value=v6e-8"],
+        "ray.worker.env",
+        "TPU_ACCELERATOR_TYPE is set on TPU workers by GKE's TPU device plugin",
+    ),
+    (
+        "a ray start flag the chart sets",
+        ["--set-string", "ray.head.rayStartParams.dashboard-port=9999"],
+        "ray.head.rayStartParams",
+        "dashboard-port is set by the chart",
+    ),
+    (
+        "a Saxml chip of another generation than its slice",
+        [
+            "serving.engine=saxml",
+            "saxml.modelServer.tpu.type=v5litepod-16",
+            "saxml.modelServer.platformChip=tpuv6e",
+        ],
+        "saxml.modelServer.platformChip",
+        "--set saxml.modelServer.platformChip=tpuv5e",
     ),
 ]
 

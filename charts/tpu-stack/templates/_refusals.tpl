@@ -42,6 +42,7 @@ pattern cannot all say: the CSI mount of a name GCS refuses fails only when a po
 {{- $msgs = append $msgs (printf "%s: %q is not a bucket name GCS allows: %s; --set %s=<an allowed name> (cloud.google.com/storage/docs/buckets#naming)." $key $b $why $key) -}}
 {{- end -}}
 {{- end -}}
+{{- $msgs = concat $msgs (include "tpu-stack.pathErrors" (dict "key" "global.gcsfuse.mountPath" "path" $g.gcsfuse.mountPath) | fromYamlArray) -}}
 {{- /* The bucket hides whatever the image keeps at its mount path. */ -}}
 {{- $mount := trimSuffix "/" (toString $g.gcsfuse.mountPath) -}}
 {{- if and $g.gcsfuse.enabled (or (has $mount (list "" "/tmp" "/dev" "/dev/shm" "/proc" "/sys" "/etc" "/usr" "/bin" "/sbin" "/lib" "/lib64" "/var" "/run" "/home" "/root")) (regexMatch "^/(proc|sys|dev)/" $mount)) -}}
@@ -53,6 +54,18 @@ pattern cannot all say: the CSI mount of a name GCS refuses fails only when a po
 {{/* tpu-stack.refusals.identity: Each part's Kubernetes and Google service accounts. A YAML list of messages; call with the root context. */}}
 {{- define "tpu-stack.refusals.identity" -}}
 {{- $msgs := list -}}
+{{- /* Two parts that create an account of one name would render two ServiceAccounts of that
+name (helm install fails), and serving would act as training. */ -}}
+{{- $made := dict -}}
+{{- range $part, $block := include "tpu-stack.parts" . | fromYaml -}}
+{{- if $block.serviceAccount.create -}}
+{{- $name := include "tpu-stack.serviceAccountName" (dict "ctx" $ "part" $part) -}}
+{{- with get $made $name -}}
+{{- $msgs = append $msgs (printf "%s.serviceAccount.name: %q is also the account %s.serviceAccount creates; each part runs as its own account (serving must not act as training): give one another name, or leave both names empty for the defaults." $part $name .) -}}
+{{- end -}}
+{{- $_ := set $made $name $part -}}
+{{- end -}}
+{{- end -}}
 {{- range $part, $block := include "tpu-stack.parts" . | fromYaml -}}
 {{- $sa := $block.serviceAccount -}}
 {{- if and (not $sa.create) (not $sa.name) -}}
@@ -81,6 +94,33 @@ a repository that carries one would come out as <mirror>/<registry>/<repository>
 {{- if and (gt (len (splitList "/" $repo)) 1) (or (contains "." $first) (contains ":" $first) (eq $first "localhost")) -}}
 {{- $msgs = append $msgs (printf "%s.repository: %q starts with the registry %s; --set %s.registry=%s --set %s.repository=%s (global.imageRegistry can then point every image at a mirror)." $key $repo $first $key $first $key (trimPrefix (printf "%s/" $first) $repo)) -}}
 {{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.access: what stands between another pod and the Ray head's ports (which
+run code): token auth and the NetworkPolicy, and the clients it admits. */}}
+{{- define "tpu-stack.refusals.access" -}}
+{{- $msgs := list -}}
+{{- if and .Values.ray.enabled (not .Values.ray.auth.enabled) (not .Values.networkPolicy.enabled) -}}
+{{- $msgs = append $msgs "ray.auth.enabled: with token auth off and the NetworkPolicy off, any pod in the cluster can reach the Ray head's dashboard and client ports and run code there; --set ray.auth.enabled=true (or keep --set networkPolicy.enabled=true, which admits only the release's own pods and named clients)." -}}
+{{- end -}}
+{{- range $i, $peer := .Values.networkPolicy.clients -}}
+{{- with $peer.ipBlock -}}
+{{- if has (toString .cidr) (list "0.0.0.0/0" "::/0") -}}
+{{- $msgs = append $msgs (printf "networkPolicy.clients[%d].ipBlock.cidr: %s admits every address to the Ray head's dashboard and client ports, which run code; name your clients' CIDRs (203.0.113.0/24) or their pods (podSelector, namespaceSelector)." $i .cidr) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.pathErrors: refusals (a YAML list) for a path under the bucket mount or in the
+bucket: a ".." part would leave it. Call with (dict "key" <values path> "path" <value>). */}}
+{{- define "tpu-stack.pathErrors" -}}
+{{- $msgs := list -}}
+{{- if regexMatch "(^|/)\\.\\.(/|$)" (toString .path) -}}
+{{- $msgs = append $msgs (printf "%s: %q has a \"..\" part, which leaves the bucket (or its mount); name the path inside it without \"..\"." .key (toString .path)) -}}
 {{- end -}}
 {{- toYaml $msgs -}}
 {{- end -}}

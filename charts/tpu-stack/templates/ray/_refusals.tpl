@@ -67,6 +67,11 @@ hostname it sets, and a Service KubeRay creates, only for groups of more than on
 {{- if or (has .name (list "TPU_WORKER_ID" "TPU_WORKER_HOSTNAMES" "TPU_NAME" "TPU_PROCESS_ADDRESSES" "TPU_PROCESS_PORT" "TPU_DEVICE_PLUGIN_ADDR")) (hasPrefix "MEGASCALE_" (toString .name)) -}}
 {{- $msgs = append $msgs (printf "ray.worker.env: %s is set by the GKE TPU webhook from the worker's place in the slice (it would append a second, conflicting value); remove it from ray.worker.env (ray.worker.tpu.slices declares MEGASCALE_NUM_SLICES, and the webhook fills in the rest)." .name) -}}
 {{- end -}}
+{{- /* The chart sets these on TPU workers; GKE's TPU device plugin sets TPU_ACCELERATOR_TYPE,
+which Ray reads for the slice's pod type: a second value (JAX_PLATFORMS=cpu) trains on the CPU. */ -}}
+{{- if has .name (list "JAX_PLATFORMS" "ENABLE_PJRT_COMPATIBILITY" "TPU_ACCELERATOR_TYPE") -}}
+{{- $msgs = append $msgs (printf "ray.worker.env: %s is set on TPU workers by %s; a second value would contradict the slice (JAX_PLATFORMS=cpu trains on the host's CPU); remove it from ray.worker.env (ray.worker.tpu.enabled=false gives a CPU worker group)." .name (ternary "GKE's TPU device plugin, from the node" "the chart, from ray.worker.tpu" (eq .name "TPU_ACCELERATOR_TYPE"))) -}}
+{{- end -}}
 {{- if eq .name "RAY_TPU_RESOURCE_PER_CHIP" -}}
 {{- $msgs = append $msgs "ray.worker.env: RAY_TPU_RESOURCE_PER_CHIP makes Ray count TPU per device (two per tpu7x chip), but the launcher reserves a host by its chips, as Ray counts them by default and google.com/tpu does; remove it from ray.worker.env." -}}
 {{- end -}}
@@ -77,6 +82,19 @@ hostname it sets, and a Service KubeRay creates, only for groups of more than on
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* `ray start` flags the chart or KubeRay set from other values: a second one would be a
+duplicate key or a port the Services, the NetworkPolicy and the launcher do not use. */ -}}
+{{- $owned := dict "head" (dict "dashboard-host" "the chart (0.0.0.0: the Service reaches it)" "dashboard-port" "the chart (8265: the Service, the NetworkPolicy and the launcher use it)" "port" "KubeRay (6379, the GCS port the workers join)" "block" "KubeRay") "worker" (dict "address" "KubeRay (the head's GCS)" "block" "KubeRay") -}}
+{{- range $group, $flags := $owned -}}
+{{- range $flag, $who := $flags -}}
+{{- if hasKey (default dict (get $r $group).rayStartParams) $flag -}}
+{{- $msgs = append $msgs (printf "ray.%s.rayStartParams: %s is set by %s; remove it from ray.%s.rayStartParams." $group $flag $who $group) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if and .Values.kueue.priorityClass (not .Values.kueue.queueName) -}}
+{{- $msgs = append $msgs (printf "kueue.priorityClass: %q is read by Kueue only for a queued workload, and no kueue.queueName is given, so it would be ignored; --set kueue.queueName=<LocalQueue>, or drop kueue.priorityClass." .Values.kueue.priorityClass) -}}
 {{- end -}}
 {{- toYaml $msgs -}}
 {{- end -}}

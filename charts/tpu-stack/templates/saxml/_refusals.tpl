@@ -20,6 +20,13 @@
 {{- end -}}
 {{- $msgs = concat $msgs (include "tpu-stack.serviceErrors" (dict "key" "saxml.http.service" "service" $s.http.service "what" "Saxml's HTTP server (its /publish loads models)") | fromYamlArray) -}}
 {{- $msgs = concat $msgs (include "tpu-stack.flagErrors" (dict "key" "saxml.modelServer.extraArgs" "args" $s.modelServer.extraArgs "owned" (dict "--port" "saxml.modelServer.port" "--sax_cell" "saxml.cell" "--platform_chip" "saxml.modelServer.platformChip")) | fromYamlArray) -}}
+{{- $msgs = concat $msgs (include "tpu-stack.pathErrors" (dict "key" "saxml.rootPrefix" "path" $s.rootPrefix) | fromYamlArray) -}}
+{{- /* Saxml names a chip tpu<generation> (tpuv4, tpuv5e): one that names another generation of
+the TPU table than the slice's would compile for the wrong chip. */ -}}
+{{- $chipGen := trimPrefix "tpu" (toString $s.modelServer.platformChip) -}}
+{{- if and (not $slice.errors) (hasKey (include "tpu-stack.tpuTable" $ | fromJson).generations $chipGen) (ne $chipGen $slice.generation) -}}
+{{- $msgs = append $msgs (printf "saxml.modelServer.platformChip: %s is a %s chip, but the model servers run on %s (a %s slice); --set saxml.modelServer.platformChip=tpu%s." (toString $s.modelServer.platformChip) $chipGen $slice.name $slice.generation $slice.generation) -}}
+{{- end -}}
 {{- /* JobSet's webhook refuses a JobSet whose longest pod name passes 63 characters. */ -}}
 {{- if not $slice.errors -}}
 {{- $pod := printf "%s-model-server-%d-%d-abcde" (include "tpu-stack.saxmlComponentName" (dict "ctx" . "component" "model")) (sub (int $slice.slices) 1) (sub (int $slice.hosts) 1) -}}

@@ -25,6 +25,7 @@
 {{- else if not (hasPrefix (printf "%s/" (trimSuffix "/" $g.gcsfuse.mountPath)) $v.model) -}}
 {{- $msgs = append $msgs (printf "vllm.model: %q is not under the bucket mount %s, where the pod finds the model; --set vllm.model=%s/<path in the bucket>." $v.model $g.gcsfuse.mountPath (trimSuffix "/" $g.gcsfuse.mountPath)) -}}
 {{- end -}}
+{{- $msgs = concat $msgs (include "tpu-stack.pathErrors" (dict "key" "vllm.model" "path" $v.model) | fromYamlArray) -}}
 {{- if not $v.apiKey.secretName -}}
 {{- $msgs = append $msgs (printf "vllm.apiKey.secretName: vLLM answers only requests that carry its API key, kept in a Secret you create once: kubectl -n %s create secret generic %s-api-key --from-literal=%s=$(openssl rand -hex 32), then --set vllm.apiKey.secretName=%s-api-key." .Release.Namespace (include "tpu-stack.vllmName" .) $v.apiKey.secretKey (include "tpu-stack.vllmName" .)) -}}
 {{- end -}}
