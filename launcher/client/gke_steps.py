@@ -70,13 +70,20 @@ def location_flags(target: GkeTarget) -> list[str]:
     return [f"--location={target.location}", f"--project={target.project}"]
 
 
+# What a word may hold bare in the script: no quote, `$`, glob, space or operator.
+BARE = re.compile(r"[\w@%+=:,./\[\]-]+")
+
+
 def _shell_word(arg: str) -> str:
-    """Quotes for the shell, leaving ${VARS} to expand."""
-    if re.fullmatch(r"[\w@%+=:,./${}\[\]-]+", arg):
-        return arg
-    if "${" in arg and not re.search(r'["\\`]|\$\(', arg):
-        return f'"{arg}"'
-    return shlex.quote(arg)
+    """Quotes for the shell: the plan's own ${VARS} (a step captures them, or the user exports
+    them) expand, in double quotes; everything else is literal, a user's `$HOME` included."""
+    parts = PLACEHOLDER.split(arg)  # literal, name, literal, name, ..., literal
+    words = [
+        f'"${{{part}}}"' if i % 2 else part if BARE.fullmatch(part) else shlex.quote(part)
+        for i, part in enumerate(parts)
+        if part or i % 2
+    ]
+    return "".join(words) or "''"
 
 
 def _command(argv: list[str]) -> str:

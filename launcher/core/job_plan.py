@@ -12,6 +12,7 @@ target slice of a values file or a release).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RunDir, compile_cache_for
 from launcher.core.slices import Slices
 from launcher.core.tpu_table import GENERATIONS
 
+CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
 CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
@@ -280,6 +282,16 @@ class Job:
 def parse_job_args(job_args: list[str]) -> Job:
     """Splits a job's arguments into the launcher's options and MaxText's arguments. Called only
     at the edges, where a job's words arrive (tests/unit/test_package_layout.py holds it)."""
+    for i, word in enumerate(job_args):
+        # The words reach the hosts through shells, quoted; a control character in one is always
+        # a mistake (a pasted newline), never MaxText's (the chart refuses it in ray.job.args).
+        if CONTROL.search(word):
+            raise UsageError(
+                "job arguments",
+                f"argument {i}, {word!r}, holds a control character (a newline, a tab)",
+                "a job argument is one line: remove it (a value with spaces is one argument "
+                "when quoted)",
+            )
     fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     try:

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import re
+import shlex
 import subprocess
 
 import pytest
@@ -74,7 +75,9 @@ def _commands(script: str) -> list[list[str]]:
     that guard them and the loop's listing left out)."""
     joined = script.replace(" \\\n    ", " ")
     lines = [line.strip() for line in joined.splitlines()]
-    return [line.split() for line in lines if line.startswith("gcloud") and not line.endswith("||")]
+    return [
+        shlex.split(line) for line in lines if line.startswith("gcloud") and not line.endswith("||")
+    ]
 
 
 def _flag(words: list[str], name: str) -> str | None:
