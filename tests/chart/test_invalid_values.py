@@ -662,6 +662,18 @@ CASES = [
         "everyone",
     ),
     (
+        "a request above its limit, in other units",
+        ["ray.head.resources.requests.cpu=1500m", "ray.head.resources.limits.cpu=1"],
+        "ray.head.resources.requests.cpu",
+        "1500m is more than its limit 1",
+    ),
+    (
+        "TPU chips the chart would replace unseen",
+        ["ray.worker.resources.limits.google\\.com/tpu=8"],
+        "ray.worker.resources.limits",
+        "google.com/tpu is set by the chart from the slice",
+    ),
+    (
         "two parts creating one account",
         [*VLLM, "ray.serviceAccount.name=ml", "vllm.serviceAccount.name=ml"],
         "vllm.serviceAccount.name",

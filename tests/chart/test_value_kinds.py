@@ -46,8 +46,8 @@ KINDS = {
     "resources": Kind(
         "resources",
         r"(^|\.)resources$",
-        {"limits": {"memory": "16Gi"}},
-        {"limits": {"memory": "16 GiB"}},
+        {"requests": {"memory": "16Gi"}, "limits": {"memory": "16Gi"}},
+        {"requests": {"memory": "16Gi"}, "limits": {"memory": "16 GiB"}},
         "a quantity with a space and a unit Kubernetes does not have",
     ),
     "dnsLabel": Kind("dnsLabel", r"(^|\.)nameOverride$", "trainer", "Trainer_1", "not a DNS label"),

@@ -138,9 +138,29 @@ container cannot start. */ -}}
 {{- if regexMatch "^[0-9.]+m$" $q -}}
 {{- $msgs = append $msgs (printf "%s.resources.%s.memory: %s is %s milli-bytes (m is milli); did you mean %sMi? --set %s.resources.%s.memory=%sMi." $key $kind $q (trimSuffix "m" $q) (trimSuffix "m" $q) $key $kind (trimSuffix "m" $q)) -}}
 {{- end -}}
+{{- /* The chart sets google.com/tpu from the slice: a value here would be replaced unseen. */ -}}
+{{- if hasKey (default dict (get $res $kind)) "google.com/tpu" -}}
+{{- $msgs = append $msgs (printf "%s.resources.%s: google.com/tpu is set by the chart from the slice (its chips per host); remove it (the slice's type and chipsPerHost decide it)." $key $kind) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The API server refuses a request above its limit (requests must be <= limits). */ -}}
+{{- range $name, $request := default dict $res.requests -}}
+{{- $limit := get (default dict $res.limits) $name -}}
+{{- if and $limit (gt (include "tpu-stack.quantity" $request | float64) (include "tpu-stack.quantity" $limit | float64)) -}}
+{{- $msgs = append $msgs (printf "%s.resources.requests.%s: %v is more than its limit %v, which the API server refuses; --set %s.resources.limits.%s=%v (or a smaller request)." $key $name $request $limit $key $name $request) -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 {{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.quantity: a Kubernetes quantity's value as a number (cores, bytes), to compare
+two: its suffix, decimal (m, k, M, G, T, P, E) or binary (Ki .. Ei), or an exponent. */}}
+{{- define "tpu-stack.quantity" -}}
+{{- $q := toString . -}}
+{{- $factors := dict "m" 0.001 "k" 1e3 "M" 1e6 "G" 1e9 "T" 1e12 "P" 1e15 "E" 1e18 "Ki" 1024.0 "Mi" 1048576.0 "Gi" 1073741824.0 "Ti" 1099511627776.0 "Pi" 1125899906842624.0 "Ei" 1152921504606846976.0 -}}
+{{- $suffix := regexFind "(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)$" $q -}}
+{{- mulf (float64 (trimSuffix $suffix $q)) (get $factors $suffix | default 1.0) -}}
 {{- end -}}
 
 {{/* tpu-stack.refusals.monitoring: Metrics scraping. A YAML list of messages; call with the root context. */}}
