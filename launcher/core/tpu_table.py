@@ -104,9 +104,9 @@ GENERATIONS: dict[str, Generation] = {
             ici_gbps=4800,
             # Cloud TPU's v5p shapes up to its largest slice, 16x16x24 (6,144 chips, v5p-12288).
             topologies=(
-                "2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8",
-                "8x8x16", "8x16x16", "16x16x16", "16x16x24",
-            ),  # fmt: skip
+                *("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8"),
+                *("8x8x16", "8x16x16", "16x16x16", "16x16x24"),
+            ),
             machines={4: "ct5p-hightpu-4t"},
         ),
         Generation(
