@@ -701,6 +701,15 @@ CASES = [
         "oneOf",
     ),
     (
+        "an except outside its ipBlock's cidr",
+        [
+            "--set-json",
+            'monitoring.scrapers=[{"ipBlock":{"cidr":"10.0.0.0/8","except":["11.0.0.0/16"]}}]',
+        ],
+        "monitoring.scrapers[0].ipBlock.except[0]",
+        "is not strictly inside the block's cidr 10.0.0.0/8",
+    ),
+    (
         "a Kueue priority class without a queue",
         ["kueue.priorityClass=high"],
         "kueue.priorityClass",

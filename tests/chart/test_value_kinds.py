@@ -39,8 +39,9 @@ KINDS = {
         {"grafana_folder": "LLM Training"},
         "a label value with a space",
     ),
+    # (inside 10.0.0.0/8, the cidr an except's block gets here)
     "cidrs": Kind(
-        "cidrs", r"(SourceRanges|\.except)$", ["10.0.0.0/8"], ["10.0.0.0/33"], "prefix past /32"
+        "cidrs", r"(SourceRanges|\.except)$", ["10.1.0.0/16"], ["10.0.0.0/33"], "prefix past /32"
     ),
     "cidr": Kind("cidr", r"\.cidr$", "10.0.0.0/8", "10.0.0.300/8", "an octet past 255"),
     "resources": Kind(

@@ -112,7 +112,35 @@ run code): token auth and the NetworkPolicy, and the clients it admits. */}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- $peers := dict "monitoring.scrapers" .Values.monitoring.scrapers "networkPolicy.clients" .Values.networkPolicy.clients -}}
+{{- range $key := keys $peers | sortAlpha -}}
+{{- range $i, $peer := get $peers $key -}}
+{{- with $peer.ipBlock -}}
+{{- range $j, $ex := default list .except -}}
+{{- if not (include "tpu-stack.cidrWithin" (dict "outer" (toString $peer.ipBlock.cidr) "inner" (toString $ex))) -}}
+{{- $msgs = append $msgs (printf "%s[%d].ipBlock.except[%d]: %s is not strictly inside the block's cidr %s, which the API server refuses; name a smaller range inside it, or drop it." $key $i $j $ex $peer.ipBlock.cidr) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.cidrWithin: "true" when the CIDR `inner` is strictly inside `outer` (a longer
+prefix of the same network), as the API server requires of an ipBlock's except (IPv6 is not
+checked here: "true"). Call with (dict "outer" <cidr> "inner" <cidr>). */}}
+{{- define "tpu-stack.cidrWithin" -}}
+{{- if or (contains ":" .outer) (contains ":" .inner) -}}true{{- else -}}
+{{- $o := splitList "/" .outer -}}
+{{- $n := splitList "/" .inner -}}
+{{- $size := 1 -}}
+{{- range until (sub 32 (int (index $o 1)) | int) }}{{ $size = mul $size 2 }}{{ end -}}
+{{- $oa := 0 -}}{{- $na := 0 -}}
+{{- range (splitList "." (index $o 0)) }}{{ $oa = add (mul $oa 256) (int .) }}{{ end -}}
+{{- range (splitList "." (index $n 0)) }}{{ $na = add (mul $na 256) (int .) }}{{ end -}}
+{{- if and (gt (int (index $n 1)) (int (index $o 1))) (eq (div $oa $size) (div $na $size)) -}}true{{- end -}}
+{{- end -}}
 {{- end -}}
 
 {{/* tpu-stack.pathErrors: refusals (a YAML list) for a path under the bucket mount or in the
