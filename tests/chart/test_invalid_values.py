@@ -710,6 +710,13 @@ CASES = [
         "is not strictly inside the block's cidr 10.0.0.0/8",
     ),
     (
+        # Kueue v0.15.2's RayCluster webhook: "head" is reserved for the head's pod set.
+        "a worker group Kueue's webhook refuses",
+        ["kueue.queueName=team-a", "ray.worker.groupName=head"],
+        "ray.worker.groupName",
+        "--set ray.worker.groupName=tpu-group",
+    ),
+    (
         "a Kueue priority class without a queue",
         ["kueue.priorityClass=high"],
         "kueue.priorityClass",

@@ -93,6 +93,11 @@ duplicate key or a port the Services, the NetworkPolicy and the launcher do not 
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- /* Kueue's RayCluster webhook names the head's pod set "head" (kueue v0.15.2,
+pkg/controller/jobs/raycluster: headGroupPodSetName) and refuses a worker group of that name. */ -}}
+{{- if and .Values.ray.enabled .Values.kueue.queueName (eq (toString .Values.ray.worker.groupName) "head") -}}
+{{- $msgs = append $msgs "ray.worker.groupName: \"head\" is the name Kueue gives the head's pod set, and its webhook refuses a worker group of that name under a queue; --set ray.worker.groupName=tpu-group (or any other name)." -}}
+{{- end -}}
 {{- if and .Values.kueue.priorityClass (not .Values.kueue.queueName) -}}
 {{- $msgs = append $msgs (printf "kueue.priorityClass: %q is read by Kueue only for a queued workload, and no kueue.queueName is given, so it would be ignored; --set kueue.queueName=<LocalQueue>, or drop kueue.priorityClass." .Values.kueue.priorityClass) -}}
 {{- end -}}
