@@ -129,7 +129,7 @@ def test_every_value_of_a_kind_is_bound_to_its_rule():
     for name, kind in KINDS.items():
         for path in _of_kind(kind):
             if kind.rule.startswith("tpu-stack."):
-                bound = f'"key" "{path}"' in TEMPLATES and kind.rule in TEMPLATES
+                bound = f'include "{kind.rule}" (dict "key" "{path}"' in TEMPLATES
             else:
                 bound = (path, kind.rule) in PATHS
             if not bound:
