@@ -148,8 +148,11 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     assert set(restored) <= {int(s) for s in RESTORED.findall(logs)}, restored
     last_computed = _last_step_of_each_start_that_trained(logs)[:-1]
     assert len(last_computed) == len(restored), (last_computed, restored)
+    # (A group's last step lines can be lost with its workers when the group is torn down: CI
+    # once read step 63 of a start whose checkpoint 65 was committed. The committed checkpoint
+    # already says those steps ran; what is bounded is the steps computed past it.)
     for computed, step in zip(last_computed, restored, strict=True):
-        assert 0 <= computed - step <= CHECKPOINT_PERIOD, (computed, step)
+        assert computed - step <= CHECKPOINT_PERIOD, (computed, step)
 
     # No committed checkpoint was lost, and the loss fell on one slice and overall.
     assert set(committed_before_loss) <= set(committed_steps(run_dir))
