@@ -110,12 +110,14 @@ def format_plan(plan: Plan) -> str:
     lines += [f"# {n}" for n in plan.notes]
     for step in plan.steps:
         lines.append(f"\n# {step.what}")
-        command = _command(step.argv)
+        # A for_each step's {item} is the loop's ${item}, quoted as the plan's own ${VARS} are.
+        argv = [a.replace("{item}", "${item}") for a in step.argv] if step.for_each else step.argv
+        command = _command(argv)
         if step.capture_as:
             command = f"{step.capture_as}=$({command})"
         if step.for_each:
             listing = " ".join(_shell_word(a) for a in step.for_each)
-            command = f"for item in $({listing}); do\n  {command.replace('{item}', '$item')}\ndone"
+            command = f"for item in $({listing}); do\n  {command}\ndone"
         if step.done_if and step.same_as:
             refuse = _shell_word(
                 f"error: {step.what} exists, not as {step.same_as.output}; fix: {step.mismatch_fix}"

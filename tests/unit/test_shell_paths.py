@@ -33,6 +33,9 @@ NASTY = ["run_name=a;b", "x=$(touch pwned)", "y=`touch pwned2`", "z='q\"t'", "w=
          "v=$HOME", "u=a\\b", "t=*", "s=#c", "r=a|b&c>d"]  # fmt: skip
 
 
+LISTING = ["printf", "%s\\n", "pool-a", "pool-2"]  # what a for_each step's listing prints
+
+
 def _recorder(bin_dir: Path, name: str, out: Path) -> None:
     """`name` on PATH: appends the arguments it got, as one JSON line, to `out`."""
     script = bin_dir / name
@@ -62,6 +65,7 @@ def test_the_plan_script_runs_each_step_with_its_words_whole(stand_ins):
     steps = [
         Step("the project's number", ["gcloud", "projects", "describe", "p"], capture_as="NUM"),
         Step("a step with a user's words", ["gcloud", "x", *NASTY, "--member=sa:${NUM}.svc"]),
+        Step("each listed item", ["gcloud", "each", "{item}", "w=a;b"], for_each=LISTING),
         Step(
             "a step already done",
             ["gcloud", "never", "run"],
@@ -76,6 +80,8 @@ def test_the_plan_script_runs_each_step_with_its_words_whole(stand_ins):
     assert recorded == [
         ["projects", "describe", "p"],
         ["x", *NASTY, "--member=sa:.svc"],
+        ["each", "pool-a", "w=a;b"],  # the loop's item, each listed word
+        ["each", "pool-2", "w=a;b"],
         ["check", "it's done"],
     ]
     assert not list(cwd.glob("pwned*"))
