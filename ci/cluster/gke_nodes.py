@@ -20,13 +20,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from launcher.core.capacity import Capacity, release_capacity  # noqa: E402
+from launcher.core.machines import CPU_POOL_MACHINE, MACHINES, node_vcpus  # noqa: E402
 from launcher.core.slices import Slices  # noqa: E402
-from launcher.core.tpu_table import (  # noqa: E402
-    CPU_POOL_MACHINE,
-    GKE_ACCELERATOR_LABEL,
-    GKE_TOPOLOGY_LABEL,
-    MACHINES,
-)
+from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL  # noqa: E402
 from launcher.core.values_file import TPU_BLOCKS, load_values, tpu_blocks, tpu_slices  # noqa: E402
 
 CHART = ROOT / "charts" / "tpu-stack"
@@ -46,7 +42,7 @@ def node(
     name: str, pool: str, machine: str, labels: dict, tpu_chips: int = 0, taints: tuple = ()
 ) -> dict:
     size = MACHINES[machine]
-    capacity = {"cpu": str(size.vcpus), "memory": f"{size.memory_gib}Gi", "pods": "110"}
+    capacity = {"cpu": str(node_vcpus(machine)), "memory": f"{size.memory_gib}Gi", "pods": "110"}
     spec: dict = {}
     if tpu_chips:
         capacity["google.com/tpu"] = str(tpu_chips)

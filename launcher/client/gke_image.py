@@ -18,12 +18,17 @@ CLOUDBUILD = "images/launcher/cloudbuild.yaml"
 
 
 def image_steps(
-    need: ReleaseNeeds, target: GkeTarget, source: Path | None, chart: Path, helm: str
+    need: ReleaseNeeds,
+    target: GkeTarget,
+    source: Path | None,
+    chart: Path,
+    helm: str,
+    access: list[Step],
 ) -> list[Step]:
-    """The Artifact Registry repository (unless --registry names one of yours) and the launcher
-    image the release's Ray pods pull, built by Cloud Build (no local Docker needed) from the
-    checkout `source`; with no checkout (the chart inside an installed package), the image the
-    values pin, which must be in the registry already."""
+    """The Artifact Registry repository (unless --registry names one of yours), who may use it
+    (`access`), and the launcher image the release's Ray pods pull, built by Cloud Build (no
+    local Docker needed) from the checkout `source`; with no checkout (the chart inside an
+    installed package), the image the values pin, which must be in the registry already."""
     if not need.launcher_image:
         return []
     steps = []
@@ -43,6 +48,7 @@ def image_steps(
                 done_if=Check(gcloud("artifacts", "repositories", "describe", *repo)),
             )
         )
+    steps += access
     if source is not None:
         steps.append(image_build_step(need.launcher_image, target, source))
         steps += chart_push_steps(chart, need.launcher_image, target, helm)

@@ -10,17 +10,33 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
+from launcher.client.gke_access import (
+    api_steps,
+    apis_needed,
+    image_access_steps,
+    project_number_step,
+)
 from launcher.client.gke_image import image_steps
 from launcher.client.gke_pools import (
     cpu_pool_step,
     pool_names,
+    require_offered,
     resource_policies,
     tpu_pool_steps,
     workload_policy,
 )
 from launcher.client.gke_release import Identity, ReleaseNeeds, cpu_pool
-from launcher.client.gke_steps import Check, Plan, Step, gcloud, location_flags, unset_variables
+from launcher.client.gke_steps import (
+    Check,
+    Plan,
+    Step,
+    gcloud,
+    gke_version,
+    location_flags,
+    unset_variables,
+)
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
+from launcher.core.capacity import FLEX_START, FLEX_START_MIN_GKE
 
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"
@@ -42,9 +58,70 @@ def _cluster_filter(target: GkeTarget, condition: str) -> Check:
     )
 
 
+def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
+    """The oldest GKE version the release's pools may run on, and why (the TPU table's
+    generations; flex-start)."""
+    needed = [
+        (p.slices.shape.generation.min_gke_version, f"TPU {p.slices.shape.generation.name}")
+        for p in need.pools
+        if p.slices.shape.generation.min_gke_version
+    ]
+    needed += [
+        (FLEX_START_MIN_GKE, "TPUs on flex-start")
+        for p in need.pools
+        if p.capacity.name == FLEX_START
+    ]
+    return max(needed, key=lambda n: gke_version(n[0])) if needed else None
+
+
+def _metadata_steps(target: GkeTarget) -> list[Step]:
+    """Node pools without the GKE metadata server (made before Workload Identity): a release pod
+    placed there cannot mount the bucket, and moving a pool recreates its nodes (running pods
+    and slices restart), so gke up moves them only when asked (xpk asks too)."""
+    where = [f"--cluster={target.cluster}", *location_flags(target)]
+    lacking = gcloud(
+        "container",
+        "node-pools",
+        "list",
+        *where,
+        "--filter=NOT config.workloadMetadataConfig.mode=GKE_METADATA",
+        "--format=value(name)",
+    )
+    if not target.migrate_metadata:
+        return [
+            Step(
+                "every node pool of the cluster uses the GKE metadata server (Workload "
+                "Identity: else pods placed there cannot mount the bucket)",
+                [],
+                done_if=Check(lacking, output=""),
+                required=True,
+                mismatch_fix="moving a pool recreates its nodes, running pods and slices "
+                "included: do it when they are idle (`gcloud container node-pools update POOL "
+                f"{' '.join(where)} --workload-metadata=GKE_METADATA`), or run again with "
+                "--migrate-node-metadata to let gke up move them",
+            )
+        ]
+    return [
+        Step(
+            "node pools made before Workload Identity: to the GKE metadata server (else their "
+            "pods cannot mount the bucket; their nodes are recreated, as --migrate-node-metadata "
+            "asked)",
+            gcloud(
+                "container",
+                "node-pools",
+                "update",
+                "{item}",
+                *where,
+                "--workload-metadata=GKE_METADATA",
+            ),
+            for_each=lacking,
+        )
+    ]
+
+
 def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
     """The cluster with the add-ons and Workload Identity, created when it does not exist, or
-    brought to that state when it does; then kubectl's credentials."""
+    brought to that state when it does; its version checked; then kubectl's credentials."""
     pool = f"{target.project}.svc.id.goog"
     addons = ["RayOperator"] if need.ray else []
     addons += ["GcsFuseCsiDriver"] if need.bucket else []
@@ -64,12 +141,32 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 "--workload-metadata=GKE_METADATA",
                 f"--machine-type={SYSTEM_MACHINE}",
                 "--num-nodes=1",
+                # GKE's default channel, said: new versions reach it after the rapid channel.
+                "--release-channel=regular",
                 *([f"--node-locations={target.zone}"] if target.node_zone else []),
                 f"--labels={CREATED_BY}",
             ),
             done_if=Check(describe),
         )
     ]
+    # Checked before anything of an existing cluster changes.
+    if least := _minimum_version(need):
+        version, needed_by = least
+        steps.append(
+            Step(
+                f"the cluster runs GKE {version} or later ({needed_by} need it)",
+                [],
+                done_if=Check(
+                    [*describe, "--format=value(currentMasterVersion)"], at_least=version
+                ),
+                required=True,
+                mismatch_fix=f"upgrade it (`gcloud container clusters upgrade {target.cluster} "
+                f"{' '.join(location_flags(target))} --master --cluster-version={version}` or "
+                "later, then its node pools), or name a newer cluster",
+            )
+        )
+    if not target.migrate_metadata:
+        steps += _metadata_steps(target)
     if addons:
         why = {"RayOperator": "KubeRay and its TPU webhook", "GcsFuseCsiDriver": "the bucket"}
         condition = " AND ".join(
@@ -102,28 +199,7 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             ),
             done_if=_cluster_filter(target, f"workloadIdentityConfig.workloadPool={pool}"),
         ),
-        Step(
-            "node pools made before Workload Identity: to the GKE metadata server (else their "
-            "pods cannot mount the bucket)",
-            gcloud(
-                "container",
-                "node-pools",
-                "update",
-                "{item}",
-                f"--cluster={target.cluster}",
-                *location_flags(target),
-                "--workload-metadata=GKE_METADATA",
-            ),
-            for_each=gcloud(
-                "container",
-                "node-pools",
-                "list",
-                f"--cluster={target.cluster}",
-                *location_flags(target),
-                "--filter=NOT config.workloadMetadataConfig.mode=GKE_METADATA",
-                "--format=value(name)",
-            ),
-        ),
+        *(_metadata_steps(target) if target.migrate_metadata else []),
         Step(
             "kubectl's credentials for the cluster",
             gcloud(
@@ -154,14 +230,6 @@ def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             done_if=Check(gcloud("storage", "buckets", "describe", f"gs://{need.bucket}")),
         )
     ]
-    if any(not i.gcp_service_account for i in need.identities):
-        steps.append(
-            Step(
-                "the project's number (Workload Identity principals name it)",
-                gcloud("projects", "describe", target.project, "--format=value(projectNumber)"),
-                capture_as="PROJECT_NUMBER",
-            )
-        )
     for identity in need.identities:
         steps += _grant_steps(identity, need, target)
     return steps
@@ -232,11 +300,18 @@ def up_plan(
     """In the order they can run, what bills most last: cluster, credentials, CPU pool,
     registry, image and chart, bucket and access, then the TPU pools, so no TPU host bills
     while the image builds, or at all when a step before them fails."""
-    steps = cluster_steps(need, target)
+    for pool in need.pools:
+        require_offered(pool, target)
+    builds = source is not None
+    steps = api_steps(apis_needed(need, target, builds), target)
+    steps += cluster_steps(need, target)
     if cpu := cpu_pool(release, need.cpu_pods):
         steps.append(cpu_pool_step(cpu, target))
-    steps += image_steps(need, target, source, chart, helm)
-    steps += bucket_steps(need, target)
+    access = image_access_steps(need, target, builds)
+    later = image_steps(need, target, source, chart, helm, access) + bucket_steps(need, target)
+    if any("${PROJECT_NUMBER}" in a for s in later for a in s.argv):
+        steps.append(project_number_step(target))
+    steps += later
     for pool in need.pools:
         steps += tpu_pool_steps(pool, target)
     notes = ["What GKE needs before `helm install` can schedule this release."]
@@ -247,16 +322,6 @@ def up_plan(
         )
     if not need.pools:
         notes.append("This release asks for no TPU nodes: no TPU node pools to create.")
-    for gen in {
-        p.slices.shape.generation.name: p.slices.shape.generation for p in need.pools
-    }.values():
-        if gen.min_gke_version:
-            notes.append(
-                f"{gen.name} node pools need GKE Standard {gen.min_gke_version} or later: a new "
-                "cluster gets a later version; for an existing one `gcloud container clusters "
-                f"describe {target.cluster} {' '.join(location_flags(target))} "
-                "--format='value(currentMasterVersion)'` shows its own."
-            )
     if need.jobset:
         notes.append(
             "Saxml's model servers are a JobSet: the JobSet controller (v0.12 or newer) must run "

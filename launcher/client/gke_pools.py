@@ -12,9 +12,45 @@ from launcher.client.gke_steps import Check, Step, gcloud, location_flags
 from launcher.client.gke_target import GkeTarget
 from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME
 from launcher.core.errors import UsageError
+from launcher.core.tpu_table import ZONES_SOURCE
 
 # GKE node pool names: lowercase letters, digits and hyphens, a letter first, at most 40.
 POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
+
+
+# What a pool's create flags make, as the API's NodePool shows it (a `list --filter` term each,
+# and the words for it): GKE changes none of these on an existing pool, so a pool of the
+# release's name made otherwise (another slice or capacity, an older release) would keep the
+# pods Pending for ever. Fields: GKE API's NodePool (config.machineType, config.spot,
+# config.flexStart, config.reservationAffinity, placementPolicy, queuedProvisioning).
+_VALUED = {
+    "--machine-type": ("config.machineType={}", "machine {}"),
+    "--tpu-topology": ("placementPolicy.tpuTopology={}", "topology {}"),
+    "--placement-policy": ("placementPolicy.policyName={}", "workload policy {}"),
+    "--reservation": ("config.reservationAffinity.values:{}", "reservation {}"),
+}
+_SWITCHES = {
+    "--spot": ("config.spot=true", "Spot"),
+    "--flex-start": ("config.flexStart=true", "flex-start"),
+    "--enable-queued-provisioning": ("queuedProvisioning.enabled=true", "queued provisioning"),
+}
+SHOWN = "value(config.machineType,placementPolicy.tpuTopology,config.spot,config.flexStart)"
+
+
+def _shape(flags: list[str]) -> tuple[list[str], list[str]]:
+    """(filter terms, words) of what the create flags make."""
+    terms, words = [], []
+    for flag in flags:
+        key, _, value = flag.partition("=")
+        if key in _VALUED:
+            terms.append(_VALUED[key][0].format(value))
+            words.append(_VALUED[key][1].format(value))
+    for switch, (term, word) in _SWITCHES.items():
+        terms.append(term if switch in flags else f"NOT {term}")
+        words += [word] if switch in flags else []
+    if not any(f.partition("=")[0] in (*_SWITCHES, "--reservation") for f in flags):
+        words.append("on demand")
+    return terms, words
 
 
 def _pool_create(name: str, target: GkeTarget, flags: list[str], what: str) -> Step:
@@ -27,17 +63,21 @@ def _pool_create(name: str, target: GkeTarget, flags: list[str], what: str) -> S
         )
     where = [f"--cluster={target.cluster}", *location_flags(target)]
     describe = gcloud("container", "node-pools", "describe", name, *where)
-    machine = next(f.partition("=")[2] for f in flags if f.startswith("--machine-type="))
     delete = " ".join(gcloud("container", "node-pools", "delete", name, *where))
+    terms, words = _shape(flags)
+    same = gcloud(
+        "container", "node-pools", "list", *where,
+        f"--filter={' AND '.join([f'name={name}', *terms])}", "--format=value(name)",
+    )  # fmt: skip
     return Step(
         what,
         gcloud("container", "node-pools", "create", name, *where, *flags),
         done_if=Check(describe),
-        # A pool of that name made for another machine (another slice, an older release)
-        # would keep the pods Pending: GKE never changes a pool's machine type.
-        same_as=Check([*describe, "--format=value(config.machineType)"], output=machine),
-        mismatch_fix=f"delete it (`{delete}`: GKE never changes a pool's machine type), then "
-        "run again; or give this release another --release name",
+        same_as=Check(same, output=name),
+        wanted=", ".join(words),
+        shown_by=[*describe, f"--format={SHOWN}"],
+        mismatch_fix=f"delete it (`{delete}`: GKE never changes a pool's machine, topology "
+        "or capacity), then run again; or give this release another --release name",
     )
 
 
@@ -81,6 +121,22 @@ def resource_policies(verb: str, *words: str, target: GkeTarget) -> list[str]:
         *words,
         f"--region={target.region}",
         f"--project={target.project}",
+    )
+
+
+def require_offered(pool: NodePool, target: GkeTarget) -> None:
+    """Refuses, before anything is made, a zone that does not offer the slice's generation:
+    the cluster and its CPU pool would bill and the TPU pool fail last."""
+    gen, zone = pool.slices.shape.generation, target.zone
+    if zone.startswith("${") or zone in gen.zones or zone == target.allow_zone:
+        return
+    where = "--node-zone" if target.node_zone else "--location"
+    raise UsageError(
+        where,
+        f"TPU {gen.name} ({pool.slices.shape.name}) is not offered in {zone}: {ZONES_SOURCE} "
+        f"lists {', '.join(gen.zones)}",
+        f"{where} one of those (LOCATION=<zone>, or NODE_ZONE for a regional cluster in that "
+        f"region); if Cloud TPU offers {gen.name} in {zone} now, --allow-zone {zone}",
     )
 
 

@@ -22,8 +22,8 @@ from launcher.core.capacity import (
     capacity_from_selector,
 )
 from launcher.core.errors import CommandError, UsageError
+from launcher.core.machines import MACHINES, node_vcpus
 from launcher.core.slices import TpuSlices, from_pod_spec, worker_group_slices
-from launcher.core.tpu_table import MACHINES
 from launcher.core.values_file import load_values
 
 # The target's placeholders that reach the chart's values (the image's registry and repository,
@@ -335,7 +335,7 @@ def allocatable(machine: str) -> tuple[float, float]:
     memory 25% of the first 4 GiB, 20% of the next 4, 10% of the next 8, 6% of the next 112,
     2% above 128, plus a 100 MiB eviction threshold)."""
     size = MACHINES[machine]
-    cores, gib = float(size.vcpus), float(size.memory_gib)
+    cores, gib = float(node_vcpus(machine)), float(size.memory_gib)
     cpu_tiers = ((0, 1, 0.06), (1, 2, 0.01), (2, 4, 0.005), (4, math.inf, 0.0025))
     mem_tiers = ((0, 4, 0.25), (4, 8, 0.20), (8, 16, 0.10), (16, 128, 0.06), (128, math.inf, 0.02))
     cpu_reserved = sum(max(0.0, min(cores, hi) - lo) * share for lo, hi, share in cpu_tiers)

@@ -30,11 +30,20 @@ class Check:
     output: str | None = None
     negate: bool = False
     contains: bool = False  # `output` is a line of what it prints, not all of it
+    at_least: str | None = None  # it prints a GKE version: done when not older than this
 
     def done(self, proc_ok: bool, stdout: str) -> bool:
         said = stdout.strip().splitlines() if self.contains else [stdout.strip()]
-        found = proc_ok and (self.output is None or self.output in said)
+        if self.at_least is not None:
+            found = proc_ok and gke_version(stdout) >= gke_version(self.at_least)
+        else:
+            found = proc_ok and (self.output is None or self.output in said)
         return found != self.negate
+
+
+def gke_version(text: str) -> tuple[int, ...]:
+    """1.34.0-gke.2201000 -> (1, 34, 0, 2201000): GKE's versions compare number by number."""
+    return tuple(int(n) for n in re.findall(r"\d+", text))
 
 
 @dataclass(frozen=True)
@@ -49,10 +58,15 @@ class Step:
     # check must print its output too, else the plan stops, with `mismatch_fix` as the fix.
     same_as: Check | None = None
     mismatch_fix: str = ""
+    wanted: str = ""  # what same_as asks of it, in words (the machine, topology, capacity)
+    shown_by: list[str] | None = None  # a command that shows what is there instead
     # Kept, not done: when this check says so (and its command succeeds), the step is left out
     # and what it printed is named (a cluster that still holds node pools of others).
     keep_if: Check | None = None
     kept_because: str = ""
+    # A condition, not a command: `done_if` must hold, else the plan stops here, nothing after
+    # it made, with `mismatch_fix` as the fix (argv is empty).
+    required: bool = False
 
 
 @dataclass(frozen=True)
@@ -95,7 +109,11 @@ def _command(argv: list[str]) -> str:
 def _guard(check: Check) -> str:
     """A shell test that is true when the step is done."""
     quiet = " ".join(_shell_word(a) for a in check.argv)
-    if check.output is not None and check.contains:
+    if check.at_least is not None:  # sort -V orders GKE's versions number by number
+        least = _shell_word(check.at_least)
+        oldest = f"printf '%s\\n' {least} \"$({quiet} 2>/dev/null)\" | sort -V | head -n 1"
+        test = f'[ "$({oldest})" = {least} ]'
+    elif check.output is not None and check.contains:
         test = f"{quiet} 2>/dev/null | grep -qxF {_shell_word(check.output)}"
     elif check.output is not None:
         test = f'[ "$({quiet} 2>/dev/null)" = {_shell_word(check.output)} ]'
@@ -110,6 +128,10 @@ def format_plan(plan: Plan) -> str:
     lines += [f"# {n}" for n in plan.notes]
     for step in plan.steps:
         lines.append(f"\n# {step.what}")
+        if step.required and step.done_if:
+            refuse = _shell_word(f"error: {step.what}: not so; fix: {step.mismatch_fix}")
+            lines.append(f"{_guard(step.done_if)} || {{ echo {refuse} >&2; exit 1; }}")
+            continue
         # A for_each step's {item} is the loop's ${item}, quoted as the plan's own ${VARS} are.
         argv = [a.replace("{item}", "${item}") for a in step.argv] if step.for_each else step.argv
         command = _command(argv)
@@ -120,7 +142,8 @@ def format_plan(plan: Plan) -> str:
             command = f"for item in $({listing}); do\n  {command}\ndone"
         if step.done_if and step.same_as:
             refuse = _shell_word(
-                f"error: {step.what} exists, not as {step.same_as.output}; fix: {step.mismatch_fix}"
+                f"error: {step.what} exists, not as {step.wanted or step.same_as.output}; "
+                f"fix: {step.mismatch_fix}"
             )
             lines.append(
                 f"if {_guard(step.done_if)}; then\n  {_guard(step.same_as)} || "
@@ -153,7 +176,8 @@ def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
             "--bucket unless the values name the bucket), or export PROJECT_ID, CLUSTER_NAME, "
             "LOCATION, NODE_ZONE, BUCKET",
         )
-    missing = sorted({s.argv[0] for s in plan.steps if shutil.which(s.argv[0]) is None})
+    tools = {a[0] for s in plan.steps for a in (s.argv, s.done_if.argv if s.done_if else []) if a}
+    missing = sorted(t for t in tools if shutil.which(t) is None)
     if missing:
         print(
             f"{' and '.join(missing)} not installed on this machine: nothing was done. The "
@@ -173,14 +197,28 @@ def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
                 continue
         if step.done_if:
             proc = run(f"check {step.what}", step.done_if.argv, check=False, capture=True)
+            if step.required and not step.done_if.done(proc.returncode == 0, proc.stdout):
+                said = proc.stdout.strip() or proc.stderr.strip()
+                raise UsageError(
+                    "cluster", f"{step.what}: not so ({said or 'nothing printed'})",
+                    step.mismatch_fix,
+                )  # fmt: skip
+            if step.required:
+                say(f"[{i}/{total}] {step.what}: yes")
+                continue
             if step.done_if.done(proc.returncode == 0, proc.stdout):
                 if step.same_as is not None:
                     same = run(f"check {step.what}", step.same_as.argv, check=False, capture=True)
                     if not step.same_as.done(same.returncode == 0, same.stdout):
+                        if step.shown_by:
+                            same = run(
+                                f"show {step.what}", step.shown_by, check=False, capture=True
+                            )
                         raise UsageError(
                             "values",
                             f"{step.what}: one of that name exists, made otherwise "
-                            f"({same.stdout.strip() or 'unreadable'}, not {step.same_as.output})",
+                            f"({' '.join(same.stdout.split()) or 'unreadable'}, not "
+                            f"{step.wanted or step.same_as.output})",
                             step.mismatch_fix,
                         )
                 say(f"[{i}/{total}] {step.what}: done already, skipped")

@@ -74,6 +74,8 @@ class GkeTarget:
     reservation: str | None = None
     registry: str | None = None  # an image registry path of your own instead of ours
     image_tag: str | None = None  # the launcher image's tag (default: the chart's appVersion)
+    allow_zone: str | None = None  # a TPU zone the TPU table does not list yet (--allow-zone)
+    migrate_metadata: bool = False  # move pools without the GKE metadata server to it
 
     @classmethod
     def from_args(cls, ns: argparse.Namespace) -> GkeTarget:
@@ -83,10 +85,12 @@ class GkeTarget:
         given["bucket_location"] = getattr(ns, "bucket_location", None)
         given["reservation"] = getattr(ns, "reservation", None)
         given["registry"] = getattr(ns, "registry", None)
+        given["allow_zone"] = getattr(ns, "allow_zone", None)
         given["capacity"] = getattr(ns, "capacity", None) or (
             "reservation" if given["reservation"] else None
         )
-        return cls(**{k: v for k, v in given.items() if v})
+        migrate = bool(getattr(ns, "migrate_node_metadata", False))
+        return cls(**{k: v for k, v in given.items() if v}, migrate_metadata=migrate)
 
     @property
     def region(self) -> str:
@@ -183,3 +187,15 @@ def add_target_options(p: argparse.ArgumentParser, *, pools: bool = True) -> Non
             "--node-zone", help="zone of the TPU node pools (default: a zonal --location)"
         )
         p.add_argument("--bucket-location", help="default: the region of --location")
+        p.add_argument(
+            "--allow-zone",
+            metavar="ZONE",
+            help="make TPU pools in ZONE though the TPU table does not list it for the slice's "
+            "generation (a zone Cloud TPU has added since this version)",
+        )
+        p.add_argument(
+            "--migrate-node-metadata",
+            action="store_true",
+            help="move the cluster's node pools that lack the GKE metadata server to it "
+            "(Workload Identity; recreates their nodes, running pods included)",
+        )

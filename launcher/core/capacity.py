@@ -77,6 +77,11 @@ CAPACITIES = {
 }
 
 
+# GKE's "About flex-start provisioning mode": TPUs on flex-start need GKE 1.33.0-gke.1712000 or
+# later.
+FLEX_START_MIN_GKE = "1.33.0-gke.1712000"
+
+
 # Flex-start with queued provisioning: a Kueue queue on flex-start (`gke queue` gives it GKE's
 # ProvisioningRequest admission check), where GKE makes all of a job's nodes at once. GKE's "Run
 # a large-scale workload with flex-start with queued provisioning": "To use flex-start with

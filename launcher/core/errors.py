@@ -29,6 +29,18 @@ class UsageError(Exception):
         return f"{self.field}: {self.problem}.\n  fix: {self.fix}"
 
 
+# Where each outside command the launcher runs comes from, said when it is missing.
+INSTALL_HINTS = {
+    "ray": "`pip install 'tpu-launcher[runtime]'` (Linux x86_64); in a clone `make venv` puts "
+    "it in .venv/bin",
+    "helm": "Helm 3.22 or later, or 4 (helm.sh/docs/intro/install); in a clone `make helm` "
+    "puts the pinned one in .tools/",
+    "kubectl": "`gcloud components install kubectl`, or kubernetes.io/docs/tasks/tools",
+    "gcloud": "the Google Cloud CLI (cloud.google.com/sdk/docs/install), logged in with "
+    "`gcloud auth login`",
+}
+
+
 @dataclass
 class CommandError(Exception):
     """An external command (ray, kubectl, helm) that failed or is not installed."""
@@ -40,12 +52,9 @@ class CommandError(Exception):
 
     def __str__(self) -> str:
         if self.returncode == NOT_FOUND_EXIT_CODE:
-            return (
-                f"{self.step}: `{self.argv[0]}` is not installed or not on PATH (install it: "
-                "ray comes with `pip install 'tpu-launcher[runtime]'` (Linux x86_64), or in a "
-                "clone `make venv` puts it in .venv/bin; `make helm` puts the pinned Helm in "
-                ".tools/)"
-            )
+            tool = os.path.basename(self.argv[0])
+            how = INSTALL_HINTS.get(tool, "install it, or put it on PATH")
+            return f"{self.step}: `{self.argv[0]}` is not installed or not on PATH ({how})"
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])
         return f"{self.step} failed (exit {self.returncode}): {shown}" + (

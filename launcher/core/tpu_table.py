@@ -44,6 +44,8 @@ class Generation:
     # the topology, instead of `--tpu-topology` (GKE: "About Ironwood (TPU7x) in GKE").
     workload_policy: bool = False
     min_gke_version: str = ""  # the oldest GKE Standard version that offers this generation
+    # The zones Cloud TPU offers it in (ZONES_SOURCE); `gke plan` refuses any other.
+    zones: tuple[str, ...] = ()
     # GKE's flex-start (Dynamic Workload Scheduler) offers it: not TPU v3 or v4 ("About
     # flex-start provisioning mode").
     flex_start: bool = True
@@ -65,6 +67,13 @@ class Generation:
         return self.topologies[0].count("x") + 1
 
 
+# Cloud TPU's "TPU regions and zones" (docs.cloud.google.com/tpu/docs/regions-zones, read
+# 2026-11): "You can create TPU VMs in the zones shown in the following table", per generation;
+# GKE's "Plan TPUs in GKE": "To use a TPU type in your GKE workload, your cluster must be in a
+# supported region for that type." Single-tenant zones the page marks as such are left out.
+# `gke plan --allow-zone Z` takes a zone Google has added since.
+ZONES_SOURCE = "Cloud TPU: TPU regions and zones (docs.cloud.google.com/tpu/docs/regions-zones)"
+
 GENERATIONS: dict[str, Generation] = {
     g.name: g
     for g in (
@@ -80,6 +89,7 @@ GENERATIONS: dict[str, Generation] = {
             topologies=("2x2x1", "2x2x2", "2x2x4", "2x4x4", "4x4x4", "4x4x8", "4x8x8", "8x8x8"),
             machines={4: "ct4p-hightpu-4t"},
             flex_start=False,
+            zones=("us-central2-b",),
         ),
         Generation(
             name="v5e",
@@ -92,6 +102,10 @@ GENERATIONS: dict[str, Generation] = {
             ici_gbps=1600,
             topologies=("1x1", "2x2", "2x4", "4x4", "4x8", "8x8", "8x16", "16x16"),
             machines={1: "ct5lp-hightpu-1t", 4: "ct5lp-hightpu-4t", 8: "ct5lp-hightpu-8t"},
+            zones=(
+                *("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a"),
+                *("europe-west4-b", "asia-southeast1-b"),
+            ),
         ),
         Generation(
             name="v5p",
@@ -108,6 +122,7 @@ GENERATIONS: dict[str, Generation] = {
                 *("8x8x16", "8x16x16", "16x16x16", "16x16x24"),
             ),
             machines={4: "ct5p-hightpu-4t"},
+            zones=("us-central1-a", "us-east5-a", "europe-west4-b"),
         ),
         Generation(
             name="v6e",
@@ -123,6 +138,14 @@ GENERATIONS: dict[str, Generation] = {
             # GKE's "Train an LLM using JAX, Ray Train, and TPU Trillium" tutorial creates its
             # v6e-16 pool with one thread per core.
             node_pool_flags=("--threads-per-core=1",),
+            # Ray's "Start Google Cloud GKE Cluster with TPUs for KubeRay": "TPU v6e is
+            # supported in GKE versions 1.31.2-gke.1115000 or later".
+            min_gke_version="1.31.2-gke.1115000",
+            zones=(
+                *("us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b"),
+                *("us-central1-ai1a", "us-south1-ai1b", "europe-west4-a", "asia-northeast1-b"),
+                "southamerica-west1-a",
+            ),
         ),
         # Ironwood. Cloud TPU's "TPU7x (Ironwood)" page: 2 TensorCores per chip, each a JAX
         # device (the pinned libtpu's get_topology_desc("tpu7x:2x2x2") gives 16 devices of
@@ -159,6 +182,7 @@ GENERATIONS: dict[str, Generation] = {
             machines={4: "tpu7x-standard-4t"},
             workload_policy=True,
             min_gke_version="1.34.0-gke.2201000",
+            zones=("us-central1-c", "us-central1-ai1a"),
         ),
     )
 }
@@ -169,36 +193,9 @@ def device_noun(devices_per_chip: int) -> str:
     return "chip" if devices_per_chip == 1 else "device"
 
 
-@dataclass(frozen=True)
-class Machine:
-    """A GKE machine type's size, as its node reports capacity (the fake GKE nodes use it)."""
-
-    vcpus: int
-    memory_gib: int
-
-
 # GKE's node labels for a TPU host's slice shape (the chart selects on them; GKE sets them).
 GKE_ACCELERATOR_LABEL = "cloud.google.com/gke-tpu-accelerator"
 GKE_TOPOLOGY_LABEL = "cloud.google.com/gke-tpu-topology"
-
-# The TPU hosts above plus the CPU pool the Ray head and Saxml's CPU servers land on.
-MACHINES: dict[str, Machine] = {
-    "ct4p-hightpu-4t": Machine(240, 407),
-    "ct5lp-hightpu-1t": Machine(24, 48),
-    "ct5lp-hightpu-4t": Machine(112, 192),
-    "ct5lp-hightpu-8t": Machine(224, 384),
-    "ct5p-hightpu-4t": Machine(208, 448),
-    "ct6e-standard-1t": Machine(44, 176),
-    "ct6e-standard-4t": Machine(180, 720),
-    "ct6e-standard-8t": Machine(180, 1440),
-    "tpu7x-standard-4t": Machine(224, 960),
-    "e2-standard-4": Machine(4, 16),
-    "n2-standard-4": Machine(4, 16),
-    "n2-standard-8": Machine(8, 32),
-    "n2-standard-16": Machine(16, 64),
-    "n2-standard-32": Machine(32, 128),
-}
-CPU_POOL_MACHINE = "n2-standard-16"
 
 
 # Every spelling a user may reasonably type, mapped to the canonical name.

@@ -129,22 +129,30 @@ def test_a_cpu_pool_holds_the_pods_without_tpus(capsys, values):
 def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--capacity=spot")
     commands = _commands(script)
-    # In the order they can run, each guarded by the check that skips it when done.
+    # In the order they can run, each guarded by the check that skips it when done: the APIs an
+    # empty project lacks first, the TPU slice last.
+    apis = [
+        f"{api}.googleapis.com"
+        for api in ("container", "compute", "artifactregistry", "cloudbuild", "storage")
+    ]
     assert [c[1:4] for c in commands] == [
+        *(["services", "enable", api] for api in apis),
         ["container", "clusters", "create"],
         ["container", "clusters", "update"],  # add-ons, when the cluster was there before
         ["container", "clusters", "update"],  # Workload Identity, likewise
-        ["container", "node-pools", "update"],  # its older pools to the GKE metadata server
         ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],  # CPU: the head
         ["artifacts", "repositories", "create"],
+        ["artifacts", "repositories", "add-iam-policy-binding"],  # the nodes may pull
+        ["projects", "add-iam-policy-binding", "my-proj"],  # Cloud Build's account may push
         ["builds", "submit", "."],
         ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
         ["storage", "buckets", "create"],
         ["storage", "buckets", "add-iam-policy-binding"],
         ["container", "node-pools", "create"],  # the TPU slice last: nothing bills before it
     ]
-    create = commands[0]
+    named = {(c[1], c[2], c[3]): c for c in commands}
+    create = named["container", "clusters", "create"]
     # The GKE tutorial's `clusters create --addons=RayOperator --addons GcsFuseCsiDriver
     # --workload-pool=$PROJECT_ID.svc.id.goog`, labelled so `gke down` knows it made it.
     for flag in (
@@ -154,7 +162,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         "--labels=created-by=tpu-launcher",
     ):
         assert flag in create, create
-    cpu, tpu = commands[5], commands[11]
+    cpu, tpu = [c for c in commands if c[1:4] == ["container", "node-pools", "create"]]
     # The head asks for 8 CPU and 16Gi (the tutorial's): an n2-standard-8 leaves under 8 CPU
     # to pods after GKE's reservations, so the pool is n2-standard-16.
     assert (cpu[4], _flag(cpu, "machine-type"), _flag(cpu, "num-nodes")) == (
@@ -168,7 +176,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         assert flag in tpu, tpu
     for pool in (cpu, tpu):
         assert "--workload-metadata=GKE_METADATA" in pool
-    build = commands[7]
+    build = named["builds", "submit", "."]
     image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
     assert f"--substitutions=_IMAGE={image}" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
@@ -180,7 +188,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         "push .local/charts/tpu-stack-0.1.0.tgz oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"
     )
     assert f"{helm3} {pushed}" in joined
-    bucket = commands[9]
+    bucket = named["storage", "buckets", "create"]
     assert bucket[4:] == [
         "gs://my-ckpts",
         "--project=my-proj",
@@ -195,6 +203,20 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         "--role=roles/storage.objectUser"
     ) in " ".join(" ".join(c) for c in commands)
     assert "PROJECT_NUMBER=$(gcloud projects describe my-proj" in script
+    # GKE's nodes run as the Compute Engine default account: it may pull the image; Cloud
+    # Build's default account (captured) may build and push it.
+    pull = named["artifacts", "repositories", "add-iam-policy-binding"]
+    assert _flag(pull, "member") == (
+        "serviceAccount:${PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+    )
+    assert _flag(pull, "role") == "roles/artifactregistry.reader"
+    assert "BUILD_ACCOUNT=$(gcloud builds get-default-service-account" in script
+    push = named["projects", "add-iam-policy-binding", "my-proj"]
+    assert (_flag(push, "member"), _flag(push, "role")) == (
+        "serviceAccount:${BUILD_ACCOUNT}",
+        "roles/cloudbuild.builds.builder",
+    )
+    assert "--release-channel=regular" in create
     assert "Set " not in script  # nothing left to fill in
 
 
@@ -203,7 +225,7 @@ def test_an_ironwood_slice_is_placed_by_a_workload_policy_made_first(capsys):
     policy (`gcloud compute resource-policies create workload-policy ... --type=HIGH_THROUGHPUT
     --accelerator-topology=2x2x2`) named by `--placement-policy`, which replaces
     `--tpu-topology`; GKE Standard 1.34.0-gke.2201000 or later."""
-    script = _plan(capsys, "tpu7x-16.yaml", *TUTORIAL)
+    script = _plan(capsys, "tpu7x-16.yaml", *TUTORIAL, "--location=us-central1-c")
     commands = _commands(script)
     (policy,) = [
         c
@@ -218,12 +240,13 @@ def test_an_ironwood_slice_is_placed_by_a_workload_policy_made_first(capsys):
         "HIGH_THROUGHPUT",
         "2x2x2",
     )
-    assert _flag(policy, "region") == "us-east5"  # the region of the zonal LOCATION
+    assert _flag(policy, "region") == "us-central1"  # the region of the zonal LOCATION
     assert _flag(pool, "placement-policy") == policy[5]
     assert not [c for c in commands if _flag(c, "tpu-topology")]
-    assert "1.34.0-gke.2201000" in script
+    # Checked before anything of the cluster changes: the script stops on an older one.
+    assert "the cluster runs GKE 1.34.0-gke.2201000 or later (TPU tpu7x need it)" in script
     # A single-host Ironwood slice is one VM: no policy, no topology.
-    single = _commands(_plan(capsys, "tpu7x-8-vllm.yaml", *TUTORIAL))
+    single = _commands(_plan(capsys, "tpu7x-8-vllm.yaml", *TUTORIAL, "--location=us-central1-c"))
     assert not [c for c in single if c[1:3] == ["compute", "resource-policies"]]
 
 
@@ -382,13 +405,15 @@ def test_a_google_service_account_gets_the_bucket_and_the_binding(capsys, tmp_pa
     assert f"--member=serviceAccount:{gsa}" in script
     assert "--role=roles/iam.workloadIdentityUser" in script
     assert "--member=serviceAccount:my-proj.svc.id.goog[default/tpu-ray]" in script
-    assert "PROJECT_NUMBER" not in script
+    assert "principal://" not in script  # the Google account is bound, not the pods' own
+    assert "gcloud services enable iam.googleapis.com" in script  # IAM's API, for that binding
 
 
 def test_set_is_taken_by_the_plan_as_by_install(capsys):
     """`--set` on gke plan (and up, image, down) renders the release install will make: here a
     v5p-16 in place of the values file's v6e-16."""
-    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--set", "ray.worker.tpu.type=v5p-16")
+    v5p = ("--set", "ray.worker.tpu.type=v5p-16", "--location=us-east5-a")  # a v5p zone
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, *v5p)
     pools = [c for c in _commands(script) if c[1:4] == ["container", "node-pools", "create"]]
     assert [(_flag(c, "machine-type"), _flag(c, "tpu-topology")) for c in pools][-1] == (
         "ct5p-hightpu-4t",
@@ -454,10 +479,17 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     assert _gke("up", "v6e-16-x2.yaml") == 0
     ran = _ran(fake_gcloud)
     assert [r[:3] for r in ran] == [
+        *(
+            ["services", "enable", f"{api}.googleapis.com"]  # an empty project has none on
+            for api in ("container", "compute", "artifactregistry", "cloudbuild", "storage")
+        ),
         ["container", "clusters", "create"],  # then add-ons and WI are there: skipped
         ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],  # the CPU pool
         ["artifacts", "repositories", "create"],
+        ["artifacts", "repositories", "add-iam-policy-binding"],  # the nodes may pull
+        ["builds", "get-default-service-account", "--project=my-proj"],
+        ["projects", "add-iam-policy-binding", "my-proj"],  # which may build and push
         ["builds", "submit", "."],
         ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
         ["package", str(CHART), "--app-version"],  # the chart, packaged for the image
@@ -473,14 +505,17 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     ]
     # The captured project number is substituted into the principal.
     assert "projects/123456789012/locations/global" in " ".join(ran[-3])
-    assert "done: 16 steps" in capsys.readouterr().out
+    assert "done: 25 steps" in capsys.readouterr().out
 
     before = len(_ran(fake_gcloud))
     assert _gke("up", "v6e-16-x2.yaml") == 0
     again = _ran(fake_gcloud)[before:]
-    # A second run changes nothing that exists (credentials and the idempotent binding rerun).
+    # A second run changes nothing that exists (credentials and the idempotent bindings rerun).
     assert [r[:3] for r in again] == [
         ["container", "clusters", "get-credentials"],
+        ["artifacts", "repositories", "add-iam-policy-binding"],
+        ["builds", "get-default-service-account", "--project=my-proj"],
+        ["projects", "add-iam-policy-binding", "my-proj"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
     assert "done already, skipped" in capsys.readouterr().out
@@ -490,16 +525,26 @@ def _a_cluster_made_elsewhere(state, *flags: str) -> None:
     """The cluster `ml` as someone made it before, by hand (no label of ours)."""
     gke = fake_gcloud_module.Gcloud({})
     where = ["--project=my-proj", "--location=us-east5-b"]
+    gke.run(["services", "enable", "container.googleapis.com", "--project=my-proj"])
     gke.run(["container", "clusters", "create", "ml", *where, *flags])
     state.write_text(json.dumps(gke.state))
 
 
 def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud, capsys):
-    """A cluster made without the add-ons or Workload Identity (as most are): add-ons on,
-    Workload Identity on, and its pools moved to the GKE metadata server."""
+    """A cluster made without the add-ons or Workload Identity (as most are). Its pools lack the
+    GKE metadata server, and moving a pool recreates its nodes (running pods and slices), so gke
+    up first stops, names them and changes nothing; asked (--migrate-node-metadata), it turns on
+    the add-ons and Workload Identity and moves them."""
     _a_cluster_made_elsewhere(fake_gcloud, "--machine-type=n1-standard-16")
-    assert _gke("up", "v6e-16.yaml") == 0
-    ran = [r[:4] for r in _ran(fake_gcloud)]
+    assert _gke("up", "v6e-16.yaml") == 2
+    err = capsys.readouterr().err
+    assert "every node pool of the cluster uses the GKE metadata server" in err
+    assert "not so (default-pool)" in err
+    assert "--migrate-node-metadata" in err
+    assert not [r for r in _ran(fake_gcloud) if r[:2] == ["container", "clusters"]]
+
+    assert _gke("up", "v6e-16.yaml", "--migrate-node-metadata") == 0
+    ran = [r[:4] for r in _ran(fake_gcloud) if r[0] == "container"]
     assert ran[:4] == [
         ["container", "clusters", "update", "ml"],
         ["container", "clusters", "update", "ml"],
@@ -512,6 +557,30 @@ def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud
     assert {p["config"]["workloadMetadataConfig"]["mode"] for p in pools.values()} == {
         "GKE_METADATA"
     }
+
+
+def test_a_cluster_older_than_the_slices_need_is_refused_before_anything_changes(
+    fake_gcloud, capsys
+):
+    """GKE's flex-start needs 1.33.0-gke.1712000 or later: a cluster at 1.32 stops gke up (and
+    the printed plan) with the upgrade command, before any add-on, pool or image."""
+    _a_cluster_made_elsewhere(
+        fake_gcloud, "--workload-pool=my-proj.svc.id.goog", "--cluster-version=1.32.4-gke.1106006"
+    )
+    flex = ("--capacity=flex-start", "--migrate-node-metadata")
+    assert _gke("up", "v6e-16.yaml", *flex) == 2
+    err = capsys.readouterr().err
+    assert "the cluster runs GKE 1.33.0-gke.1712000 or later (TPUs on flex-start need it)" in err
+    assert "--master --cluster-version=1.33.0-gke.1712000" in err
+    assert [r[:2] for r in _ran(fake_gcloud)] == [["services", "enable"]] * 4  # GKE's was on
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, *flex, "--helm", "helm")
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 1 and "1.33.0-gke.1712000 or later" in ran.stderr, ran.stderr
+    # The same cluster, new enough (1.33.0-gke.1712000 itself, compared number by number).
+    state = json.loads(fake_gcloud.read_text())
+    state["clusters"]["my-proj/us-east5-b/ml"]["currentMasterVersion"] = "1.33.0-gke.1712000"
+    fake_gcloud.write_text(json.dumps(state))
+    assert _gke("up", "v6e-16.yaml", *flex) == 0
 
 
 def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, capfd):
@@ -527,23 +596,59 @@ def test_gke_up_stops_at_the_first_failure_and_names_it(fake_gcloud, capfd):
     assert ["artifacts", "repositories", "create"] in [r[:3] for r in ran]  # made before it
 
 
-def test_a_pool_of_the_same_name_made_for_another_machine_is_refused(fake_gcloud, capsys):
-    """The release's v6e-16 pool name, taken by a pool of v5p hosts (an older release of the
-    same name): skipping it as done would leave the pods Pending for ever. gke up and the
-    printed plan both stop at it, name what is there and how to fix it, and make nothing."""
+@pytest.mark.parametrize(
+    ("made_otherwise", "shown"),
+    [
+        ({"config": {"machineType": "ct5p-hightpu-4t"}}, "ct5p-hightpu-4t\t4x4\tFalse"),
+        ({"config": {"spot": True}}, "ct6e-standard-4t\t4x4\tTrue"),  # Spot, not on demand
+        ({"placementPolicy": {"tpuTopology": "2x4"}}, "ct6e-standard-4t\t2x4\tFalse"),
+    ],
+)
+def test_a_pool_of_the_same_name_made_otherwise_is_refused(
+    fake_gcloud, capsys, made_otherwise, shown
+):
+    """The release's v6e-16 pool name, taken by a pool of other hosts, another topology or
+    capacity (an older release of the same name, a rerun with another --capacity): skipping it
+    as done would leave the pods Pending for ever. gke up and the printed plan both stop at
+    it, name what is there and how to fix it, and make nothing."""
     assert _gke("up", "v6e-16.yaml") == 0
     state = json.loads(fake_gcloud.read_text())
     pool = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]["tpu-ray-v6e-16-0"]
-    pool["config"]["machineType"] = "ct5p-hightpu-4t"
+    for key, fields in made_otherwise.items():
+        pool[key].update(fields)
     fake_gcloud.write_text(json.dumps(state))
     capsys.readouterr()
     assert _gke("up", "v6e-16.yaml") == 2
     err = capsys.readouterr().err
-    assert "node pool tpu-ray-v6e-16-0" in err and "(ct5p-hightpu-4t, not ct6e-standard-4t)" in err
+    wanted = "machine ct6e-standard-4t, topology 4x4, on demand"
+    assert "node pool tpu-ray-v6e-16-0" in err and f"not {wanted})" in err, err
+    assert " ".join(shown.split()) in err
     assert "gcloud container node-pools delete tpu-ray-v6e-16-0" in err
     script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--helm", "helm")  # the fake's registry
     ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
-    assert ran.returncode == 1 and "exists, not as ct6e-standard-4t" in ran.stderr, ran.stderr
+    assert ran.returncode == 1 and f"exists, not as {wanted}" in ran.stderr, ran.stderr
+
+
+def test_a_zone_without_the_slices_generation_is_refused_before_anything_is_made(
+    fake_gcloud, capfd
+):
+    """Cloud TPU offers v4, v5e and Ironwood in none of us-east5-b's racks: the cluster and its
+    CPU pool would bill and the TPU pool fail last. The plan refuses first, with the zones that
+    do (and --allow-zone for one added since); the FAKE refuses such a pool as GKE would."""
+    for values, zones in (
+        ("v4-16.yaml", "us-central2-b"),
+        ("v5e-32-saxml.yaml", "us-central1-a, us-south1-a"),
+        ("tpu7x-16.yaml", "us-central1-c"),
+    ):
+        assert _gke("plan", values) == 2
+        err = capfd.readouterr().err
+        assert "is not offered in us-east5-b" in err and zones in err, err
+        assert "--allow-zone us-east5-b" in err
+    assert not fake_gcloud.exists() or not _ran(fake_gcloud)
+    # Told the zone is offered now, the plan goes on; the FAKE, like GKE, still refuses it.
+    assert _gke("up", "v4-16.yaml", "--allow-zone", "us-east5-b") != 0
+    assert "is not available in zone us-east5-b" in capfd.readouterr().err
+    assert [r[:3] for r in _ran(fake_gcloud)][-1] == ["container", "node-pools", "create"]
 
 
 def test_gke_up_without_gcloud_says_so_and_prints_the_plan(monkeypatch, tmp_path, capsys):
@@ -584,7 +689,7 @@ def test_gke_down_asks_before_it_deletes_and_keeps_the_bucket(fake_gcloud, capsy
 
 def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
     _a_cluster_made_elsewhere(fake_gcloud, "--workload-pool=my-proj.svc.id.goog")
-    assert _gke("up", "v6e-16.yaml") == 0
+    assert _gke("up", "v6e-16.yaml", "--migrate-node-metadata") == 0
     assert _gke("down", "v6e-16.yaml", "--yes") == 0
     pools = json.loads(fake_gcloud.read_text())["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
     assert list(pools) == ["default-pool"]  # ours gone, the cluster and its own pool kept
@@ -613,14 +718,15 @@ def test_gke_down_of_one_release_leaves_the_cluster_another_release_is_in(fake_g
 
 
 def test_gke_up_and_down_make_and_remove_ironwoods_workload_policy(fake_gcloud, capsys):
-    assert _gke("up", "tpu7x-16.yaml") == 0
+    zone = "--location=us-central1-c"  # a zone that offers Ironwood
+    assert _gke("up", "tpu7x-16.yaml", zone) == 0
     state = json.loads(fake_gcloud.read_text())
     (key,) = state["policies"]
     assert state["policies"][key]["acceleratorTopology"] == "2x2x2"
-    pools = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
-    assert pools["tpu-ray-tpu7x-16-0"]["placementPolicy"] == key.rsplit("/", 1)[1]
-    assert _gke("up", "tpu7x-16.yaml") == 0  # a second run skips what exists
-    assert _gke("down", "tpu7x-16.yaml", "--yes") == 0
+    pools = state["clusters"]["my-proj/us-central1-c/ml"]["nodePools"]
+    assert pools["tpu-ray-tpu7x-16-0"]["placementPolicy"]["policyName"] == key.rsplit("/", 1)[1]
+    assert _gke("up", "tpu7x-16.yaml", zone) == 0  # a second run skips what exists
+    assert _gke("down", "tpu7x-16.yaml", zone, "--yes") == 0
     assert json.loads(fake_gcloud.read_text())["policies"] == {}  # after its pool, not before
 
 

@@ -25,9 +25,23 @@ from pathlib import Path
 
 # Machine types -> chips per host, read from the launcher's TPU table (the machines GKE offers).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from launcher.core.tpu_table import GENERATIONS, topology_chips
+from launcher.core.tpu_table import GENERATIONS, ZONES_SOURCE, topology_chips
 
 PROJECT_NUMBER = "123456789012"
+# The account GKE's nodes and (in projects made since 2024) Cloud Build's builds run as.
+COMPUTE_ACCOUNT = f"{PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+# What a new cluster on the regular channel runs, unless the state says otherwise.
+GKE_VERSION = "1.34.1-gke.1829001"
+# The API each command group calls (Service Usage: a disabled one refuses every call), and the
+# title its refusal names.
+SERVICES = {
+    "container": ("container.googleapis.com", "Kubernetes Engine API"),
+    "compute": ("compute.googleapis.com", "Compute Engine API"),
+    "artifacts": ("artifactregistry.googleapis.com", "Artifact Registry API"),
+    "builds": ("cloudbuild.googleapis.com", "Cloud Build API"),
+    "storage": ("storage.googleapis.com", "Cloud Storage JSON API"),
+    "iam": ("iam.googleapis.com", "Identity and Access Management (IAM) API"),
+}
 
 
 def _tpu_machine(machine: str) -> tuple[str, int] | None:
@@ -68,7 +82,13 @@ def matches(obj: dict, expression: str) -> bool:
     for term in expression.split(" AND "):
         negate = term.startswith("NOT ")
         term = term.removeprefix("NOT ")
-        if "~" in term:
+        if ":" in term and "=" not in term:  # `key:value`: a list holds it, or a string
+            key, _, wanted = term.partition(":")
+            value = _lookup(obj, key)
+            ok = value is not None and (
+                wanted in value if isinstance(value, list) else wanted in str(value)
+            )
+        elif "~" in term:
             key, _, pattern = term.partition("~")
             value = _lookup(obj, key)
             ok = value is not None and re.search(pattern.strip("/"), str(value)) is not None
@@ -87,10 +107,14 @@ def _value(obj: dict, fmt: str) -> str:
     inner = re.fullmatch(r"value\((.*)\)", fmt)
     if not inner:
         return json.dumps(obj)
-    field = inner[1]
-    if field.endswith(".basename()"):
-        return str(_lookup(obj, field.removesuffix(".basename()"))).rsplit("/", 1)[-1]
-    return str(_lookup(obj, field))
+    shown = []
+    for field in inner[1].split(","):  # several: tab-separated, an absent one empty
+        if field.endswith(".basename()"):
+            shown.append(str(_lookup(obj, field.removesuffix(".basename()"))).rsplit("/", 1)[-1])
+        else:
+            value = _lookup(obj, field)
+            shown.append("" if value is None else str(value))
+    return "\t".join(shown)
 
 
 class Gcloud:
@@ -141,6 +165,9 @@ class Gcloud:
                 "addonsConfig": {f"{a[0].lower()}{a[1:]}Config": {"enabled": True} for a in addons},
                 "workloadIdentityConfig": {"workloadPool": flags.get("workload-pool")},
                 "resourceLabels": labels,
+                "currentMasterVersion": flags.get("cluster-version")
+                or self.state.get("gke_version", GKE_VERSION),
+                "releaseChannel": {"channel": flags.get("release-channel", "regular").upper()},
                 "nodePools": {
                     "default-pool": {
                         "name": "default-pool",
@@ -157,7 +184,7 @@ class Gcloud:
             return ""
         cluster = self._cluster(name, flags)
         if verb == "describe":
-            return json.dumps(cluster)
+            return _value(cluster, flags.get("format", "json"))
         if verb == "update":
             if "update-addons" in flags:
                 for item in flags["update-addons"].split(","):
@@ -225,8 +252,18 @@ class Gcloud:
             # GKE's "Deploy TPU workloads in GKE Standard": a multi-host slice's pool has
             # --tpu-topology and exactly chips / chips-per-host nodes; single-host pools take
             # no topology.
+            zone = flags.get("node-locations") or flags.get("location", "")
+            if zone not in GENERATIONS[tpu[0]].zones:
+                # As Cloud TPU's zones page lists them (the launcher's TPU table holds them).
+                raise Refused(
+                    "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                    f"message=Machine type {machine} is not available in zone {zone} "
+                    f"({ZONES_SOURCE})"
+                )
             if topology:
                 hosts = topology_chips(topology) // chips_per_host
+                if "enable-autoscaling" in flags:  # an empty pool; the slice is its ceiling
+                    nodes = int(flags.get("total-max-nodes", 0))
                 if hosts <= 1:
                     raise Refused(
                         "ERROR: (gcloud.container.node-pools.create) tpu-topology is not "
@@ -263,13 +300,30 @@ class Gcloud:
             "machineType": machine,
             "nodes": nodes,
             "tpuTopology": topology,
-            "placementPolicy": flags.get("placement-policy"),
             "chips": nodes * tpu[1] if tpu else 0,
             "zone": flags.get("node-locations"),
             "spot": "spot" in flags,
             "flags": sorted(flags),
-            # As the API's NodePool has them (what `describe --format=value(...)` reads).
-            "config": {"machineType": machine, "workloadMetadataConfig": {"mode": "GKE_METADATA"}},
+            # As the API's NodePool has them (what `describe --format=value(...)` and list's
+            # filters read).
+            "config": {
+                "machineType": machine,
+                "workloadMetadataConfig": {"mode": "GKE_METADATA"},
+                "spot": "spot" in flags,
+                "flexStart": "flex-start" in flags,
+                "reservationAffinity": {
+                    "consumeReservationType": {
+                        "specific": "SPECIFIC_RESERVATION",
+                        "none": "NO_RESERVATION",
+                    }.get(flags.get("reservation-affinity", ""), "ANY_RESERVATION"),
+                    "values": [flags["reservation"]] if "reservation" in flags else [],
+                },
+            },
+            "placementPolicy": {
+                "tpuTopology": flags.get("tpu-topology"),
+                "policyName": flags.get("placement-policy"),
+            },
+            "queuedProvisioning": {"enabled": "enable-queued-provisioning" in flags},
         }
 
     def _placement_topology(self, flags: dict, generation: str, machine: str) -> str:
@@ -318,7 +372,7 @@ class Gcloud:
                 c
                 for c in self.state["clusters"].values()
                 for p in c["nodePools"].values()
-                if p.get("placementPolicy") == pos[0]
+                if (p.get("placementPolicy") or {}).get("policyName") == pos[0]
             ]
             if users:  # Compute Engine refuses to delete a policy a resource still uses
                 raise Refused(f"ERROR: (gcloud.compute.resource-policies.delete) {key} is in use")
@@ -390,6 +444,19 @@ class Gcloud:
             )
         subs = dict(kv.split("=", 1) for kv in flags.get("substitutions", "").split(","))
         image = subs["_IMAGE"]
+        # Cloud Build: the build runs as the Compute Engine default account, which may not
+        # push (or read the source, or write logs) without the Cloud Build Service Account role.
+        grant = {
+            "resource": f"projects/{flags.get('project')}",
+            "member": f"serviceAccount:{COMPUTE_ACCOUNT}",
+            "role": "roles/cloudbuild.builds.builder",
+        }
+        if grant not in self.state["bindings"]:
+            raise Refused(
+                "ERROR: (gcloud.builds.submit) build failed: denied: Permission "
+                '"artifactregistry.repositories.uploadArtifacts" denied on resource '
+                f"(or it may not exist) for {COMPUTE_ACCOUNT}"
+            )
         self.state["builds"].append({"source": str(source.resolve()), "image": image})
         self.push(image)
         return f"DONE\n{image}"
@@ -429,11 +496,54 @@ class Gcloud:
         if binding not in self.state["bindings"]:
             self.state["bindings"].append(binding)
 
+    def services(self, verb: str, pos: list[str], flags: dict) -> str:
+        enabled = self.state.setdefault("services", [])
+        if verb == "enable":
+            enabled += [s for s in pos if s not in enabled]
+            return ""
+        if verb == "list" and "enabled" in flags:
+            found = [{"config": {"name": s}} for s in enabled]
+            found = [s for s in found if matches(s, flags.get("filter", "config.name~."))]
+            return "\n".join(_value(s, flags.get("format", "value(config.name)")) for s in found)
+        raise Refused(f"ERROR: (gcloud.services) unknown command {verb}")
+
+    def _require_service(self, group: str, argv: list[str]) -> None:
+        """Service Usage: a call to an API not enabled on the project fails, with its text."""
+        if group not in SERVICES:
+            return
+        api, title = SERVICES[group]
+        if api not in self.state.setdefault("services", []):
+            command = ".".join(a for a in argv[:3] if not a.startswith("-"))
+            raise Refused(
+                f"ERROR: (gcloud.{command}) ResponseError: code=403, message={title} has not "
+                f"been used in project {PROJECT_NUMBER} before or it is disabled. Enable it by "
+                f"visiting https://console.developers.google.com/apis/api/{api}/overview?project="
+                f"{PROJECT_NUMBER} then retry. If you enabled this API recently, wait a few "
+                "minutes for the action to propagate to our systems and retry."
+            )
+
     def run(self, argv: list[str]) -> str:
         pos, flags = _flags(argv)
         group = pos[:2]
         if group == ["config", "get-value"]:  # gcloud prints nothing (and "(unset)" to stderr)
             return str(self.state.get("config", {}).get(pos[2], ""))
+        if pos[:1] == ["services"]:
+            return self.services(pos[1], pos[2:], flags)
+        self._require_service(pos[0], pos)
+        if pos[:3] == ["artifacts", "repositories", "add-iam-policy-binding"]:
+            where = f"projects/{flags.get('project')}/locations/{flags.get('location')}"
+            full = f"{where}/repositories/{pos[3]}"
+            if full not in self.state["repositories"]:
+                raise Refused(f"ERROR: (gcloud.artifacts.repositories) NOT_FOUND: {full}")
+            self._bind(full, flags["member"], flags["role"])
+            return ""
+        if pos[:2] == ["projects", "add-iam-policy-binding"]:
+            self._bind(f"projects/{pos[2]}", flags["member"], flags["role"])
+            return ""
+        if pos[:2] == ["builds", "get-default-service-account"]:
+            name = f"projects/{flags.get('project')}/serviceAccounts/{COMPUTE_ACCOUNT}"
+            account = {"serviceAccountEmail": name}
+            return _value(account, flags.get("format", "json"))
         if group == ["auth", "configure-docker"]:  # Docker's (and so Helm's) credential helper
             self.state.setdefault("docker_auth", []).append(pos[2])
             return ""
@@ -461,6 +571,22 @@ class Gcloud:
             self._bind(pos[3], flags["member"], flags["role"])
             return ""
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
+
+
+def pull_allowed(state: dict, image: str) -> bool:
+    """Whether GKE's nodes (the Compute Engine default account) may pull `image` from Artifact
+    Registry: roles/artifactregistry.reader (or more) on its repository. Without it the kubelet
+    fails the pull (ErrImagePull: 403 Forbidden); kwok's nodes pull nothing, so the walk asks."""
+    m = re.fullmatch(r"([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/.+", image.split("@")[0])
+    if not m:
+        return False
+    repo = f"projects/{m[2]}/locations/{m[1]}/repositories/{m[3]}"
+    return any(
+        b["resource"] == repo
+        and b["member"] == f"serviceAccount:{COMPUTE_ACCOUNT}"
+        and b["role"] in ("roles/artifactregistry.reader", "roles/artifactregistry.writer")
+        for b in state.get("bindings", [])
+    )
 
 
 def _write_context(backing: Path, kubeconfig: Path, context: str) -> None:

@@ -192,7 +192,7 @@ def test_json_export_matches_the_table_and_the_cli(capsys):
 def test_every_machine_type_has_a_size():
     from launcher.client.gke_plan import SYSTEM_MACHINE
     from launcher.client.gke_release import CPU_MACHINES
-    from launcher.core.tpu_table import CPU_POOL_MACHINE, MACHINES
+    from launcher.core.machines import CPU_POOL_MACHINE, MACHINES
 
     named = {m for gen in GENERATIONS.values() for m in gen.machines.values()}
     named |= {CPU_POOL_MACHINE, SYSTEM_MACHINE, *CPU_MACHINES}

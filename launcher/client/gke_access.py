@@ -1,0 +1,128 @@
+"""What an empty project needs before any of the release can be made, as gke plan steps: the
+Google APIs the later steps call, enabled first, and the roles Google's own service accounts
+need for the image: GKE's nodes pull it, Cloud Build pushes it. Each rule with its source.
+"""
+
+from __future__ import annotations
+
+from launcher.client.gke_release import ReleaseNeeds
+from launcher.client.gke_steps import Check, Step, gcloud
+from launcher.client.gke_target import REPOSITORY, GkeTarget
+
+# Service Usage's "Enabling and disabling services": a new project has none of these on, and a
+# call to a disabled one fails ("... API has not been used in project N before or it is
+# disabled. Enable it by visiting ..."). What uses each:
+APIS = {
+    "container.googleapis.com": "GKE: the cluster and its node pools",
+    "compute.googleapis.com": "Compute Engine: the nodes' VMs, Ironwood's workload policies",
+    "artifactregistry.googleapis.com": "Artifact Registry: the launcher image and the chart",
+    "cloudbuild.googleapis.com": "Cloud Build: builds the launcher image, no local Docker",
+    "storage.googleapis.com": "Cloud Storage: the checkpoint bucket",
+    "iam.googleapis.com": "IAM: the release acts as a Google service account",
+}
+
+# The account GKE's nodes run as when their pool names none (GKE's "Use least privilege
+# service accounts for your nodes": "By default, GKE nodes use the Compute Engine default
+# service account"); it pulls the image. Artifact Registry's "Configure access control":
+# pulling needs roles/artifactregistry.reader, which new organisations no longer give that
+# account by default (iam.automaticIamGrantsForDefaultServiceAccounts drops its Editor grant).
+NODE_ACCOUNT = "${PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+PULL_ROLE = "roles/artifactregistry.reader"
+# Cloud Build's "Cloud Build service account": builds run as the project's default build
+# account (`gcloud builds get-default-service-account`), the Compute Engine default one in
+# projects made since 2024, which "doesn't have the permissions" a build needs unless granted
+# the Cloud Build Service Account role (uploading the image, its logs, reading the source).
+BUILD_ROLE = "roles/cloudbuild.builds.builder"
+
+
+def apis_needed(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> list[str]:
+    apis = ["container.googleapis.com", "compute.googleapis.com"]
+    if need.launcher_image and not target.registry:
+        apis.append("artifactregistry.googleapis.com")
+    if need.launcher_image and builds:
+        apis.append("cloudbuild.googleapis.com")
+    if need.bucket:
+        apis.append("storage.googleapis.com")
+    if any(i.gcp_service_account for i in need.identities):
+        apis.append("iam.googleapis.com")
+    return apis
+
+
+def api_steps(apis: list[str], target: GkeTarget) -> list[Step]:
+    """One step an API, skipped when `services list --enabled` shows it on (enabling needs the
+    Service Usage Admin role, which a team that has them on may not hold)."""
+    project = f"--project={target.project}"
+    return [
+        Step(
+            f"API {api} ({APIS[api]})",
+            gcloud("services", "enable", api, project),
+            done_if=Check(
+                gcloud(
+                    "services",
+                    "list",
+                    "--enabled",
+                    project,
+                    f"--filter=config.name={api}",
+                    "--format=value(config.name)",
+                ),
+                output=api,
+            ),
+        )
+        for api in apis
+    ]
+
+
+def project_number_step(target: GkeTarget) -> Step:
+    return Step(
+        "the project's number (Workload Identity principals and the default accounts name it)",
+        gcloud("projects", "describe", target.project, "--format=value(projectNumber)"),
+        capture_as="PROJECT_NUMBER",
+    )
+
+
+def image_access_steps(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> list[Step]:
+    """The nodes may pull from the repository gke up makes; the build account may push to it.
+    Bindings are idempotent: they run again on a rerun, as the bucket's do."""
+    if not need.launcher_image or target.registry:
+        return []  # a registry of your own: its access is yours to give
+    project = f"--project={target.project}"
+    repo = [REPOSITORY, f"--location={target.region}", project]
+    steps = [
+        Step(
+            f"GKE's nodes (the Compute Engine default service account) may pull from {REPOSITORY}"
+            f" ({PULL_ROLE})",
+            gcloud(
+                "artifacts",
+                "repositories",
+                "add-iam-policy-binding",
+                *repo,
+                f"--member=serviceAccount:{NODE_ACCOUNT}",
+                f"--role={PULL_ROLE}",
+            ),
+        )
+    ]
+    if builds:
+        steps += [
+            Step(
+                "Cloud Build's default service account (its builds run as it)",
+                gcloud(
+                    "builds",
+                    "get-default-service-account",
+                    project,
+                    "--format=value(serviceAccountEmail.basename())",
+                ),
+                capture_as="BUILD_ACCOUNT",
+            ),
+            Step(
+                f"Cloud Build's account may build and push the image ({BUILD_ROLE})",
+                gcloud(
+                    "projects",
+                    "add-iam-policy-binding",
+                    target.project,
+                    "--member=serviceAccount:${BUILD_ACCOUNT}",
+                    f"--role={BUILD_ROLE}",
+                    "--condition=None",
+                ),
+            ),
+        ]
+    return steps
