@@ -9,6 +9,7 @@ this conftest points at the control plane it brings up (or one already up: `make
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import uuid
@@ -19,8 +20,10 @@ import pykube
 import pytest
 
 from ci.cluster import control_plane
+from harness.helm import helm
 from harness.kube import Release, wait_for
 from harness.paths import REPO
+from tests.support import fake_gcloud
 
 
 def _control_plane(*args: str) -> subprocess.CompletedProcess:
@@ -90,3 +93,22 @@ def release(kube_cluster) -> Iterator[Release]:
         lambda: not any(pykube.Node.objects(api).get_or_none(name=n) for n in rel.nodes),
         60,
     )
+
+
+@pytest.fixture
+def gke(tmp_path: Path, release: Release) -> dict[str, str]:
+    """The environment of a user whose gcloud talks to the FAKE Google Cloud, whose GKE
+    cluster is the control plane, and who exported the tutorial's variables."""
+    fake_gcloud.install(tmp_path / "bin", tmp_path / "gke-state.json", real_helm=helm(3))
+    kubectl_dir = Path(release.kubectl()[0]).parent
+    return {
+        **os.environ,
+        "PATH": f"{tmp_path / 'bin'}:{kubectl_dir}:{os.environ['PATH']}",
+        "KUBECONFIG": str(tmp_path / "kubeconfig"),  # empty until get-credentials
+        "FAKE_GKE_KUBECONFIG": release.kubeconfig,
+        "PROJECT_ID": fake_gcloud.PROJECT,
+        "CLUSTER_NAME": fake_gcloud.CLUSTER,
+        "LOCATION": fake_gcloud.LOCATION,
+        "BUCKET": fake_gcloud.BUCKET,
+        "LAUNCHER_STATE_DIR": str(tmp_path / "state"),
+    }

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -24,7 +23,7 @@ import pykube
 import pytest
 
 from ci.cluster import gke_nodes
-from harness.helm import CHART, helm
+from harness.helm import CHART
 from harness.kube import Release, dump, ready, wait_for
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
@@ -37,10 +36,10 @@ from launcher.core.tpu_table import (
     topology_chips,
 )
 from tests.support import fake_gcloud
+from tests.support.fake_gcloud import BUCKET, CLUSTER, LOCATION, PROJECT
 
 pytestmark = pytest.mark.cluster
 
-PROJECT, CLUSTER, LOCATION, BUCKET = "my-proj", "ml", "us-east5-b", "my-proj-ckpts"
 # The image is tagged by the checkout's content: what gke up built is what the release pulls.
 IMAGE = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
 CHART_REPO = "oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"  # the chart beside the image
@@ -74,25 +73,6 @@ def start_the_pools_nodes(release: Release, state: dict) -> None:
             node["status"]["allocatable"].update({"cpu": f"{cpu:.3f}", "memory": f"{mem:.3f}Gi"})
             pykube.Node(release.api, node).create()
             release.nodes.append(name)
-
-
-@pytest.fixture
-def gke(tmp_path: Path, release: Release) -> dict[str, str]:
-    """The environment of a user whose gcloud talks to the FAKE Google Cloud, whose GKE
-    cluster is the control plane, and who exported the tutorial's variables."""
-    fake_gcloud.install(tmp_path / "bin", tmp_path / "gke-state.json", real_helm=helm(3))
-    kubectl_dir = Path(release.kubectl()[0]).parent
-    return {
-        **os.environ,
-        "PATH": f"{tmp_path / 'bin'}:{kubectl_dir}:{os.environ['PATH']}",
-        "KUBECONFIG": str(tmp_path / "kubeconfig"),  # empty until get-credentials
-        "FAKE_GKE_KUBECONFIG": release.kubeconfig,
-        "PROJECT_ID": PROJECT,
-        "CLUSTER_NAME": CLUSTER,
-        "LOCATION": LOCATION,
-        "BUCKET": BUCKET,
-        "LAUNCHER_STATE_DIR": str(tmp_path / "state"),
-    }
 
 
 def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_path: Path):

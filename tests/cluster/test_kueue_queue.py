@@ -14,15 +14,22 @@ from pathlib import Path
 
 import pykube
 import pytest
+import yaml
 
+from ci.cluster import gke_nodes
 from harness.helm import CHART, helm
 from harness.kube import Release, dump, wait_for
+from harness.local_ray import tpu_launcher
 from harness.paths import REPO
+from launcher.core.capacity import QUEUED_FLEX_START
+from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+from tests.support import fake_gcloud
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
 
 V6E_16 = REPO / "values" / "v6e-16.yaml"
 WORKER = {"ray.io/node-type": "worker"}
+TPU = "google.com/tpu"
 ADMIT_S = 90  # Kueue's admission, KubeRay's cluster, kwok's pods: seconds on an idle machine
 
 
@@ -64,9 +71,11 @@ def workload_conditions(release: Release) -> dict[str, str]:
     return {}
 
 
-def install_job(release: Release, queue: str, priority: str, *values: Path) -> None:
-    release.helm(
-        "install",
+def install_job(
+    release: Release, queue: str, priority: str, *values: Path, verb: str = "install"
+) -> subprocess.CompletedProcess:
+    return release.helm(
+        verb,
         release.name,
         str(CHART),
         *release.values_args(V6E_16, *values),
@@ -171,9 +180,34 @@ def provisioning_requests(release: Release) -> list[dict]:
     return [r.obj for r in kind.objects(release.api).filter(namespace=release.namespace)]
 
 
-def fake_gke_provisions(release: Release, name: str) -> None:
+def fake_gke_provisions(release: Release, state: dict, request: dict) -> list[str]:
     """FAKE of GKE's queued provisioning (its ProvisioningRequest controller cannot run here):
-    marks the request accepted and provisioned, as GKE does once the slice's nodes exist."""
+    GKE makes the request's nodes, all at once, in a node pool the FAKE gcloud's project has
+    with queued provisioning (fake_gcloud.queued_pool_for), labelled and tainted
+    cloud.google.com/gke-queued, then marks the request provisioned. Without such a pool it
+    does nothing, as GKE leaves such a request waiting. Returns the nodes it made."""
+    (pod_set,) = request["spec"]["podSets"]
+    templates = pykube.object_factory(release.api, "v1", "PodTemplate")
+    template = (
+        templates.objects(release.api)
+        .filter(namespace=release.namespace)
+        .get(name=pod_set["podTemplateRef"]["name"])
+    )
+    spec = template.obj["template"]["spec"]
+    selector = spec.get("nodeSelector", {})
+    pool = fake_gcloud.queued_pool_for(state, selector, pod_set["count"])
+    if pool is None:
+        return []
+    labels = {k: selector[k] for k in (GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL)}
+    labels.update(QUEUED_FLEX_START.node_labels)
+    chips = int(spec["containers"][0]["resources"]["limits"][TPU])
+    made = [f"{request['metadata']['name'][:40]}-{i}" for i in range(pod_set["count"])]
+    for name in made:
+        node = gke_nodes.node(
+            name, pool["name"], pool["machineType"], labels, chips, QUEUED_FLEX_START.taints
+        )
+        pykube.Node(release.api, node).create()
+        release.nodes.append(name)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     conditions = [
         {"type": t, "status": "True", "reason": t, "message": "fake GKE", "lastTransitionTime": now}
@@ -182,7 +216,8 @@ def fake_gke_provisions(release: Release, name: str) -> None:
     done = subprocess.run(
         [
             *release.kubectl(),
-            *("-n", release.namespace, "patch", "provisioningrequest", name),
+            *("-n", release.namespace, "patch", "provisioningrequest"),
+            request["metadata"]["name"],
             *("--subresource=status", "--type=merge"),
             *("-p", json.dumps({"status": {"conditions": conditions}})),
         ],
@@ -190,27 +225,50 @@ def fake_gke_provisions(release: Release, name: str) -> None:
         capture_output=True,
     )
     assert done.returncode == 0, done.stdout + done.stderr
+    return made
 
 
-def test_flex_start_admits_the_job_once_gke_provisions_its_slice(release: Release, tmp_path):
+def pending_workers(release: Release, name: str) -> list[dict]:
+    pods = release.pods(**WORKER, **{"app.kubernetes.io/instance": name})
+    return [p.obj for p in pods if p.obj["status"].get("phase") == "Pending"]
+
+
+def test_flex_start_admits_the_job_once_gke_provisions_its_slice(
+    release: Release, gke: dict, tmp_path
+):
     """On flex-start the queue's admission check asks GKE for the slice's nodes, all at once:
     Kueue sends one ProvisioningRequest whose one pod set is the TPU hosts (GKE's queued
     provisioning accepts one; the head and the submitter stay out of it), and admits the job
-    when GKE has provisioned them. The nodes are queued provisioning's, labelled and tainted
-    cloud.google.com/gke-queued: the workers run only because they select and tolerate it."""
+    when GKE has provisioned them. It does so here only because what we made is right: the
+    node pool `gke up` made has queued provisioning (without it the request waits for ever),
+    and the workers select and tolerate the gke-queued nodes (without the toleration they stay
+    Pending on them)."""
     queue = f"flex-{release.namespace.rsplit('-', 1)[1]}"
     flex = tmp_path / "flex-start.yaml"
     flex.write_text(
         f"ray:\n  worker:\n    tpu:\n      capacity: flex-start\nkueue:\n  queueName: {queue}\n"
     )
-    nodes = release.add_nodes_for(V6E_16, flex)
-    tpu_nodes = [n for n in nodes if "google.com/tpu" in n["status"]["capacity"]]
-    assert tpu_nodes and all(
-        n["metadata"]["labels"]["cloud.google.com/gke-queued"] == "true" for n in tpu_nodes
-    )
+    # The user's `gke up`, against the FAKE gcloud: the pools GKE may provision in.
+    where = ["--release", release.name, "--namespace", release.namespace]
+    up = tpu_launcher(
+        "gke", "up", "--values", str(V6E_16), "--values", str(flex), *where,
+        "--chart", str(CHART), env=gke, timeout=300,
+    )  # fmt: skip
+    assert up.returncode == 0, up.stdout + up.stderr
+    state = json.loads((tmp_path / "gke-state.json").read_text())
+    # GKE's CPU pool's nodes (the head, the submitter); the TPU hosts come when provisioned.
+    suffix = "-" + release.namespace.rsplit("-", 1)[1]
+    for node in gke_nodes.nodes_for(gke_nodes.merged_values(V6E_16, flex), suffix):
+        if TPU not in node["status"]["capacity"]:
+            pykube.Node(release.api, node).create()
+            release.nodes.append(node["metadata"]["name"])
     kubectl_apply(release, queue_for(release, queue, flex))
     install_job(release, queue, "", flex)
-    explain = lambda: dump([rayjob(release), provisioning_requests(release)]) + release.events()  # noqa: E731
+    jobs = pykube.object_factory(release.api, "ray.io/v1", "RayJob")
+
+    def explain() -> str:
+        found = [j.obj for j in jobs.objects(release.api).filter(namespace=release.namespace)]
+        return dump([found, provisioning_requests(release)]) + release.events()
 
     (request,) = wait_for(
         "Kueue's ProvisioningRequest", lambda: provisioning_requests(release), ADMIT_S, explain
@@ -218,11 +276,62 @@ def test_flex_start_admits_the_job_once_gke_provisions_its_slice(release: Releas
     assert request["spec"]["provisioningClassName"] == "queued-provisioning.gke.io"
     (pod_set,) = request["spec"]["podSets"]
     assert pod_set["count"] == 4, request  # the v6e-16's hosts
+
+    # A pool made without --enable-queued-provisioning: GKE never provisions; the job waits.
+    cluster = f"{fake_gcloud.PROJECT}/{fake_gcloud.LOCATION}/{fake_gcloud.CLUSTER}"
+    pools = state["clusters"][cluster]["nodePools"].values()
+    (pool,) = [p for p in pools if p["machineType"] == "ct6e-standard-4t"]
+    assert pool["queuedProvisioning"]["enabled"] and pool["config"]["flexStart"], pool
+    pool["queuedProvisioning"]["enabled"] = False
+    assert not fake_gke_provisions(release, state, request)
     time.sleep(5)
-    assert waiting(release), explain()  # GKE has not provisioned: no pod, still suspended
-    fake_gke_provisions(release, request["metadata"]["name"])
+    assert waiting(release), explain()  # not provisioned: no pod, still suspended
+    pool["queuedProvisioning"]["enabled"] = True  # the pool as gke up made it
+    made = fake_gke_provisions(release, state, request)
+    assert len(made) == 4
     wait_for("the job admitted once provisioned", lambda: admitted(release), ADMIT_S, explain)
     release.helm("uninstall", release.name, "--wait")
+    for name in made:  # the workload gone, GKE removes its nodes
+        pykube.Node.objects(release.api).get(name=name).delete()
+        release.nodes.remove(name)
+
+    # The same job with no toleration of the gke-queued taint, neither on its workers (the
+    # chart's) nor from the queue's flavor (Kueue adds a flavor's to the pods it admits):
+    # provisioned and admitted, the workers stay Pending on the nodes GKE made for them.
+    queue_objects = list(yaml.safe_load_all(queue_for(release, queue, flex)))
+    for flavor in queue_objects:
+        if flavor["kind"] == "ResourceFlavor":
+            flavor.get("spec", {}).pop("tolerations", None)
+    kubectl_apply(release, yaml.safe_dump_all(queue_objects))
+    second = Release(release.api, release.kubeconfig, release.namespace, name="job-b")
+    rendered = install_job(second, queue, "", flex, verb="template").stdout
+    docs = [d for d in yaml.safe_load_all(rendered) if d]
+    for doc in docs:
+        doc["metadata"]["namespace"] = release.namespace  # helm template leaves it out
+        if doc["kind"] == "RayJob":
+            spec = doc["spec"]["rayClusterSpec"]["workerGroupSpecs"][0]["template"]["spec"]
+            spec["tolerations"] = [t for t in spec["tolerations"] if "gke-queued" not in t["key"]]
+    kubectl_apply(release, yaml.safe_dump_all(docs))
+    (request,) = wait_for(
+        "the second job's ProvisioningRequest",
+        lambda: [r for r in provisioning_requests(release) if second.name in r["metadata"]["name"]],
+        ADMIT_S,
+        explain,
+    )
+    assert len(fake_gke_provisions(release, state, request)) == 4
+    wait_for(
+        "the second job's workers created",
+        lambda: len(pending_workers(release, second.name)) == 4,
+        ADMIT_S,
+        explain,
+    )
+    time.sleep(5)
+    assert len(pending_workers(release, second.name)) == 4, explain()
+    # The four nodes GKE made are the only ones with the slice's labels: their taint stops them
+    # (the workers tolerate google.com/tpu, as the first job's ran).
+    assert "4 node(s) had untolerated taint(s)" in release.events(), release.events()
+    delete = [*release.kubectl(), "-n", release.namespace, "delete", "rayjob", f"{second.name}-ray"]
+    subprocess.run(delete, capture_output=True)
     subprocess.run(
         [*release.kubectl(), "delete", "clusterqueue", f"{queue}-tpu"], capture_output=True
     )

@@ -25,9 +25,17 @@ from pathlib import Path
 
 # Machine types -> chips per host, read from the launcher's TPU table (the machines GKE offers).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from launcher.core.tpu_table import GENERATIONS, ZONES_SOURCE, topology_chips
+from launcher.core.tpu_table import (
+    GENERATIONS,
+    GKE_ACCELERATOR_LABEL,
+    GKE_TOPOLOGY_LABEL,
+    ZONES_SOURCE,
+    topology_chips,
+)
 
 PROJECT_NUMBER = "123456789012"
+# The user's target in the cluster tests: the variables GKE's tutorials export.
+PROJECT, CLUSTER, LOCATION, BUCKET = "my-proj", "ml", "us-east5-b", "my-proj-ckpts"
 # The account GKE's nodes and (in projects made since 2024) Cloud Build's builds run as.
 COMPUTE_ACCOUNT = f"{PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
 # What a new cluster on the regular channel runs, unless the state says otherwise.
@@ -571,6 +579,28 @@ class Gcloud:
             self._bind(pos[3], flags["member"], flags["role"])
             return ""
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
+
+
+def queued_pool_for(state: dict, selector: dict, count: int) -> dict | None:
+    """The node pool GKE's queued provisioning makes a ProvisioningRequest's nodes in, or None:
+    then the request never provisions. GKE's "Run a large-scale workload with flex-start with
+    queued provisioning": "To use flex-start with queued provisioning, you have to add the
+    --flex-start and --enable-queued-provisioning flags" when the pool is created; the pool's
+    machine and topology are the pod set's node selector, and it holds the pod set's count."""
+    for cluster in state.get("clusters", {}).values():
+        for pool in cluster["nodePools"].values():
+            tpu = _tpu_machine(pool["machineType"])
+            queued = (pool.get("queuedProvisioning") or {}).get("enabled")
+            if not (tpu and queued and pool["config"].get("flexStart")):
+                continue
+            gen = GENERATIONS[tpu[0]]
+            if (
+                selector.get(GKE_ACCELERATOR_LABEL) == gen.gke_accelerator
+                and selector.get(GKE_TOPOLOGY_LABEL) == pool["placementPolicy"]["tpuTopology"]
+                and pool["nodes"] >= count
+            ):
+                return pool
+    return None
 
 
 def pull_allowed(state: dict, image: str) -> bool:
