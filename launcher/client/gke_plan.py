@@ -22,6 +22,7 @@ from launcher.client.gke_pools import (
     pool_names,
     require_offered,
     resource_policies,
+    spot_shutdown,
     tpu_pool_steps,
     workload_policy,
 )
@@ -37,6 +38,7 @@ from launcher.client.gke_steps import (
 )
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.core.capacity import FLEX_START, FLEX_START_MIN_GKE
+from launcher.core.preemption import SPOT_SHUTDOWN_MIN_GKE
 
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"
@@ -70,6 +72,11 @@ def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
         (FLEX_START_MIN_GKE, "TPUs on flex-start")
         for p in need.pools
         if p.capacity.name == FLEX_START
+    ]
+    needed += [
+        (SPOT_SHUTDOWN_MIN_GKE, "Spot pods given more than GKE's 15 s of a reclaim")
+        for p in need.pools
+        if spot_shutdown(p)
     ]
     return max(needed, key=lambda n: gke_version(n[0])) if needed else None
 

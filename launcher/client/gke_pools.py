@@ -10,8 +10,13 @@ import re
 from launcher.client.gke_release import CpuPool, NodePool
 from launcher.client.gke_steps import Check, Step, gcloud, location_flags
 from launcher.client.gke_target import GkeTarget
-from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME
+from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME, SPOT
 from launcher.core.errors import UsageError
+from launcher.core.preemption import (
+    SPOT_CRITICAL_PODS_S,
+    SPOT_POD_SHUTDOWN_S,
+    SPOT_SHUTDOWN_MAX_S,
+)
 from launcher.core.tpu_table import ZONES_SOURCE
 
 # GKE node pool names: lowercase letters, digits and hyphens, a letter first, at most 40.
@@ -53,7 +58,9 @@ def _shape(flags: list[str]) -> tuple[list[str], list[str]]:
     return terms, words
 
 
-def _pool_create(name: str, target: GkeTarget, flags: list[str], what: str) -> Step:
+def _pool_create(
+    name: str, target: GkeTarget, flags: list[str], what: str, also: tuple[str, str] | None = None
+) -> Step:
     if not POOL_NAME.match(name):
         raise UsageError(
             "--release",
@@ -65,6 +72,9 @@ def _pool_create(name: str, target: GkeTarget, flags: list[str], what: str) -> S
     describe = gcloud("container", "node-pools", "describe", name, *where)
     delete = " ".join(gcloud("container", "node-pools", "delete", name, *where))
     terms, words = _shape(flags)
+    if also:  # (filter term, words) the flags alone do not show
+        terms.append(also[0])
+        words.append(also[1])
     same = gcloud(
         "container", "node-pools", "list", *where,
         f"--filter={' AND '.join([f'name={name}', *terms])}", "--format=value(name)",
@@ -140,6 +150,42 @@ def require_offered(pool: NodePool, target: GkeTarget) -> None:
     )
 
 
+SYSTEM_CONFIGS = ".local/gke"  # where a node pool's system configuration is written
+
+
+def spot_shutdown(pool: NodePool) -> int | None:
+    """The node shutdown a Spot pool's nodes need so that its pods get their grace period of a
+    reclaim's notice (SPOT_POD_SHUTDOWN_S by default), or None where the default covers it."""
+    grace = pool.grace_seconds
+    if pool.capacity.name != SPOT or grace is None or grace <= SPOT_POD_SHUTDOWN_S:
+        return None
+    longest = SPOT_SHUTDOWN_MAX_S - SPOT_CRITICAL_PODS_S
+    if grace > longest:
+        raise UsageError(
+            "ray.worker.terminationGracePeriodSeconds",
+            f"{grace}s to save on a Spot VM's reclaim, where GKE gives pods at most {longest}s "
+            f"(its {SPOT_SHUTDOWN_MAX_S}s node shutdown less {SPOT_CRITICAL_PODS_S}s for system "
+            "pods; GKE: Spot VMs)",
+            f"--set ray.worker.terminationGracePeriodSeconds={longest} (preflight says what the "
+            "save needs), or a capacity without reclaims (on-demand, a reservation)",
+        )
+    return grace + SPOT_CRITICAL_PODS_S
+
+
+def _system_config_step(name: str, shutdown: int, grace: int) -> tuple[Step, str]:
+    path = f"{SYSTEM_CONFIGS}/{name}-system-config.yaml"
+    content = (
+        "kubeletConfig:\n"
+        f"  shutdownGracePeriodSeconds: {shutdown}\n"
+        f"  shutdownGracePeriodCriticalPodsSeconds: {SPOT_CRITICAL_PODS_S}\n"
+    )
+    what = (
+        f"node pool {name}'s shutdown on a Spot reclaim: {shutdown}s, so its pods get their "
+        f"{grace}s grace period to save (GKE's default gives them {SPOT_POD_SHUTDOWN_S}s)"
+    )
+    return Step(what, [], writes=(path, content)), path
+
+
 def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     shape = pool.slices.shape
     steps = []
@@ -151,6 +197,15 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     ]
     # How the TPUs are obtained, as the release's pods ask (ray.worker.tpu.capacity).
     flags += [f.replace(RESERVATION_NAME, pool.reservation or "") for f in pool.capacity.pool_flags]
+    also = None
+    if shutdown := spot_shutdown(pool):
+        step, path = _system_config_step(pool.name, shutdown, pool.grace_seconds or 0)
+        steps.append(step)
+        flags.append(f"--system-config-from-file={path}")
+        also = (
+            f"config.kubeletConfig.shutdownGracePeriodSeconds={shutdown}",
+            f"{shutdown}s shutdown on a reclaim",
+        )
     if pool.autoscaled and "--enable-autoscaling" not in flags:
         flags += AUTOSCALED_FROM_ZERO
     # An autoscaled pool starts empty (--num-nodes=0): the slice's hosts are its ceiling.
@@ -192,6 +247,7 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
             f"node pool {name}: {pool.slices.describe()}"
             + (f", slice {i} of {len(names)}" if len(names) > 1 else "")
             + (", empty until a job's pods ask for it" if pool.autoscaled else ""),
+            also,
         )
         for i, name in enumerate(names, 1)
     ]

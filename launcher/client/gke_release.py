@@ -23,6 +23,7 @@ from launcher.core.capacity import (
 )
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.machines import MACHINES, node_vcpus
+from launcher.core.preemption import pod_grace_seconds
 from launcher.core.slices import TpuSlices, from_pod_spec, worker_group_slices
 from launcher.core.values_file import load_values
 
@@ -53,11 +54,12 @@ class NodePool:
     # Its pods exist only while a job runs (a RayJob's cluster, slices given back when idle):
     # the pool scales from zero.
     while_job_runs: bool = False
+    grace_seconds: int | None = None  # what its pods have to save on a notice (None: no notice)
 
     @classmethod
     def of(cls, name: str, slices: TpuSlices, pod: dict, while_job_runs: bool = False) -> NodePool:
         capacity, reservation = capacity_from_selector(pod.get("nodeSelector") or {})
-        return cls(name, slices, capacity, reservation, while_job_runs)
+        return cls(name, slices, capacity, reservation, while_job_runs, pod_grace_seconds(pod))
 
     @property
     def autoscaled(self) -> bool:

@@ -137,6 +137,11 @@ FLAGS = {
         "GKE: About Ironwood (TPU7x) in GKE", "--accelerator-topology: the slice's topology"
     ),
     "--spot": Source("GKE: Use Spot VMs", "--spot: create a node pool with Spot VMs"),
+    "--system-config-from-file": Source(
+        "GKE: Spot VMs",
+        "You can extend the graceful termination period to up to 120 seconds ... customize "
+        "the node system configuration (kubeletConfig) for a Standard node pool",
+    ),
     "--reservation-affinity": Source(
         "GKE: Consuming reserved zonal resources", "--reservation-affinity=specific"
     ),

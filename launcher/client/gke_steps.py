@@ -13,6 +13,7 @@ import shutil
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from launcher.client.commands import run
 from launcher.client.gke_target import GkeTarget
@@ -67,6 +68,9 @@ class Step:
     # A condition, not a command: `done_if` must hold, else the plan stops here, nothing after
     # it made, with `mismatch_fix` as the fix (argv is empty).
     required: bool = False
+    # A file the later steps read (a node pool's system configuration), written here: (path,
+    # content); argv is empty.
+    writes: tuple[str, str] | None = None
 
 
 @dataclass(frozen=True)
@@ -131,6 +135,11 @@ def format_plan(plan: Plan) -> str:
         if step.required and step.done_if:
             refuse = _shell_word(f"error: {step.what}: not so; fix: {step.mismatch_fix}")
             lines.append(f"{_guard(step.done_if)} || {{ echo {refuse} >&2; exit 1; }}")
+            continue
+        if step.writes:
+            path, content = step.writes
+            lines.append(f"mkdir -p {_shell_word(str(Path(path).parent))}")
+            lines.append(f"cat > {_shell_word(path)} <<'EOF'\n{content}EOF")
             continue
         # A for_each step's {item} is the loop's ${item}, quoted as the plan's own ${VARS} are.
         argv = [a.replace("{item}", "${item}") for a in step.argv] if step.for_each else step.argv
@@ -224,6 +233,11 @@ def execute(plan: Plan, say: Callable[[str], None] = print) -> int:
                 say(f"[{i}/{total}] {step.what}: done already, skipped")
                 continue
         say(f"[{i}/{total}] {step.what}")
+        if step.writes:
+            path, content = step.writes
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(content)
+            continue
         argv = [PLACEHOLDER.sub(lambda m: captured.get(m[1], m[0]), a) for a in step.argv]
         if step.for_each:
             items = run(f"list {step.what}", step.for_each, capture=True).stdout.split()

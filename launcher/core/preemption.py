@@ -18,8 +18,15 @@ DRAIN_REASON = "DRAIN_NODE_REASON_PREEMPTION"
 # chart test holds the two equal): Kubernetes' own default, and GKE's notice to a Spot VM.
 DEFAULT_GRACE_S = 30
 # Of a Spot VM's 30 s notice GKE's graceful node shutdown gives non-system pods 15 s, whatever
-# their grace period, unless the node pool extends it (up to 120 s; GKE's "Spot VMs" page).
+# their grace period, unless the node pool extends it. GKE's "Spot VMs": "By default, ... 30
+# seconds ... the first 15 seconds to shut down your Pods, then 15 seconds for critical system
+# Pods. You can extend the graceful termination period to up to 120 seconds"; for Standard node
+# pools through the node system configuration, with the control plane on GKE 1.35.0-gke.1171000
+# or later.
 SPOT_POD_SHUTDOWN_S = 15
+SPOT_SHUTDOWN_MAX_S = 120
+SPOT_CRITICAL_PODS_S = 15  # what the critical system pods keep of the node's shutdown
+SPOT_SHUTDOWN_MIN_GKE = "1.35.0-gke.1171000"
 # What the worker pod's preStop hook keeps back from the grace period: the drain's round trip and
 # the kubelet's SIGKILL margin. The save has the rest.
 PRESTOP_MARGIN_S = 5

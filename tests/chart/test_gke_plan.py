@@ -924,3 +924,35 @@ def test_a_queue_needs_its_name(capsys):
     args = ["gke", "queue", "--values", str(REPO / "values" / "v6e-16.yaml"), "--chart", str(CHART)]
     assert cli.main([*args, "--helm", str(helm(3)), *TUTORIAL]) == 2
     assert "kueue.queueName" in capsys.readouterr().err
+
+
+def test_a_spot_pool_gives_its_pods_the_grace_period_they_save_in(
+    fake_gcloud, capfd, monkeypatch, tmp_path
+):
+    """GKE gives a Spot pool's pods 15 s of a reclaim's 30 s notice unless the pool extends its
+    node shutdown (GKE's "Spot VMs": up to 120 s, 15 of them the system pods'). The workers'
+    grace period (the chart's 30 s) needs a 45 s shutdown, written to the pool's system
+    configuration; the FAKE gcloud keeps it and says what the pods then get. A grace period no
+    Spot pool can give is refused with the fix, and so is a pool made with a shorter one."""
+    monkeypatch.chdir(tmp_path)  # the system configuration is written under .local/gke
+    assert _gke("up", "v6e-16.yaml", "--capacity=spot") == 0
+    state = json.loads(fake_gcloud.read_text())
+    pools = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
+    assert fake_gcloud_module.pod_shutdown_seconds(pools["tpu-ray-v6e-16-0"]) == 30
+    assert fake_gcloud_module.pod_shutdown_seconds(pools["tpu-cpu"]) == 15  # not Spot: untouched
+    capfd.readouterr()
+
+    longer = ("--capacity=spot", "--set", "ray.worker.terminationGracePeriodSeconds=60")
+    script = _plan(capfd, "v6e-16.yaml", *TUTORIAL, *longer)
+    assert "shutdownGracePeriodSeconds: 75" in script
+    assert "the cluster runs GKE 1.35.0-gke.1171000 or later" in script
+    # The pool made for 30 s would cut a 60 s save short: a rerun stops at it.
+    assert _gke("up", "v6e-16.yaml", *longer) == 2
+    err = capfd.readouterr().err
+    assert "not machine ct6e-standard-4t, topology 4x4, Spot, 75s shutdown" in err
+
+    too_long = ("--capacity=spot", "--set", "ray.worker.terminationGracePeriodSeconds=110")
+    assert _gke("plan", "v6e-16.yaml", *too_long) == 2
+    err = capfd.readouterr().err
+    assert "GKE gives pods at most 105s" in err
+    assert "--set ray.worker.terminationGracePeriodSeconds=105" in err

@@ -39,7 +39,7 @@ PROJECT, CLUSTER, LOCATION, BUCKET = "my-proj", "ml", "us-east5-b", "my-proj-ckp
 # The account GKE's nodes and (in projects made since 2024) Cloud Build's builds run as.
 COMPUTE_ACCOUNT = f"{PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
 # What a new cluster on the regular channel runs, unless the state says otherwise.
-GKE_VERSION = "1.34.1-gke.1829001"
+GKE_VERSION = "1.35.1-gke.1396000"
 # The API each command group calls (Service Usage: a disabled one refuses every call), and the
 # title its refusal names.
 SERVICES = {
@@ -296,6 +296,9 @@ class Gcloud:
                     "message=Insufficient quota to satisfy the request: Quota 'TPU chips' "
                     f"exceeded. Limit: {float(limit)}."
                 )
+        kubelet = {}
+        if path := flags.get("system-config-from-file"):
+            kubelet = self._kubelet_config(Path(path), cluster, tpu is not None and "spot" in flags)
         if flags.get("workload-metadata", "GKE_METADATA") != "GKE_METADATA":
             raise Refused("ERROR: this fake only models GKE_METADATA on new pools")
         if not cluster["workloadIdentityConfig"].get("workloadPool"):
@@ -319,6 +322,7 @@ class Gcloud:
                 "workloadMetadataConfig": {"mode": "GKE_METADATA"},
                 "spot": "spot" in flags,
                 "flexStart": "flex-start" in flags,
+                "kubeletConfig": kubelet,
                 "reservationAffinity": {
                     "consumeReservationType": {
                         "specific": "SPECIFIC_RESERVATION",
@@ -333,6 +337,25 @@ class Gcloud:
             },
             "queuedProvisioning": {"enabled": "enable-queued-provisioning" in flags},
         }
+
+    def _kubelet_config(self, path: Path, cluster: dict, spot: bool) -> dict:
+        """A node system configuration's kubeletConfig; a Spot pool's node shutdown (GKE's
+        "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later)."""
+        import yaml
+
+        if not path.is_file():
+            raise Refused(f"ERROR: (gcloud.container.node-pools.create) No such file: {path}")
+        kubelet = (yaml.safe_load(path.read_text()) or {}).get("kubeletConfig", {})
+        shutdown = kubelet.get("shutdownGracePeriodSeconds")
+        if shutdown is not None:
+            old = _version(cluster["currentMasterVersion"]) < _version("1.35.0-gke.1171000")
+            if not spot or shutdown > 120 or old:
+                raise Refused(
+                    "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                    f"message=shutdownGracePeriodSeconds={shutdown}: only on Spot node pools, "
+                    "at most 120, with GKE 1.35.0-gke.1171000 or later"
+                )
+        return kubelet
 
     def _placement_topology(self, flags: dict, generation: str, machine: str) -> str:
         """The topology a pool's workload policy names; the policy must exist in the pool's
@@ -579,6 +602,21 @@ class Gcloud:
             self._bind(pos[3], flags["member"], flags["role"])
             return ""
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    return tuple(int(n) for n in re.findall(r"\d+", text))
+
+
+def pod_shutdown_seconds(pool: dict) -> int:
+    """What GKE's graceful node shutdown gives a Spot pool's pods of a reclaim's notice: 15 s,
+    or the pool's shutdown less what critical system pods keep (GKE's "Spot VMs")."""
+    kubelet = pool["config"].get("kubeletConfig") or {}
+    if "shutdownGracePeriodSeconds" not in kubelet:
+        return 15
+    return kubelet["shutdownGracePeriodSeconds"] - kubelet.get(
+        "shutdownGracePeriodCriticalPodsSeconds", 15
+    )
 
 
 def queued_pool_for(state: dict, selector: dict, count: int) -> dict | None:
