@@ -390,7 +390,8 @@ def down_plan(
         "--filter=NOT name=default-pool", "--format=value(name)",
     )  # fmt: skip
     held = Check(others, output="", negate=True)
-    if need.launcher_image and not target.registry:
+    # Whatever this release pulls: the last release's gke down takes what an earlier one kept.
+    if not target.registry:
         repo = [REPOSITORY, f"--location={target.region}", f"--project={target.project}"]
         steps.append(
             Step(

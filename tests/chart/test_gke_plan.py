@@ -714,7 +714,9 @@ def test_gke_down_of_one_release_leaves_the_cluster_another_release_is_in(fake_g
         f"them; then run it again): {', '.join(serving)}" in out
     )
     assert _gke("down", "v6e-8-vllm.yaml", "--release", "serve", "--yes") == 0
-    assert json.loads(fake_gcloud.read_text())["clusters"] == {}
+    state = json.loads(fake_gcloud.read_text())
+    # The repository the first kept goes with the last, though serving pulls no launcher image.
+    assert state["clusters"] == {} and state["repositories"] == {}
 
 
 def test_gke_up_and_down_make_and_remove_ironwoods_workload_policy(fake_gcloud, capsys):

@@ -69,6 +69,8 @@ def start_the_pools_nodes(release: Release, state: dict) -> None:
         cpu, mem = room(pool["machineType"])
         for i in range(pool["nodes"]):
             name = f"{pool['name']}-{suffix}-{i}"
+            if name in release.nodes:  # started for an earlier release
+                continue
             node = gke_nodes.node(name, pool["name"], pool["machineType"], labels, chips)
             node["status"]["allocatable"].update({"cpu": f"{cpu:.3f}", "memory": f"{mem:.3f}Gi"})
             pykube.Node(release.api, node).create()
@@ -192,12 +194,45 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     assert "release 'tpu''s Ray head does not answer through its port-forward" in out, out
     assert f"kubectl -n {release.namespace} get pods -l ray.io/node-type=head" in out
 
-    # 6. gke down: the release, the pools, the repository and the cluster gke up made; the
-    # bucket and its grant stay.
+    # 6. The README's serving release beside it, in the same cluster: gke up adds its pools,
+    # install puts it there. gke down of the training release then takes that release and its
+    # pools only: the serving one keeps running, its pools, the cluster and the repository it
+    # pulls from, and what holds them is named.
+    serving = ["--values", str(REPO / "values" / "v6e-8-vllm.yaml"), "--release", "serve"]
+    serving += ["--namespace", release.namespace]
+    up = user("gke", "up", *serving, "--chart", str(CHART))
+    assert up.returncode == 0, up.stdout + up.stderr
+    start_the_pools_nodes(release, json.loads(state_file.read_text()))
+    install = user("install", *serving, "--chart", f"{CHART_REPO}/tpu-stack")
+    assert install.returncode == 0, install.stdout + install.stderr
     down = user("gke", "down", *common, "--yes")
+    assert down.returncode == 0, down.stdout + down.stderr
+    state = json.loads(state_file.read_text())
+    left = state["clusters"][f"{PROJECT}/{LOCATION}/{CLUSTER}"]["nodePools"]
+    assert sorted(left) == ["default-pool", "serve-cpu", "serve-vllm-v6e-8"], sorted(left)
+    assert "kept, these node pools of others are in it" in down.stdout
+    assert state["repositories"] and state["images"]
+    assert release.helm("status", "serve", check=False).returncode == 0  # still installed
+    assert release.helm("status", release.name, check=False).returncode != 0
+
+    # 7. The serving release's gke down: the last of the cluster goes with it; the bucket and
+    # its grant stay.
+    down = user("gke", "down", *serving, "--chart", str(CHART), "--yes")
     assert down.returncode == 0, down.stdout + down.stderr
     state = json.loads(state_file.read_text())
     assert state["clusters"] == {} and state["repositories"] == {} and state["images"] == {}
     assert list(state["buckets"]) == [BUCKET]
-    status = release.helm("status", release.name, check=False)
-    assert status.returncode != 0, "gke down left the release installed"
+
+    # 8. A kubectl that cannot reach its cluster (a deleted one, an expired login): the
+    # launcher shows kubectl's own words, not "no RayCluster of release".
+    unreachable = tmp_path / "unreachable-kubeconfig"
+    unreachable.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: gone\n"
+        "clusters: [{name: gone, cluster: {server: 'https://127.0.0.1:1'}}]\n"
+        "contexts: [{name: gone, context: {cluster: gone, user: gone}}]\n"
+        "users: [{name: gone, user: {token: x}}]\n"
+    )
+    status = user("list", "--release", release.name, env={**gke, "KUBECONFIG": str(unreachable)})
+    said = status.stdout + status.stderr
+    assert status.returncode != 0 and "127.0.0.1:1" in said and "refused" in said, said
+    assert "no RayCluster" not in said
