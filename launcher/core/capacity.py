@@ -9,6 +9,7 @@ provisioning mode" and "Run a small batch workload with TPUs and flex-start VMs"
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +17,12 @@ from launcher.core.errors import UsageError
 
 ON_DEMAND, SPOT, RESERVATION, FLEX_START = "on-demand", "spot", "reservation", "flex-start"
 RESERVATION_NAME = "{reservation}"  # where the block's reservation name goes
+# A reservation another project shares: `projects/OWNER/reservations/NAME`, the form gcloud's
+# --reservation takes; its nodes carry the owner in this label beside the name (GKE's
+# "Consuming reserved zonal resources", shared reservations; Google's TPU provisioner selects
+# the same pair).
+RESERVATION_PROJECT_LABEL = "cloud.google.com/reservation-project"
+SHARED_RESERVATION = re.compile(r"projects/([^/]+)/reservations/([^/]+)")
 # A node pool that starts empty and holds nodes only while pods ask for them (GKE's "About
 # cluster autoscaling"; its TPU guide: a multi-host slice's pool scales atomically, all hosts
 # or none), up to the slice's hosts (--total-max-nodes, set per pool). Flex-start pools are
@@ -31,9 +38,12 @@ class Capacity:
     pool_flags: tuple[str, ...] = ()  # `gcloud container node-pools create` flags
 
     def labels_for(self, reservation: str | None) -> dict[str, str]:
-        return {
-            k: v.replace(RESERVATION_NAME, reservation or "") for k, v in self.node_labels.items()
-        }
+        shared = SHARED_RESERVATION.fullmatch(reservation or "")
+        name = shared[2] if shared else reservation or ""
+        labels = {k: v.replace(RESERVATION_NAME, name) for k, v in self.node_labels.items()}
+        if shared and RESERVATION_NAME in "".join(self.node_labels.values()):
+            labels[RESERVATION_PROJECT_LABEL] = shared[1]
+        return labels
 
     def tolerations(self) -> list[dict[str, str]]:
         return [
@@ -140,7 +150,12 @@ def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | No
     for capacity in (QUEUED_FLEX_START, *CAPACITIES.values()):
         if capacity.node_labels and all(k in selector for k in capacity.node_labels):
             named = [k for k, v in capacity.node_labels.items() if v == RESERVATION_NAME]
-            return capacity, selector[named[0]] if named else None
+            if not named:
+                return capacity, None
+            name = selector[named[0]]
+            if owner := selector.get(RESERVATION_PROJECT_LABEL):
+                name = f"projects/{owner}/reservations/{name}"
+            return capacity, name
     return CAPACITIES[ON_DEMAND], None
 
 
@@ -151,6 +166,11 @@ def _json(c: Capacity) -> dict[str, Any]:
 def table_json() -> dict[str, Any]:
     """The chart's copy (files/tpu-table.json's `capacities`)."""
     return {c.name: _json(c) for c in CAPACITIES.values()}
+
+
+def shared_reservation_json() -> dict[str, str]:
+    """The chart's copy of a shared reservation's form and label (`sharedReservation`)."""
+    return {"pattern": SHARED_RESERVATION.pattern, "projectLabel": RESERVATION_PROJECT_LABEL}
 
 
 def queued_json() -> dict[str, Any]:

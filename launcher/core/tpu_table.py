@@ -13,6 +13,7 @@ from functools import reduce
 from typing import Any
 
 from launcher.core.capacity import queued_json as capacity_queued_json
+from launcher.core.capacity import shared_reservation_json
 from launcher.core.capacity import table_json as capacity_table_json
 from launcher.core.errors import UsageError
 
@@ -423,6 +424,7 @@ def as_json_table() -> dict[str, Any]:
     return {
         "capacities": capacity_table_json(),
         "queuedProvisioning": capacity_queued_json(),
+        "sharedReservation": shared_reservation_json(),
         "generations": generations,
         "names": names,
         "namesByPrefix": names_by_prefix(),

@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from harness.helm import CHART, VALUES_FILES, helm, run_helm
+from harness.helm import CHART, VALUES_FILES, helm, refused, render, run_helm
 from harness.paths import REPO
 from launcher import cli
 from launcher.client.image_tag import content_tag
@@ -803,6 +803,12 @@ def test_every_values_file_has_its_expected_pools():
             ["--reservation-affinity=specific", "--reservation=tpu-res-1", "--num-nodes=4"],
             ["--spot"],
         ),
+        # A reservation another project shares: gcloud's full form for the pool.
+        (
+            ["--reservation=projects/owner-proj/reservations/tpu-res-1"],
+            ["--reservation=projects/owner-proj/reservations/tpu-res-1"],
+            ["--reservation=tpu-res-1"],
+        ),
         # Flex-start: GKE brings the nodes when capacity is free, up to the slice's 4 hosts.
         (
             ["--capacity=flex-start"],
@@ -958,3 +964,23 @@ def test_a_spot_pool_gives_its_pods_the_grace_period_they_save_in(
     err = capfd.readouterr().err
     assert "GKE gives pods at most 105s" in err
     assert "--set ray.worker.terminationGracePeriodSeconds=105" in err
+
+
+def test_a_shared_reservation_is_selected_by_its_name_and_its_owner(capsys):
+    """GKE labels a node of a reservation another project shares with the reservation's name
+    and its owner (cloud.google.com/reservation-project): the pods select both, the pool is made
+    with gcloud's projects/OWNER/reservations/NAME, and the queue's flavor names both."""
+    shared = ("--set", "ray.worker.tpu.capacity=reservation")
+    owned = ("--set", "ray.worker.tpu.reservation=projects/owner-proj/reservations/tpu-res-1")
+    docs = render(REPO / "values" / "v6e-16.yaml", *shared, *owned)
+    (cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
+    selector = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
+    assert selector["cloud.google.com/reservation-name"] == "tpu-res-1"
+    assert selector["cloud.google.com/reservation-project"] == "owner-proj"
+    assert selector["cloud.google.com/reservation-affinity"] == "specific"
+    queue = _queue(capsys, "--queue", "q", *shared, *owned)
+    (flavor,) = [o for o in queue if o["metadata"]["name"] == "tpu-v6e-4x4-reservation"]
+    assert flavor["spec"]["nodeLabels"]["cloud.google.com/reservation-project"] == "owner-proj"
+    # A reservation in no form GKE takes is the chart's refusal, at its key.
+    err = refused(*shared, "--set", "ray.worker.tpu.reservation=projects/p/tpu-res-1")
+    assert "reservation" in err, err

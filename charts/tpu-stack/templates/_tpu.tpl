@@ -109,8 +109,20 @@ check, `tpu-launcher gke queue`): the nodes are labelled and tainted gke-queued 
 {{- end -}}
 {{- if $capacity -}}
   {{- $labels := dict -}}
+  {{- /* A shared reservation (projects/OWNER/reservations/NAME): the name, and its owner in
+  a label of its own (launcher.core.capacity.Capacity.labels_for). */ -}}
+  {{- $reservation := toString $t.reservation -}}
+  {{- $shared := $table.sharedReservation -}}
+  {{- $owner := "" -}}
+  {{- if regexMatch (printf "^%s$" $shared.pattern) $reservation -}}
+    {{- $owner = index (splitList "/" $reservation) 1 -}}
+    {{- $reservation = index (splitList "/" $reservation) 3 -}}
+  {{- end -}}
   {{- range $k, $v := $capacity.nodeSelector -}}
-    {{- $_ := set $labels $k (replace "{reservation}" (toString $t.reservation) $v) -}}
+    {{- $_ := set $labels $k (replace "{reservation}" $reservation $v) -}}
+    {{- if and $owner (contains "{reservation}" $v) -}}
+      {{- $_ := set $labels $shared.projectLabel $owner -}}
+    {{- end -}}
   {{- end -}}
   {{- $_ := merge $out (dict "capacity" $cap "capacityNodeSelector" $labels "capacityTolerations" $capacity.tolerations) -}}
 {{- end -}}
