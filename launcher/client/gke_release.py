@@ -250,6 +250,7 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
     account the pods run as, the add-ons."""
     pools: list[NodePool] = []
     cpu_pods: list[tuple[float, float]] = []
+    test_pods: list[tuple[float, float]] = []  # helm test's, minutes long
     gsas: dict[str, str] = {}  # Kubernetes account -> its Workload Identity annotation
     writers: dict[str, bool] = {}  # account of pods that use the bucket -> any writes it
     image = None
@@ -258,13 +259,13 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
         kind = doc.get("kind")
         hook = "helm.sh/hook" in doc["metadata"].get("annotations", {})
         for template, count in _pod_templates(doc):
-            # Every pod the release runs (helm test's too: it schedules) that holds no TPU slice.
+            # Every pod the release runs that holds no TPU slice.
             if from_pod_spec(template["spec"], 1) is None:
                 cpu, mem = pod_requests(template["spec"])
                 annotations = template.get("metadata", {}).get("annotations", {})
                 if annotations.get("gke-gcsfuse/volumes") == "true":
                     cpu, mem = cpu + GCSFUSE_SIDECAR[0], mem + GCSFUSE_SIDECAR[1]
-                cpu_pods += [(cpu, mem)] * count
+                (test_pods if hook else cpu_pods).extend([(cpu, mem)] * count)
             if not hook and (use := _bucket_use(template["spec"], bucket)) is not None:
                 account = template["spec"].get("serviceAccountName", "default")
                 writers[account] = writers.get(account, False) or use == "rw"
@@ -297,9 +298,11 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
                 pools.append(NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod))
+    # helm test's pod rides in the release's CPU pool; a release with no other pod without TPUs
+    # (vLLM) makes no pool for it: it runs for seconds on the cluster's own node.
     return ReleaseNeeds(
         pools,
-        cpu_pods,
+        cpu_pods + test_pods if cpu_pods else [],
         namespace,
         [Identity(a, gsas.get(a), writes) for a, writes in sorted(writers.items())],
         ray,
