@@ -304,8 +304,9 @@ def up_plan(
     chart: Path,
     helm: str = "helm",
 ) -> Plan:
-    """In the order they can run, what bills most last: cluster, credentials, CPU pool,
-    registry, image and chart, bucket and access, then the TPU pools, so no TPU host bills
+    """In the order they can run, what bills most last: the zone checked (before anything),
+    the APIs, the cluster (its version and pools checked), credentials, CPU pool, registry and
+    who may use it, image and chart, bucket and access, then the TPU pools, so no TPU host bills
     while the image builds, or at all when a step before them fails."""
     for pool in need.pools:
         require_offered(pool, target)
