@@ -5,9 +5,13 @@ runs one, `make test` all. A test without its tier would silently fall out of ev
 thing runs whole, in order, on one worker: e2e (the local Ray cluster, reshaped in turn), cluster
 (the test control plane) and preflight (its compiles, which a test counts by process). The e2e
 tier, the long one, starts first; the other two next, on the other worker, so that neither is
-left for the e2e tier's worker to pick up at its end; the rest follow, a module at a time."""
+left for the e2e tier's worker to pick up at its end; the rest follow, a module at a time. The
+other worker yields the CPU to the e2e tier (nice 19, its child processes too): it has minutes of
+slack where the e2e tier has none."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from xdist.remote import Producer
@@ -20,7 +24,23 @@ TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
 WHOLE_ON_ONE_WORKER = ("e2e", "cluster", "preflight")
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+# Ray runs its workers at nice 15: the other worker at 19 leaves the e2e jobs most of a core
+# they share (nice weights 36 to 15) where at nice 0 it took nearly all of it (1024 to 36).
+YIELDING_NICE = 19
+HAS_E2E = pytest.StashKey[bool]()
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Under `make test` (xdist workers), a worker running anything but the e2e tier while the
+    session has one yields the CPU to it, before the test's fixtures start their processes."""
+    beside_e2e = item.config.stash.get(HAS_E2E, False) and not item.get_closest_marker("e2e")
+    if beside_e2e and os.environ.get("PYTEST_XDIST_WORKER") and os.nice(0) < YIELDING_NICE:
+        os.nice(YIELDING_NICE - os.nice(0))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    config.stash[HAS_E2E] = any(item.get_closest_marker("e2e") for item in items)
     for item in items:
         tiers = [t for t in TIERS if item.get_closest_marker(t)]
         if len(tiers) != 1:
