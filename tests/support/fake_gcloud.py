@@ -332,7 +332,7 @@ class Gcloud:
                 },
             },
             "placementPolicy": {
-                "tpuTopology": flags.get("tpu-topology"),
+                "tpuTopology": topology,  # Ironwood's: its workload policy's
                 "policyName": flags.get("placement-policy"),
             },
             "queuedProvisioning": {"enabled": "enable-queued-provisioning" in flags},
