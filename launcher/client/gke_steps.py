@@ -18,6 +18,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.gke_target import GkeTarget
 from launcher.core.errors import UsageError
+from launcher.core.tpu_table import gke_version
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 
@@ -40,11 +41,6 @@ class Check:
         else:
             found = proc_ok and (self.output is None or self.output in said)
         return found != self.negate
-
-
-def gke_version(text: str) -> tuple[int, ...]:
-    """1.34.0-gke.2201000 -> (1, 34, 0, 2201000): GKE's versions compare number by number."""
-    return tuple(int(n) for n in re.findall(r"\d+", text))
 
 
 @dataclass(frozen=True)

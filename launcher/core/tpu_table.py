@@ -8,6 +8,7 @@ rule the GKE TPU webhook enforces on a RayCluster. The chart reads a JSON export
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
@@ -187,6 +188,11 @@ GENERATIONS: dict[str, Generation] = {
         ),
     )
 }
+
+
+def gke_version(text: str) -> tuple[int, ...]:
+    """1.34.0-gke.2201000 -> (1, 34, 0, 2201000): GKE's versions compare number by number."""
+    return tuple(int(n) for n in re.findall(r"\d+", text))
 
 
 def device_noun(devices_per_chip: int) -> str:

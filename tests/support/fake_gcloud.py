@@ -25,11 +25,18 @@ from pathlib import Path
 
 # Machine types -> chips per host, read from the launcher's TPU table (the machines GKE offers).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from launcher.core.preemption import (
+    SPOT_CRITICAL_PODS_S,
+    SPOT_POD_SHUTDOWN_S,
+    SPOT_SHUTDOWN_MAX_S,
+    SPOT_SHUTDOWN_MIN_GKE,
+)
 from launcher.core.tpu_table import (
     GENERATIONS,
     GKE_ACCELERATOR_LABEL,
     GKE_TOPOLOGY_LABEL,
     ZONES_SOURCE,
+    gke_version,
     topology_chips,
 )
 
@@ -340,7 +347,8 @@ class Gcloud:
 
     def _kubelet_config(self, path: Path, cluster: dict, spot: bool) -> dict:
         """A node system configuration's kubeletConfig; a Spot pool's node shutdown (GKE's
-        "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later)."""
+        "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later, the
+        launcher's facts in launcher.core.preemption)."""
         import yaml
 
         if not path.is_file():
@@ -348,12 +356,12 @@ class Gcloud:
         kubelet = (yaml.safe_load(path.read_text()) or {}).get("kubeletConfig", {})
         shutdown = kubelet.get("shutdownGracePeriodSeconds")
         if shutdown is not None:
-            old = _version(cluster["currentMasterVersion"]) < _version("1.35.0-gke.1171000")
-            if not spot or shutdown > 120 or old:
+            old = gke_version(cluster["currentMasterVersion"]) < gke_version(SPOT_SHUTDOWN_MIN_GKE)
+            if not spot or shutdown > SPOT_SHUTDOWN_MAX_S or old:
                 raise Refused(
                     "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
                     f"message=shutdownGracePeriodSeconds={shutdown}: only on Spot node pools, "
-                    "at most 120, with GKE 1.35.0-gke.1171000 or later"
+                    f"at most {SPOT_SHUTDOWN_MAX_S}, with GKE {SPOT_SHUTDOWN_MIN_GKE} or later"
                 )
         return kubelet
 
@@ -604,18 +612,14 @@ class Gcloud:
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
 
 
-def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(n) for n in re.findall(r"\d+", text))
-
-
 def pod_shutdown_seconds(pool: dict) -> int:
     """What GKE's graceful node shutdown gives a Spot pool's pods of a reclaim's notice: 15 s,
     or the pool's shutdown less what critical system pods keep (GKE's "Spot VMs")."""
     kubelet = pool["config"].get("kubeletConfig") or {}
     if "shutdownGracePeriodSeconds" not in kubelet:
-        return 15
+        return SPOT_POD_SHUTDOWN_S
     return kubelet["shutdownGracePeriodSeconds"] - kubelet.get(
-        "shutdownGracePeriodCriticalPodsSeconds", 15
+        "shutdownGracePeriodCriticalPodsSeconds", SPOT_CRITICAL_PODS_S
     )
 
 
