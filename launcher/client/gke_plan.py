@@ -19,6 +19,8 @@ from launcher.client.gke_access import (
 from launcher.client.gke_image import image_steps
 from launcher.client.gke_pools import (
     cpu_pool_step,
+    metadata_check,
+    metadata_migration,
     pool_names,
     require_offered,
     resource_policies,
@@ -32,13 +34,13 @@ from launcher.client.gke_steps import (
     Plan,
     Step,
     gcloud,
-    gke_version,
     location_flags,
     unset_variables,
 )
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.core.capacity import FLEX_START, FLEX_START_MIN_GKE
 from launcher.core.preemption import SPOT_SHUTDOWN_MIN_GKE
+from launcher.core.tpu_table import gke_version
 
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"
@@ -79,51 +81,6 @@ def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
         if spot_shutdown(p)
     ]
     return max(needed, key=lambda n: gke_version(n[0])) if needed else None
-
-
-def _metadata_steps(target: GkeTarget) -> list[Step]:
-    """Node pools without the GKE metadata server (made before Workload Identity): a release pod
-    placed there cannot mount the bucket, and moving a pool recreates its nodes (running pods
-    and slices restart), so gke up moves them only when asked (xpk asks too)."""
-    where = [f"--cluster={target.cluster}", *location_flags(target)]
-    lacking = gcloud(
-        "container",
-        "node-pools",
-        "list",
-        *where,
-        "--filter=NOT config.workloadMetadataConfig.mode=GKE_METADATA",
-        "--format=value(name)",
-    )
-    if not target.migrate_metadata:
-        return [
-            Step(
-                "every node pool of the cluster uses the GKE metadata server (Workload "
-                "Identity: else pods placed there cannot mount the bucket)",
-                [],
-                done_if=Check(lacking, output=""),
-                required=True,
-                mismatch_fix="moving a pool recreates its nodes, running pods and slices "
-                "included: do it when they are idle (`gcloud container node-pools update POOL "
-                f"{' '.join(where)} --workload-metadata=GKE_METADATA`), or run again with "
-                "--migrate-node-metadata to let gke up move them",
-            )
-        ]
-    return [
-        Step(
-            "node pools made before Workload Identity: to the GKE metadata server (else their "
-            "pods cannot mount the bucket; their nodes are recreated, as --migrate-node-metadata "
-            "asked)",
-            gcloud(
-                "container",
-                "node-pools",
-                "update",
-                "{item}",
-                *where,
-                "--workload-metadata=GKE_METADATA",
-            ),
-            for_each=lacking,
-        )
-    ]
 
 
 def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
@@ -173,7 +130,7 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             )
         )
     if not target.migrate_metadata:
-        steps += _metadata_steps(target)
+        steps.append(metadata_check(target))
     if addons:
         why = {"RayOperator": "KubeRay and its TPU webhook", "GcsFuseCsiDriver": "the bucket"}
         condition = " AND ".join(
@@ -206,7 +163,7 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             ),
             done_if=_cluster_filter(target, f"workloadIdentityConfig.workloadPool={pool}"),
         ),
-        *(_metadata_steps(target) if target.migrate_metadata else []),
+        *([metadata_migration(target)] if target.migrate_metadata else []),
         Step(
             "kubectl's credentials for the cluster",
             gcloud(

@@ -1,6 +1,7 @@
 """The node pools a release needs, as gke plan steps: a CPU pool for its pods without TPUs, and
 per TPU worker group its slices' pools (one per multi-host slice), each with the flags GKE's
-guides give for its generation and the capacity it is obtained by.
+guides give for its generation and the capacity it is obtained by; and the cluster's pools that
+lack the GKE metadata server, named, or moved when asked.
 """
 
 from __future__ import annotations
@@ -88,6 +89,58 @@ def _pool_create(
         shown_by=[*describe, f"--format={SHOWN}"],
         mismatch_fix=f"delete it (`{delete}`: GKE never changes a pool's machine, topology "
         "or capacity), then run again; or give this release another --release name",
+    )
+
+
+def _pools_lacking_metadata(target: GkeTarget) -> list[str]:
+    """Lists the cluster's node pools without the GKE metadata server (made before Workload
+    Identity): a release pod placed there cannot mount the bucket."""
+    return gcloud(
+        "container",
+        "node-pools",
+        "list",
+        f"--cluster={target.cluster}",
+        *location_flags(target),
+        "--filter=NOT config.workloadMetadataConfig.mode=GKE_METADATA",
+        "--format=value(name)",
+    )
+
+
+def metadata_check(target: GkeTarget) -> Step:
+    """Moving a pool to the metadata server recreates its nodes (running pods and slices
+    restart), so gke up moves none unasked (xpk asks too): it stops and names them."""
+    update = gcloud(
+        "container", "node-pools", "update", "POOL", f"--cluster={target.cluster}",
+        *location_flags(target), "--workload-metadata=GKE_METADATA",
+    )  # fmt: skip
+    return Step(
+        "every node pool of the cluster uses the GKE metadata server (Workload Identity: else "
+        "pods placed there cannot mount the bucket)",
+        [],
+        done_if=Check(_pools_lacking_metadata(target), output=""),
+        required=True,
+        mismatch_fix="moving a pool recreates its nodes, running pods and slices included: do "
+        f"it when they are idle (`{' '.join(update)}`), or run again with "
+        "--migrate-node-metadata to let gke up move them",
+    )
+
+
+def metadata_migration(target: GkeTarget) -> Step:
+    """As --migrate-node-metadata asks: every pool lacking it moved (after Workload Identity)."""
+    return Step(
+        "node pools made before Workload Identity: to the GKE metadata server (else their "
+        "pods cannot mount the bucket; their nodes are recreated, as --migrate-node-metadata "
+        "asked)",
+        gcloud(
+            "container",
+            "node-pools",
+            "update",
+            "{item}",
+            f"--cluster={target.cluster}",
+            *location_flags(target),
+            "--workload-metadata=GKE_METADATA",
+        ),
+        for_each=_pools_lacking_metadata(target),
     )
 
 
