@@ -87,6 +87,31 @@ def test_the_plan_script_runs_each_step_with_its_words_whole(stand_ins):
     assert not list(cwd.glob("pwned*"))
 
 
+def test_the_plans_conditions_and_files_keep_a_users_words_whole(stand_ins):
+    """The plan's other shell paths: a file a later step reads (its path a user's words), a GKE
+    version compared with sort -V, and a condition that fails, whose fix names a user's words:
+    the file lands at that path, the version holds, and the script stops at the failed
+    condition, echoing the words as they are, running nothing after it."""
+    env, out, cwd = stand_ins
+    path, content = "cfg dir/a;b $(touch pwned4).yaml", "kubeletConfig:\n  x: 1\n"
+    newer = Check(["printf", "%s", "1.35.1-gke.9"], at_least="1.35.0-gke.1171000")
+    older = Check(["printf", "%s", "1.32.4-gke.1"], at_least="1.35.0-gke.1171000")
+    fix = " ".join(NASTY)
+    steps = [
+        Step("a file", [], writes=(path, content)),
+        Step("new enough", [], done_if=newer, required=True, mismatch_fix="unused"),
+        Step("too old", [], done_if=older, required=True, mismatch_fix=fix),
+        Step("never reached", ["gcloud", "after"]),
+    ]
+    proc = subprocess.run(
+        ["bash", "-c", format_plan(Plan(steps))], env=env, cwd=cwd, capture_output=True, text=True
+    )
+    assert proc.returncode == 1, proc.stderr
+    assert (cwd / path).read_text() == content
+    assert proc.stderr == f"error: too old: not so; fix: {fix}\n"
+    assert not out.exists() and not list(cwd.glob("pwned*"))
+
+
 @pytest.mark.parametrize("word", ["steps=5\n", "run_name=a\tb", "x=\x1b[31m"])
 def test_a_control_character_in_a_jobs_argument_is_refused_where_it_arrives(word):
     with pytest.raises(UsageError, match="holds a control character") as err:
