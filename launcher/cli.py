@@ -6,6 +6,7 @@ On a workstation:
   submit | preflight            check a job, compile it for its TPU slice, submit it, follow it
   list | logs | status | stop   the cluster's jobs
   generate | export             text from a run's checkpoint; the checkpoint for vLLM
+  import                        a Hugging Face model as MaxText's parameters (--from in a job)
   sax                           Saxml's HTTP server
   up | down | local-status | slice-down | slice-up | preempt   the local Ray cluster
   gke plan|up|down|queue | image | install   GKE: what a release needs, and the release
@@ -13,7 +14,7 @@ On a workstation:
   dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
   completion bash | zsh         a shell completion script
 
-In the cluster: train, decode, convert, cluster-check, serving-check, preemption-notice,
+In the cluster: train, decode, convert, hf-import, cluster-check, serving-check, preemption-notice,
 idle-release.
 
 Each command module adds its own parser and handler (`set_defaults(func=...)`); this module only

@@ -1,5 +1,5 @@
 """The job commands a user runs on a workstation: demo, submit, preflight, logs, status, stop,
-generate, export. Each adds its own parser and handler; requests are built by name here."""
+generate, export, import. Each adds its own parser and handler; requests are built by name here."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
+    ImportRequest,
     add_generation_options,
     add_run_options,
     job_args,
@@ -117,14 +118,20 @@ def run_on_job(ns: argparse.Namespace) -> int:
 
 
 def run_about_run(ns: argparse.Namespace) -> int:
-    """generate or export: a job about a trained run, on the cluster that has its bucket."""
+    """generate, export or import: a job about a model, on the cluster that has its bucket."""
     from launcher.client.ray_jobs import SubmitRequest, submit_run_request
 
     where = SubmitRequest(
         None, address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
     )
-    request_type = GenerateRequest if ns.command == "generate" else ExportRequest
-    return submit_run_request(request_type.from_args(ns), where)
+    request: GenerateRequest | ExportRequest | ImportRequest
+    if ns.command == "generate":
+        request = GenerateRequest.from_args(ns)
+    elif ns.command == "export":
+        request = ExportRequest.from_args(ns)
+    else:
+        request = ImportRequest.from_args(ns)
+    return submit_run_request(request, where)
 
 
 def _job_flags_epilog() -> str:
@@ -271,5 +278,21 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "export", help="write a run's checkpoint as a Hugging Face model next to it, for vLLM"
     )
     add_run_options(p)
+    add_where_options(p)
+    p.set_defaults(func=run_about_run)
+    p = sub.add_parser(
+        "import",
+        help="convert a Hugging Face Llama model in the bucket into MaxText's parameters "
+        "(imports/NAME), which a job starts from with --from=NAME",
+        description="The conversion runs as a job on the cluster, as a task on a host with the "
+        "memory it needs (twice the weights), checked first. docs/fine-tuning.md",
+    )
+    p.add_argument(
+        "source",
+        metavar="SOURCE",
+        help="the model's directory (config.json, *.safetensors, tokenizer) as the job sees "
+        "it: relative to the bucket (hf/NAME for gs://BUCKET/hf/NAME) or absolute",
+    )
+    p.add_argument("--name", required=True, help="the import's name: --from=NAME in a job")
     add_where_options(p)
     p.set_defaults(func=run_about_run)

@@ -36,6 +36,7 @@ from launcher.core.run_requests import (
     TRAIN_ENTRYPOINT,
     ExportRequest,
     GenerateRequest,
+    ImportRequest,
     check_request,
 )
 
@@ -134,8 +135,10 @@ def submit(request: SubmitRequest) -> int:
         )
 
 
-def submit_run_request(request: GenerateRequest | ExportRequest, target: SubmitRequest) -> int:
-    """Submits what `generate` or `export` asks of a trained run to `target`'s
+def submit_run_request(
+    request: GenerateRequest | ExportRequest | ImportRequest, target: SubmitRequest
+) -> int:
+    """Submits what `generate`, `export` or `import` asks of a model to `target`'s
     cluster and follows it; 0 when it succeeded. The run, its checkpoint and its model are
     found in the cluster (on the bucket); the request is checked here first."""
     check_request(request)

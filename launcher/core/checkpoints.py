@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from pathlib import Path, PurePosixPath
 
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR
 
 COMMIT_MARKER = "commit_success.txt"
@@ -50,3 +52,38 @@ def committed_steps_in_listing(names: Iterable[str], run_prefix: str) -> list[in
         if PurePosixPath(n).is_relative_to(ckpt) and PurePosixPath(n) != ckpt
     }
     return sorted(int(s) for s in steps if is_committed(ckpt / s, exists=lambda p: str(p) in names))
+
+
+def resolve_steps(
+    args: MaxTextArgs, run_dir: Path, steps_beyond_checkpoint: int | None
+) -> MaxTextArgs:
+    """Resolves --steps_beyond_checkpoint and refuses a run that would train nothing (MaxText
+    would fail on every host after minutes of start-up; this says it in a second). A gs://
+    run directory is read by preflight's bucket check, not here."""
+    done = [] if str(run_dir).startswith("gs:") else committed_steps(run_dir)
+    start = done[-1] + 1 if done else 0
+    more = steps_beyond_checkpoint
+    if more is not None:
+        if "steps" in args.overrides:
+            raise UsageError(
+                "steps_beyond_checkpoint",
+                "was given together with steps=",
+                "keep one: steps= (a total) or --steps_beyond_checkpoint (more)",
+            )
+        if more < 1:
+            raise UsageError(
+                "steps_beyond_checkpoint",
+                f"must be at least 1, got {more}",
+                "--steps_beyond_checkpoint=20",
+            )
+        args = args.with_defaults(steps=start + more)
+    steps = int(args.get("steps"))
+    if done and 0 < steps <= start:  # steps=-1: MaxText takes the schedule's length
+        raise UsageError(
+            "steps",
+            f"run {args.get('run_name')} already completed {start} steps (checkpoint "
+            f"{done[-1]} in {run_dir / CHECKPOINTS_SUBDIR}); steps={steps} asks for no more",
+            f"pass steps={start + steps} (or --steps_beyond_checkpoint=N) to train further, or "
+            "a new run_name to start over",
+        )
+    return args

@@ -36,6 +36,7 @@ SUMMARY_TITLES = {
     "training": "== training finished ==",
     "generate": "== generated ==",
     "export": "== exported ==",
+    "import": "== imported ==",
 }
 _RESULT = "LAUNCHER_RESULT "
 # Ray prefixes a worker's lines with "(RayTrainWorker pid=123)" (coloured on a terminal).
@@ -158,7 +159,7 @@ def format_elastic(
 
 
 def format_summary_title(job: str) -> str:
-    """`job`: training, generate or export."""
+    """`job`: training, generate, export or import."""
     return SUMMARY_TITLES[job]
 
 

@@ -20,13 +20,14 @@ from typing import Any
 from absl import flags
 
 from launcher.core import slices as slices_mod
-from launcher.core.checkpoints import committed_steps
+from launcher.core.checkpoints import resolve_steps
 from launcher.core.data_checks import DataPlan, check_data, check_elastic_data, resolve_data
 from launcher.core.datasets import DATASETS_SUBDIR
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
-from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RunDir, compile_cache_for
+from launcher.core.model_imports import IMPORTS_SUBDIR, ImportRecord, resolve_from
+from launcher.core.run_dir import RunDir, compile_cache_for
 from launcher.core.slices import Slices
 from launcher.core.tpu_table import GENERATIONS
 
@@ -179,6 +180,13 @@ def define_flags(fv: flags.FlagValues) -> None:
         "prints its examples, tokens and the epochs the steps mean.",
         flag_values=fv,
     )
+    flags.DEFINE_string(
+        "from",
+        None,
+        "A model `tpu-launcher import` wrote to the bucket (imports/NAME): the job starts from "
+        "its parameters (MaxText's load_parameters_path) with its shape and tokenizer.",
+        flag_values=fv,
+    )
     flags.DEFINE_bool(
         "record_examples",
         False,
@@ -230,12 +238,13 @@ class JobOptions:
     libtpu_init_args: str = ""
     metrics: bool = True
     data: str | None = None
+    from_: str | None = None  # --from, a keyword in Python
     record_examples: bool = False
     dry_run: bool = False
 
     @classmethod
     def from_flags(cls, fv: flags.FlagValues) -> JobOptions:
-        values: dict[str, Any] = {f.name: fv[f.name].value for f in fields(cls)}
+        values: dict[str, Any] = {f.name: fv[f.name.rstrip("_")].value for f in fields(cls)}
         return cls(**values)
 
     def slice_request(self) -> Slices | None:
@@ -313,6 +322,12 @@ class JobPlan:
     sizings: dict[int, SliceSizing] = field(default_factory=dict)
     resize_check_s: float = 60.0
     data: DataPlan | None = None  # None: not checked here (no view of the bucket)
+    base_model: ImportRecord | None = None  # --from's import, where the bucket is seen
+
+    def input_lines(self) -> list[str]:
+        """What the job starts from and what it reads, as the plan prints them."""
+        lines = [self.base_model.describe()] if self.base_model else []
+        return lines + (self.data.describe() if self.data else [])
 
     @property
     def min_slices(self) -> int:
@@ -350,10 +365,10 @@ def plan_job(
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
-    if str(args.get("run_name")) == DATASETS_SUBDIR:
+    if str(args.get("run_name")) in (DATASETS_SUBDIR, IMPORTS_SUBDIR):
         raise UsageError(
             "run_name",
-            f"{DATASETS_SUBDIR!r} is where the bucket keeps prepared datasets",
+            f"{args.get('run_name')!r} is where the bucket keeps prepared datasets or imports",
             "pick another run_name",
         )
     request = options.slice_request()
@@ -393,46 +408,14 @@ def plan_job(
         args = resolve_steps(args, Path(out_dir) / run_name, options.steps_beyond_checkpoint)
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
             args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
-    data = None
-    # The datasets are in the bucket the run writes to (base_output_directory, when given).
+    data = base = None
+    # The datasets and imports are in the bucket the run writes to (base_output_directory).
     root = data_root or (str(args.get("base_output_directory")) if output_dir else None)
     if root is not None:
         view = (hosts_data_root, root) if hosts_data_root and data_root else None
+        args, base = resolve_from(args, options.from_, hosts_data_root or root, root)
         args, data = resolve_data(args, options.data, hosts_data_root or root, root)
         data = check_data(args, data, slices.num_devices if slices else None, view)
-    return JobPlan(slices, args, options.libtpu_init_args, sized, options.resize_check_s, data)
-
-
-def resolve_steps(
-    args: MaxTextArgs, run_dir: Path, steps_beyond_checkpoint: int | None
-) -> MaxTextArgs:
-    """Resolves --steps_beyond_checkpoint and refuses a run that would train nothing (MaxText
-    would fail on every host after minutes of start-up; this says it in a second). A gs://
-    run directory is read by preflight's bucket check, not here."""
-    done = [] if str(run_dir).startswith("gs:") else committed_steps(run_dir)
-    start = done[-1] + 1 if done else 0
-    more = steps_beyond_checkpoint
-    if more is not None:
-        if "steps" in args.overrides:
-            raise UsageError(
-                "steps_beyond_checkpoint",
-                "was given together with steps=",
-                "keep one: steps= (a total) or --steps_beyond_checkpoint (more)",
-            )
-        if more < 1:
-            raise UsageError(
-                "steps_beyond_checkpoint",
-                f"must be at least 1, got {more}",
-                "--steps_beyond_checkpoint=20",
-            )
-        args = args.with_defaults(steps=start + more)
-    steps = int(args.get("steps"))
-    if done and 0 < steps <= start:  # steps=-1: MaxText takes the schedule's length
-        raise UsageError(
-            "steps",
-            f"run {args.get('run_name')} already completed {start} steps (checkpoint "
-            f"{done[-1]} in {run_dir / CHECKPOINTS_SUBDIR}); steps={steps} asks for no more",
-            f"pass steps={start + steps} (or --steps_beyond_checkpoint=N) to train further, or "
-            "a new run_name to start over",
-        )
-    return args
+    return JobPlan(
+        slices, args, options.libtpu_init_args, sized, options.resize_check_s, data, base
+    )

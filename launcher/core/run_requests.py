@@ -14,6 +14,7 @@ JOB_ENTRYPOINT = ["python", "-m", "launcher"]
 TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
 DECODE_ENTRYPOINT = [*JOB_ENTRYPOINT, "decode"]
 CONVERT_ENTRYPOINT = [*JOB_ENTRYPOINT, "convert"]
+IMPORT_ENTRYPOINT = [*JOB_ENTRYPOINT, "hf-import"]
 
 
 def job_args(values: list[str]) -> list[str]:
@@ -102,8 +103,34 @@ class ExportRequest:
         return [*argv, "--", *self.maxtext_argv] if self.maxtext_argv else argv
 
 
-def check_request(request: GenerateRequest | ExportRequest) -> None:
+@dataclass(frozen=True)
+class ImportRequest:
+    """A Hugging Face model directory, as the job's hosts see it (absolute, or relative to the
+    bucket's mount), to convert into MaxText's parameters under imports/<name>/."""
+
+    name: str
+    source: str
+
+    verb = "import"
+    title = "importing"
+
+    @property
+    def run(self) -> str:  # what names the job: import-<name>
+        return self.name
+
+    @classmethod
+    def from_args(cls, ns: argparse.Namespace) -> ImportRequest:
+        return cls(ns.name, ns.source)
+
+    def command(self) -> list[str]:
+        return [*IMPORT_ENTRYPOINT, f"--name={self.name}", f"--source={self.source}"]
+
+
+def check_request(request: GenerateRequest | ExportRequest | ImportRequest) -> None:
     """What can be refused before anything starts. Raises UsageError."""
+    if isinstance(request, ImportRequest):
+        _check_import(request)
+        return
     if not request.run:
         raise UsageError("--run", "is empty", "name the run: --run demo")
     if isinstance(request, ExportRequest):
@@ -119,4 +146,20 @@ def check_request(request: GenerateRequest | ExportRequest) -> None:
             "--temperature",
             f"must be 0 (greedy) or more, got {request.temperature}",
             "--temperature 0 for greedy decoding, 1.0 to sample from the model as trained",
+        )
+
+
+def _check_import(request: ImportRequest) -> None:
+    from launcher.core.model_imports import check_import_name
+
+    check_import_name(request.name)
+    source = request.source
+    if not source:
+        raise UsageError("SOURCE", "is empty", "name the model's directory: /data/hf/llama-3.1-8b")
+    if source.startswith("gs://"):
+        raise UsageError(
+            "SOURCE",
+            f"{source} is a bucket URL; the job reads the bucket through its mount",
+            "give the directory as the job sees it: relative to the bucket (hf/llama-3.1-8b "
+            "for gs://BUCKET/hf/llama-3.1-8b) or absolute under its mount",
         )

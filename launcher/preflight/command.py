@@ -57,7 +57,7 @@ def preflight(request: PreflightRequest) -> int:
         data_root=request.data_dir,
         hosts_data_root=DEFAULT_OUTPUT_DIR if request.data_dir else None,
     )
-    for line in plan.data.describe() if plan.data else []:
+    for line in plan.input_lines():
         print(f"preflight: {line}")
     slices = plan.slices
     if not isinstance(slices, TpuSlices):

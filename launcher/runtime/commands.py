@@ -1,7 +1,7 @@
 """The in-cluster commands: what the chart's pods and the jobs `tpu-launcher` submits run there,
 never a user at a workstation. `train` is the JaxTrainer entrypoint (absl parses its flags);
-`decode` and `convert` are the jobs `generate` and `export` submit; the checks are `helm
-test`'s."""
+`decode`, `convert` and `hf-import` are the jobs `generate`, `export` and `import` submit; the
+checks are `helm test`'s."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from launcher.core.preemption import NOTICE_COMMAND
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
+    ImportRequest,
     add_generation_options,
     add_run_options,
 )
@@ -28,6 +29,12 @@ def run_convert(ns: argparse.Namespace) -> int:
     from launcher.runtime.hf_export import export
 
     return export(ExportRequest.from_args(ns))
+
+
+def run_hf_import(ns: argparse.Namespace) -> int:
+    from launcher.runtime.hf_import import import_model
+
+    return import_model(ImportRequest(ns.name, ns.source))
 
 
 def run_cluster_check(ns: argparse.Namespace) -> int:
@@ -79,6 +86,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("convert", help=IN_CLUSTER + "export's job: the conversion")
     add_run_options(p)
     p.set_defaults(func=run_convert)
+    p = sub.add_parser(
+        "hf-import", help=IN_CLUSTER + "import's job: the conversion, on a host with the memory"
+    )
+    p.add_argument("--name", required=True, help="the import's name under imports/")
+    p.add_argument("--source", required=True, help="the Hugging Face model directory")
+    p.set_defaults(func=run_hf_import)
 
     p = sub.add_parser(
         NOTICE_COMMAND,

@@ -110,7 +110,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
             ),
             flush=True,
         )
-    for line in plan.data.describe() if plan.data else []:
+    for line in plan.input_lines():
         print(f"launcher: {line}", flush=True)
     print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
     if options.dry_run:

@@ -70,3 +70,49 @@ class HfLlama:
         logits = self.logits([*prompt, *generated[:-1]])
         picks = logits[len(prompt) - 1 :].argmax(axis=-1)
         return [int(a) == int(b) for a, b in zip(picks, generated, strict=True)]
+
+
+def write_tiny_llama(directory: Path, seed: int = 0, tie_word_embeddings: bool = False) -> Path:
+    """A Llama model directory as Hugging Face's save_pretrained writes one: transformers'
+    own LlamaConfig as config.json, random weights under Hugging Face's names in
+    model.safetensors, and a tokenizer (UTF-8 bytes). The weights come from numpy, not from
+    LlamaForCausalLM(config): that needs torch, which nothing here installs (3 GB)."""
+    import transformers
+    from safetensors.numpy import save_file
+
+    from launcher.core.byte_tokenizer import byte_tokenizer_files
+
+    directory.mkdir(parents=True, exist_ok=True)
+    e, m, v, layers, heads, kv_heads, hd = 64, 128, 256, 2, 4, 2, 16
+    config = transformers.LlamaConfig(
+        architectures=["LlamaForCausalLM"], vocab_size=v, hidden_size=e, intermediate_size=m,
+        num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
+        head_dim=hd, max_position_embeddings=128, rms_norm_eps=1e-5,
+        tie_word_embeddings=tie_word_embeddings,
+        rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
+    )  # fmt: skip
+    (directory / "config.json").write_text(config.to_json_string())
+    rng = np.random.default_rng(seed)
+
+    def r(*shape: int, base: float = 0.0) -> np.ndarray:
+        return (base + 0.1 * rng.standard_normal(shape)).astype(np.float32)
+
+    tensors = {"model.embed_tokens.weight": r(v, e), "model.norm.weight": r(e, base=1)}
+    if not tie_word_embeddings:
+        tensors["lm_head.weight"] = r(v, e)
+    for i in range(layers):
+        p = f"model.layers.{i}."
+        tensors |= {
+            p + "self_attn.q_proj.weight": r(heads * hd, e),
+            p + "self_attn.k_proj.weight": r(kv_heads * hd, e),
+            p + "self_attn.v_proj.weight": r(kv_heads * hd, e),
+            p + "self_attn.o_proj.weight": r(e, heads * hd),
+            p + "mlp.gate_proj.weight": r(m, e),
+            p + "mlp.up_proj.weight": r(m, e),
+            p + "mlp.down_proj.weight": r(e, m),
+            p + "input_layernorm.weight": r(e, base=1),
+            p + "post_attention_layernorm.weight": r(e, base=1),
+        }
+    save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    byte_tokenizer_files(directory)
+    return directory

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
+from launcher.core.checkpoints import COMMIT_MARKER, committed_steps, resolve_steps
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import (
     JobOptions,
     parse_job_args,
     plan_job,
-    resolve_steps,
 )
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_dir import COMPILE_CACHE_SUBDIR, compile_cache_for

@@ -1,0 +1,124 @@
+"""An imported model, named in one place: what `tpu-launcher import` writes under
+`<output dir>/imports/<name>/`, and what a job's `--from NAME` turns into MaxText's own keys.
+
+    <output dir>/imports/<name>/
+      tpu-launcher-import.json   what was imported, and the MaxText keys of its shape
+      0/items/                   MaxText's parameter checkpoint: what load_parameters_path names
+      tokenizer/                 the model's own tokenizer files, as Hugging Face saved them
+
+The directory is written beside its final name and renamed last: an import that exists is whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs
+
+IMPORTS_SUBDIR = "imports"
+IMPORT_RECORD = "tpu-launcher-import.json"
+PARAMS_ITEMS = "0/items"  # MaxText's converters save the parameters as step 0
+TOKENIZER_SUBDIR = "tokenizer"
+
+# A name is a directory in the bucket and part of load_parameters_path: the dataset rule.
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def check_import_name(name: str, field: str = "--name") -> None:
+    if not _NAME.match(name):
+        raise UsageError(
+            field,
+            f"{name!r} is not an import name (letters, digits, '.', '_', '-'; at most 100; "
+            "first a letter or digit)",
+            "e.g. --name llama-3.1-8b",
+        )
+
+
+@dataclass(frozen=True)
+class ImportRecord:
+    name: str
+    source: str  # the Hugging Face directory as the job read it
+    architecture: str  # config.json's, e.g. LlamaForCausalLM
+    model: dict[str, str]  # MaxText's keys for this shape: what `--from` adds to a job
+    parameters: int
+    dtype: str
+    seconds: float
+
+    def describe(self) -> str:
+        return (
+            f"starts from import {self.name}: {self.parameters:,} parameters of "
+            f"{self.architecture} ({self.dtype}) from {self.source}"
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=1, sort_keys=True) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str) -> ImportRecord:
+        return cls(**json.loads(text))
+
+
+def import_dir(output_dir: str, name: str) -> str:
+    # Joined as text: in the cluster it is the bucket's mount, from a workstation it may be gs://.
+    return f"{output_dir.rstrip('/')}/{IMPORTS_SUBDIR}/{name}"
+
+
+def read_import(directory: Path, name: str) -> ImportRecord:
+    """The record of a finished import; a UsageError names what is there instead, and the fix."""
+    path = directory / IMPORT_RECORD
+    if not path.is_file():
+        others = sorted(p.name for p in directory.parent.glob("*") if (p / IMPORT_RECORD).is_file())
+        raise UsageError(
+            "--from",
+            f"no import {name!r} at {directory}"
+            + (f" (imports there: {', '.join(others)})" if others else ""),
+            f"run `tpu-launcher import SOURCE --name {name}` first",
+        )
+    try:
+        return ImportRecord.from_json(path.read_text())
+    except (ValueError, TypeError) as e:
+        raise UsageError(
+            "--from",
+            f"{path} is not a record this launcher wrote ({e})",
+            f"import it again: tpu-launcher import SOURCE --name {name}",
+        ) from None
+
+
+def resolve_from(
+    args: MaxTextArgs, name: str | None, root: str, read_from: str | None = None
+) -> tuple[MaxTextArgs, ImportRecord | None]:
+    """--from NAME -> the import's shape, parameters and tokenizer as MaxText's own keys, under
+    `root` (the hosts' view of the bucket; the record is read under `read_from` when this
+    process sees the bucket there). A shape key the user set must agree: the parameters
+    have that shape and no other."""
+    if not name:
+        return args, None
+    check_import_name(name, "--from")
+    local = import_dir(read_from or root, name)
+    if local.startswith("gs://"):
+        raise UsageError(
+            "--from",
+            f"{local} is in the bucket, not on a file system this command can read",
+            "run where the bucket is mounted (the job does), or give preflight --data-dir <the "
+            "bucket's gcsfuse mount or a local copy>",
+        )
+    record = read_import(Path(local), name)
+    for key, value in record.model.items():
+        if key in args.overrides and str(args.get(key)).lower() != value.lower():
+            raise UsageError(
+                key,
+                f"{key}={args.get(key)} contradicts --from={name}, whose parameters have "
+                f"{key}={value}",
+                f"drop {key}= (--from sets it), or import a model of that shape",
+            )
+    directory = import_dir(root, name)
+    return args.with_defaults(
+        **record.model,
+        load_parameters_path=f"{directory}/{PARAMS_ITEMS}",
+        tokenizer_type="huggingface",
+        tokenizer_path=f"{directory}/{TOKENIZER_SUBDIR}",
+    ), record

@@ -1,0 +1,287 @@
+"""`tpu-launcher hf-import`: a Hugging Face Llama-family model directory (config.json,
+*.safetensors, the tokenizer) as MaxText's parameter checkpoint under imports/<name>/, which a
+job loads with `--from <name>`. It is the job `tpu-launcher import` submits.
+
+The conversion is MaxText's own (`maxtext.checkpoint_conversion`): its Llama name and layout
+tables, its hooks (the query kernel takes Hugging Face's 1/sqrt(head_dim) out of attention,
+Llama 3.1's rotary pairs are interleaved in MaxText and halves in Hugging Face), MaxText's
+abstract model for every target shape and its own checkpoint writer. Only the driver is ours:
+`to_maxtext.main` knows a model by the name in its table (and its sizes with it) and reads
+tensors through torch; this reads the directory's own config.json and its tensors as numpy,
+so any size of the family converts, without torch.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from launcher.core.errors import UsageError
+from launcher.core.job_events import format_result, format_summary_title
+from launcher.core.model_imports import (
+    IMPORT_RECORD,
+    PARAMS_ITEMS,
+    TOKENIZER_SUBDIR,
+    ImportRecord,
+    import_dir,
+)
+from launcher.core.run_dir import output_dir
+from launcher.core.run_requests import ImportRequest, check_request
+from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
+
+LLAMA = "LlamaForCausalLM"
+# MaxText's LLaMARotaryEmbedding (rope_type llama3.1) has Llama 3.1's scaling built in.
+LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                "original_max_position_embeddings": 8192}  # fmt: skip
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "tokenizer.model", "generation_config.json", "chat_template.jinja")  # fmt: skip
+
+
+def source_dir(source: str) -> Path:
+    """The model directory as this host sees it: absolute, or relative to the bucket's mount."""
+    path = Path(source) if source.startswith(("/", "./", "../")) else Path(output_dir()) / source
+    if not (path / "config.json").is_file():
+        hub = "/" in source and not source.startswith(("/", ".")) and source.count("/") == 1
+        raise UsageError(
+            "SOURCE",
+            f"no Hugging Face model at {path} (no config.json)",
+            (
+                f"{source!r} may be a hub id: the cluster downloads nothing; run `hf download "
+                f"{source} --local-dir NAME` where you have the token, copy NAME into the "
+                "bucket (gcloud storage cp -r NAME gs://BUCKET/hf/) and import hf/NAME"
+                if hub
+                else "copy the model directory (config.json, *.safetensors, tokenizer files) "
+                "into the bucket and name it relative to the bucket (hf/NAME)"
+            ),
+        )
+    return path
+
+
+def llama_keys(hf: dict[str, Any]) -> dict[str, str]:
+    """config.json -> the MaxText keys of the same model; what MaxText's Llama block cannot
+    compute is refused here, not found wrong after training."""
+    arch = (hf.get("architectures") or ["?"])[0]
+    unsupported = [
+        f"{k}={hf.get(k)}"
+        for k, ok in (
+            ("hidden_act", hf.get("hidden_act", "silu") == "silu"),
+            ("attention_bias", not hf.get("attention_bias", False)),
+            ("mlp_bias", not hf.get("mlp_bias", False)),
+        )
+        if not ok
+    ]
+    if arch != LLAMA or unsupported:
+        raise UsageError(
+            "config.json",
+            f"import converts {LLAMA} (SiLU, no biases); this model is {arch}"
+            + (f" with {', '.join(unsupported)}" if unsupported else ""),
+            "convert it with MaxText's own converter, which knows its models by name "
+            "(python -m maxtext.checkpoint_conversion.to_maxtext model_name=...), and give its "
+            "output as load_parameters_path=",
+        )
+    rope = hf.get("rope_parameters") or {**(hf.get("rope_scaling") or {})}
+    theta = rope.get("rope_theta", hf.get("rope_theta", 10_000.0))
+    kind = rope.get("rope_type", rope.get("type", "default"))
+    if kind == "llama3" and all(rope.get(k) == v for k, v in LLAMA31_ROPE.items()):
+        rope_type = "llama3.1"
+    elif kind == "default":
+        rope_type = "default"
+    else:
+        raise UsageError(
+            "config.json",
+            f"rope {kind} {rope} is not one MaxText's Llama block computes (default, or "
+            f"Llama 3.1's {LLAMA31_ROPE})",
+            "use MaxText's converter for this model (maxtext.checkpoint_conversion.to_maxtext)",
+        )
+    heads = int(hf["num_attention_heads"])
+    tied = bool(hf.get("tie_word_embeddings", False))
+    return {
+        "decoder_block": "llama2",
+        "base_emb_dim": str(hf["hidden_size"]),
+        "base_num_query_heads": str(heads),
+        "base_num_kv_heads": str(hf.get("num_key_value_heads", heads)),
+        "base_mlp_dim": str(hf["intermediate_size"]),
+        "base_num_decoder_layers": str(hf["num_hidden_layers"]),
+        "head_dim": str(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
+        "vocab_size": str(hf["vocab_size"]),
+        "normalization_layer_epsilon": str(hf.get("rms_norm_eps", 1e-6)),
+        "rope_max_timescale": str(int(theta)),
+        "rope_type": rope_type,
+        "logits_via_embedding": str(tied).lower(),
+        # MaxText divides tied logits by sqrt(emb_dim) by default; Hugging Face's lm_head is the
+        # embedding as it is (Llama 3.2 1B and 3B are tied).
+        **({"normalize_embedding_logits": "false"} if tied else {}),
+        "scan_layers": "true",
+    }
+
+
+def tensor_reader(directory: Path) -> tuple[Callable[[str], np.ndarray], int]:
+    """A reader of the directory's tensors by Hugging Face name (one safetensors file or an
+    index of shards, memory-mapped), and their bytes on disk."""
+    from safetensors import safe_open
+
+    index = directory / "model.safetensors.index.json"
+    if index.is_file():
+        shard_of = json.loads(index.read_text())["weight_map"]
+    elif (directory / "model.safetensors").is_file():
+        with safe_open(directory / "model.safetensors", framework="np") as f:
+            shard_of = dict.fromkeys(f.keys(), "model.safetensors")
+    else:
+        raise UsageError(
+            "SOURCE",
+            f"{directory} has no model.safetensors (nor its index)",
+            "save the model with safe_serialization (the default of save_pretrained)",
+        )
+    size = sum((directory / s).stat().st_size for s in set(shard_of.values()))
+
+    def read(name: str) -> np.ndarray:
+        if name not in shard_of:
+            raise UsageError("SOURCE", f"{directory} has no tensor {name}", "is the model whole?")
+        with safe_open(directory / shard_of[name], framework="np") as f:
+            return f.get_tensor(name)
+
+    return read, size
+
+
+def maxtext_config(model: dict[str, str]):
+    from maxtext.configs import pyconfig
+
+    argv = ["hf-import", str(_base_yml()), *(f"{k}={v}" for k, v in model.items())]
+    argv += ["run_name=hf-import", "hardware=cpu", "skip_jax_distributed_system=True"]
+    return pyconfig.initialize(argv)
+
+
+def _base_yml() -> Path:
+    from launcher.core.maxtext_args import maxtext_configs_dir
+
+    return maxtext_configs_dir() / "base.yml"
+
+
+def to_maxtext_params(read: Callable[[str], np.ndarray], hf: dict, config) -> dict:
+    """MaxText's parameter tree ({"params": {"decoder": ...}}) of the Hugging Face tensors."""
+    import jax
+    from maxtext.checkpoint_conversion.to_maxtext import get_maxtext_model_info
+    from maxtext.checkpoint_conversion.utils.param_mapping import (
+        LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN,
+        LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING,
+    )
+    from maxtext.checkpoint_conversion.utils.tensor_handling import apply_hook_fns
+
+    scan, axis = bool(config.scan_layers), int(config.param_scan_axis)
+    hf = {**hf, "head_dim": int(config.head_dim)}  # older config.json files leave it implied
+    names = LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING(hf, config, scan_layers=scan)
+    hooks = LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN(hf, config, scan_layers=scan, saving_to_hf=False)
+    if config.rope_type != "llama3.1":
+        # The tables are Llama 3.1's (interleaved rotary pairs in MaxText); the default rotary
+        # embedding rotates halves, as Hugging Face does: no reordering.
+        hooks = {k: [h for h in _chain(v) if h.__name__ != "adjust_rope"] for k, v in hooks.items()}
+    targets, treedef = get_maxtext_model_info(config)
+    leaves: list[Any] = [None] * len(targets)
+    for mt_key, (index, shape) in targets.items():
+        if mt_key not in names:
+            raise UsageError(
+                "config.json", f"MaxText's model has {mt_key}, which no tensor maps to", ""
+            )
+        source = names[mt_key]
+        if isinstance(source, list):  # one tensor per layer, stacked on the scan axis
+            per_layer = tuple(s for i, s in enumerate(shape) if i != axis)
+            layers = [apply_hook_fns(read(n), per_layer, hooks.get(mt_key)) for n in source]
+            value = np.stack([np.asarray(t) for t in layers], axis=axis)
+        else:
+            value = np.asarray(apply_hook_fns(read(source), shape, hooks.get(mt_key)))
+        if tuple(value.shape) != tuple(shape):
+            raise AssertionError(f"{mt_key}: {value.shape} != {shape}")
+        leaves[index] = value
+    return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _chain(hooks) -> list:
+    return [] if hooks is None else list(hooks) if isinstance(hooks, list) else [hooks]
+
+
+def convert(source: Path, target: Path, model: dict[str, str]) -> tuple[int, str]:
+    """Writes MaxText's checkpoint of `source` at target/0/items; its parameter count and
+    dtype. The arrays are read and written on this host, in this one process."""
+    from maxtext.checkpoint_conversion.utils.utils import save_weights_to_checkpoint
+
+    hf = json.loads((source / "config.json").read_text())
+    config = maxtext_config(model)
+    read, _ = tensor_reader(source)
+    params = to_maxtext_params(read, hf, config)
+    import jax
+
+    leaves = jax.tree_util.tree_leaves(params)
+    save_weights_to_checkpoint(
+        str(target), params, 1, config.checkpoint_storage_use_ocdbt,
+        config.checkpoint_storage_use_zarr3, config=config,
+    )  # fmt: skip
+    return int(sum(a.size for a in leaves)), str(leaves[0].dtype)
+
+
+def import_model(request: ImportRequest, on_this_host: bool = False) -> int:
+    """The import, converted by a task on a host with the memory (on_this_host: in this
+    process, where no Ray cluster is)."""
+    check_request(request)
+    os.environ.setdefault("JAX_PLATFORMS", "cpu")  # reading and reshaping arrays: no device
+    source = source_dir(request.source)
+    target = Path(import_dir(output_dir(), request.name))
+    hf = json.loads((source / "config.json").read_text())
+    model = llama_keys(hf)
+    print(f"launcher: import {source} ({hf['architectures'][0]}) to {target}", flush=True)
+    if (target / IMPORT_RECORD).is_file():
+        record = ImportRecord.from_json((target / IMPORT_RECORD).read_text())
+        print(f"launcher: {target} exists (imported before from {record.source}); kept")
+        _print_result(target, record)
+        return 0
+    started = time.monotonic()
+    _, weight_bytes = tensor_reader(source)
+    need = conversion_bytes(weight_bytes)
+    staging = target.parent / f".{request.name}.tmp-{uuid.uuid4().hex[:8]}"
+    staging.mkdir(parents=True)
+    try:
+        what = f"importing {weight_bytes / (1 << 30):.1f} GiB of weights"
+        if on_this_host:
+            parameters, dtype = convert(source, staging, model)
+        else:
+            parameters, dtype = run_where_memory_is(
+                convert, (source, staging, model), need, what, "SOURCE"
+            )
+        tokenizer = staging / TOKENIZER_SUBDIR
+        tokenizer.mkdir()
+        for name in TOKENIZER_FILES:
+            if (source / name).is_file():
+                shutil.copy2(source / name, tokenizer / name)
+        shutil.copy2(source / "config.json", staging / "config.json")
+        record = ImportRecord(
+            name=request.name,
+            source=str(source),
+            architecture=hf["architectures"][0],
+            model=model,
+            parameters=parameters,
+            dtype=dtype,
+            seconds=round(time.monotonic() - started, 1),
+        )
+        (staging / IMPORT_RECORD).write_text(record.to_json())
+        staging.rename(target)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    _print_result(target, record)
+    return 0
+
+
+def _print_result(target: Path, record: ImportRecord) -> None:
+    print("\n" + format_summary_title("import"), flush=True)
+    print(f"model:      {record.source} ({record.architecture}, {record.dtype})")
+    print(f"parameters: {record.parameters:,} at {target / PARAMS_ITEMS}")
+    print("shape:      " + " ".join(f"{k}={v}" for k, v in record.model.items()))
+    print(f"train it:   tpu-launcher submit -- --from={record.name} <config.yml> run_name=...")
+    print(format_result({**json.loads(record.to_json()), "dir": str(target)}), flush=True)

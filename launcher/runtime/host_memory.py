@@ -1,0 +1,62 @@
+"""Where a conversion runs: on a host of the job's Ray cluster with the memory it needs,
+checked before it starts. A job's driver runs on the head, whose memory is sized for Ray's
+control plane (the chart's head: 16Gi); converting a model holds its weights twice (read, and
+converted), about 32 GB for an 8B model in bfloat16 and 280 GB for a 70B, which a TPU host has
+(a v6e host: 720 GiB; a v5p host: 448 GiB) and the head does not. Ray places the conversion as
+a task that reserves that memory (its `memory` resource), so it lands on a host that has it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from launcher.core.errors import UsageError
+
+HEADROOM = 2 << 30  # Python, JAX on CPU and the checkpoint writer's buffers beside the arrays
+
+
+def conversion_bytes(weight_bytes: int) -> int:
+    return 2 * weight_bytes + HEADROOM
+
+
+def _gib(n: float) -> str:
+    return f"{n / (1 << 30):,.1f} GiB"
+
+
+def run_where_memory_is(
+    fn: Callable[..., Any], args: tuple, need: int, what: str, field: str
+) -> Any:
+    """fn(*args) as a Ray task on a host whose Ray memory covers `need` bytes; its result.
+    Raises UsageError, before anything starts, when no host of the cluster has it."""
+    import ray
+
+    ray.init(address="auto", log_to_driver=True)  # the job's own cluster
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    largest = max(nodes, key=lambda n: n["Resources"].get("memory", 0))
+    have = int(largest["Resources"].get("memory", 0))
+    if have < need:
+        raise UsageError(
+            field,
+            f"{what} needs about {_gib(need)} of host memory (its weights twice, read and "
+            f"converted, and {_gib(HEADROOM)} beside them); the largest host of this cluster "
+            f"offers {_gib(have)} ({largest['NodeManagerAddress']})",
+            "run it on a release whose hosts have that memory (a TPU host has hundreds of "
+            "GiB; the head is sized for Ray), or give the head more memory: --set "
+            "ray.head.resources.limits.memory=... (and requests)",
+        )
+    print(
+        f"launcher: {what} as a task that reserves {_gib(need)} of host memory; "
+        f"the largest host offers {_gib(have)}",
+        flush=True,
+    )
+    task = ray.remote(num_cpus=1, memory=need, max_retries=0)(_on_host)
+    # JAX on CPU only: a TPU host's chips belong to training jobs, not to this.
+    task = task.options(runtime_env={"env_vars": {"JAX_PLATFORMS": "cpu"}})
+    return ray.get(task.remote(fn, args))
+
+
+def _on_host(fn: Callable[..., Any], args: tuple) -> Any:
+    import ray
+
+    print(f"launcher: running on {ray.util.get_node_ip_address()}", flush=True)
+    return fn(*args)
