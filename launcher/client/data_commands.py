@@ -16,8 +16,10 @@ from launcher.core.datasets import (
 )
 from launcher.core.errors import UsageError
 from launcher.core.tokenizers import TOKENIZER_TYPES
+from launcher.core.trainers import SFT_FIELDS
 
 SHIPPED_CORPUS = Path(__file__).parents[1] / "corpus" / "tiny"
+SHIPPED_INSTRUCTIONS = Path(__file__).parents[1] / "corpus" / "tiny-sft"  # with --fields
 
 
 def _default_output_dir() -> Path:
@@ -44,14 +46,16 @@ def run_prepare(ns: argparse.Namespace) -> int:
         output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
     manifest = prepare(
         PrepareRequest(
-            source=Path(ns.source) if ns.source else SHIPPED_CORPUS,
+            source=Path(ns.source)
+            if ns.source
+            else (SHIPPED_INSTRUCTIONS if ns.fields else SHIPPED_CORPUS),
             name=ns.name,
             output_dir=output,
             tokenizer=ns.tokenizer,
             tokenizer_type=ns.tokenizer_type,
             eval_fraction=ns.eval_fraction,
             split_seed=ns.split_seed,
-            text_field=ns.text_field,
+            fields=tuple(ns.fields.split(",")) if ns.fields else (ns.text_field,),
             shard_mb=ns.shard_mb,
             overwrite=ns.overwrite,
             progress=not ns.no_progress,
@@ -65,7 +69,8 @@ def run_prepare(ns: argparse.Namespace) -> int:
         where = f"{url.rstrip('/')}/{DATASETS_SUBDIR}/{ns.name}"
         print(f"data: {sent} file(s) sent to {where} (prepared in {output})", file=sys.stderr)
     print(describe(manifest, where))
-    print(f"train on it: tpu-launcher submit ... -- --data={ns.name} <config.yml> key=value ...")
+    how = f"--trainer=sft --from=MODEL --data={ns.name}" if ns.fields else f"--data={ns.name}"
+    print(f"train on it: tpu-launcher submit ... -- {how} <config.yml> key=value ...")
     return 0
 
 
@@ -109,7 +114,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "source",
         nargs="?",
-        help="a file or directory (default: the project's own tiny corpus, for the local road)",
+        help="a file or directory (default: the project's own tiny corpus, for the local road; "
+        "with --fields, its tiny instruction set)",
     )
     p.add_argument("--name", required=True, help="the dataset's name: jobs say --data NAME")
     p.add_argument(
@@ -137,7 +143,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="documents held out for eval loss (by a hash of their text; default 0.05)",
     )
     p.add_argument("--split-seed", type=int, default=0, help="changes which documents are held out")
-    p.add_argument("--text-field", default=TEXT_FEATURE, help="the JSONL field or Parquet column")
+    fields = p.add_mutually_exclusive_group()
+    fields.add_argument(
+        "--text-field", default=TEXT_FEATURE, help="the JSONL field or Parquet column"
+    )
+    fields.add_argument(
+        "--fields",
+        choices=SFT_FIELDS,
+        help="an instruction set for `--trainer=sft`: the fields of each example, kept apart "
+        "for the chat template and the loss on the completion only",
+    )
     p.add_argument(
         "--shard-mb",
         type=float,

@@ -1,6 +1,7 @@
 """`tpu-launcher data prepare`: a team's text, JSONL or Parquet turned into what MaxText's Grain
-pipeline reads (ArrayRecord shards of `tf.train.Example` with a `text` feature, a train and an
-eval split) in the bucket's `datasets/<name>/`, with a manifest written last.
+pipeline reads (ArrayRecord shards of `tf.train.Example` with a `text` feature, or an instruction
+set's fields for SFT, a train and an eval split) in the bucket's `datasets/<name>/`, with a
+manifest written last.
 
 Resumable and idempotent: each shard is written under a temporary name and renamed when whole,
 and `.prepare-state.json` records the finished ones, so a run cut short starts again at the first
@@ -51,10 +52,16 @@ class PrepareRequest:
     tokenizer_type: str | None = None
     eval_fraction: float = 0.05
     split_seed: int = 0
-    text_field: str = TEXT_FEATURE
+    fields: tuple[str, ...] = (TEXT_FEATURE,)  # one: a corpus; several: an instruction set
     shard_mb: float = DEFAULT_SHARD_MB
     overwrite: bool = False
     progress: bool = True
+
+    @property
+    def features(self) -> tuple[str, ...]:
+        """The Example features written: `text` for a corpus (what MaxText's pretraining reads),
+        the fields' own names for an instruction set (what its SFT pipeline matches)."""
+        return (TEXT_FEATURE,) if len(self.fields) == 1 else self.fields
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ class Settings:
     tokenizer_type: str
     eval_fraction: float
     split_seed: int
-    text_field: str
+    fields: list[str]
     shards: dict[str, int]  # split -> shard count
 
 
@@ -98,15 +105,23 @@ def source_digest(files: list[Path], root: Path) -> str:
     return digest.hexdigest()
 
 
-def documents(path: Path, text_field: str) -> Iterator[str]:
-    """The documents of one file: a .txt/.md file is one, a JSONL line one, a Parquet row one."""
+def documents(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
+    """The documents of one file, each its fields' text: a .txt/.md file is one, a JSONL line
+    one, a Parquet row one."""
     try:
-        if path.suffix in TEXT_SUFFIXES:
-            yield path.read_text(encoding="utf-8")
+        if path.suffix in TEXT_SUFFIXES and len(fields) == 1:
+            yield (path.read_text(encoding="utf-8"),)
+        elif path.suffix in TEXT_SUFFIXES:
+            raise UsageError(
+                field="--fields",
+                problem=f"{path} is plain text; an instruction set's {', '.join(fields)} are "
+                "fields of JSONL lines or Parquet rows",
+                fix="give JSONL (one example a line) or Parquet",
+            )
         elif path.suffix in JSONL_SUFFIXES:
-            yield from _jsonl(path, text_field)
+            yield from _jsonl(path, fields)
         else:
-            yield from _parquet(path, text_field)
+            yield from _parquet(path, fields)
     except (OSError, UnicodeDecodeError) as e:
         raise UsageError(
             field="SOURCE",
@@ -115,7 +130,7 @@ def documents(path: Path, text_field: str) -> Iterator[str]:
         ) from None
 
 
-def _jsonl(path: Path, text_field: str) -> Iterator[str]:
+def _jsonl(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     with open(path, encoding="utf-8") as f:
         for number, line in enumerate(f, 1):
             if not line.strip():
@@ -128,18 +143,23 @@ def _jsonl(path: Path, text_field: str) -> Iterator[str]:
                     problem=f"{path}:{number} is not JSON ({e.args[0]})",
                     fix="one JSON object per line, its text in the field --text-field names",
                 ) from None
-            text = record.get(text_field) if isinstance(record, dict) else None
-            if not isinstance(text, str):
-                raise UsageError(
-                    field="--text-field",
-                    problem=f"{path}:{number} has no string field {text_field!r} "
-                    f"(its fields: {', '.join(record) if isinstance(record, dict) else 'none'})",
-                    fix="name the field that holds the text: --text-field FIELD",
-                )
-            yield text
+            values = [record.get(f) if isinstance(record, dict) else None for f in fields]
+            for name, text in zip(fields, values, strict=True):
+                if not isinstance(text, str):
+                    raise UsageError(
+                        field=_option(fields),
+                        problem=f"{path}:{number} has no string field {name!r} (its fields: "
+                        f"{', '.join(record) if isinstance(record, dict) else 'none'})",
+                        fix=f"name the fields that hold the text: {_option(fields)} ...",
+                    )
+            yield tuple(str(v) for v in values)
 
 
-def _parquet(path: Path, text_field: str) -> Iterator[str]:
+def _option(fields: tuple[str, ...]) -> str:
+    return "--text-field" if len(fields) == 1 else "--fields"
+
+
+def _parquet(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
     import pyarrow.parquet as pq
 
     try:
@@ -150,15 +170,17 @@ def _parquet(path: Path, text_field: str) -> Iterator[str]:
             problem=f"{path} is not a Parquet file ({e})",
             fix="remove or fix that file, then run again: it resumes",
         ) from None
-    if text_field not in table.schema_arrow.names:
+    missing = [f for f in fields if f not in table.schema_arrow.names]
+    if missing:
         raise UsageError(
-            field="--text-field",
-            problem=f"{path} has no column {text_field!r} (its columns: "
+            field=_option(fields),
+            problem=f"{path} has no column {missing[0]!r} (its columns: "
             f"{', '.join(table.schema_arrow.names)})",
-            fix="name the column that holds the text: --text-field COLUMN",
+            fix=f"name the columns that hold the text: {_option(fields)} ...",
         )
-    for batch in table.iter_batches(columns=[text_field]):
-        yield from (t for t in batch.column(0).to_pylist() if isinstance(t, str))
+    for batch in table.iter_batches(columns=list(fields)):
+        rows = zip(*(batch.column(i).to_pylist() for i in range(len(fields))), strict=True)
+        yield from (r for r in rows if all(isinstance(t, str) for t in r))
 
 
 def split_of(text: str, seed: int, eval_fraction: float) -> str:
@@ -171,32 +193,33 @@ def split_of(text: str, seed: int, eval_fraction: float) -> str:
 class Corpus:
     """The source read once: unique, non-empty documents by split, in source order."""
 
-    docs: dict[str, list[str]]
+    docs: dict[str, list[tuple[str, ...]]]
     duplicates: int
     empty: int
 
 
 def read_corpus(files: list[Path], request: PrepareRequest) -> Corpus:
-    docs: dict[str, list[str]] = {split: [] for split in SPLITS}
+    docs: dict[str, list[tuple[str, ...]]] = {split: [] for split in SPLITS}
     seen: set[bytes] = set()
     duplicates = empty = 0
     for path in files:
-        for text in documents(path, request.text_field):
-            if not text.strip():
+        for doc in documents(path, request.fields):
+            if not all(text.strip() for text in doc):
                 empty += 1
                 continue
+            text = "\0".join(doc)  # a corpus's document is its one text, as it always was
             key = hashlib.sha256(text.encode()).digest()
             if key in seen:
                 duplicates += 1
                 continue
             seen.add(key)
-            docs[split_of(text, request.split_seed, request.eval_fraction)].append(text)
+            docs[split_of(text, request.split_seed, request.eval_fraction)].append(doc)
     total = sum(len(d) for d in docs.values())
     if not total:
         raise UsageError(
             field="SOURCE",
             problem=f"{request.source} holds no text ({empty} empty documents)",
-            fix="check --text-field and the files' contents",
+            fix=f"check {_option(request.fields)} and the files' contents",
         )
     if request.eval_fraction > 0 and not docs["eval"] and total > 1:
         docs["eval"].append(docs["train"].pop())  # a small corpus still gets an eval split
@@ -206,27 +229,28 @@ def read_corpus(files: list[Path], request: PrepareRequest) -> Corpus:
 def shard_counts(corpus: Corpus, shard_mb: float) -> dict[str, int]:
     counts = {}
     for split, docs in corpus.docs.items():
-        size = sum(len(d.encode()) for d in docs)
+        size = sum(len(text.encode()) for doc in docs for text in doc)
         counts[split] = max(1, -(-size // int(shard_mb * 2**20))) if docs else 0
     return counts
 
 
-def example_bytes(text: str) -> bytes:
+def example_bytes(doc: tuple[str, ...], features: tuple[str, ...] = (TEXT_FEATURE,)) -> bytes:
     from maxtext.input_pipeline.protos import example_pb2
 
     example = example_pb2.Example()
-    example.features.feature[TEXT_FEATURE].bytes_list.value.append(text.encode())
+    for name, text in zip(features, doc, strict=True):
+        example.features.feature[name].bytes_list.value.append(text.encode())
     return bytes(example.SerializeToString())
 
 
-def write_shard(path: Path, texts: list[str]) -> None:
+def write_shard(path: Path, docs: list[tuple[str, ...]], features: tuple[str, ...]) -> None:
     """Whole or not at all: written beside its name, then renamed."""
     from array_record.python.array_record_module import ArrayRecordWriter
 
     partial = path.with_name(path.name + ".partial")
     writer = ArrayRecordWriter(str(partial), "group_size:1")
-    for text in texts:
-        writer.write(example_bytes(text))
+    for doc in docs:
+        writer.write(example_bytes(doc, features))
     writer.close()
     os.replace(partial, path)
 
@@ -258,6 +282,7 @@ def prepare(request: PrepareRequest) -> Manifest:
             and existing.tokenizer_type == kind
             and existing.eval_fraction == request.eval_fraction
             and existing.split_seed == request.split_seed
+            and existing.fields == list(request.features)
         )
         if same:
             _say(f"data: {target} is already prepared from this source; nothing to do")
@@ -284,7 +309,7 @@ def prepare(request: PrepareRequest) -> Manifest:
         kind,
         request.eval_fraction,
         request.split_seed,
-        request.text_field,
+        list(request.fields),
         shard_counts(corpus, request.shard_mb),
     )
     state = _load_state(target, settings)
@@ -299,8 +324,8 @@ def prepare(request: PrepareRequest) -> Manifest:
             part = docs[index * len(docs) // count : (index + 1) * len(docs) // count]
             done = state["shards"].get(name)
             if done is None or not _intact(target / name, done["sha256"]):
-                lengths = [len(tokenizer.encode(text)) for text in part]
-                write_shard(target / name, part)
+                lengths = [sum(len(tokenizer.encode(t)) for t in doc) for doc in part]
+                write_shard(target / name, part, request.features)
                 done = {
                     "examples": len(part),
                     "tokens": sum(lengths),
@@ -334,6 +359,7 @@ def prepare(request: PrepareRequest) -> Manifest:
         duplicates_dropped=corpus.duplicates,
         empty_dropped=corpus.empty,
         checksum=checksum,
+        fields=list(request.features),
     )
     partial = target / (MANIFEST + ".partial")
     partial.write_text(manifest.to_json())

@@ -8,6 +8,12 @@ import json
 from pathlib import Path
 
 BYTES = "bytes"  # the name `data prepare --tokenizer` knows it by
+# Its chat format, for SFT on the local road and chat requests to an export: a turn a line.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}{% if m['role'] == 'assistant' %}Assistant: {{ m['content'] }}\n"
+    "{% else %}User: {{ m['content'] }}\n{% endif %}{% endfor %}"
+    "{% if add_generation_prompt %}Assistant: {% endif %}"
+)
 
 
 def byte_tokenizer_files(directory: Path) -> None:
@@ -23,7 +29,13 @@ def byte_tokenizer_files(directory: Path) -> None:
     tokenizer.decoder = decoders.ByteLevel()
     tokenizer.save(str(directory / "tokenizer.json"))
     (directory / "tokenizer_config.json").write_text(
-        json.dumps({"tokenizer_class": "PreTrainedTokenizerFast", "model_max_length": 1 << 20})
+        json.dumps(
+            {
+                "tokenizer_class": "PreTrainedTokenizerFast",
+                "model_max_length": 1 << 20,
+                "chat_template": CHAT_TEMPLATE,
+            }
+        )
     )
 
 

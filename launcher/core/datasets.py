@@ -9,7 +9,9 @@ what the plan and the checks read back.
       tokenizer/                      the tokenizer the tokens were counted with (the job's)
 
 Shards are ArrayRecord files of `tf.train.Example` records with one bytes feature, `text`: what
-MaxText's Grain pipeline reads with `grain_file_type=arrayrecord` and tokenizes as it trains.
+MaxText's Grain pipeline reads with `grain_file_type=arrayrecord` and tokenizes as it trains. An
+instruction set's records have one feature per field (prompt and completion): what its SFT
+pipeline reads as train_data_columns.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ class Manifest:
     duplicates_dropped: int = 0
     empty_dropped: int = 0
     checksum: str = ""  # sha256 of the shards' bytes, train then eval, in name order
+    fields: list[str] = field(default_factory=lambda: [TEXT_FEATURE])  # each record's features
     version: int = MANIFEST_VERSION
 
     def to_json(self) -> str:
@@ -127,6 +130,9 @@ def maxtext_keys(manifest: Manifest, directory: str) -> dict[str, str]:
     }
     if manifest.eval.examples:
         keys["grain_eval_files"] = f"{directory}/eval-*{SHARD_SUFFIX}"
+    if manifest.fields != [TEXT_FEATURE]:  # MaxText's default columns are ['text']
+        columns = "[" + ",".join(f"'{f}'" for f in manifest.fields) + "]"
+        keys |= {"train_data_columns": columns, "eval_data_columns": columns}
     return keys
 
 

@@ -30,6 +30,13 @@ from launcher.core.model_imports import IMPORTS_SUBDIR, ImportRecord, resolve_fr
 from launcher.core.run_dir import RunDir, compile_cache_for
 from launcher.core.slices import Slices
 from launcher.core.tpu_table import GENERATIONS
+from launcher.core.trainers import (
+    PRETRAIN,
+    TRAINERS,
+    check_chat_template,
+    describe_trainer,
+    trainer_keys,
+)
 
 CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 # The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
@@ -187,6 +194,15 @@ def define_flags(fv: flags.FlagValues) -> None:
         "its parameters (MaxText's load_parameters_path) with its shape and tokenizer.",
         flag_values=fv,
     )
+    flags.DEFINE_enum(
+        "trainer",
+        "pretrain",
+        list(TRAINERS),
+        "MaxText's trainer: pretrain, or sft (its train loop on an instruction set, --data "
+        "prepared with --fields prompt,completion, rendered by the tokenizer's chat template, "
+        "the loss on the completions); dpo is refused with what blocks it.",
+        flag_values=fv,
+    )
     flags.DEFINE_bool(
         "record_examples",
         False,
@@ -239,6 +255,7 @@ class JobOptions:
     metrics: bool = True
     data: str | None = None
     from_: str | None = None  # --from, a keyword in Python
+    trainer: str = PRETRAIN
     record_examples: bool = False
     dry_run: bool = False
 
@@ -327,6 +344,7 @@ class JobPlan:
     def input_lines(self) -> list[str]:
         """What the job starts from and what it reads, as the plan prints them."""
         lines = [self.base_model.describe()] if self.base_model else []
+        lines += describe_trainer(self.args)
         return lines + (self.data.describe() if self.data else [])
 
     @property
@@ -411,11 +429,15 @@ def plan_job(
     data = base = None
     # The datasets and imports are in the bucket the run writes to (base_output_directory).
     root = data_root or (str(args.get("base_output_directory")) if output_dir else None)
+    view = (hosts_data_root, data_root) if hosts_data_root and data_root else None
     if root is not None:
-        view = (hosts_data_root, root) if hosts_data_root and data_root else None
         args, base = resolve_from(args, options.from_, hosts_data_root or root, root)
         args, data = resolve_data(args, options.data, hosts_data_root or root, root)
         data = check_data(args, data, slices.num_devices if slices else None, view)
+    fields = data.manifest.fields if data and data.manifest else None
+    args = args.with_defaults(**trainer_keys(options.trainer, args, fields))
+    if root is not None:
+        check_chat_template(args, view)
     return JobPlan(
         slices, args, options.libtpu_init_args, sized, options.resize_check_s, data, base
     )

@@ -39,6 +39,12 @@ def add_generation_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-tokens", type=int, default=32, help="tokens to generate")
     p.add_argument("--seed", type=int, default=0, help="the same seed generates the same text")
     p.add_argument("--temperature", type=float, default=1.0, help="sampling temperature; 0: greedy")
+    p.add_argument(
+        "--chat",
+        action="store_true",
+        help="ask as a user: the prompt rendered by the run's tokenizer's chat template, the "
+        "format a fine-tuned (--trainer=sft) run learned",
+    )
     add_run_options(p)
 
 
@@ -51,6 +57,7 @@ class GenerateRequest:
     temperature: float = 1.0  # 0: greedy
     step: int | None = None  # default: the run's latest committed checkpoint
     maxtext_argv: list[str] = field(default_factory=list)  # over the run's own arguments
+    chat: bool = False  # the prompt is a user's turn, rendered by the chat template
 
     verb = "generate"  # the job id's prefix
     title = "generating"  # what submit's progress display says
@@ -65,6 +72,7 @@ class GenerateRequest:
             temperature=ns.temperature,
             step=ns.step,
             maxtext_argv=job_args(ns.maxtext_args),
+            chat=ns.chat,
         )
 
     def command(self) -> list[str]:
@@ -79,6 +87,8 @@ class GenerateRequest:
         ]
         if self.step is not None:
             argv.append(f"--step={self.step}")
+        if self.chat:
+            argv.append("--chat")
         return [*argv, "--", *self.maxtext_argv] if self.maxtext_argv else argv
 
 

@@ -4,7 +4,7 @@ licence but the project's own). Each note is unique (it carries its number), sho
 demo model's 128-token context in UTF-8 bytes, and regular enough that a tiny model's held-out
 loss falls within a few steps.
 
-    python -m launcher.corpus.generate   # rewrites tiny/*.jsonl; a test holds the files to it
+    python -m launcher.corpus.generate   # rewrites tiny/*.jsonl (and the instruction set)
 """
 
 from __future__ import annotations
@@ -18,25 +18,25 @@ DOCUMENTS = 3000
 FILES = 3
 SEED = 20261125
 
-_NUMBERS = [
+NUMBERS = [
     "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
     "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
 ]  # fmt: skip
-_SLICES = [("v6e-16", 4, 4), ("v5p-16", 2, 4), ("v4-16", 2, 4), ("v6e-8", 1, 8), ("tpu7x-16", 2, 4)]
-_THINGS = ["checkpoint", "host", "slice", "bucket", "job", "step", "token", "batch"]
-_VERBS = ["saves", "keeps", "reads", "writes", "counts", "holds"]
+SLICES = [("v6e-16", 4, 4), ("v5p-16", 2, 4), ("v4-16", 2, 4), ("v6e-8", 1, 8), ("tpu7x-16", 2, 4)]
+THINGS = ["checkpoint", "host", "slice", "bucket", "job", "step", "token", "batch"]
+VERBS = ["saves", "keeps", "reads", "writes", "counts", "holds"]
 
 
 def _note(rng: random.Random, number: int) -> str:
     kind = rng.randrange(4)
     if kind == 0:
         a, b = rng.randrange(10), rng.randrange(9)
-        return f"Note {number}: {_NUMBERS[a]} plus {_NUMBERS[b]} is {_NUMBERS[a + b]}."
+        return f"Note {number}: {NUMBERS[a]} plus {NUMBERS[b]} is {NUMBERS[a + b]}."
     if kind == 1:
-        name, hosts, chips = rng.choice(_SLICES)
+        name, hosts, chips = rng.choice(SLICES)
         return f"Note {number}: a {name} slice has {hosts} hosts of {chips} chips."
     if kind == 2:
-        thing, verb, other = rng.choice(_THINGS), rng.choice(_VERBS), rng.choice(_THINGS)
+        thing, verb, other = rng.choice(THINGS), rng.choice(VERBS), rng.choice(THINGS)
         return f"Note {number}: the {thing} {verb} the {other}."
     step = rng.randrange(1, 50) * 10
     return f"Note {number}: the job saved step {step} and resumed at step {step + 1}."
@@ -57,9 +57,13 @@ def files() -> dict[str, str]:
 
 
 def main() -> None:
-    CORPUS_DIR.mkdir(exist_ok=True)
-    for name, text in files().items():
-        (CORPUS_DIR / name).write_text(text)
+    from launcher.corpus import instructions
+
+    corpora = {CORPUS_DIR: files(), instructions.INSTRUCTIONS_DIR: instructions.files()}
+    for directory, written in corpora.items():
+        directory.mkdir(exist_ok=True)
+        for name, text in written.items():
+            (directory / name).write_text(text)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_dir import RunDir, output_dir
 from launcher.core.run_record import find_run_checkpoint
 from launcher.core.run_requests import GenerateRequest, check_request
-from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos
+from launcher.runtime.prompt_tokens import Tokenizer, as_user_turn, tokenizer_for, until_eos
 
 # The prompt is padded to a multiple of this: prompts of similar length share one compiled
 # prefill (in the run's compilation cache).
@@ -46,7 +46,8 @@ def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan
     found = find_run_checkpoint(request.run, request.step, request.maxtext_argv, output_dir)
     model = found.model
     tokenizer = tokenizer_for(model)
-    prompt_ids = tokenizer.encode(request.prompt)
+    text = as_user_turn(tokenizer, request.prompt) if request.chat else request.prompt
+    prompt_ids = tokenizer.encode(text)
     prefill = -(-len(prompt_ids) // PREFILL_BUCKET) * PREFILL_BUCKET
     forced = {
         "load_parameters_path": str(found.items_dir),
@@ -116,7 +117,8 @@ def _print_result(request: GenerateRequest, plan: GenerationPlan, out: dict, sec
     quoted = json.dumps  # control characters escaped: a tiny model emits any byte
     print("\n" + format_summary_title("generate"), flush=True)
     print(f"run:        {request.run}, checkpoint step {plan.step}")
-    print(f"prompt:     {quoted(request.prompt, ensure_ascii=False)}")
+    turn = " (a user's turn, by the chat template)" if request.chat else ""
+    print(f"prompt:     {quoted(request.prompt, ensure_ascii=False)}{turn}")
     print(f"generated:  {quoted(text, ensure_ascii=False)}")
     print(f"token ids:  {' '.join(map(str, ids))}")
     per_token = out["generate_seconds"] / max(1, len(ids) - 1)

@@ -1,6 +1,6 @@
 """`tpu-launcher convert`: a run's committed checkpoint as a Hugging Face model directory
-(config.json, model.safetensors, tokenizer) next to its checkpoints, which vLLM serves. It is
-the job `tpu-launcher export` submits.
+(config.json, model.safetensors, tokenizer, a model card) next to its checkpoints, which vLLM
+serves. It is the job `tpu-launcher export` submits.
 
 Only the parameters are read (Orbax restores the `params` subtree of the training state, as
 numpy). Names, shapes and layout changes (MaxText folds 1/sqrt(head_dim) into the query kernel
@@ -30,6 +30,7 @@ from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.run_dir import output_dir
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import ExportRequest, check_request
+from launcher.runtime.model_card import CARD, model_card
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
 EXPORT_RECORD = "tpu-launcher-export.json"
@@ -263,6 +264,8 @@ def export(request: ExportRequest) -> int:
         tokenizer, special = tokenizer_files(found.model, staging)
         hf_config = shape.hf_config(dtype, special)
         (staging / "config.json").write_text(json.dumps(hf_config, indent=1))
+        card = model_card(found.run, found.step, str(found.items_dir.parent), found.model)
+        (staging / CARD).write_text(card)
         record = {
             "run": found.run,
             "step": found.step,

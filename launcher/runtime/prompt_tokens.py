@@ -82,3 +82,18 @@ def until_eos(ids: list[int], eos_id: int | None) -> list[int]:
     if eos_id is not None and eos_id in ids:
         return ids[: ids.index(eos_id) + 1]
     return ids
+
+
+def as_user_turn(tokenizer: Tokenizer, prompt: str) -> str:
+    """`prompt` as a user's turn and the assistant's cue, by the tokenizer's chat template: what
+    a fine-tuned model was trained to answer. Raises UsageError."""
+    impl = getattr(getattr(tokenizer, "_impl", None), "tokenizer", None)  # transformers'
+    if impl is None or not getattr(impl, "chat_template", None):
+        raise UsageError(
+            "--chat",
+            f"the run's tokenizer ({tokenizer.name}) has no chat template",
+            "drop --chat and give the prompt as the model was trained to read it, or "
+            "fine-tune from an import whose tokenizer has one (--trainer=sft --from=NAME)",
+        )
+    messages = [{"role": "user", "content": prompt}]
+    return str(impl.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))

@@ -102,10 +102,10 @@ def test_a_run_cut_short_resumes_and_leaves_nothing_that_looks_complete(
     written = []
     real_write = data_prepare.write_shard
 
-    def write_two_then_die(path, texts):
+    def write_two_then_die(path, texts, features):
         if len(written) == 2:
             raise KeyboardInterrupt  # ^C, or the machine going away
-        real_write(path, texts)
+        real_write(path, texts, features)
         written.append(path)
 
     monkeypatch.setattr(data_prepare, "write_shard", write_two_then_die)

@@ -1,0 +1,69 @@
+"""The model card (README.md) an export carries: what the model started from, what it was trained
+on, how and how far, read from the run's own record and the records the launcher wrote beside it
+(the import's, the dataset's manifest). Hugging Face's card format: YAML metadata, then text."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, Manifest
+from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.model_imports import IMPORT_RECORD, IMPORTS_SUBDIR, ImportRecord
+
+CARD = "README.md"
+
+
+def _record_under(path: str, subdir: str, name: str) -> Path | None:
+    """<root>/<subdir>/<name>/... -> that directory's record file, when it is there."""
+    parts = Path(path).parts
+    if subdir not in parts[:-1]:
+        return None
+    at = len(parts) - 1 - parts[::-1].index(subdir)
+    record = Path(*parts[: at + 2]) / name
+    return record if record.is_file() else None
+
+
+def base_model(args: MaxTextArgs) -> ImportRecord | None:
+    found = _record_under(
+        str(args.get("load_parameters_path") or ""), IMPORTS_SUBDIR, IMPORT_RECORD
+    )
+    return ImportRecord.from_json(found.read_text()) if found else None
+
+
+def dataset(args: MaxTextArgs) -> Manifest | None:
+    files = str(args.get("grain_train_files") or "")
+    found = _record_under(files, DATASETS_SUBDIR, MANIFEST) if files else None
+    return Manifest.from_json(found.read_text()) if found else None
+
+
+def model_card(run: str, step: int, source: str, args: MaxTextArgs) -> str:
+    base, data = base_model(args), dataset(args)
+    sft = str(args.get("use_sft")).lower() == "true"
+    meta = {"library_name": "transformers", "tags": ["maxtext", "tpu-launcher"]}
+    if base is not None:
+        meta["base_model"] = base.source
+    lines = ["---", *(f"{k}: {json.dumps(v)}" for k, v in meta.items()), "---", ""]
+    lines += [f"# {run}, step {step}", ""]
+    trained = "Fine-tuned (SFT, the loss on completions)" if sft else "Trained"
+    if base is not None:
+        lines.append(
+            f"{trained} from import `{base.name}`: {base.parameters:,} parameters "
+            f"of {base.architecture} ({base.dtype}) from `{base.source}`."
+        )
+    else:
+        lines.append(f"{trained} from MaxText's initialisation (no base model).")
+    lines += ["", f"- trainer: MaxText's train loop{' with use_sft' if sft else ''}"]
+    lines.append(f"- steps: {step} (checkpoint `{source}`)")
+    if data is not None:
+        lines.append(
+            f"- data: dataset `{data.name}` (manifest checksum {data.checksum[:16]}): "
+            f"{data.train.examples:,} training examples, {data.train.tokens:,} tokens, fields "
+            f"{', '.join(data.fields)}, from `{data.source}` (sha256 {data.source_sha256[:16]})"
+        )
+    else:
+        lines.append(f"- data: MaxText's dataset_type={args.get('dataset_type')}")
+    lines.append(f"- MaxText config: `{args.config.name}` with " + " ".join(
+        f"{k}={v}" for k, v in sorted(args.overrides.items())
+    ))  # fmt: skip
+    return "\n".join(lines) + "\n"
