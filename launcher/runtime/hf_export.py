@@ -30,6 +30,7 @@ from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.run_dir import output_dir
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import ExportRequest, check_request
+from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
 from launcher.runtime.model_card import CARD, model_card
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
@@ -227,7 +228,9 @@ def tokenizer_files(args, directory: Path) -> tuple[str, dict[str, int | None]]:
     )
 
 
-def export(request: ExportRequest) -> int:
+def export(request: ExportRequest, on_this_host: bool = False) -> int:
+    """The export, written by a task on a host with the memory (on_this_host: in this process,
+    where no Ray cluster is)."""
     check_request(request)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # reading and reshaping arrays: no device
     found = find_run_checkpoint(
@@ -247,35 +250,17 @@ def export(request: ExportRequest) -> int:
         _print_result(found, target, json.loads((target / EXPORT_RECORD).read_text()))
         return 0
     started = time.monotonic()
-    from maxtext.configs import pyconfig
-
-    # The arrays are read on this host, in this one process.
-    model = found.model.with_defaults(hardware="cpu", skip_jax_distributed_system=True)
-    shape = LlamaShape.from_maxtext(pyconfig.initialize(model.argv("export")))
-    tensors = to_hf_tensors(restore_params(found.items_dir), shape)
-    dtype = str(next(iter(tensors.values())).dtype)
     staging = target.parent / f".{found.step}.tmp-{uuid.uuid4().hex[:8]}"
     staging.mkdir(parents=True)
     try:
-        from safetensors.numpy import save_file
-
-        save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
-        (staging / WEIGHTS_FILE).chmod(0o644)  # safetensors writes 0600; a server reads it
-        tokenizer, special = tokenizer_files(found.model, staging)
-        hf_config = shape.hf_config(dtype, special)
-        (staging / "config.json").write_text(json.dumps(hf_config, indent=1))
-        card = model_card(found.run, found.step, str(found.items_dir.parent), found.model)
-        (staging / CARD).write_text(card)
-        record = {
-            "run": found.run,
-            "step": found.step,
-            "source": str(found.items_dir.parent),
-            "model": str(found.model.config),
-            "tokenizer": tokenizer,
-            "dtype": dtype,
-            "parameters": int(sum(t.size for t in tensors.values())),
-            "seconds": round(time.monotonic() - started, 1),
-        }
+        if on_this_host:
+            record = write_export(found, staging)
+        else:
+            weights = params_bytes(found.items_dir)
+            what = f"exporting {weights / (1 << 30):.1f} GiB of parameters"
+            need = conversion_bytes(weights)
+            record = run_where_memory_is(write_export, (found, staging), need, what, "--run")
+        record["seconds"] = round(time.monotonic() - started, 1)
         (staging / EXPORT_RECORD).write_text(json.dumps(record, indent=1) + "\n")
         staging.rename(target)
     except BaseException:
@@ -283,6 +268,44 @@ def export(request: ExportRequest) -> int:
         raise
     _print_result(found, target, record)
     return 0
+
+
+def params_bytes(items_dir: Path) -> int:
+    """The parameters' bytes in a training checkpoint, from Orbax's metadata (no array read)."""
+    import jax
+    import orbax.checkpoint as ocp
+
+    tree = ocp.PyTreeCheckpointer().metadata(items_dir.resolve()).item_metadata.tree
+    leaves = jax.tree.leaves(tree["params"])
+    return sum(int(np.prod(a.shape)) * np.dtype(a.dtype).itemsize for a in leaves)
+
+
+def write_export(found: RunCheckpoint, staging: Path) -> dict[str, Any]:
+    """The Hugging Face directory of `found` in `staging`; its record. The arrays are read and
+    written on this host, in this one process."""
+    from maxtext.configs import pyconfig
+    from safetensors.numpy import save_file
+
+    model = found.model.with_defaults(hardware="cpu", skip_jax_distributed_system=True)
+    shape = LlamaShape.from_maxtext(pyconfig.initialize(model.argv("export")))
+    tensors = to_hf_tensors(restore_params(found.items_dir), shape)
+    dtype = str(next(iter(tensors.values())).dtype)
+    save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
+    (staging / WEIGHTS_FILE).chmod(0o644)  # safetensors writes 0600; a server reads it
+    tokenizer, special = tokenizer_files(found.model, staging)
+    hf_config = shape.hf_config(dtype, special)
+    (staging / "config.json").write_text(json.dumps(hf_config, indent=1))
+    card = model_card(found.run, found.step, str(found.items_dir.parent), found.model)
+    (staging / CARD).write_text(card)
+    return {
+        "run": found.run,
+        "step": found.step,
+        "source": str(found.items_dir.parent),
+        "model": str(found.model.config),
+        "tokenizer": tokenizer,
+        "dtype": dtype,
+        "parameters": int(sum(t.size for t in tensors.values())),
+    }
 
 
 def _print_result(found: RunCheckpoint, target: Path, record: dict) -> None:
