@@ -2,8 +2,9 @@
 checked before it starts. A job's driver runs on the head, whose memory is sized for Ray's
 control plane (the chart's head: 16Gi); converting a model holds its weights twice (read, and
 converted), about 32 GB for an 8B model in bfloat16 and 280 GB for a 70B, which a TPU host has
-(a v6e host: 720 GiB; a v5p host: 448 GiB) and the head does not. Ray places the conversion as
-a task that reserves that memory (its `memory` resource), so it lands on a host that has it."""
+(a v6e host: 720 GiB; the chart gives a worker pod 200G of it) and the head does not. Ray
+places the conversion as a task that reserves that memory (its `memory` resource), so it lands
+on a host that has it."""
 
 from __future__ import annotations
 
@@ -31,19 +32,7 @@ def run_where_memory_is(
     import ray
 
     ray.init(address="auto", log_to_driver=True)  # the job's own cluster
-    nodes = [n for n in ray.nodes() if n.get("Alive")]
-    largest = max(nodes, key=lambda n: n["Resources"].get("memory", 0))
-    have = int(largest["Resources"].get("memory", 0))
-    if have < need:
-        raise UsageError(
-            field,
-            f"{what} needs about {_gib(need)} of host memory (its weights twice, read and "
-            f"converted, and {_gib(HEADROOM)} beside them); the largest host of this cluster "
-            f"offers {_gib(have)} ({largest['NodeManagerAddress']})",
-            "run it on a release whose hosts have that memory (a TPU host has hundreds of "
-            "GiB; the head is sized for Ray), or give the head more memory: --set "
-            "ray.head.resources.limits.memory=... (and requests)",
-        )
+    have = largest_memory(ray.nodes(), need, what, field)
     print(
         f"launcher: {what} as a task that reserves {_gib(need)} of host memory; "
         f"the largest host offers {_gib(have)}",
@@ -53,6 +42,26 @@ def run_where_memory_is(
     # JAX on CPU only: a TPU host's chips belong to training jobs, not to this.
     task = task.options(runtime_env={"env_vars": {"JAX_PLATFORMS": "cpu"}})
     return ray.get(task.remote(fn, args))
+
+
+def largest_memory(nodes: list[dict[str, Any]], need: int, what: str, field: str) -> int:
+    """The most memory a live host of `nodes` (ray.nodes()) offers a task; UsageError when it
+    is less than `need` bytes."""
+    alive = [n for n in nodes if n.get("Alive")]
+    largest = max(alive, key=lambda n: n["Resources"].get("memory", 0))
+    have = int(largest["Resources"].get("memory", 0))
+    if have < need:
+        raise UsageError(
+            field,
+            f"{what} needs about {_gib(need)} of host memory (its weights twice, read and "
+            f"converted, and {_gib(HEADROOM)} beside them); the largest host of this cluster "
+            f"offers {_gib(have)} ({largest.get('NodeManagerAddress', '?')})",
+            "give the TPU workers more of their host's memory (the chart's default is 200G of "
+            "a v6e host's 720 GiB; Ray offers about 70% of a pod's): --set "
+            "ray.worker.resources.requests.memory=600G --set "
+            "ray.worker.resources.limits.memory=600G",
+        )
+    return have
 
 
 def _on_host(fn: Callable[..., Any], args: tuple) -> Any:

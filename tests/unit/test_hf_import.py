@@ -27,6 +27,7 @@ from launcher.core.model_imports import (
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.run_requests import ImportRequest
 from launcher.runtime.hf_import import import_model, llama_keys, maxtext_config
+from launcher.runtime.host_memory import conversion_bytes, largest_memory
 from tests.support.hf_llama_reference import HfLlama, write_tiny_llama
 
 pytestmark = pytest.mark.unit
@@ -177,3 +178,19 @@ def test_from_refuses_a_shape_the_parameters_do_not_have_and_an_import_not_there
     with pytest.raises(UsageError):
         resolve_from(MaxTextArgs.parse([]), "../base", str(tmp_path))
     assert json.loads((tmp_path / "imports/base" / IMPORT_RECORD).read_text())["name"] == "base"
+
+
+def test_a_conversion_goes_where_the_memory_is_or_is_refused_with_the_sizes():
+    gib = 1 << 30
+    nodes = [
+        {"Alive": True, "NodeManagerAddress": "10.0.0.1", "Resources": {"memory": 11 * gib}},
+        {"Alive": True, "NodeManagerAddress": "10.0.0.2", "Resources": {"memory": 140 * gib}},
+        {"Alive": False, "NodeManagerAddress": "10.0.0.3", "Resources": {"memory": 500 * gib}},
+    ]
+    # An 8B model in bfloat16 fits the TPU worker (the chart's 200G pod), not the head.
+    assert largest_memory(nodes, conversion_bytes(16 * gib), "importing", "SOURCE") == 140 * gib
+    with pytest.raises(UsageError) as e:  # a 70B one: on no live host
+        largest_memory(nodes, conversion_bytes(140 * gib), "importing 140 GiB", "SOURCE")
+    assert "needs about 282.0 GiB" in e.value.problem
+    assert "offers 140.0 GiB (10.0.0.2)" in e.value.problem
+    assert "ray.worker.resources.limits.memory" in e.value.fix
