@@ -1,5 +1,6 @@
-"""Vertex AI's SDK, which MaxText's trainer imports through cloud_accelerator_diagnostics, is
-loaded on first use on a training host, and still works when used. Each check runs in a fresh
+"""Vertex AI's SDK, which MaxText's trainer imports through cloud_accelerator_diagnostics, and
+scipy.stats, which its goodput library imports, are loaded on first use on a training host, and
+still work when used. Each check runs in a fresh
 interpreter: what is imported is process-wide."""
 
 from __future__ import annotations
@@ -38,7 +39,21 @@ def test_maxtexts_import_of_vertex_ai_waits_for_its_first_use():
         f"print({HEAVY!r} in sys.modules)\n"
     )
     # Not executed by the import; executed, and the real SDK, once used.
-    assert out.split() == [str(list(DEFERRED)), "False", "True", "True"]
+    assert out.splitlines() == [str(list(DEFERRED)), "False", "True", "True"]
+
+
+def test_the_goodput_librarys_scipy_stats_waits_for_its_first_use():
+    out = _run(
+        "import sys\n"
+        "from launcher.core.deferred_imports import defer_unused_imports\n"
+        "defer_unused_imports()\n"
+        # What maxtext.common.goodput imports; goodput_utils does `from scipy import stats`.
+        "from ml_goodput_measurement.src import goodput_utils\n"
+        "print('scipy.stats._stats_py' in sys.modules)\n"
+        "print(goodput_utils.stats.median_abs_deviation([1.0, 2.0, 4.0]))\n"
+        "print('scipy.stats._stats_py' in sys.modules)\n"
+    )
+    assert out.split() == ["False", "1.0", "True"]
 
 
 def test_missing_or_already_imported_modules_are_left_alone():
