@@ -258,3 +258,25 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
     assert f"per_device_batch_size={recommended[2].removeprefix('batch ')}" in maxtext
     again = preflight("--", *shlex.split(pasted))
     assert again.returncode == 0 and "verdict: fits" in again.stdout, again.stdout + again.stderr
+
+
+def test_a_job_from_an_import_compiles_the_imports_shape_where_its_record_is_seen(tmp_path):
+    from launcher.core.run_dir import OUTPUT_DIR_ENV
+    from launcher.core.run_requests import ImportRequest
+    from launcher.runtime.hf_import import import_model
+    from tests.support.hf_llama_reference import write_tiny_llama
+
+    bucket = tmp_path / "bucket"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv(OUTPUT_DIR_ENV, str(bucket))
+        import_model(ImportRequest("tiny", str(write_tiny_llama(tmp_path / "hf"))), True)
+    job = ("--", "--from=tiny", "base.yml", "run_name=r", "max_target_length=128")
+    seen = preflight("--values", "values/v6e-16.yaml", "--data-dir", str(bucket), *job)
+    assert seen.returncode == 0, seen.stdout + seen.stderr
+    assert "preflight: starts from import tiny: 106,816 parameters" in seen.stdout
+    # The import's 106,816 parameters, not base.yml's own model (about a billion).
+    assert _gib(seen.stdout, "parameters + optimizer state") < 0.01, seen.stdout
+    unseen = preflight("--values", "values/v6e-16.yaml", *job)
+    assert unseen.returncode == 0, unseen.stdout + unseen.stderr
+    assert "not compiled (give preflight --data-dir" in unseen.stdout
+    assert "per-chip memory" not in unseen.stdout
