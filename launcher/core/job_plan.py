@@ -200,7 +200,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         list(TRAINERS),
         "MaxText's trainer: pretrain, or sft (its train loop on an instruction set, --data "
         "prepared with --fields prompt,completion, rendered by the tokenizer's chat template, "
-        "the loss on the completions); dpo is refused with what blocks it.",
+        "the loss on the completions); dpo and rl are refused with what blocks them.",
         flag_values=fv,
     )
     flags.DEFINE_bool(

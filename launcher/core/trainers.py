@@ -17,8 +17,8 @@ from pathlib import Path
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
 
-PRETRAIN, SFT, DPO = "pretrain", "sft", "dpo"
-TRAINERS = (PRETRAIN, SFT, DPO)
+PRETRAIN, SFT, DPO, RL = "pretrain", "sft", "dpo", "rl"
+TRAINERS = (PRETRAIN, SFT, DPO, RL)
 # An instruction set's fields, as `data prepare --fields` writes them (MaxText also takes a
 # `messages` column of role/content lists, which an ArrayRecord text feature does not hold).
 SFT_FIELDS = ("prompt,completion", "question,answer")
@@ -49,6 +49,15 @@ def trainer_keys(trainer: str, args: MaxTextArgs, fields: list[str] | None) -> d
             f"dpo cannot run on this path: {DPO_BLOCKED}",
             "fine-tune with --trainer=sft; for preference tuning, run MaxText's train_dpo.py "
             "(with google-tunix) on the release's slices yourself",
+        )
+    if trainer == RL:
+        raise UsageError(
+            "trainer",
+            "rl (GRPO) cannot run on this path: MaxText's RL is Tunix's trainer with a "
+            "sampler beside it (maxtext/trainers/post_train/rl/train_rl.py), not the train "
+            "loop this launcher runs on every host",
+            "fine-tune with --trainer=sft here; run MaxText's train_rl.py (with google-tunix "
+            "and its sampler) on the release's slices yourself",
         )
     if trainer == PRETRAIN:
         return {}  # or MaxText's own use_sft=true, as a run's record carries it

@@ -13,18 +13,12 @@ import json
 import random
 from pathlib import Path
 
+from launcher.corpus.words import NUMBERS, SLICES, THINGS, VERBS
+
 CORPUS_DIR = Path(__file__).parent / "tiny"
 DOCUMENTS = 3000
 FILES = 3
 SEED = 20261125
-
-NUMBERS = [
-    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
-    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
-]  # fmt: skip
-SLICES = [("v6e-16", 4, 4), ("v5p-16", 2, 4), ("v4-16", 2, 4), ("v6e-8", 1, 8), ("tpu7x-16", 2, 4)]
-THINGS = ["checkpoint", "host", "slice", "bucket", "job", "step", "token", "batch"]
-VERBS = ["saves", "keeps", "reads", "writes", "counts", "holds"]
 
 
 def _note(rng: random.Random, number: int) -> str:

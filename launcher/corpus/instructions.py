@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from launcher.corpus.generate import NUMBERS, SLICES, THINGS, VERBS
+from launcher.corpus.words import NUMBERS, SLICES, THINGS, VERBS
 
 INSTRUCTIONS_DIR = Path(__file__).parent / "tiny-sft"
 FILE = "instructions.jsonl"

@@ -28,10 +28,19 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
 @pytest.fixture(scope="module")
 def job(trained_run) -> tuple[str, dict]:
-    """The session's trained run's Ray job id and its summary."""
+    """The session's trained run's Ray job id and its summary, once Prometheus holds the job's
+    last figures: where this module makes the run, the job's end is seconds old, and its last
+    values reach Prometheus an agent's export (10 s) and a scrape (5 s) later."""
     assert trained_run.code == 0, trained_run.output[-6000:]
     (job_id,) = re.findall(r"^submitted job (\S+) to ", trained_run.output, re.MULTILINE)
-    return job_id, launcher_result(trained_run.output)
+    summary = launcher_result(trained_run.output)
+    wall, deadline = summary["goodput"]["wall_seconds"], time.monotonic() + 60
+    while time.monotonic() < deadline:
+        seen = last(jm.WALL, job_id)
+        if seen is not None and abs(seen - wall) <= 0.05 * wall:
+            break
+        time.sleep(2)
+    return job_id, summary
 
 
 def test_prometheus_holds_every_figure_as_the_summary_has_it(trained_run, job):

@@ -93,6 +93,9 @@ def test_sft_sets_maxtexts_keys_and_refuses_what_would_fail_on_every_host(tmp_pa
     with pytest.raises(UsageError) as e:
         trainer_keys("dpo", args, None)
     assert "Tunix's trainer" in e.value.problem and "--trainer=sft" in e.value.fix
+    with pytest.raises(UsageError) as e:
+        trainer_keys("rl", args, None)
+    assert "train_rl.py" in e.value.problem and "--trainer=sft" in e.value.fix
     sft = args.with_defaults(**SFT_KEYS)
     assert describe_trainer(sft) and "the loss on its completion" in describe_trainer(sft)[0]
     assert describe_trainer(args) == []
