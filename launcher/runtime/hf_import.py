@@ -144,7 +144,11 @@ def tensor_reader(directory: Path) -> tuple[Callable[[str], np.ndarray], int]:
 
     def read(name: str) -> np.ndarray:
         if name not in shard_of:
-            raise UsageError("SOURCE", f"{directory} has no tensor {name}", "is the model whole?")
+            raise UsageError(
+                "SOURCE",
+                f"{directory} has no tensor {name}, which a Llama of its config.json has",
+                "copy the model whole: every *.safetensors shard and its index",
+            )
         with safe_open(directory / shard_of[name], framework="np") as f:
             return f.get_tensor(name)
 
@@ -188,7 +192,11 @@ def to_maxtext_params(read: Callable[[str], np.ndarray], hf: dict, config) -> di
     for mt_key, (index, shape) in targets.items():
         if mt_key not in names:
             raise UsageError(
-                "config.json", f"MaxText's model has {mt_key}, which no tensor maps to", ""
+                "config.json",
+                f"MaxText's model of this shape has {mt_key}, which its Llama table maps from "
+                "no Hugging Face tensor",
+                "convert it with MaxText's own converter (maxtext.checkpoint_conversion."
+                "to_maxtext model_name=...) and give its output as load_parameters_path=",
             )
         source = names[mt_key]
         if isinstance(source, list):  # one tensor per layer, stacked on the scan axis
@@ -210,14 +218,13 @@ def _chain(hooks) -> list:
 def convert(source: Path, target: Path, model: dict[str, str]) -> tuple[int, str]:
     """Writes MaxText's checkpoint of `source` at target/0/items; its parameter count and
     dtype. The arrays are read and written on this host, in this one process."""
+    import jax
     from maxtext.checkpoint_conversion.utils.utils import save_weights_to_checkpoint
 
     hf = json.loads((source / "config.json").read_text())
     config = maxtext_config(model)
     read, _ = tensor_reader(source)
     params = to_maxtext_params(read, hf, config)
-    import jax
-
     leaves = jax.tree_util.tree_leaves(params)
     save_weights_to_checkpoint(
         str(target), params, 1, config.checkpoint_storage_use_ocdbt,
