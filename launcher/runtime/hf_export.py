@@ -31,6 +31,7 @@ from launcher.core.run_dir import output_dir
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import ExportRequest, check_request
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
+from launcher.runtime.llama_tables import llama31_rope_scaling, llama_tables
 from launcher.runtime.model_card import CARD, model_card
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
@@ -111,9 +112,7 @@ class LlamaShape:
 
         rope: dict[str, Any] = {"rope_type": "default", "rope_theta": self.rope_theta}
         if self.rope_type == "llama3.1":  # MaxText's LLaMARotaryEmbedding: Llama 3.1's scaling
-            from maxtext.checkpoint_conversion.utils.hf_model_configs import llama31_8b_config
-
-            rope = {**llama31_8b_config.rope_scaling, "rope_theta": self.rope_theta}
+            rope = {**llama31_rope_scaling(), "rope_theta": self.rope_theta}
         # As a dict: torch_dtype is one of the keys PretrainedConfig takes through **kwargs.
         fields: dict[str, Any] = {
             "architectures": ["LlamaForCausalLM"],
@@ -150,16 +149,9 @@ def restore_params(items_dir: Path) -> dict:
 def to_hf_tensors(params: dict, shape: LlamaShape) -> dict[str, np.ndarray]:
     """MaxText's parameter tree -> Hugging Face Llama tensors, by MaxText's own tables."""
     from maxtext.checkpoint_conversion.utils.hf_shape import LLAMA31_HF_WEIGHTS_TO_SHAPE
-    from maxtext.checkpoint_conversion.utils.param_mapping import (
-        LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN,
-        LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING,
-    )
 
     dims = shape.hf_dims()
-    names = LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING(dims, None, scan_layers=shape.scan_layers)
-    hooks = LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN(
-        dims, None, scan_layers=shape.scan_layers, saving_to_hf=True
-    )
+    names, hooks = llama_tables(dims, shape.scan_layers, shape.rope_type, saving_to_hf=True)
     shapes = LLAMA31_HF_WEIGHTS_TO_SHAPE(dims)
     flat = _flatten(params)
     if shape.tie_word_embeddings:  # no logits kernel: lm_head is the embedding
@@ -171,27 +163,18 @@ def to_hf_tensors(params: dict, shape: LlamaShape) -> dict[str, np.ndarray]:
             f"the checkpoint has no {', '.join(missing[:3])} (a Llama-style MaxText model has)",
             "check that the run's config is the one the checkpoint was trained with",
         )
-    if shape.rope_type == "default":
-        # The tables are Llama 3.1's, whose rotary embedding (LLaMARotaryEmbedding) pairs
-        # features (2i, 2i+1) and so reorders q/k for Hugging Face's halves; the default one
-        # (RotaryEmbedding, Llama 2 and 3) already rotates halves: no reordering.
-        hooks = {k: [h for h in _chain(v) if h.__name__ != "adjust_rope"] for k, v in hooks.items()}
     out: dict[str, np.ndarray] = {}
     for mt_key, hf_names in names.items():
         value = flat[mt_key]
         per_layer = isinstance(hf_names, list)
         for i, hf_name in enumerate(hf_names if per_layer else [hf_names]):
             tensor = np.take(value, i, axis=shape.param_scan_axis) if per_layer else value
-            for hook in _chain(hooks.get(mt_key)):
+            for hook in hooks.get(mt_key, []):
                 tensor = hook(tensor, shapes[hf_name])
             out[hf_name] = np.ascontiguousarray(np.asarray(tensor))
             if list(out[hf_name].shape) != list(shapes[hf_name]):
                 raise AssertionError(f"{hf_name}: {out[hf_name].shape} != {shapes[hf_name]}")
     return out
-
-
-def _chain(hooks) -> list:
-    return [] if hooks is None else list(hooks) if isinstance(hooks, list) else [hooks]
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, np.ndarray]:

@@ -36,11 +36,9 @@ from launcher.core.model_imports import (
 from launcher.core.run_dir import output_dir
 from launcher.core.run_requests import ImportRequest, check_request
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
+from launcher.runtime.llama_tables import ROPE_SCALING_KEYS, llama31_rope_scaling, llama_tables
 
 LLAMA = "LlamaForCausalLM"
-# MaxText's LLaMARotaryEmbedding (rope_type llama3.1) has Llama 3.1's scaling built in.
-LLAMA31_ROPE = {"factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
-                "original_max_position_embeddings": 8192}  # fmt: skip
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "tokenizer.model", "generation_config.json", "chat_template.jinja")  # fmt: skip
 
@@ -49,7 +47,7 @@ def source_dir(source: str) -> Path:
     """The model directory as this host sees it: absolute, or relative to the bucket's mount."""
     path = Path(source) if source.startswith(("/", "./", "../")) else Path(output_dir()) / source
     if not (path / "config.json").is_file():
-        hub = "/" in source and not source.startswith(("/", ".")) and source.count("/") == 1
+        hub = source.count("/") == 1 and not source.startswith(("/", "."))
         raise UsageError(
             "SOURCE",
             f"no Hugging Face model at {path} (no config.json)",
@@ -90,7 +88,9 @@ def llama_keys(hf: dict[str, Any]) -> dict[str, str]:
     rope = hf.get("rope_parameters") or {**(hf.get("rope_scaling") or {})}
     theta = rope.get("rope_theta", hf.get("rope_theta", 10_000.0))
     kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind == "llama3" and all(rope.get(k) == v for k, v in LLAMA31_ROPE.items()):
+    # MaxText's LLaMARotaryEmbedding (rope_type llama3.1) has Llama 3.1's scaling built in.
+    llama31 = {k: v for k, v in llama31_rope_scaling().items() if k in ROPE_SCALING_KEYS}
+    if kind == "llama3" and all(rope.get(k) == v for k, v in llama31.items()):
         rope_type = "llama3.1"
     elif kind == "default":
         rope_type = "default"
@@ -98,7 +98,7 @@ def llama_keys(hf: dict[str, Any]) -> dict[str, str]:
         raise UsageError(
             "config.json",
             f"rope {kind} {rope} is not one MaxText's Llama block computes (default, or "
-            f"Llama 3.1's {LLAMA31_ROPE})",
+            f"Llama 3.1's {llama31})",
             "use MaxText's converter for this model (maxtext.checkpoint_conversion.to_maxtext)",
         )
     heads = int(hf["num_attention_heads"])
@@ -173,20 +173,12 @@ def to_maxtext_params(read: Callable[[str], np.ndarray], hf: dict, config) -> di
     """MaxText's parameter tree ({"params": {"decoder": ...}}) of the Hugging Face tensors."""
     import jax
     from maxtext.checkpoint_conversion.to_maxtext import get_maxtext_model_info
-    from maxtext.checkpoint_conversion.utils.param_mapping import (
-        LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN,
-        LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING,
-    )
     from maxtext.checkpoint_conversion.utils.tensor_handling import apply_hook_fns
 
     scan, axis = bool(config.scan_layers), int(config.param_scan_axis)
     hf = {**hf, "head_dim": int(config.head_dim)}  # older config.json files leave it implied
-    names = LLAMA31_MAXTEXT_TO_HF_PARAM_MAPPING(hf, config, scan_layers=scan)
-    hooks = LLAMA31_MAXTEXT_TO_HF_PARAM_HOOK_FN(hf, config, scan_layers=scan, saving_to_hf=False)
-    if config.rope_type != "llama3.1":
-        # The tables are Llama 3.1's (interleaved rotary pairs in MaxText); the default rotary
-        # embedding rotates halves, as Hugging Face does: no reordering.
-        hooks = {k: [h for h in _chain(v) if h.__name__ != "adjust_rope"] for k, v in hooks.items()}
+    rope_type = str(getattr(config.rope_type, "value", config.rope_type))  # pyconfig's enums
+    names, hooks = llama_tables(hf, scan, rope_type, saving_to_hf=False)
     targets, treedef = get_maxtext_model_info(config)
     leaves: list[Any] = [None] * len(targets)
     for mt_key, (index, shape) in targets.items():
@@ -209,10 +201,6 @@ def to_maxtext_params(read: Callable[[str], np.ndarray], hf: dict, config) -> di
             raise AssertionError(f"{mt_key}: {value.shape} != {shape}")
         leaves[index] = value
     return jax.tree_util.tree_unflatten(treedef, leaves)
-
-
-def _chain(hooks) -> list:
-    return [] if hooks is None else list(hooks) if isinstance(hooks, list) else [hooks]
 
 
 def convert(source: Path, target: Path, model: dict[str, str]) -> tuple[int, str]:
