@@ -38,6 +38,11 @@ DPO_BLOCKED = (
 )
 
 
+def is_sft(args: MaxTextArgs) -> bool:
+    """Whether MaxText runs the job as SFT: --trainer=sft set it, or a run's record carries it."""
+    return str(args.get("use_sft")).lower() == "true"
+
+
 def trainer_keys(trainer: str, args: MaxTextArgs, fields: list[str] | None) -> dict[str, str]:
     """The MaxText keys of `trainer`, checked against the job's arguments and, where the data is
     seen, the fields of its records. Raises UsageError."""
@@ -76,7 +81,7 @@ def check_chat_template(args: MaxTextArgs, view: tuple[str, str] | None) -> None
     """SFT renders each example with the tokenizer's chat template: a tokenizer without one fails
     every host at its first batch, after the start-up; this says it before the job starts,
     where the tokenizer's directory is seen (`view`: the hosts' path, and this process's)."""
-    if str(args.get("use_sft")).lower() != "true" or args.get("chat_template"):
+    if not is_sft(args) or args.get("chat_template"):
         return
     if str(args.get("tokenizer_type")) != "huggingface":
         raise UsageError(
@@ -108,7 +113,7 @@ def check_chat_template(args: MaxTextArgs, view: tuple[str, str] | None) -> None
 
 def describe_trainer(args: MaxTextArgs) -> list[str]:
     """The plan's line about the trainer, where it is not pretraining."""
-    if str(args.get("use_sft")).lower() != "true":
+    if not is_sft(args):
         return []
     completion = str(args.get("sft_train_on_completion_only")).lower() == "true"
     return [

@@ -10,6 +10,7 @@ from pathlib import Path
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, Manifest
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.model_imports import IMPORT_RECORD, IMPORTS_SUBDIR, ImportRecord
+from launcher.core.trainers import is_sft
 
 CARD = "README.md"
 
@@ -39,7 +40,7 @@ def dataset(args: MaxTextArgs) -> Manifest | None:
 
 def model_card(run: str, step: int, source: str, args: MaxTextArgs) -> str:
     base, data = base_model(args), dataset(args)
-    sft = str(args.get("use_sft")).lower() == "true"
+    sft = is_sft(args)
     meta = {"library_name": "transformers", "tags": ["maxtext", "tpu-launcher"]}
     if base is not None:
         meta["base_model"] = base.source
