@@ -194,3 +194,28 @@ def test_a_conversion_goes_where_the_memory_is_or_is_refused_with_the_sizes():
     assert "needs about 282.0 GiB" in e.value.problem
     assert "offers 140.0 GiB (10.0.0.2)" in e.value.problem
     assert "ray.worker.resources.limits.memory" in e.value.fix
+
+
+def test_the_import_request_reaches_its_job_whole_through_the_supervisors_shell(tmp_path):
+    """The job's words as Ray's job supervisor runs them (bash -c on what RayJobs.submit
+    joins with shlex.join), then parsed by the in-cluster command: the source comes back as
+    given, and nothing in it runs."""
+    import argparse
+    import shlex
+    import subprocess
+    import sys
+
+    from launcher.runtime.commands import add_parsers
+
+    request = ImportRequest("tiny", "hf/it's $(touch pwned) `id`; two  words\n--name=x")
+    echo = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
+    ran = subprocess.run(
+        ["bash", "-c", shlex.join([*echo, *request.command()[3:]])],
+        cwd=tmp_path, capture_output=True, text=True,
+    )  # fmt: skip
+    assert ran.returncode == 0, ran.stderr
+    parser = argparse.ArgumentParser()
+    add_parsers(parser.add_subparsers())
+    ns = parser.parse_args(json.loads(ran.stdout))
+    assert ImportRequest(ns.name, ns.source) == request
+    assert not (tmp_path / "pwned").exists()
