@@ -26,9 +26,10 @@ from launcher.core.datasets import DATASETS_SUBDIR
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
-from launcher.core.model_imports import IMPORTS_SUBDIR, ImportRecord, resolve_from
+from launcher.core.model_imports import IMPORTS_SUBDIR
 from launcher.core.run_dir import RunDir, compile_cache_for
 from launcher.core.slices import Slices
+from launcher.core.start_from import StartingPoint, resolve_from
 from launcher.core.tpu_table import GENERATIONS
 from launcher.core.trainers import (
     PRETRAIN,
@@ -190,8 +191,9 @@ def define_flags(fv: flags.FlagValues) -> None:
     flags.DEFINE_string(
         "from",
         None,
-        "A model `tpu-launcher import` wrote to the bucket (imports/NAME): the job starts from "
-        "its parameters (MaxText's load_parameters_path) with its shape and tokenizer.",
+        "A model `tpu-launcher import` wrote to the bucket (imports/NAME), or a run's "
+        "checkpoint (RUN, RUN@STEP; default its latest): the job starts from its parameters "
+        "(MaxText's load_parameters_path, a new optimizer) with its model keys and tokenizer.",
         flag_values=fv,
     )
     flags.DEFINE_enum(
@@ -339,7 +341,7 @@ class JobPlan:
     sizings: dict[int, SliceSizing] = field(default_factory=dict)
     resize_check_s: float = 60.0
     data: DataPlan | None = None  # None: not checked here (no view of the bucket)
-    base_model: ImportRecord | None = None  # --from's import, where the bucket is seen
+    base_model: StartingPoint | None = None  # --from, where the bucket is seen
 
     def input_lines(self) -> list[str]:
         """What the job starts from and what it reads, as the plan prints them."""

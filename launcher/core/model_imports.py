@@ -88,24 +88,15 @@ def read_import(directory: Path, name: str) -> ImportRecord:
         ) from None
 
 
-def resolve_from(
-    args: MaxTextArgs, name: str | None, root: str, read_from: str | None = None
-) -> tuple[MaxTextArgs, ImportRecord | None]:
+def resolve_import(
+    args: MaxTextArgs, name: str, root: str, read_from: str | None = None
+) -> tuple[MaxTextArgs, ImportRecord]:
     """--from NAME -> the import's shape, parameters and tokenizer as MaxText's own keys, under
-    `root` (the hosts' view of the bucket; the record is read under `read_from` when this
-    process sees the bucket there). A shape key the user set must agree: the parameters
-    have that shape and no other."""
-    if not name:
-        return args, None
+    `root` (the hosts' view of the bucket; the record is read under `read_from`, a file system,
+    when this process sees the bucket there). A shape key the user set must agree: the
+    parameters have that shape and no other."""
     check_import_name(name, "--from")
     local = import_dir(read_from or root, name)
-    if local.startswith("gs://"):
-        raise UsageError(
-            "--from",
-            f"{local} is in the bucket, not on a file system this command can read",
-            "run where the bucket is mounted (the job does), or give preflight --data-dir <the "
-            "bucket's gcsfuse mount or a local copy>",
-        )
     record = read_import(Path(local), name)
     for key, value in record.model.items():
         if key in args.overrides and str(args.get(key)).lower() != value.lower():

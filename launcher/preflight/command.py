@@ -60,12 +60,12 @@ def preflight(request: PreflightRequest) -> int:
     for line in plan.input_lines():
         print(f"preflight: {line}")
     if request.job.options.from_ and plan.base_model is None:
-        # The shape is the import's, in its record in the bucket: compiling the config's own
-        # model would check another model.
+        # The shape is in the import's or the run's record in the bucket: compiling the
+        # config's own model would check another model.
         print(
-            f"preflight: --from={request.job.options.from_}: the model's shape is the import's "
-            "record in the bucket, not seen here: not compiled (give preflight --data-dir, the "
-            "bucket's gcsfuse mount or a copy of its imports/, to compile it); the job's hosts "
+            f"preflight: --from={request.job.options.from_}: the model's shape is in its record "
+            "in the bucket, not seen here: not compiled (give preflight --data-dir, the "
+            "bucket's gcsfuse mount or a copy of its records, to compile it); the job's hosts "
             "read it when it starts"
         )
         return 0

@@ -10,6 +10,8 @@ from pathlib import Path
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, Manifest
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.model_imports import IMPORT_RECORD, IMPORTS_SUBDIR, ImportRecord
+from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RunDir
+from launcher.core.run_record import read_run_record
 from launcher.core.trainers import is_sft
 
 CARD = "README.md"
@@ -26,10 +28,22 @@ def _record_under(path: str, subdir: str, name: str) -> Path | None:
 
 
 def base_model(args: MaxTextArgs) -> ImportRecord | None:
-    found = _record_under(
-        str(args.get("load_parameters_path") or ""), IMPORTS_SUBDIR, IMPORT_RECORD
-    )
-    return ImportRecord.from_json(found.read_text()) if found else None
+    """The import a run's parameters began as, through the runs it started from (--from=RUN)."""
+    loaded = Path(str(args.get("load_parameters_path") or ""))
+    found = _record_under(str(loaded), IMPORTS_SUBDIR, IMPORT_RECORD)
+    if found:
+        return ImportRecord.from_json(found.read_text())
+    if from_run(args) is not None and RunDir(loaded.parents[2]).record.is_file():
+        return base_model(read_run_record(loaded.parents[2]))
+    return None
+
+
+def from_run(args: MaxTextArgs) -> tuple[str, int] | None:
+    """The run and step whose checkpoint `args` loads (<run>/checkpoints/<step>/items)."""
+    parts = Path(str(args.get("load_parameters_path") or "")).parts
+    if len(parts) > 3 and parts[-3] == CHECKPOINTS_SUBDIR and parts[-2].isdigit():
+        return parts[-4], int(parts[-2])
+    return None
 
 
 def dataset(args: MaxTextArgs) -> Manifest | None:
@@ -47,12 +61,16 @@ def model_card(run: str, step: int, source: str, args: MaxTextArgs) -> str:
     lines = ["---", *(f"{k}: {json.dumps(v)}" for k, v in meta.items()), "---", ""]
     lines += [f"# {run}, step {step}", ""]
     trained = "Fine-tuned (SFT, the loss on completions)" if sft else "Trained"
+    parent = from_run(args)
+    if parent is not None:
+        lines.append(f"{trained} from run `{parent[0]}` at step {parent[1]}, its parameters.")
     if base is not None:
         lines.append(
-            f"{trained} from import `{base.name}`: {base.parameters:,} parameters "
-            f"of {base.architecture} ({base.dtype}) from `{base.source}`."
+            f"{'Its base:' if parent else trained + ' from'} import `{base.name}`: "
+            f"{base.parameters:,} parameters of {base.architecture} ({base.dtype}) from "
+            f"`{base.source}`."
         )
-    else:
+    elif parent is None:
         lines.append(f"{trained} from MaxText's initialisation (no base model).")
     lines += ["", f"- trainer: MaxText's train loop{' with use_sft' if sft else ''}"]
     lines.append(f"- steps: {step} (checkpoint `{source}`)")

@@ -22,10 +22,10 @@ from launcher.core.model_imports import (
     PARAMS_ITEMS,
     ImportRecord,
     import_dir,
-    resolve_from,
 )
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.run_requests import ImportRequest
+from launcher.core.start_from import resolve_from
 from launcher.runtime.hf_import import import_model, llama_keys, maxtext_config
 from launcher.runtime.host_memory import conversion_bytes, largest_memory
 from tests.support.hf_llama_reference import HfLlama, write_tiny_llama
@@ -173,7 +173,7 @@ def test_from_refuses_a_shape_the_parameters_do_not_have_and_an_import_not_there
     assert e.value.field == "base_emb_dim" and "contradicts --from=base" in e.value.problem
     with pytest.raises(UsageError) as e:
         resolve_from(MaxTextArgs.parse([]), "other", str(tmp_path))
-    assert "imports there: base" in e.value.problem
+    assert "(imports: base)" in e.value.problem
     assert "tpu-launcher import SOURCE --name other" in e.value.fix
     with pytest.raises(UsageError):
         resolve_from(MaxTextArgs.parse([]), "../base", str(tmp_path))
