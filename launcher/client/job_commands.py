@@ -282,8 +282,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_about_run)
     p = sub.add_parser(
         "import",
-        help="convert a Hugging Face Llama model in the bucket into MaxText's parameters "
-        "(imports/NAME), which a job starts from with --from=NAME",
+        help="convert a Hugging Face Llama model (in the bucket, or from the Hub) into "
+        "MaxText's parameters (imports/NAME), which a job starts from with --from=NAME",
         description="The conversion runs as a job on the cluster, as a task on a host with the "
         "memory it needs (twice the weights), checked first. docs/fine-tuning.md",
     )
@@ -291,7 +291,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "source",
         metavar="SOURCE",
         help="the model's directory (config.json, *.safetensors, tokenizer) as the job sees "
-        "it: relative to the bucket (hf/NAME for gs://BUCKET/hf/NAME) or absolute",
+        "it: relative to the bucket (hf/NAME for gs://BUCKET/hf/NAME) or absolute; or "
+        "hf://ORG/NAME[@REVISION], downloaded by the job into the bucket (hf/ORG/NAME) with "
+        "the chart's ray.hfToken",
     )
     p.add_argument("--name", required=True, help="the import's name: --from=NAME in a job")
     add_where_options(p)

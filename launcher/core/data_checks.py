@@ -33,7 +33,7 @@ from launcher.core.tokenizers import load_tokenizer, resolve_tokenizer_path
 _TOKENIZED = ("grain", "tfds", "hf", "c4_mlperf")
 SECRET_FIX = (
     "never put a token in a job's arguments (they are logged and stored with the job): keep it "
-    "in a Kubernetes Secret the release mounts (chart value huggingface.tokenSecret), which "
+    "in a Kubernetes Secret the release mounts (chart value ray.hfToken), which "
     "sets HF_TOKEN on every host"
 )
 

@@ -27,6 +27,49 @@ TOKENIZER_SUBDIR = "tokenizer"
 # A name is a directory in the bucket and part of load_parameters_path: the dataset rule.
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
+# A model on the Hugging Face Hub, as its own file system names it (HfFileSystem's hf://).
+HUB_PREFIX = "hf://"
+HUB_DIR = "hf"  # where the job downloads it in the bucket: hf/ORG/NAME
+# The Hub's repo id rule, as huggingface_hub checks it (utils/_validators.py, validate_repo_id):
+# an optional namespace and a name of letters, digits, '-', '_', '.', each 1-96 characters,
+# neither starting nor ending with '-' or '.', no '--' or '..'.
+_HUB_PART = r"[A-Za-z0-9_](?:[\w.-]{0,94}[A-Za-z0-9_])?"
+_HUB_REPO = re.compile(rf"^(?:{_HUB_PART}/)?{_HUB_PART}$", re.ASCII)
+# A branch, a tag or a commit: git's ref characters, no spaces or shell metacharacters.
+_HUB_REVISION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]{0,199}$")
+
+
+@dataclass(frozen=True)
+class HubModel:
+    repo: str  # ORG/NAME
+    revision: str  # a branch, tag or commit; "main" unless given
+
+    @property
+    def bucket_dir(self) -> str:
+        """Where the job downloads it, relative to the bucket."""
+        return f"{HUB_DIR}/{self.repo}"
+
+
+def hub_model(source: str) -> HubModel | None:
+    """hf://ORG/NAME[@REVISION] -> the Hub model; None for a directory. Raises UsageError."""
+    if not source.startswith(HUB_PREFIX):
+        return None
+    repo, _, revision = source[len(HUB_PREFIX) :].partition("@")
+    if not _HUB_REPO.match(repo) or "--" in repo or ".." in repo:
+        raise UsageError(
+            "SOURCE",
+            f"{repo!r} is not a Hugging Face repo id (ORG/NAME: letters, digits, '-', '_', '.', "
+            "at most 96 each, not starting or ending with '-' or '.')",
+            "e.g. hf://meta-llama/Llama-3.1-8B, as the model's page on huggingface.co names it",
+        )
+    if revision and not _HUB_REVISION.match(revision):
+        raise UsageError(
+            "SOURCE",
+            f"{revision!r} is not a branch, tag or commit",
+            f"e.g. {HUB_PREFIX}{repo}@main, or the commit the model's page lists",
+        )
+    return HubModel(repo, revision or "main")
+
 
 def check_import_name(name: str, field: str = "--name") -> None:
     if not _NAME.match(name):
@@ -41,12 +84,13 @@ def check_import_name(name: str, field: str = "--name") -> None:
 @dataclass(frozen=True)
 class ImportRecord:
     name: str
-    source: str  # the Hugging Face directory as the job read it
+    source: str  # the Hugging Face directory as the job read it, or the Hub's ORG/NAME
     architecture: str  # config.json's, e.g. LlamaForCausalLM
     model: dict[str, str]  # MaxText's keys for this shape: what `--from` adds to a job
     parameters: int
     dtype: str
     seconds: float
+    revision: str = ""  # the Hub's commit, for a model downloaded from it
 
     def describe(self) -> str:
         return (

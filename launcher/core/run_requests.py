@@ -116,7 +116,8 @@ class ExportRequest:
 @dataclass(frozen=True)
 class ImportRequest:
     """A Hugging Face model directory, as the job's hosts see it (absolute, or relative to the
-    bucket's mount), to convert into MaxText's parameters under imports/<name>/."""
+    bucket's mount), or a Hub model (hf://ORG/NAME[@REVISION]) the job downloads there, to
+    convert into MaxText's parameters under imports/<name>/."""
 
     name: str
     source: str
@@ -160,10 +161,11 @@ def check_request(request: GenerateRequest | ExportRequest | ImportRequest) -> N
 
 
 def _check_import(request: ImportRequest) -> None:
-    from launcher.core.model_imports import check_import_name
+    from launcher.core.model_imports import check_import_name, hub_model
 
     check_import_name(request.name)
     source = request.source
+    hub_model(source)  # a malformed hf:// id is refused here, before a job starts
     if not source:
         raise UsageError("SOURCE", "is empty", "name the model's directory: /data/hf/llama-3.1-8b")
     if source.startswith("gs://"):

@@ -31,10 +31,12 @@ from launcher.core.model_imports import (
     PARAMS_ITEMS,
     TOKENIZER_SUBDIR,
     ImportRecord,
+    hub_model,
     import_dir,
 )
 from launcher.core.run_dir import output_dir
 from launcher.core.run_requests import ImportRequest, check_request
+from launcher.runtime.hf_hub import download
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
 from launcher.runtime.llama_tables import ROPE_SCALING_KEYS, llama31_rope_scaling, llama_tables
 
@@ -52,9 +54,10 @@ def source_dir(source: str) -> Path:
             "SOURCE",
             f"no Hugging Face model at {path} (no config.json)",
             (
-                f"{source!r} may be a hub id: the cluster downloads nothing; run `hf download "
-                f"{source} --local-dir NAME` where you have the token, copy NAME into the "
-                "bucket (gcloud storage cp -r NAME gs://BUCKET/hf/) and import hf/NAME"
+                f"{source!r} may be a Hub id: import hf://{source} to download it in the "
+                "cluster (a gated model needs the chart's ray.hfToken), or run `hf "
+                f"download {source} --local-dir NAME` where you have the token, copy NAME into "
+                "the bucket (gcloud storage cp -r NAME gs://BUCKET/hf/) and import hf/NAME"
                 if hub
                 else "copy the model directory (config.json, *.safetensors, tokenizer files) "
                 "into the bucket and name it relative to the bucket (hf/NAME)"
@@ -226,16 +229,19 @@ def import_model(request: ImportRequest, on_this_host: bool = False) -> int:
     process, where no Ray cluster is)."""
     check_request(request)
     os.environ.setdefault("JAX_PLATFORMS", "cpu")  # reading and reshaping arrays: no device
-    source = source_dir(request.source)
     target = Path(import_dir(output_dir(), request.name))
-    hf = json.loads((source / "config.json").read_text())
-    model = llama_keys(hf)
-    print(f"launcher: import {source} ({hf['architectures'][0]}) to {target}", flush=True)
-    if (target / IMPORT_RECORD).is_file():
+    if (target / IMPORT_RECORD).is_file():  # before any download
         record = ImportRecord.from_json((target / IMPORT_RECORD).read_text())
         print(f"launcher: {target} exists (imported before from {record.source}); kept")
         _print_result(target, record)
         return 0
+    hub, revision = hub_model(request.source), ""
+    if hub is not None:
+        revision = download(hub, Path(output_dir()) / hub.bucket_dir)
+    source = source_dir(hub.bucket_dir if hub else request.source)
+    hf = json.loads((source / "config.json").read_text())
+    model = llama_keys(hf)
+    print(f"launcher: import {source} ({hf['architectures'][0]}) to {target}", flush=True)
     started = time.monotonic()
     _, weight_bytes = tensor_reader(source)
     need = conversion_bytes(weight_bytes)
@@ -257,12 +263,13 @@ def import_model(request: ImportRequest, on_this_host: bool = False) -> int:
         shutil.copy2(source / "config.json", staging / "config.json")
         record = ImportRecord(
             name=request.name,
-            source=str(source),
+            source=hub.repo if hub else str(source),
             architecture=hf["architectures"][0],
             model=model,
             parameters=parameters,
             dtype=dtype,
             seconds=round(time.monotonic() - started, 1),
+            revision=revision,
         )
         (staging / IMPORT_RECORD).write_text(record.to_json())
         staging.rename(target)
@@ -275,7 +282,8 @@ def import_model(request: ImportRequest, on_this_host: bool = False) -> int:
 
 def _print_result(target: Path, record: ImportRecord) -> None:
     print("\n" + format_summary_title("import"), flush=True)
-    print(f"model:      {record.source} ({record.architecture}, {record.dtype})")
+    at = f" at commit {record.revision}" if record.revision else ""
+    print(f"model:      {record.source}{at} ({record.architecture}, {record.dtype})")
     print(f"parameters: {record.parameters:,} at {target / PARAMS_ITEMS}")
     print("shape:      " + " ".join(f"{k}={v}" for k, v in record.model.items()))
     print(f"train it:   tpu-launcher submit -- --from={record.name} <config.yml> run_name=...")

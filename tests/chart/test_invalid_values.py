@@ -403,6 +403,22 @@ CASES = [
         "RAY_AUTH_TOKEN_PATH would replace",
     ),
     (
+        "a Hugging Face token in the workers' env beside its Secret",
+        [
+            "ray.hfToken.secretName=hf-token",
+            "ray.worker.env[0].name=HF_TOKEN",
+            "ray.worker.env[0].value=hf_x",
+        ],
+        "ray.worker.env",
+        "HF_TOKEN is set from ray.hfToken.secretName too",
+    ),
+    (
+        "a Secret key Kubernetes would refuse",
+        ["ray.hfToken.secretName=hf-token", "ray.hfToken.secretKey=my token"],
+        "ray/hfToken/secretKey",
+        "my token",
+    ),
+    (
         "head on a NodePort",
         ["ray.head.serviceType=NodePort"],
         "ray.head.serviceType",

@@ -195,6 +195,26 @@ def test_workers_turn_their_termination_into_a_preemption_notice():
     assert "lifecycle" not in worker["containers"][0]
 
 
+def test_the_hugging_face_token_reaches_every_ray_host_from_its_secret_only():
+    """`import hf://` downloads on the head, MaxText's Hub datasets read on the workers: both
+    get huggingface_hub's HF_TOKEN (launcher.runtime.hf_hub.TOKEN_ENV) from the Secret, never as
+    a value in the rendered objects."""
+    from launcher.runtime.hf_hub import TOKEN_ENV
+
+    cluster = _ray_cluster("--set", "ray.hfToken.secretName=hf-token")
+    pods = [cluster["spec"]["headGroupSpec"]["template"]["spec"]]
+    pods += [g["template"]["spec"] for g in cluster["spec"]["workerGroupSpecs"]]
+    for pod in pods:
+        (token,) = [e for e in pod["containers"][0]["env"] if e["name"] == TOKEN_ENV]
+        assert token == {
+            "name": TOKEN_ENV,
+            "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}},
+        }
+    unset = _ray_cluster()
+    head = unset["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    assert TOKEN_ENV not in [e["name"] for e in head["env"]]
+
+
 def test_preflight_reads_the_grace_period_the_chart_renders():
     """What preflight sets the save against is what the chart gives the worker pods: read back
     from a release's RayCluster (pod_grace_seconds), and the chart's default is GKE's Spot notice,

@@ -56,6 +56,14 @@ spec:
         - name: LAUNCHER_OUTPUT_DIR
           value: {{ $global.gcsfuse.mountPath | quote }}
         {{- end }}
+        {{- with $v.hfToken.secretName }}
+        # huggingface_hub's token: `import hf://` on the head, Hub datasets and tokenizers.
+        - name: HF_TOKEN
+          valueFrom:
+            secretKeyRef:
+              name: {{ . | quote }}
+              key: {{ $v.hfToken.secretKey | quote }}
+        {{- end }}
         {{- with .env }}
         {{- toYaml . | nindent 8 }}
         {{- end }}

@@ -34,6 +34,13 @@
 {{- end -}}
 {{- end -}}
 {{- end -}}
+{{- range $group := list "head" "worker" -}}
+{{- range (get $r $group).env -}}
+{{- if and (eq .name "HF_TOKEN") $r.hfToken.secretName -}}
+{{- $msgs = append $msgs (printf "ray.%s.env: HF_TOKEN is set from ray.hfToken.secretName too (Kubernetes keeps the last of the two); remove it from ray.%s.env, and keep the token in its Secret." $group $group) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- if eq $r.head.serviceType "NodePort" -}}
 {{- $msgs = append $msgs "ray.head.serviceType: NodePort opens GCS (6379), the dashboard (8265) and the client port (10001), none of them TLS, on every node's address; keep ClusterIP and port-forward (tpu-launcher submit --release does), or an internal load balancer for named clients: --set ray.head.serviceType=LoadBalancer --set ray.head.loadBalancerSourceRanges={10.0.0.0/8}." -}}
 {{- end -}}
