@@ -65,6 +65,8 @@ def cache_key(args: MaxTextArgs, target: TpuSlices, libtpu_flags: str = "") -> s
         "libtpu_flags": libtpu_flags,
         "report": 4,  # bump when MemoryReport or how hlo_traffic counts changes
     }
+    if target.num_slices > 1:
+        material["dcn"] = 2  # several slices: their DCN traffic is counted since version 2
     return hashlib.sha256(json.dumps(material, sort_keys=True).encode()).hexdigest()[:24]
 
 
@@ -112,7 +114,7 @@ def compile_report(
         }
         proc = subprocess.run(argv, capture_output=True, text=True, env=env)
         seconds = time.monotonic() - started
-        traffic = _traffic(Path(out), target.devices_per_slice * target.num_slices)
+        traffic = _traffic(Path(out), target)
     output = proc.stdout + proc.stderr
     stats = {k: int(v) for k, v in _STAT.findall(output.split("Memory analysis:")[-1])}
     if proc.returncode == 0 and "argument_size_in_bytes" in stats:
@@ -155,17 +157,20 @@ def compile_report(
     return report
 
 
-def _traffic(out: Path, devices: int) -> dict[str, Any]:
+def _traffic(out: Path, target: TpuSlices) -> dict[str, Any]:
     """The probe's extras (optimized HLO, analytic FLOPs) as MemoryReport fields."""
     hlo, analytic = out / "optimized.hlo", out / "analytic.json"
     if not hlo.is_file():
         return {}
-    traffic = step_traffic(hlo.read_text(), devices)
+    per_slice = target.devices_per_slice
+    devices = per_slice * target.num_slices
+    traffic = step_traffic(hlo.read_text(), devices, per_slice if target.num_slices > 1 else None)
     tflops = json.loads(analytic.read_text()) if analytic.is_file() else {}
     return {
         "flops": tflops.get("tflops", 0.0) * 1e12,
         "remat_flops": tflops.get("remat_tflops", 0.0) * 1e12,
         "hbm_bytes": traffic.hbm_bytes,
         "ici_bytes": traffic.bytes_per_device,
+        "dcn_bytes": traffic.dcn_bytes,
         "model_dims": tflops.get("model_dims"),
     }

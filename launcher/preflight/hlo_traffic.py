@@ -11,7 +11,13 @@ the compiler placed in on-chip memory (layout memory space S(1)) are not HBM tra
 Collective bytes:
   all-gather, all-to-all: result bytes x (n-1)/n;  reduce-scatter: operand ~ result x (n-1);
   all-reduce: 2 x bytes x (n-1)/n (ring);  collective-permute: result bytes;
-n being the size of the op's replica group.
+n being the size of the op's replica group. On several slices, bytes between slices go over the
+data-center network (DCN): XLA compiles one slice's program and sends them through the host
+(`send` ops of the Megascale runtime, `_xla_megascale_transfer_type` ALL_REDUCE etc., the slices
+in `_xla_megascale_target`), counted by the same rules with n the number of slices. In a program
+that spans slices itself, a collective whose group (or a permute whose pairs) spans slices is DCN
+traffic too: a device's slice is its partition id // devices per slice (MaxText's hybrid mesh
+puts the DCN axes outermost, so a slice's devices are one block of the flattened mesh).
 """
 
 from __future__ import annotations
@@ -46,6 +52,12 @@ _CONSTANT = re.compile(r"constant\((\d+)\)")
 _GROUPS_LIST = re.compile(r"replica_groups=\{\{([\d,]*)\}")
 _GROUPS_IOTA = re.compile(r"replica_groups=\[([\d,]+)\]<=")
 _GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
+_GROUPS_IOTA_FULL = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
+_MEGASCALE = re.compile(r'_xla_megascale_transfer_type="(\w+)"')
+_MEGASCALE_TARGET = re.compile(r'_xla_megascale_target="\{([\d,:]*)\}')
+_MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
+                    "REDUCE_SCATTER": "reduce-scatter", "ALL_TO_ALL": "all-to-all"}  # fmt: skip
+_PAIRS = re.compile(r"source_target_pairs=\{(\{[\d,{}]*\})\}")
 COLLECTIVES = ("all-gather", "all-reduce", "reduce-scatter", "all-to-all", "collective-permute")
 
 
@@ -76,7 +88,8 @@ _OPERAND = re.compile(r"%([\w.\-]+)")
 class StepTraffic:
     hbm_bytes: float = 0.0  # per device, loop bodies counted per iteration
     hbm_bytes_unrolled_once: float = 0.0  # the same count with every loop body once (as XLA's)
-    bytes_per_device: float = 0.0  # over the interconnect
+    bytes_per_device: float = 0.0  # over the interconnect (ICI)
+    dcn_bytes: float = 0.0  # over the data-center network between slices
     ops: int = 0  # executions per step (loop bodies counted per iteration)
     by_kind: dict[str, float] = field(default_factory=dict)
     loop_trip_counts: list[int] = field(default_factory=list)
@@ -122,6 +135,54 @@ def _group_size(attrs: str, default: int) -> int:
     return default
 
 
+def _first_group(attrs: str) -> list[int]:
+    """The members of an op's first replica group (or of its permute's pairs); [] if unread."""
+    if m := _GROUPS_LIST.search(attrs):
+        return [int(d) for d in m[1].split(",") if d]
+    if m := _GROUPS_IOTA_FULL.search(attrs):
+        import numpy as np
+
+        groups = [int(d) for d in m[1].split(",")]
+        dims = [int(d) for d in m[2].split(",")]
+        ids = np.arange(prod(dims)).reshape(dims)
+        if m[3]:
+            ids = ids.transpose([int(d) for d in m[3].split(",")])
+        return [int(i) for i in ids.reshape(groups[0], -1)[0]]
+    if m := _GROUPS_MESH.search(attrs):  # mesh['a'=2,'b'=4] {'a'}: a group varies 'a'
+        import numpy as np
+
+        sizes = [(a, int(n)) for a, n in re.findall(r"'(\w+)'=(\d+)", m[1])]
+        varied = set(re.findall(r"'(\w+)'", m[2]))
+        ids = np.arange(prod(n for _, n in sizes)).reshape([n for _, n in sizes])
+        first = tuple(slice(None) if a in varied else 0 for a, _ in sizes)
+        return [int(i) for i in ids[first].ravel()]
+    if m := _PAIRS.search(attrs):
+        return [int(d) for d in re.findall(r"\d+", m[1])]
+    return []
+
+
+def _crosses_slices(attrs: str, devices_per_slice: int | None) -> bool:
+    if not devices_per_slice:
+        return False
+    if m := _PAIRS.search(attrs):  # any pair between two slices
+        ids = [int(d) for d in re.findall(r"\d+", m[1])]
+        pairs = zip(ids[::2], ids[1::2], strict=False)
+        return any(a // devices_per_slice != b // devices_per_slice for a, b in pairs)
+    return len({d // devices_per_slice for d in _first_group(attrs)}) > 1
+
+
+def _megascale_slices(attrs: str) -> int:
+    """The slices a Megascale transfer spans: the first set of its target ({1,2} or {0:3})."""
+    m = _MEGASCALE_TARGET.search(attrs)
+    if not m:
+        return 2
+    count = 0
+    for part in m[1].split(","):
+        lo, _, hi = part.partition(":")
+        count += int(hi) - int(lo) + 1 if hi else 1
+    return max(count, 2)
+
+
 def _moved(kind: str, nbytes: int, n: int) -> float:
     if n <= 1 and kind != "collective-permute":
         return 0.0
@@ -142,7 +203,8 @@ def _callees(rest: str) -> list[tuple[str, str]]:
     return pairs
 
 
-def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
+def step_traffic(hlo: str, num_devices: int, devices_per_slice: int | None = None) -> StepTraffic:
+    """`devices_per_slice`: where the job spans several slices (None: one)."""
     # computation -> [(name, shape, opcode, operands and attributes)]
     computations: dict[str, list[tuple[str, str, str, str]]] = {}
     entry, current = None, None
@@ -217,11 +279,19 @@ def step_traffic(hlo: str, num_devices: int) -> StepTraffic:
                 )
                 traffic.hbm_bytes += nbytes * times[name]
                 traffic.hbm_bytes_unrolled_once += nbytes
+            if op == "send" and (m := _MEGASCALE.search(rest)):
+                kind = _MEGASCALE_KINDS.get(m[1], "collective-permute")
+                n = _megascale_slices(rest)
+                traffic.dcn_bytes += _moved(kind, _shape_bytes(shape), n) * times[name]
+                continue
             kind = op.removesuffix("-start")
             if kind not in COLLECTIVES:
                 continue
             moved = _moved(kind, _shape_bytes(shape), _group_size(rest, num_devices))
-            traffic.bytes_per_device += moved * times[name]
+            if _crosses_slices(rest, devices_per_slice):
+                traffic.dcn_bytes += moved * times[name]
+            else:
+                traffic.bytes_per_device += moved * times[name]
             traffic.ops += times[name]
             traffic.by_kind[kind] = traffic.by_kind.get(kind, 0.0) + moved * times[name]
     return traffic

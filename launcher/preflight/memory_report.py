@@ -31,6 +31,7 @@ class MemoryReport:
     remat_flops: float = 0.0  # what the remat policy computes again (see remat_costs)
     hbm_bytes: float = 0.0
     ici_bytes: float = 0.0
+    dcn_bytes: float = 0.0  # between slices, on several
     model_dims: dict | None = None  # remat_costs.ModelDims of the compiled job
     devices_per_chip: int = 1
 
