@@ -142,10 +142,12 @@ def render(advice: Advice, job: Job) -> str:
     lines.append(f"  {PASTE_HERE}\n    " + paste_args(job, changes, advice.flags))
     errors = errors_on(gen.name)
     if errors:
+        worst = max(errors, key=lambda n: abs(errors[n]))
+        typical = sorted(abs(e) for e in errors.values())[len(errors) // 2]
         lines.append(
-            f"  on {gen.name} the model's error on the published runs: "
-            + ", ".join(f"{name} {e:+.0%}" for name, e in errors.items())
-            + " (negative: the run was slower than predicted)"
+            f"  on {gen.name} the model's error out of sample (each of its {len(errors)} "
+            f"published runs predicted by a fit that did not see it): typically {typical:.0%}, "
+            f"at worst {errors[worst]:+.0%} ({worst}; negative: slower than predicted)"
         )
     else:
         lines.append(

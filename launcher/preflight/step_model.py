@@ -7,15 +7,17 @@ device is a chip, but half a chip on tpu7x, whose TensorCores are devices of the
     compute = (MaxText's model FLOPs + what the remat policy recomputes) / peak bf16 FLOP/s
     hbm     = HBM bytes (XLA's rule, every loop trip counted) / HBM bandwidth
     ici     = collective bytes / ICI bandwidth (all of a device's links)
+    dcn     = bytes between slices / a nominal 100 Gb/s per chip (several slices only)
 
 A roofline takes max(compute, hbm, ici): a lower bound no real step reaches. The calibrated
 model adds the terms, each with its own weight fitted (non-negative least squares on the
 relative error) to measured runs (see calibration):
 
-    step = w_compute[generation] * compute + w_hbm * hbm + w_ici * ici
+    step = w_compute[generation] * compute + w_hbm * hbm + w_ici * ici + w_dcn * dcn
 
-with a compute weight per TPU generation (how near its peak real kernels get on that chip; a
-generation without published runs takes the weight fitted to all runs), and one ICI weight for
+with a compute weight per TPU generation that has at least MIN_RUNS published runs (how near its
+peak real kernels get on that chip; the other generations share one weight, and a generation
+without runs takes the weight fitted to all runs with one), and one ICI weight for
 jobs whose collectives XLA runs asynchronously beside the compute (the async-collective
 LIBTPU_INIT_ARGS MaxText's recipes set) and another for jobs without them. The weights say how
 far real kernels are from the peak figures (w_compute >= 1), how much of the counted HBM traffic
@@ -28,6 +30,13 @@ from dataclasses import dataclass
 
 from launcher.core.tpu_table import Generation
 from launcher.preflight.memory_report import MemoryReport
+
+# A generation gets its own compute weight from this many runs: fewer fix it to their own
+# errors (two v6e runs once gave -57% and +130% left out).
+MIN_RUNS = 3
+# DCN's bandwidth is no figure of the TPU table (it is the hosts' NICs, not the chips'): a
+# nominal 100 Gb/s per chip, so that w_dcn reads as how far from it the slices' traffic ran.
+NOMINAL_DCN_GBPS_PER_CHIP = 100
 
 # LIBTPU_INIT_ARGS that let XLA overlap collectives with compute (in MaxText's recipes).
 ASYNC_COLLECTIVE_FLAGS = (
@@ -49,6 +58,7 @@ class StepTerms:
     ici_s: float
     overlapped: bool  # async-collective flags set
     generation: str = ""  # the TPU generation (its own compute weight)
+    dcn_s: float = 0.0  # between slices (several slices only)
 
     @property
     def roofline_s(self) -> float:
@@ -63,19 +73,21 @@ def step_terms(report: MemoryReport, gen: Generation, libtpu_flags: str) -> Step
         ici_s=report.ici_bytes / (gen.per_device(gen.ici_gbps) / 8 * 1e9),
         overlapped=overlaps_collectives(libtpu_flags),
         generation=gen.name,
+        dcn_s=report.dcn_bytes / (gen.per_device(NOMINAL_DCN_GBPS_PER_CHIP) / 8 * 1e9),
     )
 
 
 @dataclass(frozen=True)
 class StepModel:
-    """The fitted weights. Each TPU generation with published runs has its own compute weight
-    (how near its peak real kernels get); another generation takes the one fitted to all."""
+    """The fitted weights. Each TPU generation with MIN_RUNS published runs has its own compute
+    weight (how near its peak real kernels get); another generation takes `compute`."""
 
-    compute: float  # fitted to every run with one compute weight
+    compute: float  # the generations without a weight of their own
     hbm: float
     ici_exposed: float  # without async-collective flags
     ici_overlapped: float  # with them
     compute_by_generation: tuple[tuple[str, float], ...] = ()
+    dcn: float = 0.0
 
     def compute_weight(self, generation: str) -> float:
         return dict(self.compute_by_generation).get(generation, self.compute)
@@ -86,6 +98,7 @@ class StepModel:
             self.compute_weight(terms.generation) * terms.compute_s
             + self.hbm * terms.hbm_s
             + ici * terms.ici_s
+            + self.dcn * terms.dcn_s
         )
 
     def describe(self) -> str:
@@ -93,37 +106,42 @@ class StepModel:
         return (
             f"step = w x compute ({by_gen + '; ' if by_gen else ''}other TPUs "
             f"{self.compute:.2f}) + {self.hbm:.2f} x HBM + {self.ici_overlapped:.2f} x ICI "
-            f"(async collectives) or {self.ici_exposed:.2f} x ICI (without)"
+            f"(async collectives) or {self.ici_exposed:.2f} x ICI (without) + "
+            f"{self.dcn:.2f} x DCN"
         )
 
 
-def _features(terms: StepTerms, generations: list[str]) -> list[float]:
-    compute = [terms.compute_s if terms.generation == g else 0.0 for g in generations]
+def _features(terms: StepTerms, own: list[str]) -> list[float]:
+    """One compute column per generation of its own, one shared by the others."""
+    compute = [terms.compute_s if terms.generation == g else 0.0 for g in own]
     return [
-        *(compute or [terms.compute_s]),
+        *compute,
+        0.0 if terms.generation in own else terms.compute_s,
         terms.hbm_s,
         0.0 if terms.overlapped else terms.ici_s,
         terms.ici_s if terms.overlapped else 0.0,
+        terms.dcn_s,
     ]
 
 
-def _nnls(points: list[tuple[StepTerms, float]], generations: list[str]) -> list[float]:
+def _nnls(points: list[tuple[StepTerms, float]], own: list[str]) -> list[float]:
     import numpy as np
     from scipy.optimize import nnls
 
-    a = np.array([[f / measured for f in _features(t, generations)] for t, measured in points])
+    a = np.array([[f / measured for f in _features(t, own)] for t, measured in points])
     weights, _ = nnls(a, np.ones(len(points)))
     return [float(w) for w in weights]
 
 
-def fit(points: list[tuple[StepTerms, float]]) -> StepModel:
+def fit(points: list[tuple[StepTerms, float]], min_runs: int = MIN_RUNS) -> StepModel:
     """Weights minimising the squared relative error over (terms, measured step seconds)."""
-    pooled = _nnls(points, [])
-    generations = sorted({t.generation for t, _ in points if t.generation})
-    if not generations:
-        compute, hbm, exposed, overlapped = pooled
-        return StepModel(compute, hbm, exposed, overlapped)
-    weights = _nnls(points, generations)
-    by_gen = tuple(zip(generations, weights[: len(generations)], strict=True))
-    hbm, exposed, overlapped = weights[len(generations) :]
-    return StepModel(pooled[0], hbm, exposed, overlapped, compute_by_generation=by_gen)
+    counts: dict[str, int] = {}
+    for t, _ in points:
+        counts[t.generation] = counts.get(t.generation, 0) + 1
+    own = sorted(g for g, n in counts.items() if g and n >= min_runs)
+    weights = _nnls(points, own)
+    shared, hbm, exposed, overlapped, dcn = weights[len(own) :]
+    if all(t.generation in own for t, _ in points):  # nothing to fit a shared weight on
+        shared = _nnls(points, [])[0]
+    by_gen = tuple(zip(own, weights[: len(own)], strict=True))
+    return StepModel(shared, hbm, exposed, overlapped, by_gen, dcn)

@@ -205,13 +205,19 @@ def _advice_on(name: str) -> str:
     return render(advice, parse_job_args(job))
 
 
-def test_the_advice_says_where_its_step_model_is_not_calibrated():
-    """Published runs are recorded for v4, v5e, v5p and v6e, none for Ironwood: there the
-    advice says so, and counts per device (half a chip), next to its figures."""
+def test_the_advice_says_how_far_its_step_model_is_out_of_sample_or_that_it_is_not(
+    monkeypatch,
+):
+    """Published runs are recorded for every generation, Ironwood (tpu7x) included: the advice
+    gives the model's error on runs a fit did not see, and counts per device (half a chip) on
+    Ironwood. A generation with none would be said NOT CALIBRATED."""
     ironwood = _advice_on("tpu7x-16")
-    assert "NOT CALIBRATED on tpu7x" in ironwood
+    assert "NOT CALIBRATED" not in ironwood
+    assert "on tpu7x the model's error out of sample" in ironwood
     assert "PREDICTED per device" in ironwood and "tokens/s/device" in ironwood
     assert "peak 1153.5 TFLOP/s" in ironwood  # 2,307 per chip, two devices
     trillium = _advice_on("v6e-16")
-    assert "NOT CALIBRATED" not in trillium and "on v6e the model's error" in trillium
+    assert "NOT CALIBRATED" not in trillium and "on v6e the model's error out of sample" in trillium
     assert "tokens/s/chip" in trillium
+    monkeypatch.setattr("launcher.preflight.advice_report.errors_on", lambda gen: {})
+    assert "NOT CALIBRATED on v6e" in _advice_on("v6e-16")
