@@ -26,7 +26,7 @@ from launcher.core.model_imports import (
     resolve_import,
 )
 from launcher.core.model_shape import model_values, same_value, spelled
-from launcher.core.run_dir import RUN_RECORD, RunDir
+from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RUN_RECORD, RunDir
 from launcher.core.run_record import read_run_record
 
 _FROM = re.compile(r"^(?:(import|run):)?([A-Za-z0-9][A-Za-z0-9._-]{0,99})(?:@(\d+))?$")
@@ -67,6 +67,13 @@ def resolve_from(
             "e.g. --from=llama-3.1-8b (an import) or --from=sft-1@400 (a run's checkpoint)",
         )
     kind, name, step = match.groups()
+    if "load_parameters_path" in args.overrides:
+        raise UsageError(
+            "load_parameters_path",
+            f"is given together with --from={given}, which sets it",
+            "keep one: --from (an import or a run, with its model) or load_parameters_path= "
+            "(a checkpoint of your own, with its model keys)",
+        )
     local = read_from or root
     if local.startswith("gs://"):
         raise UsageError(
@@ -101,9 +108,8 @@ def resolve_from(
 def _what_is_there(local: str) -> str:
     imports = sorted(p.parent.name for p in Path(local).glob(f"{IMPORTS_SUBDIR}/*/{IMPORT_RECORD}"))
     runs = sorted(p.parent.name for p in Path(local).glob(f"*/{RUN_RECORD}"))
-    there = [f"imports: {', '.join(imports)}"] * bool(imports) + [
-        f"runs: {', '.join(runs)}"
-    ] * bool(runs)
+    found = {"imports": imports, "runs": runs}
+    there = [f"{kind}: {', '.join(names)}" for kind, names in found.items() if names]
     return f" ({'; '.join(there)})" if there else ""
 
 
@@ -127,15 +133,15 @@ def _from_run(
     steps = committed_steps(run_dir.path)
     chosen = step if step is not None else (steps[-1] if steps else None)
     if chosen is None or chosen not in steps:
+        has = f" {step} (it has {', '.join(map(str, steps)) or 'none'})" if step is not None else ""
         raise UsageError(
             "--from",
-            f"run {run!r} has no committed checkpoint"
-            + (f" {step} (it has {', '.join(map(str, steps)) or 'none'})" if step else ""),
+            f"run {run!r} has no committed checkpoint{has}",
             f"pick one of its steps (--from={run}@STEP), or train it first",
         )
     recorded = read_run_record(run_dir.path)
     args = carry_model(args, recorded, f"--from={run}")
-    items = f"{root.rstrip('/')}/{run}/checkpoints/{chosen}/items"
+    items = f"{root.rstrip('/')}/{run}/{CHECKPOINTS_SUBDIR}/{chosen}/items"
     start = RunStart(run, chosen, items, recorded)
     return args.with_defaults(load_parameters_path=items), start
 

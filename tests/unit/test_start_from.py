@@ -109,6 +109,10 @@ def test_an_import_and_a_run_of_one_name_are_told_apart_only_when_said(tmp_path)
     for bad in ("../llama", "run:", "llama@x"):
         with pytest.raises(UsageError):
             resolve_from(job, bad, str(tmp_path))
+    with pytest.raises(UsageError) as e:
+        resolve_from(MaxTextArgs.parse(["load_parameters_path=/x", "run_name=s"]), "llama@10",
+                     str(tmp_path))  # fmt: skip
+    assert e.value.field == "load_parameters_path"
 
 
 def test_the_model_card_of_a_run_started_from_a_run_names_both_and_the_first_import(tmp_path):
