@@ -4,6 +4,7 @@ its memory, the recommendation, and the job's own arguments with it pasted in, r
 
 from __future__ import annotations
 
+import math
 import shlex
 from dataclasses import fields
 
@@ -49,7 +50,12 @@ def paste_args(job: Job, changes: dict[str, str], libtpu_flags: str) -> str:
 
 
 def _seconds(s: float) -> str:
-    return f"{s:.3f}s" if s >= 0.01 else f"{s * 1e3:.3f}ms"
+    """Three significant digits at least: a small model's step is a fraction of a millisecond."""
+    if s >= 0.01:
+        return f"{s:.3f}s" if s >= 0.1 else f"{s:.4f}s"
+    ms = s * 1e3
+    decimals = max(3, 2 - math.floor(math.log10(ms))) if ms > 0 else 3
+    return f"{ms:.{decimals}f}ms"
 
 
 def _row(advice: Advice, c: Candidate, label: str) -> str:

@@ -244,7 +244,12 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
     fitting = [r for r in compiled if r["fits"] == "yes"]
     best = max(fitting, key=lambda r: float(r["tokens"].replace(",", "")))
     assert best["name"].endswith("<- best"), text
-    assert float(best["global"]) > 32 and "global batch CHANGES" in text
+    # A recommendation at a larger global batch says so (gradient accumulation keeps it only
+    # where the batch per chip shrinks); at the job's own, nothing changes.
+    if float(best["global"]) > 32:
+        assert "global batch CHANGES" in text, text
+    elif float(best["global"]) == 32:
+        assert "global batch" not in text, text
     assert max(float(r["global"]) for r in rows) <= 8 * 16, text  # --max-batch 8, 16 chips
 
     # The pasted arguments are a job the launcher takes, with the recommendation in it.
