@@ -123,7 +123,15 @@ def restarts(
         seen = [x for x in notices if attempt.started_at <= x["at"] < nxt.started_at]
         notice = min(seen, key=lambda x: x["at"]) if seen else None
         saved = None
-        if notice is not None:  # MaxText stops after the save on the notice: the last one
+        # MaxText stops after the save on the notice: the last one. A notice with no time to
+        # save (its deadline at its arrival) saves nothing: a periodic checkpoint that commits
+        # in the moment before the host goes is not the notice's.
+        no_time = (
+            notice is not None
+            and notice.get("deadline") is not None
+            and (notice["deadline"] <= notice["at"])
+        )
+        if notice is not None and not no_time:
             saved = max((s for s, at in attempt.checkpoints if at >= notice["at"]), default=None)
         done = max(
             attempt.steps[-1].step,

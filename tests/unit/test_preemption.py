@@ -74,6 +74,11 @@ def test_a_notice_too_short_to_save_falls_back_to_the_periodic_checkpoint_and_sa
     stale.last_step = 27
     (r,) = restarts([stale, second], [notice], preempted_hosts=1)
     assert (r.resumed_at, r.recomputed) == (21, 7)
+    # A periodic save that commits just after a 0 s notice (seen in the preemption e2e test:
+    # step 40 committed in the moment before the host went) is not a save on the notice.
+    periodic = _attempt(100.0, range(27), [(10, 120.0), (20, 140.5)])
+    (r,) = restarts([periodic, second], [notice], preempted_hosts=1)
+    assert r.saved_step is None and "the 0 s notice was too short to save" in r.describe()
 
 
 def test_a_reclaim_no_notice_reached_and_a_failure():
