@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import argparse
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from importlib import metadata
 
 from launcher.preflight.calibration import (
@@ -82,8 +82,7 @@ def main() -> None:
     if options.record:
         record_terms({name: {**t, "versions": versions} for name, t in fresh.items()}, refused)
 
-    fitted = [r for r in runs if r.name in fresh]
-    fitted = [type(r)(**{**r.__dict__, "terms": fresh[r.name]}) for r in fitted]
+    fitted = [replace(r, terms=fresh[r.name]) for r in runs if r.name in fresh]
     held_out = held_out_set(fitted)
     model = fit_runs([r for r in fitted if r.name not in held_out])
     outside = out_of_sample_errors(fitted)

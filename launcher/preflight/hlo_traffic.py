@@ -50,9 +50,9 @@ _CALLEE = re.compile(r"\b(calls|to_apply|body|condition)=%?([\w.\-]+)")
 _BRANCHES = re.compile(r"branch_computations=\{([^}]*)\}")
 _CONSTANT = re.compile(r"constant\((\d+)\)")
 _GROUPS_LIST = re.compile(r"replica_groups=\{\{([\d,]*)\}")
-_GROUPS_IOTA = re.compile(r"replica_groups=\[([\d,]+)\]<=")
+# [groups,size]<=[iota dims], transposed by T(...) before the reshape into groups.
+_GROUPS_IOTA = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _GROUPS_MESH = re.compile(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}")
-_GROUPS_IOTA_FULL = re.compile(r"replica_groups=\[([\d,]+)\]<=\[([\d,]+)\](?:T\(([\d,]+)\))?")
 _MEGASCALE = re.compile(r'_xla_megascale_transfer_type="(\w+)"')
 _MEGASCALE_TARGET = re.compile(r'_xla_megascale_target="\{([\d,:]*)\}')
 _MEGASCALE_KINDS = {"ALL_REDUCE": "all-reduce", "ALL_GATHER": "all-gather",
@@ -139,7 +139,7 @@ def _first_group(attrs: str) -> list[int]:
     """The members of an op's first replica group (or of its permute's pairs); [] if unread."""
     if m := _GROUPS_LIST.search(attrs):
         return [int(d) for d in m[1].split(",") if d]
-    if m := _GROUPS_IOTA_FULL.search(attrs):
+    if m := _GROUPS_IOTA.search(attrs):
         import numpy as np
 
         groups = [int(d) for d in m[1].split(",")]

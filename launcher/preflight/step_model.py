@@ -26,6 +26,7 @@ is not hidden behind the matrix units, and how much collective time is exposed.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from launcher.core.tpu_table import Generation
@@ -135,9 +136,7 @@ def _nnls(points: list[tuple[StepTerms, float]], own: list[str]) -> list[float]:
 
 def fit(points: list[tuple[StepTerms, float]], min_runs: int = MIN_RUNS) -> StepModel:
     """Weights minimising the squared relative error over (terms, measured step seconds)."""
-    counts: dict[str, int] = {}
-    for t, _ in points:
-        counts[t.generation] = counts.get(t.generation, 0) + 1
+    counts = Counter(t.generation for t, _ in points)
     own = sorted(g for g, n in counts.items() if g and n >= min_runs)
     weights = _nnls(points, own)
     shared, hbm, exposed, overlapped, dcn = weights[len(own) :]
