@@ -112,9 +112,12 @@ def render(advice: Advice, job: Job) -> str:
     ratio = ""
     if given:
         ratio = f", {p.tokens_per_chip_s / given.tokens_per_chip_s:.1f}x the job as given"
+    errors = errors_on(gen.name)
+    typical = sorted(abs(e) for e in errors.values())[len(errors) // 2] if errors else None
+    within = f" (typically within {typical:.0%} on {gen.name} out of sample)" if errors else ""
     lines.append(
         f"  recommended: {best.name}: {_seconds(p.step_s)}/step, {p.tokens_per_chip_s:,.0f} "
-        f"tokens/s/{per}{ratio}, MFU {p.mfu:.0%}"
+        f"tokens/s/{per}{ratio}, MFU {p.mfu:.0%}{within}"
     )
     job_batch, new_batch = advice.global_batch(advice.given), advice.global_batch(best)
     changes = changed_args(advice, best)
@@ -146,10 +149,8 @@ def render(advice: Advice, job: Job) -> str:
                     + paste_args(job, changed_args(advice, b), advice.flags)
                 )
     lines.append(f"  {PASTE_HERE}\n    " + paste_args(job, changes, advice.flags))
-    errors = errors_on(gen.name)
     if errors:
         worst = max(errors, key=lambda n: abs(errors[n]))
-        typical = sorted(abs(e) for e in errors.values())[len(errors) // 2]
         lines.append(
             f"  on {gen.name} the model's error out of sample (each of its {len(errors)} "
             f"published runs predicted by a fit that did not see it): typically {typical:.0%}, "

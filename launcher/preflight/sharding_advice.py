@@ -10,8 +10,13 @@ fastest on this slice, predicted by a step model calibrated on published runs.
    token: remat_costs) leaves a margin of the chip's HBM, and its step from the probe's terms
    scaled the same way. Candidates that cannot beat the best compiled one even at the compute
    bound are dropped.
-3. The best estimates are compiled for real; if one does not fit, the next smaller batch is.
-   Everything compiled that fits is ranked by the calibrated model's tokens/s per device.
+3. The best estimates are compiled for real, one at a time, best first, while an estimate could
+   still beat the best compiled candidate within how far estimates were measured to miss
+   (ESTIMATE_MARGIN); if one does not fit, the next smaller batch is. Everything compiled that
+   fits is ranked by the calibrated model's tokens/s per device.
+
+A compile is minutes of both cores (XLA's TPU compiler runs on about two threads; the recipes'
+async-collective flags double its time), so what is not compiled is most of what the advice saves.
 
 It is a prediction from the compiled program and published measurements, not a measurement:
 calibration says how far off it was on the published runs. advice_report.py prints it.
@@ -21,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from math import prod
@@ -38,8 +44,13 @@ from launcher.preflight.step_model import StepModel, StepTerms, step_terms
 POLICIES = ("full", "save_qkv_proj", "save_dot_except_mlp", "minimal")
 BATCHES = (1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 HBM_MARGIN = 0.10  # estimates stay 10% under the chip's HBM: they are extrapolations
-FINAL_COMPILES = 3  # estimated candidates compiled for real
+FINAL_COMPILES = 3  # estimated candidates compiled for real, at most
+# How far an estimate may be optimistic: on the GKE tutorial's job estimates were within -0.3%
+# to +9.4% of the same candidates compiled (docs/preflight.md). An estimate this much above its
+# own figure that still cannot beat the best compiled candidate is not compiled.
+ESTIMATE_MARGIN = 0.15
 COMPILE_GIB = 4  # host memory one ahead-of-time compile of an 8B model takes, with headroom
+COMPILE_THREADS = 2  # cores one compile keeps busy (an 8B compile alone: 232 s of CPU in 130 s)
 
 
 def candidate_splits(shape: SliceShape) -> list[dict[str, int]]:
@@ -188,32 +199,58 @@ class Advice:
 
 
 def _parallel(n: int) -> int:
-    """How many compiles run at once: the cores, as host memory allows."""
+    """How many compiles run at once: one per COMPILE_THREADS cores, as host memory allows.
+    More only share the cores: on 2 cores two 8B compiles side by side took 252 and 338 s
+    where each alone takes 130 s."""
     try:
         gib = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / GIB
     except (ValueError, OSError):
         gib = COMPILE_GIB
-    return max(1, min(n, os.cpu_count() or 1, int(gib // COMPILE_GIB)))
+    cores = (os.cpu_count() or 1) // COMPILE_THREADS
+    return max(1, min(n, cores, int(gib // COMPILE_GIB)))
+
+
+@dataclass
+class Progress:
+    """How far the advice's compiles are, as one line per event: a bar of those done against
+    the most there can be (fewer when estimates show the rest cannot win), and what runs."""
+
+    log: Callable[[str], None]
+    planned: int  # the most compiles this advice can make
+    done: int = 0
+    WIDTH = 20
+
+    def say(self, what: str) -> None:
+        filled = self.WIDTH * self.done // max(self.planned, 1)
+        bar = "#" * filled + "." * (self.WIDTH - filled)
+        self.log(f"advice [{bar}] {self.done}/{self.planned} compiles: {what}")
+
+    def fewer(self, n: int) -> None:
+        """`n` compiles that were possible will not be made."""
+        self.planned = max(self.done, self.planned - n)
 
 
 def _compile_all(
-    cands: list[Candidate], job: MaxTextArgs, target: TpuSlices, flags: str, use_cache: bool, log
+    cands: list[Candidate],
+    job: MaxTextArgs,
+    target: TpuSlices,
+    flags: str,
+    use_cache: bool,
+    progress: Progress,
 ) -> None:
     def one(c: Candidate) -> None:
+        progress.say(f"compiling {c.name}")
         try:
             c.report = compile_report(
                 c.args(job, target.num_slices), target, use_cache=use_cache, libtpu_flags=flags
             )
         except CompileError as e:  # one candidate MaxText cannot build does not stop the others
             c.failed = e.cause
-        log(f"advice: compiled {c.name}: " + (c.failed[:80] or _fit_word(c)))
+        progress.done += 1
+        progress.say(f"compiled {c.name}: " + (c.failed[:80] or _fit_word(c)))
 
     if not cands:
         return
-    log(
-        f"advice: compiling {len(cands)} candidates ahead of time, {_parallel(len(cands))} at "
-        "a time: " + "; ".join(c.name for c in cands)
-    )
     with ThreadPoolExecutor(_parallel(len(cands))) as pool:
         list(pool.map(one, cands))
 
@@ -221,7 +258,9 @@ def _compile_all(
 def _fit_word(c: Candidate) -> str:
     if not c.report:
         return "-"
-    return f"{c.report.total_gib:.1f} GiB, " + ("fits" if c.report.fits else "does NOT fit")
+    cached = " (cached)" if "cached: " in c.report.note else ""
+    fit = "fits" if c.report.fits else "does NOT fit"
+    return f"{c.report.total_gib:.1f} GiB, {fit}{cached}"
 
 
 def _estimate(probe: Candidate, remat: str, batch: float, target: TpuSlices) -> Candidate | None:
@@ -275,11 +314,12 @@ def advise(
     seq = int(args.get("max_target_length"))
     own_split = resolved_split(args.parallelism("ici"), target.devices_per_slice)
     own = Candidate(own_split, str(args.get("remat_policy")), batch0, report=given)
-    if given is None:
-        _compile_all([own], args, target, job_flags, use_cache, log)
-
     probes = [Candidate(s, "full", batch0, probe=True) for s in candidate_splits(target.shape)]
-    _compile_all(probes, args, target, flags, use_cache, log)
+    # At most: the job, the probes, each final and a smaller batch of it.
+    progress = Progress(log, (given is None) + len(probes) + 2 * FINAL_COMPILES)
+    if given is None:
+        _compile_all([own], args, target, job_flags, use_cache, progress)
+    _compile_all(probes, args, target, flags, use_cache, progress)
     advice = Advice(target, args, job_flags, flags, model, own, list(probes), None, seq)
 
     estimates: list[Candidate] = []
@@ -297,28 +337,36 @@ def advise(
     estimates = [c for c in estimates if c.key not in compiled]
     estimates.sort(key=lambda c: -advice.speed(c))
 
-    # Compile the best estimates; a candidate the best compiled one beats even at its compute
-    # bound (the model's other terms at zero) is not worth a compile.
+    # The best estimates, compiled one at a time (a compile takes both cores by itself), while
+    # one could beat the best compiled candidate: by its estimate with the margin, and at its
+    # compute bound (the model's other terms at zero).
     best_so_far = max((advice.speed(c) for c in probes if c.fits), default=0.0)
+    weight = model.compute_weight(gen.name)
     finals: list[Candidate] = []
     for c in estimates:
-        weight = model.compute_weight(gen.name)
+        if len({f.key[:2] for f in finals}) == FINAL_COMPILES:
+            break
+        if advice.speed(c) * (1 + ESTIMATE_MARGIN) <= best_so_far:
+            break  # and every estimate after it: they are sorted
         assert c.estimated_terms is not None  # an estimate has its terms
         if c.batch * seq / (weight * c.estimated_terms.compute_s) <= best_so_far:
             continue
-        if len(finals) < FINAL_COMPILES and all(
-            (f.split, f.remat) != (c.split, c.remat) for f in finals
-        ):
-            finals.append(Candidate(c.split, c.remat, c.batch))
-    _compile_all(finals, args, target, flags, use_cache, log)
-    retry = []
-    for f in finals:  # the estimate was too optimistic: one batch smaller
-        if f.report and not f.report.fits:
-            smaller = [b for b in batches if b < f.batch]
-            if smaller:
-                retry.append(Candidate(f.split, f.remat, smaller[-1]))
-    _compile_all(retry, args, target, flags, use_cache, log)
-    advice.candidates = [*probes, *finals, *retry]
+        if any(f.key[:2] == c.key[:2] for f in finals):  # its split and remat were compiled
+            continue
+        final = Candidate(c.split, c.remat, c.batch)
+        _compile_all([final], args, target, flags, use_cache, progress)
+        finals.append(final)
+        smaller = [b for b in batches if b < final.batch]
+        if final.report and not final.report.fits and smaller:  # the estimate was optimistic
+            retry = Candidate(c.split, c.remat, smaller[-1])
+            _compile_all([retry], args, target, flags, use_cache, progress)
+            finals.append(retry)
+        else:
+            progress.fewer(1)  # no smaller batch compiled for this one
+        best_so_far = max(best_so_far, *(advice.speed(f) for f in finals))
+    progress.planned = progress.done
+    progress.say("done")
+    advice.candidates = [*probes, *finals]
     fitting = [c for c in advice.candidates if c.fits]
     advice.best = max(fitting, key=advice.speed, default=None)
     advice.candidates += [c for c in estimates if c.key not in {k.key for k in advice.candidates}]

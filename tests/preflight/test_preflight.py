@@ -137,8 +137,8 @@ def _left_after(procs: list[psutil.Process], seconds: float = 15) -> list[psutil
 
 
 def test_a_killed_advice_run_leaves_no_compile_running(tmp_path):
-    """`kill -9` of a preflight that compiles several candidates at once: each compile, a child
-    process that would otherwise run on for minutes without it, ends with it."""
+    """`kill -9` of a preflight mid-advice: its compile, a child process that would otherwise run
+    on for minutes without it (one per two cores: several on a larger machine), ends with it."""
     env = {**os.environ, "LAUNCHER_CACHE_DIR": str(tmp_path)}
     launcher = subprocess.Popen(
         ends_with_this_process(

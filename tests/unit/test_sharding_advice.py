@@ -21,6 +21,7 @@ from launcher.preflight.sharding_advice import (
     HBM_MARGIN,
     Advice,
     Candidate,
+    Progress,
     _estimate,
     candidate_splits,
     with_split,
@@ -221,3 +222,22 @@ def test_the_advice_says_how_far_its_step_model_is_out_of_sample_or_that_it_is_n
     assert "tokens/s/chip" in trillium
     monkeypatch.setattr("launcher.preflight.advice_report.errors_on", lambda gen: {})
     assert "NOT CALIBRATED on v6e" in _advice_on("v6e-16")
+
+
+def test_the_progress_bar_counts_compiles_against_the_most_there_can_be():
+    lines: list[str] = []
+    progress = Progress(lines.append, planned=4)
+    progress.say("compiling a")
+    progress.done += 1
+    progress.say("compiled a")
+    progress.fewer(2)  # estimates showed two compiles cannot win
+    progress.say("compiling b")
+    progress.done += 1
+    progress.fewer(5)  # never below what is done
+    progress.say("done")
+    assert lines == [
+        "advice [....................] 0/4 compiles: compiling a",
+        "advice [#####...............] 1/4 compiles: compiled a",
+        "advice [##########..........] 1/2 compiles: compiling b",
+        "advice [####################] 2/2 compiles: done",
+    ]
