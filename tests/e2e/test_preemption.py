@@ -1,10 +1,14 @@
 """A preempted host loses no step, on the real local cluster: `tpu-launcher preempt` does what GKE
 does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
 chart's preStop hook sends on GKE; the kill at the deadline; the host back), on the tiny
-corpus with its data audited (--record_examples). Three preemptions in a row with
---max_failures=0: two with time to save (the step saved on the notice, nothing computed again)
-and one with none (back to the last periodic checkpoint, and the summary says why); the run
-finishes because preemptions are not failures."""
+corpus with its data audited (--record_examples). Two preemptions in a row with
+--max_failures=0: one with no time to save (back to the last periodic checkpoint, and the
+summary says why), then one with time to save, to the restarted group (the step saved on the
+notice, nothing computed again); the run finishes because preemptions are not failures.
+
+(A third preemption cost about 90 s of CI and showed nothing these two do not. Two were tried
+once before and flaked: a periodic checkpoint committing as the 0 s host went was credited to the
+notice; launcher.core.preemption no longer credits a notice with no time to save.)"""
 
 from __future__ import annotations
 
@@ -60,43 +64,39 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
         f"checkpoint_period={CHECKPOINT_PERIOD}",
     )
     wait_for_step(client, job_id, 12)
-    _preempt_host_1(NOTICE_S)
+    _preempt_host_1(0)  # the host goes as it is told: no time to save
     resumed = _wait_for_resume(client, job_id, 1)
     wait_for_step(client, job_id, resumed + 12)
-    _preempt_host_1(0)  # the host goes as it is told: no time to save
-    resumed = _wait_for_resume(client, job_id, 2)
-    wait_for_step(client, job_id, max(resumed + 12, 50))
-    _preempt_host_1(NOTICE_S)
-    _wait_for_resume(client, job_id, 3)
+    _preempt_host_1(NOTICE_S)  # the restarted group hears a notice as a first one would
+    _wait_for_resume(client, job_id, 2)
     assert wait_until_done(client, job_id) == "SUCCEEDED"
 
     logs = client.logs(job_id)
     result = launcher_result(logs)
     assert result["last_step"] == 99
-    first, short, last = (r for r in result["restarts"])
+    short, saved = (r for r in result["restarts"])
     assert {r["cause"] for r in result["restarts"]} == {PREEMPTED}, result["restarts"]
-    for saved in (first, last):
-        assert saved["saved_step"] is not None, saved
-        assert (saved["resumed_at"], saved["recomputed"]) == (saved["saved_step"] + 1, 0), saved
+    assert saved["saved_step"] is not None, saved
+    assert (saved["resumed_at"], saved["recomputed"]) == (saved["saved_step"] + 1, 0), saved
     assert short["saved_step"] is None and short["recomputed"] <= CHECKPOINT_PERIOD, short
     # Counted from the job's log: the steps logged before the restart and again after it
     # (rank 0 writes its last step twice a second; a 0.3 s step may be missed by one or two).
-    before_restart = logs[: logs.index("(start 3)")]
+    before_restart = logs[: logs.index("(start 2)")]
     logged = max(steps_logged(before_restart))
     again = max(0, logged - short["resumed_at"] + 1)
     assert again - 2 <= short["recomputed"] <= again, (short, logged)
     assert "too short to save" in logs or "no notice reached the job" in logs
-    assert "restarts:     3 preemptions (--max_preemptions), 0 failures" in logs
+    assert "restarts:     2 preemptions (--max_preemptions), 0 failures" in logs
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
 
-    # Each example once over 100 steps (about three quarters of the corpus) and four starts:
+    # Each example once over 100 steps (about three quarters of the corpus) and three starts:
     # the saves on a notice and the periodic one carry Grain's iterator state with the weights.
     seen = audit(local_cluster.bucket / name, steps=100)
-    assert seen["starts"] == 4 and seen["examples"] < tiny_dataset.train.examples, seen
+    assert seen["starts"] == 3 and seen["examples"] < tiny_dataset.train.examples, seen
 
     status = tpu_launcher("status", job_id, timeout=120)
-    assert f"preempted, resumed at step {last['resumed_at']}" in status.stdout, status.stdout
+    assert f"preempted, resumed at step {saved['resumed_at']}" in status.stdout, status.stdout
     # Where platform teams alert: the restarts counter, by cause, in Prometheus. Ray's agents
     # export every 10 s and Prometheus scrapes every 5 s: the last restart's count may land a
     # scrape after the job ended (CI once read 2 of 3 right away).
@@ -107,10 +107,10 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
     deadline = time.monotonic() + 30
     while True:
         counted = {r["metric"]["cause"]: float(r["value"][1]) for r in query(expr)}
-        if counted == {PREEMPTED: 3.0} or time.monotonic() > deadline:
+        if counted == {PREEMPTED: 2.0} or time.monotonic() > deadline:
             break
         time.sleep(2)
-    assert counted == {PREEMPTED: 3.0}
+    assert counted == {PREEMPTED: 2.0}
     print(
         "\npreemption: "
         + "; ".join(
