@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import itertools
 import os
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import prod
 
 from launcher.core.maxtext_args import MaxTextArgs
@@ -219,11 +220,17 @@ class Progress:
     planned: int  # the most compiles this advice can make
     done: int = 0
     WIDTH = 20
+    _lock: threading.Lock = field(default_factory=threading.Lock)  # compiles end in a pool
 
     def say(self, what: str) -> None:
         filled = self.WIDTH * self.done // max(self.planned, 1)
         bar = "#" * filled + "." * (self.WIDTH - filled)
         self.log(f"advice [{bar}] {self.done}/{self.planned} compiles: {what}")
+
+    def finished(self, what: str) -> None:
+        with self._lock:
+            self.done += 1
+            self.say(what)
 
     def fewer(self, n: int) -> None:
         """`n` compiles that were possible will not be made."""
@@ -246,8 +253,7 @@ def _compile_all(
             )
         except CompileError as e:  # one candidate MaxText cannot build does not stop the others
             c.failed = e.cause
-        progress.done += 1
-        progress.say(f"compiled {c.name}: " + (c.failed[:80] or _fit_word(c)))
+        progress.finished(f"compiled {c.name}: " + (c.failed[:80] or _fit_word(c)))
 
     if not cands:
         return
@@ -357,8 +363,9 @@ def advise(
         _compile_all([final], args, target, flags, use_cache, progress)
         finals.append(final)
         smaller = [b for b in batches if b < final.batch]
-        if final.report and not final.report.fits and smaller:  # the estimate was optimistic
-            retry = Candidate(c.split, c.remat, smaller[-1])
+        retry = Candidate(c.split, c.remat, smaller[-1]) if smaller else None
+        # The estimate was optimistic: one batch smaller, unless that is a probe.
+        if final.report and not final.report.fits and retry and retry.key not in compiled:
             _compile_all([retry], args, target, flags, use_cache, progress)
             finals.append(retry)
         else:

@@ -228,16 +228,16 @@ def test_the_progress_bar_counts_compiles_against_the_most_there_can_be():
     lines: list[str] = []
     progress = Progress(lines.append, planned=4)
     progress.say("compiling a")
-    progress.done += 1
-    progress.say("compiled a")
+    progress.finished("compiled a")
     progress.fewer(2)  # estimates showed two compiles cannot win
     progress.say("compiling b")
-    progress.done += 1
+    progress.finished("compiled b")
     progress.fewer(5)  # never below what is done
     progress.say("done")
     assert lines == [
         "advice [....................] 0/4 compiles: compiling a",
         "advice [#####...............] 1/4 compiles: compiled a",
         "advice [##########..........] 1/2 compiles: compiling b",
+        "advice [####################] 2/2 compiles: compiled b",
         "advice [####################] 2/2 compiles: done",
     ]
