@@ -65,10 +65,13 @@ def test_preemptions_with_notice_lose_no_step_and_spend_no_failure(local_cluster
     )
     wait_for_step(client, job_id, 12)
     _preempt_host_1(0)  # the host goes as it is told: no time to save
-    resumed = _wait_for_resume(client, job_id, 1)
-    wait_for_step(client, job_id, resumed + 12)
+    # A notice with no time may not reach the job before its host goes (CI's loaded machine):
+    # then the restart says only [restart], and the summary (from Ray's record of the drained
+    # node) names it a preemption. So wait for training past any step logged before it.
+    wait_for_step(client, job_id, max(steps_logged(client.logs(job_id))) + 12)
+    said = len(events(client.logs(job_id), EventKind.PREEMPTED))  # 0, or 1 if it reached
     _preempt_host_1(NOTICE_S)  # the restarted group hears a notice as a first one would
-    _wait_for_resume(client, job_id, 2)
+    _wait_for_resume(client, job_id, said + 1)
     assert wait_until_done(client, job_id) == "SUCCEEDED"
 
     logs = client.logs(job_id)
