@@ -136,7 +136,8 @@ def _group_size(attrs: str, default: int) -> int:
 
 
 def _first_group(attrs: str) -> list[int]:
-    """The members of an op's first replica group (or of its permute's pairs); [] if unread."""
+    """The members of an op's first replica group; [] if unread (a permute's pairs are read by
+    _crosses_slices itself)."""
     if m := _GROUPS_LIST.search(attrs):
         return [int(d) for d in m[1].split(",") if d]
     if m := _GROUPS_IOTA.search(attrs):
@@ -156,8 +157,6 @@ def _first_group(attrs: str) -> list[int]:
         ids = np.arange(prod(n for _, n in sizes)).reshape([n for _, n in sizes])
         first = tuple(slice(None) if a in varied else 0 for a, _ in sizes)
         return [int(i) for i in ids[first].ravel()]
-    if m := _PAIRS.search(attrs):
-        return [int(d) for d in re.findall(r"\d+", m[1])]
     return []
 
 
