@@ -8,9 +8,11 @@ import os
 import re
 import signal
 import time
+from pathlib import Path
 
 import psutil
 
+from harness.paths import REPO
 from launcher.client.ray_jobs_api import DEFAULT_ADDRESS, RayJobs
 from launcher.runtime.progress import steps_logged
 
@@ -46,17 +48,31 @@ def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
     raise AssertionError(f"job {job_id} still running after {timeout}s")
 
 
-def kill_a_host() -> float:
-    """SIGKILLs one of the two Ray Train workers (a host dies mid-training); returns when."""
+def _a_train_worker() -> int:
+    """The pid of the last of the two Ray Train workers (one per simulated host)."""
     workers = [
         p
         for p in psutil.process_iter(["cmdline"])
         if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])
     ]
     assert len(workers) == 2, "expected one Ray Train worker per simulated host"
+    return workers[-1].pid
+
+
+def kill_a_host() -> float:
+    """SIGKILLs one of the two Ray Train workers (a host dies mid-training); returns when."""
+    pid = _a_train_worker()
     killed_at = time.monotonic()
-    os.kill(workers[-1].pid, signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     return killed_at
+
+
+def stop_a_host() -> tuple[int, float]:
+    """SIGSTOPs one of the two Ray Train workers (every thread of it halts, as a host stuck in
+    the input pipeline or on a gcsfuse read leaves it); returns its pid and when."""
+    pid = _a_train_worker()
+    os.kill(pid, signal.SIGSTOP)
+    return pid, time.monotonic()
 
 
 def seconds_to_first_step_after_restore(
@@ -76,7 +92,10 @@ def seconds_to_first_step_after_restore(
     )
 
 
-def submit_no_wait(cluster, job_id: str, *job_args: str) -> None:
-    """Submits through `tpu-launcher submit --no-wait` (the LocalCluster's) under `job_id`."""
-    code, out = cluster.submit(*job_args, extra=("--no-wait", "--submission-id", job_id))
+def submit_no_wait(cluster, job_id: str, *job_args: str, cwd: Path = REPO) -> str:
+    """Submits through `tpu-launcher submit --no-wait` (the LocalCluster's) under `job_id`, from
+    `cwd` (what ships with the job); returns what submit printed."""
+    extra = ("--no-wait", "--submission-id", job_id)
+    code, out = cluster.submit(*job_args, extra=extra, cwd=cwd)
     assert code == 0, out
+    return out

@@ -53,12 +53,15 @@ class LocalCluster:
     bucket: Path
     started_here: bool
 
-    def submit(self, *job_args: str, extra: tuple[str, ...] = (), timeout: int = 540):
-        """Submits as `tpu-launcher submit` does; returns (exit code, output)."""
+    def submit(
+        self, *job_args: str, extra: tuple[str, ...] = (), timeout: int = 540, cwd: Path = REPO
+    ):
+        """Submits as `tpu-launcher submit` does, from `cwd` (what ships with the job);
+        returns (exit code, output)."""
         argv = ["submit", *extra, "--", *job_args]
         if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
             argv.append(f"base_output_directory={self.bucket}")
-        return self._run(argv, timeout)
+        return self._run(argv, timeout, cwd)
 
     def about_run(self, command: str, run: str, *options: str, timeout: int = 540):
         """`generate` or `export` through the same code path as `tpu-launcher generate|export`;
@@ -71,13 +74,15 @@ class LocalCluster:
             argv.append(f"base_output_directory={self.bucket}")
         return self._run(argv, timeout)
 
-    def launcher(self, *argv: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    def launcher(
+        self, *argv: str, timeout: int = 120, cwd: Path = REPO
+    ) -> subprocess.CompletedProcess:
         """Any other `tpu-launcher` command against this cluster, as submit's state left it."""
         env = {**os.environ, "LAUNCHER_STATE_DIR": str(self.bucket / ".state")}
-        return tpu_launcher(*argv, env=env, timeout=timeout)
+        return tpu_launcher(*argv, cwd=cwd, env=env, timeout=timeout)
 
-    def _run(self, argv: list[str], timeout: int) -> tuple[int, str]:
-        proc = self.launcher(*argv, timeout=timeout)
+    def _run(self, argv: list[str], timeout: int, cwd: Path = REPO) -> tuple[int, str]:
+        proc = self.launcher(*argv, timeout=timeout, cwd=cwd)
         return proc.returncode, proc.stdout + proc.stderr
 
 

@@ -1,15 +1,35 @@
-"""Nothing is lost on failure, on the real local cluster: a killed host (Ray worker process) is
-replaced by Ray Train's retry and MaxText resumes from the latest committed checkpoint, loading
-its compiled step from the run's compilation cache, and its data where that checkpoint's Grain
-iterator state says (each example once, as the job's --record_examples shows). (A stopped job
-resuming past a torn save: tests/e2e/test_train_e2e.py, on the session's trained run.)"""
+"""Nothing is lost on failure and no TPU-hour goes on a hang, on the real local cluster, in one
+job (each job start costs a CI run about a minute; the faults are the job's, not its start's):
+
+- a killed host (its Ray Train worker, SIGKILL) is replaced by Ray Train's retry, and MaxText
+  resumes from the latest committed checkpoint, loading its compiled step from the run's
+  compilation cache and its data where that checkpoint's Grain iterator state says (each example
+  once, as --record_examples shows);
+- then a stopped host (SIGSTOP mid-run: the other waits forever in its next collective, as a
+  host stuck in the input pipeline or on a gcsfuse read leaves it): within the watchdog's bound
+  every host's stacks are in the job's log and the run's hangs/ directory (the live host's read
+  by itself, the stopped one's by py-spy from outside), the attempt ends, the job resumes from its
+  last checkpoint and finishes, the summary counts one failure and one hang, each charged to its
+  own budget; the same bound is shorter than a start's startup and compile: that never
+  fires it.
+
+The job is a user's: submitted from a directory outside the checkout with a MaxText config of
+its own, which travels with the job (Ray's working_dir; every restart trains from that copy after
+the local file is gone), on a CPU-only slice (2 hosts x 2 devices: plain Ray workers,
+jax.distributed on CPU), the path of clusters without TPUs. (TPU slices restart in the
+preemption and elastic tests; a stopped job resuming past a torn save: test_train_e2e.py.)"""
 
 from __future__ import annotations
 
+import os
+import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from harness.data_audit import audit
@@ -18,66 +38,141 @@ from harness.job_control import (
     jobs_client,
     kill_a_host,
     seconds_to_first_step_after_restore,
+    stop_a_host,
     submit_no_wait,
     wait_for_step,
     wait_until_done,
 )
 from harness.local_ray import launcher_result, run_name
 from harness.paths import REPO
+from launcher.core import hangs
 from launcher.core.job_events import EventKind, events
 from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
 from launcher.runtime.progress import steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
+STEPS = 36
+# Above the heartbeats' FROZEN_AFTER_S (a stopped host is named frozen), below a start's startup
+# and compile on these machines (asserted below), far above a tiny step.
+BOUND_S = 20
 
 
-def test_a_killed_host_recovers_from_the_latest_checkpoint_and_its_data(
-    local_cluster, tiny_dataset
+def test_a_killed_host_then_a_hung_one_resume_from_the_latest_checkpoint_and_lose_no_data(
+    local_cluster, tiny_dataset, tmp_path
 ):
-    client, name = jobs_client(), run_name("kill")
+    assert BOUND_S > hangs.FROZEN_AFTER_S
+    work = tmp_path / "my-project"  # nothing of the checkout here
+    work.mkdir()
+    tiny = (REPO / "launcher" / "configs" / "tiny-llama.yml").read_text()
+    # Its own sizes (not the packaged tiny-llama's), so a run of the packaged one would differ.
+    (work / "my-model.yml").write_text(tiny.replace("base_mlp_dim: 128", "base_mlp_dim: 96"))
+    client, name = jobs_client(), run_name("faults")
     job_id = f"{name}-job"
-    submit_no_wait(
-        local_cluster, job_id, "--data=tiny", "--record_examples", "tiny-llama.yml",
-        f"run_name={name}", "steps=30",
+    submitted = submit_no_wait(
+        local_cluster, job_id, "--cpu_hosts=2", "--cpu_devices_per_host=2", "--data=tiny",
+        "--record_examples", f"--hang_timeout_s={BOUND_S}", "my-model.yml", f"run_name={name}",
+        f"steps={STEPS}", cwd=work,
     )  # fmt: skip
+    assert "ships with the job (its working directory on every host): 1 file" in submitted
+    assert "  my-model.yml (" in submitted
+    (work / "my-model.yml").unlink()  # the cluster has its own copy now
+
+    # The kill.
     wait_for_step(client, job_id, 12)
     before_kill = client.logs(job_id)
     killed_at = kill_a_host()
-
     recovered_in = seconds_to_first_step_after_restore(client, job_id, len(before_kill), killed_at)
-    assert wait_until_done(client, job_id) == "SUCCEEDED"
+
+    # The hang, two checkpoints later.
+    wait_for_step(client, job_id, 22)
+    before_stop = client.logs(job_id)
+    pid, stopped_at = stop_a_host()
+    try:
+        while not events(client.logs(job_id)[len(before_stop) :], EventKind.HANG):
+            assert time.monotonic() - stopped_at < BOUND_S + 60, "no [hang] line in time"
+            time.sleep(1)
+        caught_in = time.monotonic() - stopped_at
+        assert wait_until_done(client, job_id) == "SUCCEEDED"
+    finally:
+        if psutil.pid_exists(pid):  # Ray Train ends it with the attempt; never leave it
+            os.kill(pid, signal.SIGKILL)
     logs = client.logs(job_id)
-    after = logs[len(before_kill) :]
-    last_before = max(steps_logged(before_kill))
-    restored = [int(s) for s in RESTORED.findall(after)]
-    assert restored, "the restarted worker group did not restore a checkpoint"
-    redone = last_before - restored[-1]
-    assert 0 <= redone <= CHECKPOINT_PERIOD, (last_before, restored)
     result = launcher_result(logs)
-    assert result["last_step"] == 29 and result["first_step"] == restored[-1] + 1
-    assert [e.fields["start"] for e in events(logs, EventKind.RESTART)] == ["2"]
-    # Goodput counts the restart: the redone steps and the recovery; the parts add up.
+    assert result["last_step"] == STEPS - 1
+    assert "CPU slice: 2 hosts x 2 devices: 2 workers x 2 devices = 4 devices" in logs
+    # MaxText read the shipped copy, every start: Ray's unpacked working directory, its sizes.
+    assert re.search(
+        r"launcher: maxtext \S+/runtime_resources/working_dir_files/\S+/my-model.yml", logs
+    )
+    assert "Config param base_mlp_dim: 96" in logs
+
+    # The kill: back to the latest checkpoint, no more than a period computed again.
+    killed_segment = logs[len(before_kill) : len(before_stop)]
+    last_before_kill = max(steps_logged(before_kill))
+    (restored,) = {int(s) for s in RESTORED.findall(killed_segment)}  # every host's line
+    redone = last_before_kill - restored
+    assert 0 <= redone <= CHECKPOINT_PERIOD, (last_before_kill, restored)
+    failed, hung = result["restarts"]
+    assert failed["cause"] == "failed" and hung["cause"] == "hung", result["restarts"]
+    assert "0 preemptions (--max_preemptions), 1 failure (--max_failures), 1 hang " in logs
+
+    # The hang: the live host reports; the stopped one is named frozen, by its heartbeat.
+    said = [e.fields["what"] for e in events(logs, EventKind.HANG)]
+    (stopped,) = [int(m[1]) for w in said if (m := re.match(rf"host (\d+): .*\(pid {pid} on", w))]
+    live = 1 - stopped
+    assert re.match(rf"no step, eval or save for \d+s on host {live} \(bound {BOUND_S}s", said[0])
+    assert [bool(re.search(r"; frozen: no heartbeat for \d+s", w)) for w in said[1:3]] == [
+        rank == stopped for rank in (0, 1)
+    ], said
+    assert hung["hang"]["frozen"] == [stopped], hung
+    # Every host's stacks, in the log and the bucket: both were inside the train loop.
+    files = list((local_cluster.bucket / name / "hangs").iterdir())
+    assert sorted(f.name.split("-host-")[1][0] for f in files) == ["0", "1"], files
+    for f in files:
+        assert "train_loop_per_worker" in f.read_text(), f.read_text()[-2000:]
+        assert f"{f}" in logs
+    assert f"stacks of host {stopped} (pid {pid}, read by py-spy from host {live})" in logs
+    # A start took longer than the bound to its first step (the first one's compile: 31 s, the
+    # restarts' 22 and 36 s from the compile cache, on 2 cores) and no hang fired in it: the
+    # restarts' causes above are one failure and one hang. (Ray may start a group that never
+    # trains, one placed while the stopped host's process was still going: no first step.)
+    trained = [s for s in result["starts"] if s["first_step"] is not None]
+    assert len(trained) == 3, result["starts"]
+    to_first_step = [start["seconds_to_first_step"] for start in trained]
+    assert max(to_first_step) > BOUND_S, result["starts"]
+
+    # Goodput counts the restarts: the redone steps and the recoveries; the parts add up.
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
     # No part below zero: each step's end comes from the step clock, never from a late line.
     assert min(goodput["parts"].values()) >= -0.05 * goodput["wall_seconds"], goodput
     assert goodput["parts"]["restarts"] > 0, goodput
-    # The restart loaded the train step JAX compiled the first time, from the run's directory.
+    # The restarts loaded the train step JAX compiled the first time, from the run's directory.
     cache = result["compile_cache"]
     assert cache["dir"] == f"{result['run_dir']}/{COMPILE_CACHE_SUBDIR}", cache
     assert any(Path(cache["dir"]).iterdir()), cache
     assert cache["hits_per_start"][0] == 0 and cache["hits_per_start"][-1] >= 1, cache
     assert cache["saved_seconds"] > 0, cache
-    # Mid-epoch (30 steps read about a third of the corpus), each example once: the steps
-    # computed again after the restore got the same examples, none was read twice.
-    seen = audit(local_cluster.bucket / name, steps=30)
-    assert seen["starts"] == 2 and seen["hosts"] == 2, seen
+    # Mid-epoch (36 steps of 4 devices read a fraction of the corpus), each example once: the
+    # steps computed again after each restore got the same examples, none was read twice.
+    seen = audit(local_cluster.bucket / name, steps=STEPS)
+    assert seen["starts"] == len(trained) and seen["hosts"] == 2, seen
     assert seen["examples"] < tiny_dataset.train.examples, seen
+
+    # `tpu-launcher list`, from the user's directory: the job with its run and step.
+    listed = local_cluster.launcher("list", cwd=work)
+    assert listed.returncode == 0, listed.stderr
+    rows = [line.split() for line in listed.stdout.splitlines()]
+    assert rows[0] == ["JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION"]
+    ours = next(r for r in rows if r[0] == job_id)
+    assert ours[1:4] == ["SUCCEEDED", name, f"{STEPS}/{STEPS}"]
     print(
-        f"\nrecovery: killed a host at step {last_before}, resumed from checkpoint "
-        f"{restored[-1]} ({redone} steps computed again); first step after the restore "
-        f"{recovered_in:.0f}s after the kill"
+        f"\nrecovery: killed a host at step {last_before_kill}, resumed from checkpoint "
+        f"{restored} ({redone} steps computed again), first step {recovered_in:.0f}s after the "
+        f"kill; hang: host {stopped} stopped after step {hung['hang']['step']}, [hang] "
+        f"{caught_in:.0f}s after the stop (bound {BOUND_S}s); each start's time to its first "
+        f"step {to_first_step} s"
     )
 
 

@@ -3,8 +3,8 @@
 hosts told from live ones by their heartbeats, the stacks of this process and of a stopped one
 (py-spy, as the watchdog runs it), the restart named a hang in the summary, and Ray Train's
 failure policy charging it to --max_hangs. Ray's KV store is a dict here (the job's records
-under their keys); the e2e test (tests/e2e/test_hang_watchdog.py) runs all of it on the local
-cluster with a host stopped by SIGSTOP."""
+under their keys); the e2e test (tests/e2e/test_fault_tolerance.py) runs all of it on the
+local cluster with a host stopped by SIGSTOP."""
 
 from __future__ import annotations
 
