@@ -119,7 +119,14 @@ def restarts(
     leaves only that), and the hang watchdogs' records ({"at", "rank", "step", ...})."""
     found = []
     ordered = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
-    for n, (attempt, nxt) in enumerate(itertools.pairwise(ordered), start=2):
+    windows = list(itertools.pairwise(ordered))
+    # Each restart a notice names took at least one of the drained hosts; only those left can
+    # name a restart nothing else explains (a killed host's restart beside a noticed
+    # preemption is a failure).
+    unexplained_drains = preempted_hosts - sum(
+        any(a.started_at <= x["at"] < b.started_at for x in notices) for a, b in windows
+    )
+    for n, (attempt, nxt) in enumerate(windows, start=2):
         seen = [x for x in notices if attempt.started_at <= x["at"] < nxt.started_at]
         notice = min(seen, key=lambda x: x["at"]) if seen else None
         saved = None
@@ -145,7 +152,9 @@ def restarts(
         )
         # A notice in this restart's window names it; a host Ray saw drained for preemption
         # somewhere in the job names only a restart nothing else explains.
-        preempted = notice is not None or (preempted_hosts > 0 and not hung)
+        preempted = notice is not None or (unexplained_drains > 0 and not hung)
+        if notice is None and preempted:
+            unexplained_drains -= 1
         found.append(
             Restart(
                 start=n,

@@ -94,6 +94,18 @@ def test_a_reclaim_no_notice_reached_and_a_failure():
     assert restarts([first, second], [old], preempted_hosts=0)[0].cause == FAILED
 
 
+def test_a_killed_host_beside_a_noticed_preemption_is_a_failure():
+    """The one host Ray saw drained is the noticed preemption's: the kill before it is not."""
+    first = _attempt(100.0, range(12), [(9, 120.0)])
+    second = _attempt(200.0, range(10, 30), [(29, 260.0)])
+    third = _attempt(300.0, range(30, 40), [])
+    notice = {"at": 250.0, "deadline": 280.0, "source": "ray drain"}
+    killed, noticed = restarts([first, second, third], [notice], preempted_hosts=1)
+    assert (killed.cause, noticed.cause) == (FAILED, PREEMPTED)
+    # With a second drained host (a notice too short to reach the job), the first is one too.
+    assert restarts([first, second, third], [notice], preempted_hosts=2)[0].cause == PREEMPTED
+
+
 def test_the_notice_is_rays_drain_for_preemption_with_the_deadline():
     args = drain_args("10.0.0.1:6379", "abc", 25.4, "pod terminating")
     assert args[:2] == ["ray", "drain-node"]
