@@ -120,15 +120,20 @@ def restarts(
     found = []
     ordered = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
     windows = list(itertools.pairwise(ordered))
+    # The first notice heard in each restart's window (None: none).
+    firsts = [
+        min(
+            (x for x in notices if a.started_at <= x["at"] < b.started_at),
+            key=lambda x: x["at"],
+            default=None,
+        )
+        for a, b in windows
+    ]
     # Each restart a notice names took at least one of the drained hosts; only those left can
     # name a restart nothing else explains (a killed host's restart beside a noticed
     # preemption is a failure).
-    unexplained_drains = preempted_hosts - sum(
-        any(a.started_at <= x["at"] < b.started_at for x in notices) for a, b in windows
-    )
-    for n, (attempt, nxt) in enumerate(windows, start=2):
-        seen = [x for x in notices if attempt.started_at <= x["at"] < nxt.started_at]
-        notice = min(seen, key=lambda x: x["at"]) if seen else None
+    unexplained_drains = preempted_hosts - sum(n is not None for n in firsts)
+    for n, ((attempt, nxt), notice) in enumerate(zip(windows, firsts, strict=True), start=2):
         saved = None
         # MaxText stops after the save on the notice: the last one. A notice with no time to
         # save (its deadline at its arrival) saves nothing: a periodic checkpoint that commits
