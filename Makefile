@@ -123,7 +123,6 @@ docs: venv ## Regenerate the chart's values reference from the values.yaml comme
 
 .PHONY: venv lock image bench
 venv: $(VENV)/.installed ## Create .venv from the lock (Python 3.12).
-
 $(UV):
 	@echo "installing uv $(UV_VERSION) into $(TOOLS)"
 	$(PYTHON) -m venv $(TOOLS)/uv-$(UV_VERSION)
@@ -136,10 +135,11 @@ $(VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml | $(UV)
 	touch $@
 
 LOCK_FLAGS := --python-version 3.12 --python-platform x86_64-manylinux_2_31 --generate-hashes
-lock: | $(UV) ## Re-resolve the locks from pyproject.toml (linux x86_64, Python 3.12).
+lock: | $(UV) ## Re-resolve the locks: the JAX image's, the torch image's, the tests' (linux x86_64, Python 3.12).
 	$(UV) pip compile --quiet pyproject.toml --extra runtime $(LOCK_FLAGS) -o $(LOCK)
-	# The test environment: the image's lock plus the dev tools, pinned to the same versions.
-	$(UV) pip compile --quiet pyproject.toml --extra runtime --extra dev $(LOCK_FLAGS) -c $(LOCK) -o $(DEV_LOCK)
+	$(UV) pip compile --quiet pyproject.toml --extra torch $(LOCK_FLAGS) -o images/launcher/requirements-torch.lock
+	$(UV) pip compile --quiet pyproject.toml --extra runtime --extra dev $(LOCK_FLAGS) -c $(LOCK) \
+	  --override ci/dev-overrides.txt -o $(DEV_LOCK)
 
 image: venv helm ## tpu-launcher image $(ARGS): build and push the launcher image a release pulls.
 	$(TL) image $(ARGS)

@@ -4,6 +4,7 @@ benchmark)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ from pathlib import Path
 import psutil
 
 from harness.paths import REPO
+from launcher.client.local_layout import HOST_ENV
 from launcher.client.ray_jobs_api import DEFAULT_ADDRESS, RayJobs
 from launcher.runtime.progress import steps_logged
 
@@ -48,13 +50,19 @@ def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
     raise AssertionError(f"job {job_id} still running after {timeout}s")
 
 
-def _a_train_worker() -> int:
-    """The pid of the last of the two Ray Train workers (one per simulated host)."""
-    workers = [
+def train_workers() -> list[psutil.Process]:
+    """The Ray Train workers running: one per simulated host for a MaxText job, one per chip
+    for a PyTorch job."""
+    return [
         p
         for p in psutil.process_iter(["cmdline"])
         if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])
     ]
+
+
+def _a_train_worker() -> int:
+    """The pid of the last of the two Ray Train workers (one per simulated host)."""
+    workers = train_workers()
     assert len(workers) == 2, "expected one Ray Train worker per simulated host"
     return workers[-1].pid
 
@@ -65,6 +73,19 @@ def kill_a_host() -> float:
     killed_at = time.monotonic()
     os.kill(pid, signal.SIGKILL)
     return killed_at
+
+
+def kill_every_worker_of(host: str) -> list[int]:
+    """SIGKILLs the Ray Train workers of one simulated host (every chip's process, as when the
+    host dies); returns their pids."""
+    pids = []
+    for proc in train_workers():
+        with contextlib.suppress(psutil.Error):
+            if proc.environ().get(HOST_ENV) == host:
+                os.kill(proc.pid, signal.SIGKILL)
+                pids.append(proc.pid)
+    assert pids, f"no Ray Train worker on {host}"
+    return pids
 
 
 def stop_a_host() -> tuple[int, float]:
@@ -92,10 +113,12 @@ def seconds_to_first_step_after_restore(
     )
 
 
-def submit_no_wait(cluster, job_id: str, *job_args: str, cwd: Path = REPO) -> str:
-    """Submits through `tpu-launcher submit --no-wait` (the LocalCluster's) under `job_id`, from
-    `cwd` (what ships with the job); returns what submit printed."""
-    extra = ("--no-wait", "--submission-id", job_id)
+def submit_no_wait(
+    cluster, job_id: str, *job_args: str, cwd: Path = REPO, options: tuple[str, ...] = ()
+) -> str:
+    """Submits through `tpu-launcher submit --no-wait [options]` (the LocalCluster's) under
+    `job_id`, from `cwd` (what ships with the job); returns what submit printed."""
+    extra = ("--no-wait", "--submission-id", job_id, *options)
     code, out = cluster.submit(*job_args, extra=extra, cwd=cwd)
     assert code == 0, out
     return out

@@ -14,8 +14,8 @@ On a workstation:
   dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
   completion bash | zsh         a shell completion script
 
-In the cluster: train, decode, convert, hf-import, cluster-check, serving-check, preemption-notice,
-idle-release.
+In the cluster: train, train-torch, decode, convert, hf-import, cluster-check, serving-check,
+preemption-notice, idle-release.
 
 Each command module adds its own parser and handler (`set_defaults(func=...)`); this module only
 assembles them and turns the errors raised below into exit codes: 2 for a usage error (with the
@@ -32,6 +32,7 @@ import sys
 from launcher.client.ray_jobs_api import RayJobsError
 from launcher.core.errors import CommandError, UsageError, report
 from launcher.core.package_version import installed_version
+from launcher.core.run_requests import TORCH_TRAIN
 
 # absl parses `train`'s own flags: its arguments are handed over unparsed.
 _PASS_THROUGH = {"train"}
@@ -148,6 +149,10 @@ def main(argv: list[str] | None = None) -> int:
         from launcher.runtime.entrypoint import run
 
         run(argv[1:])  # an absl app: exits itself
+    if argv[:1] == [TORCH_TRAIN]:  # the script's own words must reach no parser of ours
+        from launcher.runtime.torch_entrypoint import run as run_torch
+
+        return run_torch(argv[1:])
     parser = _parser()
     ns, unknown = parser.parse_known_args(argv)
     action = getattr(ns, "gke_command", None) or getattr(ns, "data_command", None)

@@ -15,6 +15,7 @@ from launcher.core.run_requests import (
     add_run_options,
     job_args,
 )
+from launcher.core.torch_plan import FRAMEWORKS
 
 if TYPE_CHECKING:
     from launcher.core.job_plan import Job
@@ -27,7 +28,7 @@ JOB_ARGS_HELP = (
 )
 
 
-def _submit_request(ns: argparse.Namespace, job: Job):
+def _submit_request(ns: argparse.Namespace, job: Job | None):
     from launcher.client.ray_jobs import SubmitRequest
 
     return SubmitRequest(
@@ -46,6 +47,11 @@ def _submit_request(ns: argparse.Namespace, job: Job):
 
 
 def run_submit(ns: argparse.Namespace) -> int:
+    if ns.framework == "torch":
+        from launcher.client.torch_submit import submit_torch
+        from launcher.core.torch_plan import TorchJobSpec
+
+        return submit_torch(_submit_request(ns, None), TorchJobSpec.parse(job_args(ns.job_args)))
     from launcher.client.ray_jobs import submit
     from launcher.core.job_plan import parse_job_args
 
@@ -58,6 +64,12 @@ def run_demo(ns: argparse.Namespace) -> int:
     from launcher.core.job_plan import parse_job_args
 
     local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
+    if ns.framework == "torch":
+        from launcher.client.torch_submit import demo
+
+        code = demo(ns.no_wait, ns.verbose, job_args(ns.maxtext_args))
+        print(where_the_metrics_are())
+        return code
     job = [*DEMO_JOB, *job_args(ns.maxtext_args)]
     code = submit(SubmitRequest(parse_job_args(job), no_wait=ns.no_wait, verbose=ns.verbose))
     print(where_the_metrics_are())
@@ -188,7 +200,18 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=verbose_default(),
         help="show every line of the job live [env VERBOSE=1]",
     )
-    p.add_argument("maxtext_args", nargs=argparse.REMAINDER, help="-- then more MaxText key=value")
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default="jax",
+        help="jax (default): MaxText's tiny Llama; torch: a tiny transformers Llama with FSDP2, "
+        "one process per chip (launcher/examples/torch_tiny_llama.py)",
+    )
+    p.add_argument(
+        "maxtext_args",
+        nargs=argparse.REMAINDER,
+        help="-- then more MaxText key=value (with --framework torch: the example's arguments)",
+    )
     p.set_defaults(func=run_demo)
 
     p = sub.add_parser(
@@ -198,6 +221,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=formatter,
     )
     _submit_options(p)
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default="jax",
+        help="jax (default): a MaxText job, one process per host; torch: a PyTorch script, one "
+        "process per chip (`-- [--run_name=NAME --max_failures=N] train.py [its arguments]`)",
+    )
     p.add_argument("job_args", nargs=argparse.REMAINDER, help=JOB_ARGS_HELP)
     p.set_defaults(func=run_submit)
 

@@ -148,3 +148,25 @@ def plan_shipment(
     files = _listing(staging)
     _check_size(files, "the job's configs")
     return Shipment(staging, files, _with_config(job_args, maxtext_argv, local[0].name))
+
+
+def ship_script(script: str, working_dir: str | None) -> Shipment:
+    """What a PyTorch job ships: its working directory (--working-dir, else the current one),
+    which must hold the script; `job_args` is the script's path inside it."""
+    directory = Path(working_dir or ".").resolve()
+    if not directory.is_dir():
+        raise UsageError(
+            "--working-dir", f"{working_dir} is not a directory", "pass an existing directory"
+        )
+    path = Path(script).resolve()
+    if not path.is_file():
+        raise UsageError(script, "is not a file", "name the training script by its path")
+    if not path.is_relative_to(directory):
+        raise UsageError(
+            script,
+            f"is outside {directory}, which ships with the job, so the cluster would not have it",
+            f"submit from the directory that holds it, or pass --working-dir {path.parent}",
+        )
+    files = _listing(directory)
+    _check_size(files, str(directory))
+    return Shipment(directory, files, [str(path.relative_to(directory))])

@@ -72,7 +72,7 @@ class SubmitRequest:
     working_dir: str | None = None  # a directory to ship as the job's working directory
 
 
-def _address(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
+def address_for(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
     if request.release:
         from launcher.client.helm_release import forwarded
 
@@ -126,10 +126,10 @@ def submit(request: SubmitRequest) -> int:
         for line in shipment.describe():
             print(line, flush=True)
         entrypoint = [*TRAIN_ENTRYPOINT, *shipment.job_args]
-        return _submit(
+        return submit_entrypoint(
             request,
             plan.run_name,
-            _address(request, stack),
+            address_for(request, stack),
             entrypoint,
             working_dir=shipment.directory,
         )
@@ -143,16 +143,16 @@ def submit_run_request(
     found in the cluster (on the bucket); the request is checked here first."""
     check_request(request)
     with contextlib.ExitStack() as stack:
-        return _submit(
+        return submit_entrypoint(
             target,
             f"{request.verb}-{request.run}",
-            _address(target, stack),
+            address_for(target, stack),
             request.command(),
             title=request.title,
         )
 
 
-def _submit(
+def submit_entrypoint(
     request: SubmitRequest,
     run_name: str,
     address: str,

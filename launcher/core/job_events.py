@@ -134,10 +134,13 @@ def format_checkpoint(step: int) -> str:
     return f"[checkpoint] saved step {step}"
 
 
-def format_restart(start: int, hosts: int, slices: int) -> str:
+def format_restart(start: int, workers: int, slices: int, per_chip: bool = False) -> str:
+    """`workers`: one per host (MaxText), or with `per_chip` one per chip (a PyTorch script)."""
+    where = f"{workers} workers, one per chip" if per_chip else f"{workers} hosts"
+    who = "the script" if per_chip else "MaxText"
     return (
-        f"[restart] the worker group started again (start {start}) on {hosts} hosts "
-        f"({slices} slice{'s' if slices > 1 else ''}); MaxText resumes from the latest checkpoint"
+        f"[restart] the worker group started again (start {start}) on {where} "
+        f"({slices} slice{'s' if slices > 1 else ''}); {who} resumes from the latest checkpoint"
     )
 
 

@@ -12,6 +12,8 @@ from launcher.core.errors import UsageError
 # How a job on the cluster runs the launcher (the image's Python); one place for every job.
 JOB_ENTRYPOINT = ["python", "-m", "launcher"]
 TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
+TORCH_TRAIN = "train-torch"  # a PyTorch job's (launcher.runtime.torch_entrypoint)
+TORCH_ENTRYPOINT = [*JOB_ENTRYPOINT, TORCH_TRAIN]
 DECODE_ENTRYPOINT = [*JOB_ENTRYPOINT, "decode"]
 CONVERT_ENTRYPOINT = [*JOB_ENTRYPOINT, "convert"]
 IMPORT_ENTRYPOINT = [*JOB_ENTRYPOINT, "hf-import"]

@@ -9,6 +9,7 @@ import argparse
 
 from launcher.core.preemption import NOTICE_COMMAND
 from launcher.core.run_requests import (
+    TORCH_TRAIN,
     ExportRequest,
     GenerateRequest,
     ImportRequest,
@@ -79,6 +80,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         add_help=False,
         help=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it is in "
         "(its flags: `tpu-launcher train --help`)",
+    )
+    sub.add_parser(
+        TORCH_TRAIN,
+        add_help=False,
+        help=IN_CLUSTER + "the TorchTrainer entrypoint: a PyTorch script on every chip "
+        "(`tpu-launcher train-torch --help`)",
     )
     p = sub.add_parser("decode", help=IN_CLUSTER + "generate's job: MaxText's inference engine")
     add_generation_options(p)

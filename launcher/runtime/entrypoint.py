@@ -25,7 +25,7 @@ from absl import app, flags
 from launcher.core import job_plan
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
-from launcher.core.goodput import breakdown, format_breakdown
+from launcher.core.goodput import format_breakdown
 from launcher.core.hangs import HangBound
 from launcher.core.idle_slices import IdleRelease
 from launcher.core.job_plan import (
@@ -34,10 +34,10 @@ from launcher.core.job_plan import (
     define_flags,
     plan_job,
 )
-from launcher.core.preemption import restarts
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
+from launcher.runtime.job_outcome import JobOutcome
 from launcher.runtime.summary import print_summary
 
 FLAGS = flags.FLAGS
@@ -235,21 +235,23 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
         max_failures=max_failures,
         max_preemptions=max_preemptions,
     )
-    PREEMPTED_BEFORE.update(preempted_hosts())
+    outcomes = JobOutcome(
+        summary_key, plan.run_dir, STARTED_AT, plan.args.get("jax_cache_dir") or "off"
+    ).begin()
     reporter = (
-        JobReporter(
-            JobMetrics(labels), lambda: _outcome(plan, summary_key, plot=False), plan.run_dir.path
-        ).start()
+        JobReporter(JobMetrics(labels), lambda: outcomes.read(plot=False), plan.run_dir.path)
         if labels is not None
         else None
     )
-    history = _history(plan, summary_key)
+    if reporter is not None:
+        reporter.start()
+    history = outcomes.history(plan.run_name, int(plan.args.get("steps")))
     start = time.monotonic()
     try:
         with with_hang_budget(options.max_hangs, summary_key):
             result = trainer.fit()
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
-        outcome = _outcome(plan, summary_key)
+        outcome = outcomes.read()
         if reporter is not None:
             reporter.stop(outcome)
         for line in format_breakdown(outcome["goodput"]):
@@ -274,7 +276,7 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
             history.finish("FAILED", None)
         return 1
     del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
-    outcome = _outcome(plan, summary_key)
+    outcome = outcomes.read()
     if reporter is not None:  # the job's last figures are the summary's
         reporter.stop(outcome)
     record = print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
@@ -283,95 +285,8 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
     return 0
 
 
-def _history(plan: JobPlan, summary_key: str):
-    """The job's history in its run's directory (launcher.core.job_history), written as it
-    runs; None for a driver Ray's job API did not start."""
-    from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
-
-    if (found := driver_log()) is None:
-        return None
-    submission_id, log = found
-    return (
-        JobHistoryWriter(
-            plan.run_dir.path,
-            submission_id,
-            log,
-            {"run": plan.run_name, "total_steps": int(plan.args.get("steps"))},
-            lambda: _outcome(plan, summary_key, plot=False)["goodput"],
-        )
-        .start()
-        .finish_on_sigterm()
-    )
-
-
 def _budget(limit: int) -> str:
     return "any number" if limit < 0 else str(limit)
-
-
-def _outcome(plan: JobPlan, summary_key: str, plot: bool = True) -> dict[str, Any]:
-    """Goodput from every start's events, the loss curve as a sparkline, and (with `plot`) the
-    plot (PNG, next to the TensorBoard logs) when there were steps."""
-    from launcher.runtime.plots import loss_sparkline, write_plot
-    from launcher.runtime.worker import read_attempts, read_hangs, read_notices
-
-    attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
-    outcome: dict[str, Any] = {
-        "goodput": breakdown(attempts, STARTED_AT, time.time()),
-        "compile_cache": {
-            "dir": plan.args.get("jax_cache_dir") or "off",
-            "hits": sum(a.compile_cache_hits for a in attempts),
-            "hits_per_start": [a.compile_cache_hits for a in attempts],
-            "compile_seconds_per_start": [round(a.compile_seconds, 2) for a in attempts],
-            "saved_seconds": sum(a.compile_seconds_saved for a in attempts),
-        },
-    }
-    # Each start as it ran: on how many slices, which steps and how long to the first, the
-    # global batch in tokens MaxText reported, and the MEGASCALE_* its MaxText saw.
-    outcome["starts"] = [
-        {
-            "slices": a.slices,
-            "workers": a.workers,
-            "first_step": a.steps[0].step if a.steps else None,
-            "last_step": a.steps[-1].step if a.steps else None,
-            # From the worker group's start to its first step: restore, data, compile.
-            "seconds_to_first_step": round(a.steps[0].logged_at - a.started_at, 1)
-            if a.steps
-            else None,
-            "batch_tokens": sorted({p.total_weights for p in a.steps}),
-            "megascale": a.megascale,
-        }
-        for a in attempts
-    ]
-    outcome["restarts"] = restarts(
-        attempts,
-        read_notices(summary_key),
-        len(preempted_hosts() - PREEMPTED_BEFORE),
-        read_hangs(summary_key),
-    )
-    # The last computation of each step (a restart computes some again), and of each eval.
-    points = sorted({p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step)
-    outcome["evals"] = sorted({step: loss for a in attempts for step, loss in a.evals}.items())
-    if points and plot:
-        outcome["sparkline"] = loss_sparkline([p.loss for p in points])
-        try:
-            outcome["plot"] = str(write_plot(points, plan.run_dir.plot, outcome["evals"]))
-        except OSError as e:  # a plot is not worth failing the job over
-            print(f"launcher: could not write the plot: {e}", file=sys.stderr)
-    return outcome
-
-
-# Hosts Ray saw die drained for preemption before this job started: not this job's.
-PREEMPTED_BEFORE: set[str] = set()
-
-
-def preempted_hosts() -> set[str]:
-    """Ray nodes that died drained for preemption (NodeDeathInfo AUTOSCALER_DRAIN_PREEMPTED): a
-    host reclaimed before its notice reached a worker shows only here."""
-    import ray
-
-    if not ray.is_initialized():
-        return set()
-    return {n["NodeID"] for n in ray.nodes() if not n["Alive"] and n.get("DeathReason") == 3}
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -119,7 +119,7 @@ class ProgressTracker(logging.Handler):
         rec = parse_step_line(message)
         if rec is None:
             if m := CHECKPOINT_LINE.search(message):
-                self._checkpoint(int(m[1]))
+                self.checkpoint_done(int(m[1]))
             elif m := EVAL_LINE.search(message):
                 self._eval(int(m["step"]), float(m["loss"]), float(m["perplexity"]))
             elif PREEMPTION_STOP in message:
@@ -129,6 +129,10 @@ class ProgressTracker(logging.Handler):
                 if TARGET_LOSS_STOP not in reason and PREEMPTION_STOP not in reason:
                     self.failed_stop = reason
             return
+        self.step_done(rec)
+
+    def step_done(self, rec: StepRecord) -> None:
+        """A step finished on this host (MaxText's line, or a PyTorch script's report)."""
         # MaxText's line can reach this logger more than once; count each step once.
         if self.steps and rec.step <= self.steps[-1].step:
             return
@@ -181,7 +185,8 @@ class ProgressTracker(logging.Handler):
         self.say(format_eval(step, loss, perplexity))
         self.flush_events()
 
-    def _checkpoint(self, step: int) -> None:
+    def checkpoint_done(self, step: int) -> None:
+        """A save of `step` committed (MaxText's line, or a PyTorch script's save)."""
         self.last_saved = step
         self._progressed()
         if self.attempt is not None:

@@ -12,6 +12,7 @@ from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import JobPlan
 from launcher.core.preemption import FAILED, HUNG, PREEMPTED
+from launcher.core.torch_plan import TorchPlan
 
 # The summary's restarts line: each cause, as it is named, and the flag that budgets it.
 RESTART_CAUSES = (
@@ -21,8 +22,10 @@ RESTART_CAUSES = (
 )
 
 
-def print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
-    """Prints the summary and its machine-readable record; returns the record."""
+def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
+    """Prints the summary and its machine-readable record; returns the record. A MaxText
+    job's (JobPlan) adds its compile cache, TensorBoard files and MaxText's way to go on."""
+    maxtext = isinstance(plan, JobPlan)
     run_dir = plan.run_dir
     steps = committed_steps(run_dir.path)
     first = metrics.get("first_step")
@@ -32,7 +35,8 @@ def print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -
         f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
         f"run in {seconds:.0f}s)"
     )
-    print(f"steps done:   {metrics.get('last_step', -1) + 1} of {plan.args.get('steps')}")
+    total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
+    print(f"steps done:   {metrics.get('last_step', -1) + 1} of {total}")
     if "final_loss" in metrics:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
     if evals := outcome.get("evals"):
@@ -47,7 +51,8 @@ def print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -
         print(f"loss curve:   {outcome['sparkline']}")
     for line in format_breakdown(outcome["goodput"]):
         print(line)
-    print(format_compile_cache(outcome["compile_cache"]))
+    if maxtext:
+        print(format_compile_cache(outcome["compile_cache"]))
     if len({start["slices"] for start in outcome["starts"]}) > 1:
         print(
             "slices:       "
@@ -71,12 +76,19 @@ def print_summary(plan: JobPlan, metrics: dict, seconds: float, outcome: dict) -
             print(f"  {restart.describe()}")
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
-    # The event files' directory, not a command: TensorBoard itself is not installed with us.
-    print(f"tensorboard:  {run_dir.tensorboard} (MaxText's event files)")
-    print(
-        f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
-        "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest checkpoint"
-    )
+    if maxtext:
+        # The event files' directory, not a command: TensorBoard is not installed with us.
+        print(f"tensorboard:  {run_dir.tensorboard} (MaxText's event files)")
+        print(
+            f"resume:       submit again with run_name={plan.run_name} and a larger steps= (or "
+            "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest "
+            "checkpoint"
+        )
+    else:
+        print(
+            f"resume:       submit again with --run_name={plan.run_name}: the script's "
+            "restore() goes on from the latest checkpoint"
+        )
     record = {
         "run_dir": str(run_dir.path),
         "checkpoints": steps,

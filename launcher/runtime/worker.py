@@ -6,9 +6,11 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from absl import flags as absl_flags
 
@@ -20,6 +22,9 @@ from launcher.core.job_events import format_elastic, format_preempted, format_re
 from launcher.runtime import job_kv
 from launcher.runtime.periodic import every
 from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
+
+if TYPE_CHECKING:
+    from launcher.runtime.progress import ProgressTracker
 
 
 class MaxTextStopped(RuntimeError):
@@ -73,7 +78,7 @@ class WorkerConfig:
     # The hang watchdog's bound (None: no watchdog) and where it writes the hosts' stacks.
     hang_bound: HangBound | None = None
     run_dir: str | None = None
-
+    per_chip: bool = False  # one worker per chip (a PyTorch job), not per host
 
 def slices_of_this_start(world_size: int, hosts_per_slice: int) -> int:
     return max(1, world_size // (hosts_per_slice or world_size))
@@ -94,7 +99,26 @@ def quiet_orbax() -> None:
         logging.getLogger("absl").addFilter(_drop_orbax_info)
 
 
-def train_loop_per_worker(config: WorkerConfig) -> None:
+@dataclass
+class WorkerStart:
+    """One worker's share of a start of the worker group: its rank, the slices the start got,
+    its progress tracker (rank 0 speaks for the group: its events are the job's) and the
+    preemption relay (None where the framework takes no notice)."""
+
+    rank: int
+    slices: int
+    tracker: ProgressTracker
+    relay: NoticeRelay | None
+
+
+@contextmanager
+def started(
+    config: WorkerConfig, *, jax_compiles: bool, notices: bool = True
+) -> Iterator[WorkerStart]:
+    """The bookkeeping every framework's worker shares around its training: the attempt's
+    events for goodput (rank 0), the restart and elastic lines, Ray metrics, the last-step
+    beacon, the hang watchdog and (with `notices`) the preemption relay; `jax_compiles` counts
+    JAX's compile time and cache hits into the attempt. Everything stops on the way out."""
     import ray
     import ray.train
 
@@ -104,17 +128,12 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
     rank = context.get_world_rank()
     slices = slices_of_this_start(context.get_world_size(), config.hosts_per_slice)
     sizing = config.sizings.get(slices)
-    argv = argv_for_this_host(
-        config.argv,
-        (sizing.simulated_overrides if cpu_devices() else sizing.overrides) if sizing else None,
-    )
     megascale = drop_stale_megascale(slices)
-    quiet_orbax()
     tracker = ProgressTracker(
         total_steps=config.steps,
         echo=rank == 0,
         peak_tflops=config.peak_tflops,
-        # MaxText's TFLOP/s on CPU devices standing in for TPU chips mean nothing: left out.
+        # TFLOP/s on CPU devices standing in for TPU chips mean nothing: left out.
         hardware_flops=not cpu_devices(),
     )
     beacon = fresh = None
@@ -125,11 +144,13 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             slices=slices,
             megascale=megascale,
         )
-        started = time.time_ns()
-        key = f"{config.summary_key}/attempts/{started}"
+        begun = time.time_ns()
+        key = f"{config.summary_key}/attempts/{begun}"
         earlier = len(job_kv.keys(f"{config.summary_key}/attempts/"))
         if earlier:
-            tracker.say(format_restart(earlier + 1, context.get_world_size(), slices))
+            tracker.say(
+                format_restart(earlier + 1, context.get_world_size(), slices, config.per_chip)
+            )
             tracker.on_first_step = _preemption_line(config.summary_key, tracker)
         if sizing and len(config.sizings) > 1:
             tracker.say(
@@ -142,38 +163,61 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             metrics = JobMetrics(config.metric_labels)
             tracker.metrics = StepMetrics(metrics, config.peak_tflops, not cpu_devices())
             fresh = metrics.keep_fresh()
-        _count_compile_time(tracker.attempt)
-        beacon = _keep_last_step(f"{config.summary_key}/last_step/{started}", tracker)
-    absl_logger = logging.getLogger("absl")
-    absl_logger.addHandler(tracker)
+        if jax_compiles:
+            _count_compile_time(tracker.attempt)
+        beacon = _keep_last_step(f"{config.summary_key}/last_step/{begun}", tracker)
     watchdog = _watch_for_hangs(config, tracker, rank)
-    relay = NoticeRelay(
-        _train_context(),
-        ray.get_runtime_context().get_node_id(),
-        lambda notice: _on_notice(config.summary_key, rank, notice, tracker),
-    ).start()
-    recorder = None
+    relay = (
+        NoticeRelay(
+            _train_context(),
+            ray.get_runtime_context().get_node_id(),
+            lambda notice: _on_notice(config.summary_key, rank, notice, tracker),
+        ).start()
+        if notices
+        else None
+    )
     try:
-        # Imported here: jax must not be imported before the backend set up jax.distributed.
-        defer_unused_imports()
-        from maxtext.trainers.pre_train import train as maxtext_train
-
-        if config.record_examples_in:
-            recorder = _record_examples(Path(config.record_examples_in), rank)
-        # Grain reads its own absl flags, which MaxText's app.run would have parsed: defaults.
-        absl_flags.FLAGS.mark_as_parsed()
-        maxtext_train.main(argv)
+        yield WorkerStart(rank, slices, tracker, relay)
     finally:
-        if recorder is not None:
-            recorder.close()
-        relay.stop()
+        if relay is not None:
+            relay.stop()
         for stop in (beacon, fresh, watchdog):
             if stop is not None:
                 stop.set()
-        absl_logger.removeHandler(tracker)
         if tracker.attempt is not None:
             tracker.attempt.ended_at = time.time()
             tracker.flush_events()
+
+
+def train_loop_per_worker(config: WorkerConfig) -> None:
+    """MaxText's train.main on this host, with the shared bookkeeping (`started`) reading its
+    log lines."""
+    quiet_orbax()
+    with started(config, jax_compiles=True) as start:
+        tracker = start.tracker
+        sizing = config.sizings.get(start.slices)
+        argv = argv_for_this_host(
+            config.argv,
+            (sizing.simulated_overrides if cpu_devices() else sizing.overrides) if sizing else None,
+        )
+        absl_logger = logging.getLogger("absl")
+        absl_logger.addHandler(tracker)
+        recorder = None
+        try:
+            # Imported here: jax must not be imported before the backend set up
+            # jax.distributed.
+            defer_unused_imports()
+            from maxtext.trainers.pre_train import train as maxtext_train
+
+            if config.record_examples_in:
+                recorder = _record_examples(Path(config.record_examples_in), start.rank)
+            # Grain reads its own absl flags, which MaxText's app.run would have parsed.
+            absl_flags.FLAGS.mark_as_parsed()
+            maxtext_train.main(argv)
+        finally:
+            if recorder is not None:
+                recorder.close()
+            absl_logger.removeHandler(tracker)
     if tracker.failed_stop is not None:
         last = tracker.steps[-1].step if tracker.steps else None
         raise MaxTextStopped(
@@ -186,8 +230,9 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             f"launcher: step {saved} is committed on the preemption notice; this host waits for "
             "Ray Train to restart the job at the notice's deadline"
         )
-        after_preemption_stop(relay, saved)
-    if rank == 0:
+        assert start.relay is not None
+        after_preemption_stop(start.relay, saved)
+    if start.rank == 0:
         publish_summary(config.summary_key, tracker.summary())
 
 

@@ -21,6 +21,7 @@ from harness.paths import REPO, pins
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"
 LOCK = REPO / "images" / "launcher" / "requirements.lock"
+TORCH_LOCK = REPO / "images" / "launcher" / "requirements-torch.lock"  # the torch variant's
 
 
 @contextmanager
@@ -54,10 +55,12 @@ def test_image_runs_as_non_root_and_installs_the_lock_with_hashes():
     assert "--require-hashes -r /app/requirements.lock" in text
 
 
-def test_lock_matches_the_declared_dependencies(tmp_path):
-    """Re-resolving pyproject.toml at the lock's pins changes nothing (`make lock` was run)."""
-    out = tmp_path / "requirements.lock"
-    shutil.copy(LOCK, out)
+@pytest.mark.parametrize(("extra", "lock"), [("runtime", LOCK), ("torch", TORCH_LOCK)])
+def test_lock_matches_the_declared_dependencies(tmp_path, extra, lock):
+    """Re-resolving pyproject.toml at the lock's pins changes nothing (`make lock` was run):
+    the JAX image's lock, and the torch image's."""
+    out = tmp_path / lock.name
+    shutil.copy(lock, out)
     with uv_cache_turn():
         proc = subprocess.run(
             [
@@ -67,7 +70,7 @@ def test_lock_matches_the_declared_dependencies(tmp_path):
                 "--quiet",
                 "pyproject.toml",
                 "--extra",
-                "runtime",
+                extra,
                 "--python-version",
                 "3.12",
                 "--python-platform",
@@ -82,7 +85,7 @@ def test_lock_matches_the_declared_dependencies(tmp_path):
         )
     assert proc.returncode == 0, proc.stderr
     pins = lambda p: sorted(re.findall(r"^([a-z0-9_.-]+==\S+)", p.read_text(), re.M))  # noqa: E731
-    assert pins(out) == pins(LOCK), "images/launcher/requirements.lock is stale: run `make lock`"
+    assert pins(out) == pins(lock), f"images/launcher/{lock.name} is stale: run `make lock`"
 
 
 def _build_wheel(out_dir) -> str:

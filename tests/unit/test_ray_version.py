@@ -1,7 +1,6 @@
-"""Ray's version is declared once, in pyproject.toml's runtime extra (the client needs no Ray);
-everything else that names it
-follows: the locks the image and the tests install, the image's Ray base and the chart's
-spec.rayVersion."""
+"""Ray's version is declared once, in pyproject.toml's jobs extra (the client needs no Ray);
+everything else that names it follows: the locks the images and the tests install, the image's
+Ray base and the chart's spec.rayVersion. And the tests' torch is the torch image's."""
 
 from __future__ import annotations
 
@@ -28,7 +27,7 @@ def declared_ray_version() -> str:
 
 def test_every_place_that_names_ray_follows_pyproject():
     version = declared_ray_version()
-    for lock in ("requirements.lock", "requirements-dev.lock"):
+    for lock in ("requirements.lock", "requirements-dev.lock", "requirements-torch.lock"):
         text = (REPO / "images" / "launcher" / lock).read_text()
         assert re.findall(r"^ray==(\S+)", text, re.M) == [version], lock
     dockerfile = (REPO / "images" / "launcher" / "Dockerfile").read_text()
@@ -37,3 +36,13 @@ def test_every_place_that_names_ray_follows_pyproject():
     ), "the image's Ray base is another Ray"
     chart = REPO / "charts" / "tpu-stack"
     assert yaml.safe_load((chart / "values.yaml").read_text())["ray"]["rayVersion"] == version
+
+
+def test_the_tests_torch_is_the_torch_images():
+    """The local road's PyTorch (the tests' environment) is the torch image's version."""
+    pins = [
+        re.findall(r"^torch==(\S+)", (REPO / "images" / "launcher" / lock).read_text(), re.M)
+        for lock in ("requirements-dev.lock", "requirements-torch.lock")
+    ]
+    assert pins[0] == pins[1] and len(pins[0]) == 1, pins
+    assert not re.search(r"^torch", (REPO / "images/launcher/requirements.lock").read_text(), re.M)

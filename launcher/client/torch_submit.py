@@ -1,0 +1,58 @@
+"""`tpu-launcher submit --framework torch -- [job flags] train.py [its arguments]`: a PyTorch
+job, checked here (its flags, its script, what ships), then submitted and followed as a MaxText
+job is; on the cluster `tpu-launcher train-torch` runs it (launcher.runtime.torch_entrypoint)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+
+from launcher.client.job_files import ship_script
+from launcher.client.ray_jobs import SubmitRequest, address_for, submit_entrypoint
+from launcher.core.errors import UsageError
+from launcher.core.run_requests import TORCH_ENTRYPOINT
+from launcher.core.torch_plan import TorchJobSpec
+
+
+def submit_torch(request: SubmitRequest, spec: TorchJobSpec) -> int:
+    if request.values:
+        raise UsageError(
+            "--values",
+            "preflight compiles a MaxText job for a values file's slice; a PyTorch job is not "
+            "compiled ahead of time",
+            "submit it to the release (--release NAME), whose slices it runs on",
+        )
+    shipment = ship_script(spec.script, request.working_dir)
+    for line in shipment.describe():
+        print(line, flush=True)
+    spec = dataclasses.replace(spec, script=shipment.job_args[0])
+    with contextlib.ExitStack() as stack:
+        return submit_entrypoint(
+            request,
+            spec.run_name,
+            address_for(request, stack),
+            [*TORCH_ENTRYPOINT, *spec.words()],
+            working_dir=shipment.directory,
+        )
+
+
+# The PyTorch demo: the shipped example on the local cluster; each run trains 40 steps past
+# the latest checkpoint, so a rerun resumes and goes on (as the MaxText demo does).
+DEMO_RUN = "demo-torch"
+DEMO_ARGS = ("--more", "40", "--save-every", "10")
+
+
+def demo(no_wait: bool, verbose: bool, script_args: list[str]) -> int:
+    """`tpu-launcher demo --framework torch`: launcher/examples/torch_tiny_llama.py, shipped
+    alone as the job's train.py."""
+    import launcher.examples
+
+    example = Path(launcher.examples.__file__).parent / "torch_tiny_llama.py"
+    with tempfile.TemporaryDirectory(prefix="tpu-launcher-demo-") as staging:
+        shutil.copy(example, Path(staging) / "train.py")
+        request = SubmitRequest(None, no_wait=no_wait, verbose=verbose, working_dir=staging)
+        spec = TorchJobSpec("train.py", (*DEMO_ARGS, *script_args), DEMO_RUN)
+        return submit_torch(request, spec)

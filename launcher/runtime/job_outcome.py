@@ -1,0 +1,115 @@
+"""What a training job's driver reads back of its run, whatever the framework: every start's
+events (Ray's KV store, written by the workers' shared bookkeeping), as goodput, the starts,
+the restarts and their causes, the evals and the loss curve; and the job's history file."""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from launcher.core.goodput import breakdown
+from launcher.core.preemption import restarts
+from launcher.core.run_dir import RunDir
+
+
+def preempted_hosts() -> set[str]:
+    """Ray nodes that died drained for preemption (NodeDeathInfo AUTOSCALER_DRAIN_PREEMPTED): a
+    host reclaimed before its notice reached a worker shows only here."""
+    import ray
+
+    if not ray.is_initialized():
+        return set()
+    return {n["NodeID"] for n in ray.nodes() if not n["Alive"] and n.get("DeathReason") == 3}
+
+
+@dataclass
+class JobOutcome:
+    """The run's outcome as the driver reads it, at any time while it runs and at its end."""
+
+    summary_key: str  # where the workers put their starts' events
+    run_dir: RunDir
+    started_at: float  # when the driver started (time.time()): goodput's wall time
+    compile_cache_dir: str = "off"
+    # Hosts Ray saw die drained for preemption before this job started: not this job's.
+    preempted_before: set[str] = field(default_factory=set)
+
+    def begin(self) -> JobOutcome:
+        """Just before the workers start: which preempted hosts are not this job's."""
+        self.preempted_before = preempted_hosts()
+        return self
+
+    def read(self, plot: bool = True) -> dict[str, Any]:
+        """Goodput from every start's events, the loss curve as a sparkline, and (with `plot`)
+        the plot (PNG, next to the TensorBoard logs) when there were steps."""
+        from launcher.runtime.plots import loss_sparkline, write_plot
+        from launcher.runtime.worker import read_attempts, read_hangs, read_notices
+
+        key = self.summary_key
+        attempts = sorted(read_attempts(key), key=lambda a: a.started_at)
+        outcome: dict[str, Any] = {
+            "goodput": breakdown(attempts, self.started_at, time.time()),
+            "compile_cache": {
+                "dir": self.compile_cache_dir,
+                "hits": sum(a.compile_cache_hits for a in attempts),
+                "hits_per_start": [a.compile_cache_hits for a in attempts],
+                "compile_seconds_per_start": [round(a.compile_seconds, 2) for a in attempts],
+                "saved_seconds": sum(a.compile_seconds_saved for a in attempts),
+            },
+        }
+        # Each start as it ran: on how many slices, which steps and how long to the first, the
+        # global batch in tokens reported, and the MEGASCALE_* its workers saw.
+        outcome["starts"] = [
+            {
+                "slices": a.slices,
+                "workers": a.workers,
+                "first_step": a.steps[0].step if a.steps else None,
+                "last_step": a.steps[-1].step if a.steps else None,
+                # From the worker group's start to its first step: restore, data, compile.
+                "seconds_to_first_step": round(a.steps[0].logged_at - a.started_at, 1)
+                if a.steps
+                else None,
+                "batch_tokens": sorted({p.total_weights for p in a.steps}),
+                "megascale": a.megascale,
+            }
+            for a in attempts
+        ]
+        outcome["restarts"] = restarts(
+            attempts,
+            read_notices(key),
+            len(preempted_hosts() - self.preempted_before),
+            read_hangs(key),
+        )
+        # The last computation of each step (a restart computes some again), and of each eval.
+        points = sorted(
+            {p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step
+        )
+        outcome["evals"] = sorted({step: loss for a in attempts for step, loss in a.evals}.items())
+        if points and plot:
+            outcome["sparkline"] = loss_sparkline([p.loss for p in points])
+            try:
+                outcome["plot"] = str(write_plot(points, self.run_dir.plot, outcome["evals"]))
+            except OSError as e:  # a plot is not worth failing the job over
+                print(f"launcher: could not write the plot: {e}", file=sys.stderr)
+        return outcome
+
+    def history(self, run_name: str, total_steps: int | None):
+        """The job's history in its run's directory (launcher.core.job_history), written as it
+        runs; None for a driver Ray's job API did not start."""
+        from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
+
+        if (found := driver_log()) is None:
+            return None
+        submission_id, log = found
+        return (
+            JobHistoryWriter(
+                self.run_dir.path,
+                submission_id,
+                log,
+                {"run": run_name, "total_steps": total_steps},
+                lambda: self.read(plot=False)["goodput"],
+            )
+            .start()
+            .finish_on_sigterm()
+        )

@@ -1,0 +1,43 @@
+"""TorchTrainer's backend for the launcher's slices: Ray's own (one process group over every
+worker, `tpu_dist` where the workers hold TPU chips), except on hosts whose devices are CPUs
+standing in for chips (the local cluster), where the group is gloo's and each worker's torch
+device is the CPU. Ray would pick `tpu_dist` for any worker holding a TPU resource, and its
+device manager would then ask for torch_tpu, which a simulated host has no chip for."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from ray.train.backend import BackendConfig
+from ray.train.torch.config import TorchConfig, _TorchBackend
+
+from launcher.runtime.torch_job import simulated
+
+SIMULATED_BACKEND = "gloo"
+
+
+def _cpu_device_manager() -> None:
+    """This worker's torch device is the CPU, whatever TPU resource it holds (Ray's device
+    manager is chosen once per process, from its accelerator ids, and then kept)."""
+    from ray.air._internal import device_manager
+    from ray.air._internal.device_manager.cpu import CPUTorchDeviceManager
+
+    with device_manager._torch_device_manager_lock:
+        device_manager._torch_device_manager = CPUTorchDeviceManager()  # type: ignore[assignment]
+
+
+class _LauncherTorchBackend(_TorchBackend):
+    def on_start(self, worker_group, backend_config: BackendConfig) -> None:
+        assert isinstance(backend_config, TorchConfig)
+        if worker_group.execute_single(0, simulated):
+            worker_group.execute(_cpu_device_manager)
+            backend_config = dataclasses.replace(backend_config, backend=SIMULATED_BACKEND)
+        super().on_start(worker_group, backend_config)
+
+
+@dataclass
+class LauncherTorchConfig(TorchConfig):
+    @property
+    def backend_cls(self):
+        return _LauncherTorchBackend

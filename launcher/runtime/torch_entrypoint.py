@@ -1,0 +1,128 @@
+"""The TorchTrainer entrypoint: a PyTorch script on every chip of the cluster's TPU slices.
+
+    tpu-launcher train-torch [--run_name=NAME] [--max_failures=N] [--dry_run] SCRIPT.py [ARGS]
+
+One Ray Train worker per chip (PyTorch's device-centric mode), the process group set up before
+the script runs (launcher.runtime.torch_backend), the script's steps and saves read through
+launcher.runtime.torch_job, and the same summary, goodput and restarts as a MaxText job's. What
+`tpu-launcher submit --framework torch` runs on the cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import uuid
+from typing import Any, cast
+
+from launcher.core.errors import UsageError, report
+from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
+from launcher.core.slices import cluster_slices
+from launcher.core.torch_plan import TorchJobSpec, TorchPlan
+from launcher.runtime.job_outcome import JobOutcome
+from launcher.runtime.torch_job import RUN_DIR_ENV
+
+
+def plan_torch_job(spec: TorchJobSpec, nodes: list[dict]) -> TorchPlan:
+    if not os.path.isfile(spec.script):
+        raise UsageError(
+            spec.script,
+            f"is not in the job's working directory ({os.getcwd()})",
+            "submit from the directory that holds it (it ships with the job)",
+        )
+    return TorchPlan(spec, cluster_slices(nodes), output_dir())
+
+
+def train_torch(spec: TorchJobSpec) -> int:
+    started_at = time.time()
+    # Before Ray is imported, which reads it: Ray would fold lines that differ only in
+    # numbers (the progress lines, each worker's own).
+    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    import ray
+
+    ray.init(log_to_driver=True)
+    plan = plan_torch_job(spec, ray.nodes())
+    script = os.path.abspath(spec.script)  # where Ray unpacked it, for every worker
+    print(f"launcher: {plan.describe()}", flush=True)
+    print(f"launcher: pytorch {' '.join([spec.script, *spec.script_args])}", flush=True)
+    if spec.dry_run:
+        print(json.dumps({"num_workers": plan.num_workers, "run_dir": str(plan.run_dir.path)}))
+        return 0
+    from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.torch.torch_trainer import TorchTrainer
+
+    from launcher.runtime.summary import print_summary
+    from launcher.runtime.torch_backend import LauncherTorchConfig
+    from launcher.runtime.torch_worker import torch_loop_per_worker
+    from launcher.runtime.worker import WorkerConfig, read_summary
+
+    summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
+    shape = plan.slices.shape
+    loop: Any = torch_loop_per_worker  # Ray pickles the config to each worker, as it is
+    trainer = TorchTrainer(
+        loop,
+        train_loop_config=cast(
+            Any,
+            WorkerConfig(
+                argv=[script, *spec.script_args],
+                steps=0,  # the script says (TorchJob.start)
+                summary_key=summary_key,
+                hosts_per_slice=plan.workers_per_slice,
+                run_dir=str(plan.run_dir.path),
+                per_chip=True,
+            ),
+        ),
+        torch_config=LauncherTorchConfig(),
+        scaling_config=ScalingConfig(
+            use_tpu=True,
+            num_workers=plan.num_workers,
+            topology=shape.topology,
+            accelerator_type=shape.generation.ray_accelerator_type,
+            resources_per_worker=plan.resources_per_worker,
+            placement_strategy="SPREAD",
+        ),
+        run_config=RunConfig(
+            name=plan.run_name,
+            storage_path=f"{plan.output_dir.rstrip('/')}/{RAY_RESULTS_SUBDIR}",
+            failure_config=FailureConfig(max_failures=spec.max_failures),
+            worker_runtime_env={"env_vars": {RUN_DIR_ENV: str(plan.run_dir.path)}},
+        ),
+    )
+    outcomes = JobOutcome(summary_key, plan.run_dir, started_at).begin()
+    history = outcomes.history(plan.run_name, None)
+    start = time.monotonic()
+    try:
+        trainer.fit()
+    except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
+        for restart in outcomes.read()["restarts"]:
+            print(f"  {restart.describe()}", flush=True)
+        print(
+            f"\nlauncher: training failed ({spec.max_failures} restarts allowed after failures "
+            f"(--max_failures)): {type(e).__name__}: {e}\n  checkpoints so far are kept under "
+            f"{plan.run_dir.checkpoints}; fix the cause and submit again with "
+            f"--run_name={plan.run_name} to resume.",
+            file=sys.stderr,
+            flush=True,
+        )
+        if history is not None:
+            history.finish("FAILED", None)
+        return 1
+    record = print_summary(
+        plan, read_summary(summary_key), time.monotonic() - start, outcomes.read()
+    )
+    if history is not None:
+        history.finish("SUCCEEDED", record)
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    """`tpu-launcher train-torch WORDS`."""
+    if argv[:1] in (["-h"], ["--help"]):
+        print((__doc__ or "").strip())
+        return 0
+    try:
+        return train_torch(TorchJobSpec.parse(argv))
+    except UsageError as e:
+        return report(e, prog="tpu-launcher train-torch")

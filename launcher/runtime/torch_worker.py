@@ -1,0 +1,44 @@
+"""What every TorchTrainer worker (one per chip) runs: the job's PyTorch script, as `python
+script.py ARGS` would, inside the bookkeeping every framework's worker shares
+(launcher.runtime.worker.started), which reads the script's steps and saves through
+launcher.runtime.torch_job."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+from launcher.runtime import torch_job
+from launcher.runtime.worker import WorkerConfig, publish_summary, started
+
+
+class ScriptFailed(RuntimeError):
+    """The script exited with a status other than 0."""
+
+
+def torch_loop_per_worker(config: WorkerConfig) -> None:
+    with started(config, jax_compiles=False, notices=False) as start:
+        torch_job._tracker = start.tracker
+        try:
+            run_script(config.argv)
+        finally:
+            torch_job._tracker = None
+    if start.rank == 0:
+        publish_summary(
+            config.summary_key,
+            {**start.tracker.summary(), "total_steps": start.tracker.total_steps},
+        )
+
+
+def run_script(argv: list[str]) -> None:
+    """`argv[0]` as the main module with `argv` as its sys.argv; exit 0 (or none) is success."""
+    script = argv[0]
+    saved = sys.argv
+    sys.argv = list(argv)
+    try:
+        runpy.run_path(script, run_name="__main__")
+    except SystemExit as e:
+        if e.code not in (None, 0):
+            raise ScriptFailed(f"{script} exited with status {e.code}") from e
+    finally:
+        sys.argv = saved

@@ -1,0 +1,108 @@
+"""A PyTorch job on the real local cluster, as a user submits one: `tpu-launcher submit
+--framework torch` of the shipped example (a tiny transformers Llama, FSDP2; copied into a
+directory of the user's, which ships with the job) on the simulated v5p-16. Ray Train runs 8
+workers (2 hosts x 4 chips), each holding its own chip (TPU_VISIBLE_CHIPS from its TPU resource)
+with the rank variables Ray sets, in one process group (gloo: the simulated hosts' devices are
+CPUs); the loss falls; every save is torch.distributed.checkpoint's, committed in the bucket;
+a host killed mid-run (every chip's process of it) restarts the group from the latest save.
+(All simulated hosts share one IP, so Ray's LOCAL_RANK runs 0-7 here, where each TPU host has
+its own 0-3.)"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import time
+
+import pytest
+
+from harness.job_control import (
+    RESTORED,
+    jobs_client,
+    kill_every_worker_of,
+    submit_no_wait,
+    train_workers,
+    wait_until_done,
+)
+from harness.local_ray import launcher_result, run_name
+from harness.paths import REPO
+from launcher.client.local_layout import HOST_ENV
+from launcher.core.checkpoints import committed_steps
+from launcher.core.job_events import EventKind, events
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
+EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
+STEPS, SAVE_EVERY = 40, 5
+WORKER = re.compile(
+    r"\(RayTrainWorker pid=(\d+)[^)]*\)\S* worker (\d+) of (\d+): local rank \d+, chip (\d+), "
+    r"device (\w+)"
+)
+
+
+def wait_for_progress(client, job_id: str, step: int, timeout: float = 300) -> str:
+    """The job's log once its [progress] lines reach `step` (counted from 1)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        logs = client.logs(job_id)
+        if any(int(e.fields["step"]) >= step for e in events(logs, EventKind.PROGRESS)):
+            return logs
+        assert client.status(job_id) not in ("FAILED", "STOPPED"), logs[-3000:]
+        time.sleep(1)
+    raise AssertionError(f"job {job_id} did not reach step {step} in {timeout}s")
+
+
+def test_a_worker_per_chip_trains_saves_and_resumes_after_a_killed_host(local_cluster, tmp_path):
+    work = tmp_path / "my-torch-project"
+    work.mkdir()
+    shutil.copy(EXAMPLE, work / "train.py")
+    client, name = jobs_client(), run_name("torch")
+    job_id = f"{name}-job"
+    submitted = submit_no_wait(
+        local_cluster, job_id, f"--run_name={name}", "train.py", "--steps", str(STEPS),
+        "--save-every", str(SAVE_EVERY), cwd=work, options=("--framework", "torch"),
+    )  # fmt: skip
+    assert "  train.py (" in submitted, submitted
+
+    before_kill = wait_for_progress(client, job_id, 13)
+    # Which simulated host each worker process of this start runs on (its node's env).
+    host_of = {p.pid: p.environ().get(HOST_ENV) for p in train_workers()}
+    killed = kill_every_worker_of("local-slice-0-host-1")
+    assert len(killed) == 4, killed  # one process per chip
+    assert wait_until_done(client, job_id) == "SUCCEEDED"
+    logs = client.logs(job_id)
+
+    assert "v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips): 8 PyTorch workers, one per chip" in logs
+    first_start = {int(pid): rest for pid, *rest in WORKER.findall(before_kill)}
+    assert sorted(int(rank) for rank, *_ in first_start.values()) == list(range(8)), first_start
+    assert {(world, device) for _, world, _, device in first_start.values()} == {("8", "cpu")}
+    # Each host's four workers hold its four chips, one each (Ray's TPU_VISIBLE_CHIPS).
+    chips: dict[str, list[int]] = {}
+    for pid, (_, _, chip, _) in first_start.items():
+        chips.setdefault(host_of[pid], []).append(int(chip))
+    assert {h: sorted(c) for h, c in chips.items()} == {
+        f"local-slice-0-host-{h}": [0, 1, 2, 3] for h in (0, 1)
+    }, chips
+
+    result = launcher_result(logs)
+    assert result["last_step"] == STEPS - 1
+    assert result["final_loss"] < result["first_loss"] - 1.0, result  # bytes: ln 256 = 5.5 to start
+    (restart,) = result["restarts"]
+    assert restart["cause"] == "failed", restart
+    # The restarted group went on from the latest committed save before the kill.
+    restored = {int(s) for s in RESTORED.findall(logs[len(before_kill) :])}
+    (step,) = restored
+    last_before = max(int(e.fields["step"]) for e in events(before_kill, EventKind.PROGRESS))
+    assert 0 <= last_before - (step + 1) <= SAVE_EVERY, (last_before, step)
+    assert result["first_step"] == step + 1, result
+
+    done = committed_steps(local_cluster.bucket / name)
+    assert done == list(range(SAVE_EVERY - 1, STEPS, SAVE_EVERY)), done
+    shards = {
+        p.name for p in (local_cluster.bucket / name / "checkpoints" / str(done[-1])).iterdir()
+    }
+    assert ".metadata" in shards and sum(s.endswith(".distcp") for s in shards) == 8, shards
+    assert result["checkpoints"] == done
+    print(
+        f"\ntorch: killed host 1's 4 workers after step {last_before}; resumed from {step}; "
+        f"loss {result['first_loss']:.3f} -> {result['final_loss']:.3f}"
+    )
