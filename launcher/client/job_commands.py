@@ -204,7 +204,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--framework",
         choices=FRAMEWORKS,
         default="jax",
-        help="jax (default): MaxText's tiny Llama; torch: a tiny transformers Llama with FSDP2, "
+        help="jax (default): MaxText's tiny Llama; torch: a tiny Llama in plain PyTorch, FSDP2, "
         "one process per chip (launcher/examples/torch_tiny_llama.py)",
     )
     p.add_argument(

@@ -80,6 +80,7 @@ class WorkerConfig:
     run_dir: str | None = None
     per_chip: bool = False  # one worker per chip (a PyTorch job), not per host
 
+
 def slices_of_this_start(world_size: int, hosts_per_slice: int) -> int:
     return max(1, world_size // (hosts_per_slice or world_size))
 

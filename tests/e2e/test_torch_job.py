@@ -1,5 +1,5 @@
 """A PyTorch job on the real local cluster, as a user submits one: `tpu-launcher submit
---framework torch` of the shipped example (a tiny transformers Llama, FSDP2; copied into a
+--framework torch` of the shipped example (a tiny Llama in plain PyTorch, FSDP2; copied into a
 directory of the user's, which ships with the job) on the simulated v5p-16. Ray Train runs 8
 workers (2 hosts x 4 chips), each holding its own chip (TPU_VISIBLE_CHIPS from its TPU resource)
 with the rank variables Ray sets, in one process group (gloo: the simulated hosts' devices are

@@ -1,5 +1,5 @@
 """The PyTorch job's script side (launcher.runtime.torch_job) with real torch.distributed: the
-shipped example (a tiny transformers Llama, FSDP2) on two processes over gloo, as `torchrun`
+shipped example (a tiny Llama in plain PyTorch, FSDP2) on two processes over gloo, as `torchrun`
 starts them (no Ray: the e2e test runs it under Ray Train). Its checkpoints are DCP's, committed
 by the one marker MaxText's use; a resumed run goes on from the latest and computes exactly the
 losses an uninterrupted one does (weights, AdamW's moments and the data order all restored)."""
