@@ -92,6 +92,8 @@ class TinyLlama(nn.Module):
         head_dim = dim // heads
         freqs = 1.0 / 10000 ** (torch.arange(0, head_dim, 2).float() / head_dim)
         angles = torch.outer(torch.arange(seq).float(), freqs).repeat(1, 2)
+        self.cos: torch.Tensor
+        self.sin: torch.Tensor
         self.register_buffer("cos", angles.cos(), persistent=False)
         self.register_buffer("sin", angles.sin(), persistent=False)
 
