@@ -1,6 +1,6 @@
 """A PyTorch job: its words, read once, and what it runs on.
 
-    [--run_name=NAME] [--max_failures=N] [--dry_run] SCRIPT.py [the script's own arguments]
+    [--run_name=NAME] [--max_failures=N] [--max_preemptions=N] [--dry_run] SCRIPT.py [ARGS]
 
 The job flags come before the script; every word after it is the script's, passed unchanged
 (its own `--lr 3e-4` never reaches a parser of ours). It runs one Ray Train worker per TPU chip
@@ -27,6 +27,7 @@ def _flags() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="torch job", add_help=False, exit_on_error=False)
     p.add_argument("--run_name", "--run-name", dest="run_name")
     p.add_argument("--max_failures", "--max-failures", dest="max_failures", type=int)
+    p.add_argument("--max_preemptions", "--max-preemptions", dest="max_preemptions", type=int)
     p.add_argument("--dry_run", "--dry-run", dest="dry_run", action="store_true")
     return p
 
@@ -39,6 +40,7 @@ class TorchJobSpec:
     script_args: tuple[str, ...]
     run_name: str
     max_failures: int = DEFAULT_MAX_FAILURES
+    max_preemptions: int = -1  # as the MaxText job's: preemptions are not failures
     dry_run: bool = False
 
     @classmethod
@@ -58,7 +60,8 @@ class TorchJobSpec:
             raise UsageError(
                 " ".join(unknown),
                 "is no flag of a torch job (the script's own flags go after the script)",
-                f"write it after {words[at]}, or use --run_name, --max_failures, --dry_run",
+                f"write it after {words[at]}; the job's: --run_name, --max_failures, "
+                "--max_preemptions, --dry_run",
             )
         if not ns.run_name:
             raise UsageError(
@@ -68,13 +71,21 @@ class TorchJobSpec:
                 f"--run_name={Path(words[at]).stem}-1 {words[at]}",
             )
         failures = DEFAULT_MAX_FAILURES if ns.max_failures is None else ns.max_failures
-        if failures < -1:
-            raise UsageError("--max_failures", f"is {failures}", "-1 (no limit), 0 or more")
-        return cls(words[at], tuple(words[at + 1 :]), ns.run_name, failures, ns.dry_run)
+        preemptions = -1 if ns.max_preemptions is None else ns.max_preemptions
+        for flag, value in (("--max_failures", failures), ("--max_preemptions", preemptions)):
+            if value < -1:
+                raise UsageError(flag, f"is {value}", "-1 (no limit), 0 or more")
+        return cls(
+            words[at], tuple(words[at + 1 :]), ns.run_name, failures, preemptions, ns.dry_run
+        )
 
     def words(self) -> list[str]:
         """The job's words again, as the in-cluster command reads them."""
-        flags = [f"--run_name={self.run_name}", f"--max_failures={self.max_failures}"]
+        flags = [
+            f"--run_name={self.run_name}",
+            f"--max_failures={self.max_failures}",
+            f"--max_preemptions={self.max_preemptions}",
+        ]
         return [*flags, *(["--dry_run"] if self.dry_run else []), self.script, *self.script_args]
 
 

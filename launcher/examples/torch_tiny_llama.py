@@ -147,7 +147,7 @@ def main() -> None:
         job.step_done(
             step, mean.item() / job.world_size, tokens=args.batch * args.seq * job.world_size
         )
-        if (step + 1) % args.save_every == 0 or step == steps - 1:
+        if job.save_due(step, every=args.save_every):  # or now, on a preemption notice
             job.save(step, model, optimizer)
 
 

@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NoReturn
 
@@ -65,16 +66,31 @@ def _own_drain(node_id: str) -> tuple[bool, float | None]:
     return True, (drained[node_id] / 1000 if drained[node_id] else None)
 
 
+def _to_jax(notice: Notice) -> None:
+    os.kill(os.getpid(), signal.SIGTERM)  # JAX's handler: the notice, not an exit
+
+
 class NoticeRelay:
-    """Watches for a preemption notice and hands it to JAX as a SIGTERM, once: Ray Train's signal
+    """Watches for a preemption notice and hands it to the framework, once: Ray Train's signal
     (pushed to every worker of the group when one of its nodes is drained for preemption, after
     Ray Train's own poll) or this node's own drain, read twice a second (a short notice may not
-    wait for Ray Train's poll). `on_notice` records it where the driver reads it."""
+    wait for Ray Train's poll). By default it goes to JAX as a SIGTERM, once JAX's preemption
+    service runs; `deliver` hands it elsewhere (a PyTorch job's script: launcher.runtime.
+    torch_job). `on_notice` records it where the driver reads it."""
 
-    def __init__(self, train_context: object, node_id: str, on_notice) -> None:
+    def __init__(
+        self,
+        train_context: object,
+        node_id: str,
+        on_notice,
+        deliver: Callable[[Notice], None] = _to_jax,
+        ready: Callable[[], bool] = lambda: _jax_preemption_service_ready(),
+    ) -> None:
         self._context = train_context
         self._node_id = node_id
         self._on_notice = on_notice
+        self._deliver = deliver
+        self._ready = ready
         self.notice: Notice | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="preemption-relay", daemon=True)
@@ -100,10 +116,10 @@ class NoticeRelay:
                 notice = self.poll()
             except Exception:  # a GCS hiccup: the next poll asks again
                 continue
-            if notice is None or not _jax_preemption_service_ready():
+            if notice is None or not self._ready():
                 continue
             self.notice = notice
-            os.kill(os.getpid(), signal.SIGTERM)  # JAX's handler: the notice, not an exit
+            self._deliver(notice)
             self._on_notice(notice)
             return
 

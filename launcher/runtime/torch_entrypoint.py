@@ -86,7 +86,9 @@ def train_torch(spec: TorchJobSpec) -> int:
         run_config=RunConfig(
             name=plan.run_name,
             storage_path=f"{plan.output_dir.rstrip('/')}/{RAY_RESULTS_SUBDIR}",
-            failure_config=FailureConfig(max_failures=spec.max_failures),
+            failure_config=FailureConfig(
+                max_failures=spec.max_failures, max_preemption_failures=spec.max_preemptions
+            ),
             worker_runtime_env={"env_vars": {RUN_DIR_ENV: str(plan.run_dir.path)}},
         ),
     )

@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +43,7 @@ from launcher.core.run_dir import CHECKPOINTS_SUBDIR
 if TYPE_CHECKING:
     import torch
 
+    from launcher.runtime.preemption import NoticeRelay
     from launcher.runtime.progress import ProgressTracker
 
 # Set by the torch entrypoint on every worker: the run's directory in the bucket.
@@ -51,9 +53,13 @@ VISIBLE_CHIPS_ENV = "TPU_VISIBLE_CHIPS"
 # In the pointer checkpoint each save reports to Ray Train.
 POINTER_FILE = "launcher_checkpoint.json"
 
-# This worker's progress tracker, set by launcher.runtime.torch_worker around the script; None
-# where the script runs on its own (a test, a notebook): the lines are printed then.
+# This worker's progress tracker and preemption relay, set by launcher.runtime.torch_worker
+# around the script; None where the script runs on its own (torchrun, a test): the lines are
+# printed then, and no notice comes.
 _tracker: ProgressTracker | None = None
+_relay: NoticeRelay | None = None
+# Set by the relay when Ray tells this worker's host of its preemption.
+_notice = threading.Event()
 
 
 def simulated() -> bool:
@@ -73,6 +79,7 @@ class TorchJob:
     run_dir: Path
     total_steps: int
     _last_step_at: float = field(default_factory=time.monotonic)
+    _saving_for_notice: bool = False
 
     @classmethod
     def start(cls, total_steps: int, run_dir: str | Path | None = None) -> TorchJob:
@@ -152,9 +159,26 @@ class TorchJob:
         self._last_step_at = time.monotonic()
         return step + 1
 
+    def save_due(self, step: int, every: int) -> bool:
+        """Whether to save after `step`: every `every` steps and at the last, or now, when a
+        host of the job heard of its preemption (every rank calls this after every step: they
+        agree on the step, as JAX's preemption sync does for MaxText)."""
+        import torch
+        import torch.distributed as dist
+
+        heard = _notice.is_set()
+        if dist.is_initialized():
+            flag = torch.tensor([1 if heard else 0], device=self.device)
+            dist.all_reduce(flag, op=dist.ReduceOp.MAX)
+            heard = bool(flag.item())
+        self._saving_for_notice = heard
+        return heard or (step + 1) % every == 0 or step + 1 == self.total_steps
+
     def save(self, step: int, model: Any, optimizer: Any = None) -> None:
         """Every rank writes its shards of `step`; rank 0 commits it once all have, and each
-        rank reports it to Ray Train (a barrier: every rank must call save at the same steps)."""
+        rank reports it to Ray Train (a barrier: every rank must call save at the same steps).
+        A save for a preemption notice does not return: the worker waits for Ray Train to
+        restart the group at the notice's deadline (a return would end the run)."""
         import torch.distributed as dist
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
@@ -173,6 +197,14 @@ class TorchJob:
         if _in_ray_train():
             _report_to_ray_train(step, self.rank)
         self._last_step_at = time.monotonic()
+        if self._saving_for_notice and _relay is not None and step + 1 < self.total_steps:
+            from launcher.runtime.preemption import after_preemption_stop
+
+            self._say(
+                f"launcher: step {step} is committed on the preemption notice; this worker waits "
+                "for Ray Train to restart the job at the notice's deadline"
+            )
+            after_preemption_stop(_relay, step)
 
     def step_done(self, step: int, loss: float, tokens: int) -> None:
         """Step `step` (from 0) is done on this worker, with this loss, on `tokens` tokens of

@@ -17,12 +17,13 @@ class ScriptFailed(RuntimeError):
 
 
 def torch_loop_per_worker(config: WorkerConfig) -> None:
-    with started(config, jax_compiles=False, notices=False) as start:
-        torch_job._tracker = start.tracker
+    torch_job._notice.clear()
+    with started(config, jax_compiles=False, deliver=lambda _: torch_job._notice.set()) as start:
+        torch_job._tracker, torch_job._relay = start.tracker, start.relay
         try:
             run_script(config.argv)
         finally:
-            torch_job._tracker = None
+            torch_job._tracker = torch_job._relay = None
     if start.rank == 0:
         publish_summary(
             config.summary_key,

@@ -104,22 +104,25 @@ def quiet_orbax() -> None:
 class WorkerStart:
     """One worker's share of a start of the worker group: its rank, the slices the start got,
     its progress tracker (rank 0 speaks for the group: its events are the job's) and the
-    preemption relay (None where the framework takes no notice)."""
+    preemption relay."""
 
     rank: int
     slices: int
     tracker: ProgressTracker
-    relay: NoticeRelay | None
+    relay: NoticeRelay
 
 
 @contextmanager
 def started(
-    config: WorkerConfig, *, jax_compiles: bool, notices: bool = True
+    config: WorkerConfig,
+    *,
+    jax_compiles: bool,
+    deliver: Callable[[Notice], None] | None = None,
 ) -> Iterator[WorkerStart]:
     """The bookkeeping every framework's worker shares around its training: the attempt's
     events for goodput (rank 0), the restart and elastic lines, Ray metrics, the last-step
-    beacon, the hang watchdog and (with `notices`) the preemption relay; `jax_compiles` counts
-    JAX's compile time and cache hits into the attempt. Everything stops on the way out."""
+    beacon, the hang watchdog and the preemption relay (to JAX, or to `deliver`); `jax_compiles`
+    counts JAX's compile time and cache hits into the attempt. Everything stops on the way out."""
     import ray
     import ray.train
 
@@ -168,20 +171,17 @@ def started(
             _count_compile_time(tracker.attempt)
         beacon = _keep_last_step(f"{config.summary_key}/last_step/{begun}", tracker)
     watchdog = _watch_for_hangs(config, tracker, rank)
+    on_notice = lambda notice: _on_notice(config.summary_key, rank, notice, tracker)  # noqa: E731
+    node = ray.get_runtime_context().get_node_id()
     relay = (
-        NoticeRelay(
-            _train_context(),
-            ray.get_runtime_context().get_node_id(),
-            lambda notice: _on_notice(config.summary_key, rank, notice, tracker),
-        ).start()
-        if notices
-        else None
-    )
+        NoticeRelay(_train_context(), node, on_notice, deliver, ready=lambda: True)
+        if deliver is not None
+        else NoticeRelay(_train_context(), node, on_notice)
+    ).start()
     try:
         yield WorkerStart(rank, slices, tracker, relay)
     finally:
-        if relay is not None:
-            relay.stop()
+        relay.stop()
         for stop in (beacon, fresh, watchdog):
             if stop is not None:
                 stop.set()
@@ -231,7 +231,6 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             f"launcher: step {saved} is committed on the preemption notice; this host waits for "
             "Ray Train to restart the job at the notice's deadline"
         )
-        assert start.relay is not None
         after_preemption_stop(start.relay, saved)
     if start.rank == 0:
         publish_summary(config.summary_key, tracker.summary())

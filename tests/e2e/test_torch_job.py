@@ -4,7 +4,9 @@ directory of the user's, which ships with the job) on the simulated v5p-16. Ray 
 workers (2 hosts x 4 chips), each holding its own chip (TPU_VISIBLE_CHIPS from its TPU resource)
 with the rank variables Ray sets, in one process group (gloo: the simulated hosts' devices are
 CPUs); the loss falls; every save is torch.distributed.checkpoint's, committed in the bucket;
-a host killed mid-run (every chip's process of it) restarts the group from the latest save.
+a host killed mid-run (every chip's process of it) restarts the group from the latest save; a
+host then taken back with a 30 s notice (`tpu-launcher preempt`) has every worker save the step
+they all reach next, and the group goes on from it.
 (All simulated hosts share one IP, so Ray's LOCAL_RANK runs 0-7 here, where each TPU host has
 its own 0-3.)"""
 
@@ -24,7 +26,7 @@ from harness.job_control import (
     train_workers,
     wait_until_done,
 )
-from harness.local_ray import launcher_result, run_name
+from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.paths import REPO
 from launcher.client.local_layout import HOST_ENV
 from launcher.core.checkpoints import committed_steps
@@ -32,7 +34,8 @@ from launcher.core.job_events import EventKind, events
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
-STEPS, SAVE_EVERY = 40, 5
+STEPS, SAVE_EVERY = 80, 10
+NOTICE_S = 30  # a Spot VM's
 WORKER = re.compile(
     r"\(RayTrainWorker pid=(\d+)[^)]*\)\S* worker (\d+) of (\d+): local rank \d+, chip (\d+), "
     r"device (\w+)"
@@ -51,7 +54,9 @@ def wait_for_progress(client, job_id: str, step: int, timeout: float = 300) -> s
     raise AssertionError(f"job {job_id} did not reach step {step} in {timeout}s")
 
 
-def test_a_worker_per_chip_trains_saves_and_resumes_after_a_killed_host(local_cluster, tmp_path):
+def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_notice(
+    local_cluster, tmp_path
+):
     work = tmp_path / "my-torch-project"
     work.mkdir()
     shutil.copy(EXAMPLE, work / "train.py")
@@ -68,6 +73,10 @@ def test_a_worker_per_chip_trains_saves_and_resumes_after_a_killed_host(local_cl
     host_of = {p.pid: p.environ().get(HOST_ENV) for p in train_workers()}
     killed = kill_every_worker_of("local-slice-0-host-1")
     assert len(killed) == 4, killed  # one process per chip
+    # The restarted group trains on; then host 1 is taken back with a notice.
+    before_notice = wait_for_progress(client, job_id, 30)
+    preempted = tpu_launcher("preempt", "--host", "1", "--notice", str(NOTICE_S), timeout=180)
+    assert preempted.returncode == 0, preempted.stdout + preempted.stderr
     assert wait_until_done(client, job_id) == "SUCCEEDED"
     logs = client.logs(job_id)
 
@@ -85,18 +94,23 @@ def test_a_worker_per_chip_trains_saves_and_resumes_after_a_killed_host(local_cl
 
     result = launcher_result(logs)
     assert result["last_step"] == STEPS - 1
-    assert result["final_loss"] < result["first_loss"] - 1.0, result  # bytes: ln 256 = 5.5 to start
-    (restart,) = result["restarts"]
-    assert restart["cause"] == "failed", restart
-    # The restarted group went on from the latest committed save before the kill.
-    restored = {int(s) for s in RESTORED.findall(logs[len(before_kill) :])}
-    (step,) = restored
+    failed, notice = result["restarts"]
+    # The kill: the restarted group went on from the latest committed save before it.
+    assert failed["cause"] == "failed", failed
+    (step,) = {int(s) for s in RESTORED.findall(logs[len(before_kill) : len(before_notice)])}
     last_before = max(int(e.fields["step"]) for e in events(before_kill, EventKind.PROGRESS))
     assert 0 <= last_before - (step + 1) <= SAVE_EVERY, (last_before, step)
-    assert result["first_step"] == step + 1, result
+    # The notice: every worker saved the step they all reached next, and the restart went on
+    # from it, computing nothing again; a preemption spends no failure.
+    assert notice["cause"] == "preempted" and notice["saved_step"] is not None, notice
+    assert (notice["resumed_at"], notice["recomputed"]) == (notice["saved_step"] + 1, 0), notice
+    assert "restarts:     1 preemption (--max_preemptions), 1 failure (--max_failures)" in logs
+    assert result["first_step"] == notice["saved_step"] + 1, result
+    assert result["final_loss"] < 3.0, result  # bytes: ln 256 = 5.5 untrained
 
     done = committed_steps(local_cluster.bucket / name)
-    assert done == list(range(SAVE_EVERY - 1, STEPS, SAVE_EVERY)), done
+    periodic = set(range(SAVE_EVERY - 1, STEPS, SAVE_EVERY))
+    assert set(done) == periodic | {notice["saved_step"]}, done
     shards = {
         p.name for p in (local_cluster.bucket / name / "checkpoints" / str(done[-1])).iterdir()
     }
@@ -104,5 +118,6 @@ def test_a_worker_per_chip_trains_saves_and_resumes_after_a_killed_host(local_cl
     assert result["checkpoints"] == done
     print(
         f"\ntorch: killed host 1's 4 workers after step {last_before}; resumed from {step}; "
-        f"loss {result['first_loss']:.3f} -> {result['final_loss']:.3f}"
+        f"notice: saved {notice['saved_step']}, resumed {notice['resumed_at']}; final loss "
+        f"{result['final_loss']:.3f}"
     )
