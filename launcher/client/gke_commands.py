@@ -35,6 +35,7 @@ from launcher.client.gke_steps import Plan, execute, format_plan
 from launcher.client.gke_target import GkeTarget, add_target_options
 from launcher.client.image_tag import DOCKERFILE, content_tag, image_tag_of
 from launcher.core.errors import UsageError
+from launcher.core.frameworks import FRAMEWORKS, JAX, of_image_tag
 from launcher.core.values_file import load_values
 
 
@@ -91,8 +92,12 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     pinned = values.get("ray", {}).get("image", {}).get("tag")
     pinned = pinned or next((v.partition("=")[2] for v in ns.set if v.startswith(TAG)), None)
     pinned = pinned or (chart_meta(chart).packaged_for if readable else None)
+    framework = values.get("ray", {}).get("framework", JAX.name)
+    framework = next((v.partition("=")[2] for v in ns.set if v.startswith(FRAMEWORK)), framework)
     if root is not None and not pinned:
-        target = dataclasses.replace(target, image_tag=content_tag(root, chart))
+        # The framework's image (its suffix), which the chart refuses to pair with another.
+        suffix = FRAMEWORKS[framework].tag_suffix if framework in FRAMEWORKS else ""
+        target = dataclasses.replace(target, image_tag=content_tag(root, chart) + suffix)
     elif root is None and not pinned and readable:
         raise UsageError(
             "ray.image.tag",
@@ -106,6 +111,7 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
 
 
 TAG = "ray.image.tag="
+FRAMEWORK = "ray.framework="
 
 
 def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
@@ -206,9 +212,10 @@ def image(ns: argparse.Namespace) -> int:
     print(f"image: {ref} (what the release's Ray pods pull), built with {builder}", flush=True)
     if builder == "docker":
         dockerfile = str(source / DOCKERFILE)
+        framework = f"FRAMEWORK={of_image_tag(image_tag_of(ref)).name}"
         run(
             "build the image",
-            ["docker", "build", "-f", dockerfile, "-t", ref, str(source)],
+            ["docker", "build", "-f", dockerfile, "--build-arg", framework, "-t", ref, str(source)],
             dry_run=ns.dry_run,
         )
         run("push the image", ["docker", "push", ref], dry_run=ns.dry_run)

@@ -13,6 +13,7 @@ from launcher.client.gke_release import ReleaseNeeds
 from launcher.client.gke_steps import Check, Step, gcloud
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.client.image_tag import DOCKERFILE, image_tag_of
+from launcher.core.frameworks import of_image_tag
 
 CLOUDBUILD = "images/launcher/cloudbuild.yaml"
 
@@ -108,16 +109,18 @@ def image_present_step(image: str, target: GkeTarget) -> Step:
 
 def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
     """Cloud Build builds images/launcher/Dockerfile from `source` (the checkout) and pushes
-    `image`; skipped when that tag is in the registry already (`tpu-launcher image` rebuilds)."""
+    `image`, for the framework its tag's suffix says; skipped when that tag is in the registry
+    already (`tpu-launcher image` rebuilds)."""
+    framework = of_image_tag(image_tag_of(image))
     return Step(
-        f"launcher image {image} (Cloud Build: {DOCKERFILE})",
+        f"launcher image {image} (Cloud Build: {DOCKERFILE}, {framework.describe})",
         gcloud(
             "builds",
             "submit",
             str(source),
             f"--project={target.project}",
             f"--config={source / CLOUDBUILD}",
-            f"--substitutions=_IMAGE={image}",
+            f"--substitutions=_IMAGE={image},_FRAMEWORK={framework.name}",
         ),
         done_if=Check(describe_image(image, target)),
     )

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 from launcher.client.chart_meta import chart_meta
+from launcher.core.frameworks import of_image_tag
 
 DOCKERFILE = "images/launcher/Dockerfile"
 # Never in the image (images/launcher/Dockerfile.dockerignore, .gcloudignore).
@@ -58,6 +59,8 @@ def skew(ref: str, client_version: str, checkout_tag: str | None) -> str | None:
     """What differs between this client and the launcher image a release runs, said for a
     user about to submit to it; None when nothing does (or the tag is not one of ours)."""
     tag = image_tag_of(ref)
+    if tag is not None:  # the framework's suffix is no part of the sources' tag
+        tag = tag.removesuffix(of_image_tag(tag).tag_suffix)
     if tag is None or not re.fullmatch(r"\d+\.\d+\.\d+(-[0-9a-f]{12})?", tag):
         return None  # not a tag of ours (`latest`, a team's own): nothing to compare
     image_version = tag.partition("-")[0]

@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
+from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
@@ -15,7 +16,6 @@ from launcher.core.run_requests import (
     add_run_options,
     job_args,
 )
-from launcher.core.torch_plan import FRAMEWORKS
 
 if TYPE_CHECKING:
     from launcher.core.job_plan import Job

@@ -54,6 +54,9 @@ MAXTEXT_DEFAULT_CACHE_DIR = "~/jax_cache"
 # on a slice, shorter than the time a person notices a stalled job. PyTorch's NCCL watchdog
 # waits 10 minutes by default; XLA's collectives on TPU wait forever.
 DEFAULT_HANG_TIMEOUT_S = 900.0
+DEFAULT_HANG_STEP_FACTOR = 10.0
+DEFAULT_MAX_HANGS = 3
+DEFAULT_MAX_FAILURES = 3
 
 
 def _env_int(name: str) -> int | None:
@@ -123,7 +126,7 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
     flags.DEFINE_integer(
         "max_failures",
-        3,
+        DEFAULT_MAX_FAILURES,
         "Restarts of the worker group after a host fails; "
         "MaxText resumes from the latest checkpoint each time. Preemptions do not count.",
         flag_values=fv,
@@ -147,13 +150,13 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
     flags.DEFINE_float(
         "hang_step_factor",
-        10.0,
+        DEFAULT_HANG_STEP_FACTOR,
         "The hang bound in median step times, when longer than --hang_timeout_s.",
         flag_values=fv,
     )
     flags.DEFINE_integer(
         "max_hangs",
-        3,
+        DEFAULT_MAX_HANGS,
         "Restarts after a hang (-1: no limit); failures and preemptions do not count.",
         flag_values=fv,
     )
@@ -247,11 +250,11 @@ class JobOptions:
     chips_per_host: int | None = None
     cpu_hosts: int | None = None
     cpu_devices_per_host: int | None = None
-    max_failures: int = 3
+    max_failures: int = DEFAULT_MAX_FAILURES
     max_preemptions: int = -1
     hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S
-    hang_step_factor: float = 10.0
-    max_hangs: int = 3
+    hang_step_factor: float = DEFAULT_HANG_STEP_FACTOR
+    max_hangs: int = DEFAULT_MAX_HANGS
     steps_beyond_checkpoint: int | None = None
     libtpu_init_args: str = ""
     metrics: bool = True

@@ -8,11 +8,12 @@ import argparse
 from dataclasses import dataclass, field
 
 from launcher.core.errors import UsageError
+from launcher.core.frameworks import JAX, TORCH
 
 # How a job on the cluster runs the launcher (the image's Python); one place for every job.
 JOB_ENTRYPOINT = ["python", "-m", "launcher"]
-TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
-TORCH_TRAIN = "train-torch"  # a PyTorch job's (launcher.runtime.torch_entrypoint)
+TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, JAX.command]
+TORCH_TRAIN = TORCH.command  # a PyTorch job's (launcher.runtime.torch_entrypoint)
 TORCH_ENTRYPOINT = [*JOB_ENTRYPOINT, TORCH_TRAIN]
 DECODE_ENTRYPOINT = [*JOB_ENTRYPOINT, "decode"]
 CONVERT_ENTRYPOINT = [*JOB_ENTRYPOINT, "convert"]

@@ -1,6 +1,7 @@
 """A PyTorch job: its words, read once, and what it runs on.
 
-    [--run_name=NAME] [--max_failures=N] [--max_preemptions=N] [--dry_run] SCRIPT.py [ARGS]
+    [--run_name=NAME] [--max_failures=N] [--max_preemptions=N] [--max_hangs=N]
+    [--hang_timeout_s=S] [--hang_step_factor=F] [--nometrics] [--dry_run] SCRIPT.py [ARGS]
 
 The job flags come before the script; every word after it is the script's, passed unchanged
 (its own `--lr 3e-4` never reaches a parser of ours). It runs one Ray Train worker per TPU chip
@@ -16,11 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.core.errors import UsageError
+from launcher.core.job_plan import (
+    DEFAULT_HANG_STEP_FACTOR,
+    DEFAULT_HANG_TIMEOUT_S,
+    DEFAULT_MAX_FAILURES,
+    DEFAULT_MAX_HANGS,
+)
 from launcher.core.run_dir import RunDir
 from launcher.core.slices import TpuSlices
 
-FRAMEWORKS = ("jax", "torch")
-DEFAULT_MAX_FAILURES = 3  # as the MaxText job's --max_failures
+# The job's flags, as a MaxText job spells them (its help: `tpu-launcher train --help`).
+JOB_FLAGS = (
+    "--run_name, --max_failures, --max_preemptions, --max_hangs, --hang_timeout_s, "
+    "--hang_step_factor, --nometrics, --dry_run"
+)
 
 
 def _flags() -> argparse.ArgumentParser:
@@ -28,6 +38,10 @@ def _flags() -> argparse.ArgumentParser:
     p.add_argument("--run_name", "--run-name", dest="run_name")
     p.add_argument("--max_failures", "--max-failures", dest="max_failures", type=int)
     p.add_argument("--max_preemptions", "--max-preemptions", dest="max_preemptions", type=int)
+    p.add_argument("--max_hangs", "--max-hangs", dest="max_hangs", type=int)
+    p.add_argument("--hang_timeout_s", "--hang-timeout-s", dest="hang_timeout_s", type=float)
+    p.add_argument("--hang_step_factor", "--hang-step-factor", dest="hang_step_factor", type=float)
+    p.add_argument("--nometrics", "--no-metrics", dest="metrics", action="store_false")
     p.add_argument("--dry_run", "--dry-run", dest="dry_run", action="store_true")
     return p
 
@@ -41,6 +55,10 @@ class TorchJobSpec:
     run_name: str
     max_failures: int = DEFAULT_MAX_FAILURES
     max_preemptions: int = -1  # as the MaxText job's: preemptions are not failures
+    max_hangs: int = DEFAULT_MAX_HANGS
+    hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S  # the hang watchdog's floor (0: off)
+    hang_step_factor: float = DEFAULT_HANG_STEP_FACTOR
+    metrics: bool = True
     dry_run: bool = False
 
     @classmethod
@@ -60,8 +78,7 @@ class TorchJobSpec:
             raise UsageError(
                 " ".join(unknown),
                 "is no flag of a torch job (the script's own flags go after the script)",
-                f"write it after {words[at]}; the job's: --run_name, --max_failures, "
-                "--max_preemptions, --dry_run",
+                f"write it after {words[at]}; the job's: {JOB_FLAGS}",
             )
         if not ns.run_name:
             raise UsageError(
@@ -70,14 +87,22 @@ class TorchJobSpec:
                 "the same name resumes them",
                 f"--run_name={Path(words[at]).stem}-1 {words[at]}",
             )
-        failures = DEFAULT_MAX_FAILURES if ns.max_failures is None else ns.max_failures
-        preemptions = -1 if ns.max_preemptions is None else ns.max_preemptions
-        for flag, value in (("--max_failures", failures), ("--max_preemptions", preemptions)):
+        given = {k: v for k, v in vars(ns).items() if v is not None and k != "run_name"}
+        spec = cls(words[at], tuple(words[at + 1 :]), ns.run_name, **given)
+        for flag, value in (
+            ("--max_failures", spec.max_failures),
+            ("--max_preemptions", spec.max_preemptions),
+            ("--max_hangs", spec.max_hangs),
+        ):
             if value < -1:
                 raise UsageError(flag, f"is {value}", "-1 (no limit), 0 or more")
-        return cls(
-            words[at], tuple(words[at + 1 :]), ns.run_name, failures, preemptions, ns.dry_run
-        )
+        for flag, seconds in (
+            ("--hang_timeout_s", spec.hang_timeout_s),
+            ("--hang_step_factor", spec.hang_step_factor),
+        ):
+            if seconds < 0:
+                raise UsageError(flag, f"is {seconds:g}", "0 (off) or more")
+        return spec
 
     def words(self) -> list[str]:
         """The job's words again, as the in-cluster command reads them."""
@@ -85,8 +110,13 @@ class TorchJobSpec:
             f"--run_name={self.run_name}",
             f"--max_failures={self.max_failures}",
             f"--max_preemptions={self.max_preemptions}",
+            f"--max_hangs={self.max_hangs}",
+            f"--hang_timeout_s={self.hang_timeout_s:g}",
+            f"--hang_step_factor={self.hang_step_factor:g}",
+            *([] if self.metrics else ["--nometrics"]),
+            *(["--dry_run"] if self.dry_run else []),
         ]
-        return [*flags, *(["--dry_run"] if self.dry_run else []), self.script, *self.script_args]
+        return [*flags, self.script, *self.script_args]
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 
+from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.preemption import NOTICE_COMMAND
 from launcher.core.run_requests import (
     TORCH_TRAIN,
@@ -41,7 +42,7 @@ def run_hf_import(ns: argparse.Namespace) -> int:
 def run_cluster_check(ns: argparse.Namespace) -> int:
     from launcher.runtime.cluster_check import check
 
-    return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster)
+    return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster, ns.framework)
 
 
 def run_serving_check(ns: argparse.Namespace) -> int:
@@ -125,6 +126,12 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--ray-cluster", help="also check the TPU webhook's work on this RayCluster's pods"
+    )
+    p.add_argument(
+        "--framework",
+        choices=FRAMEWORKS,
+        default="jax",
+        help="what the release runs (ray.framework): torch also needs TorchTPU's variables",
     )
     p.set_defaults(func=run_cluster_check)
     p = sub.add_parser(

@@ -25,7 +25,7 @@ from absl import app, flags
 from launcher.core import job_plan
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
-from launcher.core.goodput import format_breakdown
+from launcher.core.frameworks import JAX, check_image_runs
 from launcher.core.hangs import HangBound
 from launcher.core.idle_slices import IdleRelease
 from launcher.core.job_plan import (
@@ -83,6 +83,7 @@ def config_by_absolute_path(maxtext_argv: list[str]) -> list[str]:
 
 def train(options: JobOptions, maxtext_argv: list[str]) -> int:
     """Plans the job, then (unless a dry run) trains it on the planned slices."""
+    check_image_runs(JAX)
     maxtext_argv = config_by_absolute_path(maxtext_argv)
     plan = plan_job(
         options,
@@ -201,8 +202,8 @@ def slice_trainer(
 
 
 def _fit(plan: JobPlan, options: JobOptions) -> int:
-    from launcher.runtime.hang_policy import with_hang_budget
-    from launcher.runtime.metrics import JobMetrics, JobReporter, job_labels
+    from launcher.runtime.job_fit import RestartBudgets, fit_job
+    from launcher.runtime.metrics import job_labels
     from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
@@ -238,55 +239,15 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
     outcomes = JobOutcome(
         summary_key, plan.run_dir, STARTED_AT, plan.args.get("jax_cache_dir") or "off"
     ).begin()
-    reporter = (
-        JobReporter(JobMetrics(labels), lambda: outcomes.read(plot=False), plan.run_dir.path)
-        if labels is not None
-        else None
-    )
-    if reporter is not None:
-        reporter.start()
     history = outcomes.history(plan.run_name, int(plan.args.get("steps")))
     start = time.monotonic()
-    try:
-        with with_hang_budget(options.max_hangs, summary_key):
-            result = trainer.fit()
-    except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
-        outcome = outcomes.read()
-        if reporter is not None:
-            reporter.stop(outcome)
-        for line in format_breakdown(outcome["goodput"]):
-            print(line, flush=True)
-        for restart in outcome["restarts"]:
-            print(f"  {restart.describe()}", flush=True)
-        print(
-            f"\nlauncher: training failed ({max_failures} restarts allowed after failures "
-            f"(--max_failures), {_budget(max_preemptions)} after preemptions "
-            f"(--max_preemptions), {_budget(options.max_hangs)} after hangs (--max_hangs)): "
-            f"{type(e).__name__}: {e}",
-            file=sys.stderr,
-            flush=True,
-        )
-        print(
-            f"  checkpoints so far are kept under {plan.run_dir.checkpoints}; fix "
-            "the cause and submit again with the same run_name to resume.",
-            file=sys.stderr,
-            flush=True,
-        )
-        if history is not None:
-            history.finish("FAILED", None)
+    budgets = RestartBudgets(max_failures, max_preemptions, options.max_hangs)
+    if (outcome := fit_job(trainer, outcomes, budgets, labels, history)) is None:
         return 1
-    del result  # Ray Train keeps metrics only with Ray checkpoints; MaxText owns ours
-    outcome = outcomes.read()
-    if reporter is not None:  # the job's last figures are the summary's
-        reporter.stop(outcome)
     record = print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
     if history is not None:
         history.finish("SUCCEEDED", record)
     return 0
-
-
-def _budget(limit: int) -> str:
-    return "any number" if limit < 0 else str(limit)
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -1,23 +1,25 @@
 """The TorchTrainer entrypoint: a PyTorch script on every chip of the cluster's TPU slices.
 
-    tpu-launcher train-torch [--run_name=NAME] [--max_failures=N] [--dry_run] SCRIPT.py [ARGS]
+    tpu-launcher train-torch [--run_name=NAME] [JOB FLAGS] SCRIPT.py [ARGS]
 
 One Ray Train worker per chip (PyTorch's device-centric mode), the process group set up before
 the script runs (launcher.runtime.torch_backend), the script's steps and saves read through
-launcher.runtime.torch_job, and the same summary, goodput and restarts as a MaxText job's. What
-`tpu-launcher submit --framework torch` runs on the cluster.
+launcher.runtime.torch_job, and the same summary, goodput, restarts and budgets, hang watchdog
+and Ray metrics as a MaxText job's. What `tpu-launcher submit --framework torch` runs on the
+cluster. The job flags: --max_failures, --max_preemptions, --max_hangs, --hang_timeout_s,
+--hang_step_factor, --nometrics, --dry_run (as `tpu-launcher train --help` says them).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import uuid
 from typing import Any, cast
 
 from launcher.core.errors import UsageError, report
+from launcher.core.frameworks import TORCH, check_image_runs
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.slices import cluster_slices
 from launcher.core.torch_plan import TorchJobSpec, TorchPlan
@@ -37,6 +39,7 @@ def plan_torch_job(spec: TorchJobSpec, nodes: list[dict]) -> TorchPlan:
 
 def train_torch(spec: TorchJobSpec) -> int:
     started_at = time.time()
+    check_image_runs(TORCH)
     # Before Ray is imported, which reads it: Ray would fold lines that differ only in
     # numbers (the progress lines, each worker's own).
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
@@ -53,11 +56,15 @@ def train_torch(spec: TorchJobSpec) -> int:
     from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
     from ray.train.v2.torch.torch_trainer import TorchTrainer
 
+    from launcher.core.hangs import HangBound
+    from launcher.runtime.job_fit import RestartBudgets, fit_job
+    from launcher.runtime.metrics import job_labels
     from launcher.runtime.summary import print_summary
     from launcher.runtime.torch_backend import LauncherTorchConfig
     from launcher.runtime.torch_worker import torch_loop_per_worker
     from launcher.runtime.worker import WorkerConfig, read_summary
 
+    labels = job_labels(plan.run_name, plan.slices.name) if spec.metrics else None
     summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
     shape = plan.slices.shape
     loop: Any = torch_loop_per_worker  # Ray pickles the config to each worker, as it is
@@ -70,6 +77,8 @@ def train_torch(spec: TorchJobSpec) -> int:
                 steps=0,  # the script says (TorchJob.start)
                 summary_key=summary_key,
                 hosts_per_slice=plan.workers_per_slice,
+                metric_labels=labels,
+                hang_bound=HangBound(spec.hang_timeout_s, spec.hang_step_factor),
                 run_dir=str(plan.run_dir.path),
                 per_chip=True,
             ),
@@ -95,25 +104,10 @@ def train_torch(spec: TorchJobSpec) -> int:
     outcomes = JobOutcome(summary_key, plan.run_dir, started_at).begin()
     history = outcomes.history(plan.run_name, None)
     start = time.monotonic()
-    try:
-        trainer.fit()
-    except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
-        for restart in outcomes.read()["restarts"]:
-            print(f"  {restart.describe()}", flush=True)
-        print(
-            f"\nlauncher: training failed ({spec.max_failures} restarts allowed after failures "
-            f"(--max_failures)): {type(e).__name__}: {e}\n  checkpoints so far are kept under "
-            f"{plan.run_dir.checkpoints}; fix the cause and submit again with "
-            f"--run_name={plan.run_name} to resume.",
-            file=sys.stderr,
-            flush=True,
-        )
-        if history is not None:
-            history.finish("FAILED", None)
+    budgets = RestartBudgets(spec.max_failures, spec.max_preemptions, spec.max_hangs)
+    if (outcome := fit_job(trainer, outcomes, budgets, labels, history)) is None:
         return 1
-    record = print_summary(
-        plan, read_summary(summary_key), time.monotonic() - start, outcomes.read()
-    )
+    record = print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
     if history is not None:
         history.finish("SUCCEEDED", record)
     return 0

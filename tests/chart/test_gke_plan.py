@@ -179,7 +179,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         assert "--workload-metadata=GKE_METADATA" in pool
     build = named["builds", "submit", "."]
     image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
-    assert f"--substitutions=_IMAGE={image}" in build
+    assert f"--substitutions=_IMAGE={image},_FRAMEWORK=jax" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
     # The chart beside the image, packaged for it: the chart pulled from there runs that image.
     joined, helm3 = script.replace(" \\\n    ", " "), helm(3)
@@ -287,7 +287,7 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
         )
         == 0
     )
-    built = re.findall(r"_IMAGE=(\S+)", capsys.readouterr().out)
+    built = re.findall(r"_IMAGE=([^\s,]+)", capsys.readouterr().out)
     assert built and set(built) == images == {
         f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
     }
@@ -304,7 +304,22 @@ def _image_of(capsys, chart, *extra: str) -> str:
     values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(chart), *extra]
     argv = ["image", *values, *target, "--helm", str(helm(3)), "--dry-run"]
     assert cli.main([*argv, "--builder=cloud-build"]) == 0
-    return re.findall(r"_IMAGE=(\S+)", capsys.readouterr().out)[0]
+    return re.findall(r"_IMAGE=([^\s,]+)", capsys.readouterr().out)[0]
+
+
+def test_a_pytorch_release_builds_and_installs_the_torch_image(capsys):
+    """ray.framework=torch: the image is built for torch (Cloud Build's _FRAMEWORK, the
+    Dockerfile's FRAMEWORK) and tagged with its suffix, which the chart pairs with torch jobs."""
+    tag = f"{content_tag(REPO, CHART)}-torch"
+    assert _image_of(capsys, CHART, "--set", "ray.framework=torch").endswith(f":{tag}")
+    target = ["--project=my-proj", "--location=us-east5-b", "--bucket=my-ckpts"]
+    values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
+    argv = ["image", *values, *target, "--set", "ray.framework=torch", "--dry-run"]
+    assert cli.main([*argv, "--helm", str(helm(3)), "--builder=docker"]) == 0
+    assert "--build-arg FRAMEWORK=torch" in capsys.readouterr().out
+    argv = ["install", *values, *target, "--set", "ray.framework=torch", "--dry-run"]
+    assert cli.main([*argv, "--helm", str(helm(3))]) == 0
+    assert f"--set ray.image.tag={tag}" in capsys.readouterr().out
 
 
 def test_the_image_tag_changes_with_what_the_image_is_built_from(capsys, tmp_path):

@@ -38,6 +38,20 @@ CASES = [
         "--set ray.fullnameOverride=<name of at most 34>",
     ),
     (
+        # The image of one framework under the other's jobs: each stops on the head.
+        "a MaxText image's tag for PyTorch jobs",
+        ["ray.framework=torch", "ray.image.tag=0.1.0-3f2a9c1b7e0d"],
+        "ray.image.tag",
+        "the torch image's tag ends in -torch",
+    ),
+    (
+        "a PyTorch image's tag for MaxText jobs",
+        ["ray.image.tag=0.1.0-3f2a9c1b7e0d-torch"],
+        "ray.image.tag",
+        "set ray.framework=torch to run PyTorch jobs",
+    ),
+    ("unknown framework", ["ray.framework=pytorch"], "ray.framework", "torch"),
+    (
         "reservation without its name",
         ["ray.worker.tpu.capacity=reservation"],
         "ray.worker.tpu.reservation",

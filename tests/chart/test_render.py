@@ -6,9 +6,12 @@ from __future__ import annotations
 import shlex
 
 import pytest
+import yaml
 
 from harness.helm import CHART, VALUES_FILES, by_kind, render
+from launcher.core.frameworks import FRAMEWORKS, NAMES
 from launcher.core.job_plan import MIN_SLICES_ENV
+from launcher.core.run_requests import JOB_ENTRYPOINT
 
 pytestmark = pytest.mark.chart
 
@@ -318,3 +321,37 @@ def test_a_rayjob_release_is_the_same_cluster_held_only_while_its_job_runs():
     # A standing cluster queues the same way.
     cluster = _ray_cluster(*queued)
     assert cluster["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] == "team-a"
+
+
+@pytest.mark.parametrize("framework", NAMES)
+def test_the_framework_picks_the_image_the_job_command_and_helm_tests_check(framework):
+    """ray.framework is one value: every Ray container runs that framework's launcher image (the
+    appVersion with its tag suffix, as launcher.core.frameworks and `tpu-launcher image` tag it),
+    a RayJob runs its train command, and helm test checks what its jobs need of the webhook."""
+    chosen = FRAMEWORKS[framework]
+    values = CHART.parents[1] / "values" / "v6e-16.yaml"
+    docs = render(values, f"--set=ray.framework={framework}")
+    app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
+    images = {
+        c["image"]
+        for d in docs
+        if d["kind"] in ("RayCluster", "Pod")
+        for c in _containers(d)
+        if "launcher" in c["image"]
+    }
+    assert images == {f"us-docker.pkg.dev/my-project/tpu-stack/launcher:{app_version}"
+                      f"{chosen.tag_suffix}"}  # fmt: skip
+    (test_pod,) = by_kind(docs, "Pod")
+    assert f"--framework={framework}" in test_pod["spec"]["containers"][0]["command"]
+    job = ["--set=ray.job.enabled=true", '--set-json=ray.job.args=["--run_name=r","t.py"]']
+    (rayjob,) = by_kind(render(values, f"--set=ray.framework={framework}", *job), "RayJob")
+    assert shlex.split(rayjob["spec"]["entrypoint"]) == [
+        *JOB_ENTRYPOINT, chosen.command, "--run_name=r", "t.py"
+    ]  # fmt: skip
+
+
+def _containers(doc: dict) -> list[dict]:
+    if doc["kind"] == "Pod":
+        return doc["spec"]["containers"]
+    groups = [doc["spec"]["headGroupSpec"], *doc["spec"].get("workerGroupSpecs", [])]
+    return [c for g in groups for c in g["template"]["spec"]["containers"]]

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from harness.helm import CHART, VALUES_FILES, by_kind, render
-from launcher.core.run_requests import TRAIN_ENTRYPOINT
+from launcher.core.run_requests import TORCH_ENTRYPOINT, TRAIN_ENTRYPOINT
 from launcher.core.tpu_table import (
     GENERATIONS,
     GKE_ACCELERATOR_LABEL,
@@ -117,8 +117,10 @@ def test_chips_per_host_chooses_between_a_names_shapes():
 def test_the_job_command_notes_show_is_what_submit_sends():
     """NOTES print a plain `ray job submit` line for users without the launcher installed."""
     notes = (CHART / "templates" / "NOTES.txt").read_text()
-    command = " ".join(TRAIN_ENTRYPOINT)
-    assert f"ray job submit --address http://127.0.0.1:8265 -- {command} <job args>" in notes
+    jax, torch = " ".join(TRAIN_ENTRYPOINT), " ".join(TORCH_ENTRYPOINT)
+    chosen = f'ternary "{torch}" "{jax}" (eq $r.framework "torch")'
+    assert f"{{{{- $entrypoint := {chosen} -}}}}" in notes  # as the job's framework
+    assert "ray job submit --address http://127.0.0.1:8265 -- {{ $entrypoint }} <job args>" in notes
     # Ray 2.60 clients add the token header only in token mode (ray/_private/authentication/
     # http_token_authentication.py: get_auth_headers_if_auth_enabled).
     assert "export RAY_AUTH_MODE=token" in notes

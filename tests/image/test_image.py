@@ -17,11 +17,12 @@ from contextlib import contextmanager
 import pytest
 
 from harness.paths import REPO, pins
+from launcher.core.frameworks import IMAGE_FRAMEWORK_ENV, JAX, TORCH
 
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"
-LOCK = REPO / "images" / "launcher" / "requirements.lock"
-TORCH_LOCK = REPO / "images" / "launcher" / "requirements-torch.lock"  # the torch variant's
+LOCK = REPO / "images" / "launcher" / JAX.lock
+TORCH_LOCK = REPO / "images" / "launcher" / TORCH.lock  # the torch variant's
 
 
 @contextmanager
@@ -52,7 +53,14 @@ def test_hadolint_reports_nothing():
 def test_image_runs_as_non_root_and_installs_the_lock_with_hashes():
     text = DOCKERFILE.read_text()
     assert re.search(r"^USER 1000$", text, re.M)
-    assert "--require-hashes -r /app/requirements.lock" in text
+    assert '--require-hashes -r "${lock}"' in text
+    # One image per framework (launcher.core.frameworks): its lock, and the image says which it
+    # is, so a job of the other framework stops on the head.
+    assert re.search(rf"^ARG FRAMEWORK={JAX.name}$", text, re.M)
+    assert f"lock=/app/{JAX.lock} " in text
+    assert f'if [ "${{FRAMEWORK}}" = {TORCH.name} ]; then lock=/app/{TORCH.lock}; fi' in text
+    assert f"{IMAGE_FRAMEWORK_ENV}=${{FRAMEWORK}}" in text
+    assert {(DOCKERFILE.parent / f.lock).is_file() for f in (JAX, TORCH)} == {True}
 
 
 @pytest.mark.parametrize(("extra", "lock"), [("runtime", LOCK), ("torch", TORCH_LOCK)])

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.core.errors import UsageError
+from launcher.core.job_plan import JobOptions
 from launcher.core.slices import TpuSlices
 from launcher.core.torch_plan import TorchJobSpec, TorchPlan
 from launcher.core.tpu_table import slice_shape
@@ -22,6 +23,24 @@ def test_the_scripts_own_flags_reach_it_unchanged():
     assert TorchJobSpec.parse(spec.words()) == spec  # what the cluster's command reads back
 
 
+def test_the_hang_watchdog_and_metrics_flags_are_a_maxtext_jobs():
+    default = TorchJobSpec.parse(["--run_name=r", "t.py"])
+    maxtext = JobOptions()  # the MaxText job's defaults (core.job_plan)
+    assert (default.hang_timeout_s, default.hang_step_factor, default.max_hangs) == (
+        maxtext.hang_timeout_s,
+        maxtext.hang_step_factor,
+        maxtext.max_hangs,
+    )
+    assert (default.max_failures, default.max_preemptions) == (
+        maxtext.max_failures,
+        maxtext.max_preemptions,
+    )
+    words = ["--run_name=r", "--hang_timeout_s=20", "--max-hangs=0", "--nometrics", "t.py"]
+    spec = TorchJobSpec.parse(words)
+    assert (spec.hang_timeout_s, spec.max_hangs, spec.metrics) == (20.0, 0, False)
+    assert TorchJobSpec.parse(spec.words()) == spec
+
+
 @pytest.mark.parametrize(
     ("words", "field", "fix"),
     [
@@ -30,6 +49,8 @@ def test_the_scripts_own_flags_reach_it_unchanged():
         (["train.py"], "--run_name", "--run_name=train-1 train.py"),
         (["--run_name=r", "--lr=1", "train.py"], "--lr=1", "write it after train.py"),
         (["--run_name=r", "--max_failures=-2", "t.py"], "--max_failures", "-1 (no limit)"),
+        (["--run_name=r", "--max_hangs=-3", "t.py"], "--max_hangs", "-1 (no limit)"),
+        (["--run_name=r", "--hang_timeout_s=-1", "t.py"], "--hang_timeout_s", "0 (off)"),
     ],
 )
 def test_a_job_that_cannot_run_is_refused_with_the_fix(words, field, fix):

@@ -58,7 +58,7 @@ $ "args" (list "cluster-check" "--address=...")); the caller may add the item's 
 {{- define "tpu-stack.launcherCheck" -}}
 {{- $image := .ctx.Values.ray.image -}}
 - name: check
-  image: {{ include "tpu-stack.image" (dict "image" $image "global" .ctx.Values.global "defaultTag" .ctx.Chart.AppVersion) }}
+  image: {{ include "tpu-stack.launcherImage" .ctx }}
   imagePullPolicy: {{ $image.pullPolicy }}
   securityContext:
     {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" true) | nindent 4 }}
@@ -140,6 +140,20 @@ registry (a mirror holds the same repositories); an empty tag falls back to defa
 {{- else -}}
 {{- $ref -}}
 {{- end -}}
+{{- end -}}
+
+{{/* tpu-stack.launcherImage: the launcher image of the release's framework (ray.framework): an
+empty tag falls back to the chart's appVersion with the framework's suffix (launcher.core.frameworks:
+the torch image is `<version>-torch`). Call with the root context. */}}
+{{- define "tpu-stack.launcherImage" -}}
+{{- $suffix := include "tpu-stack.frameworkTagSuffix" .Values.ray.framework -}}
+{{- include "tpu-stack.image" (dict "image" .Values.ray.image "global" .Values.global "defaultTag" (printf "%s%s" .Chart.AppVersion $suffix)) -}}
+{{- end -}}
+
+{{/* tpu-stack.frameworkTagSuffix: the image tag suffix of a framework (launcher.core.frameworks
+says the same; tests/chart hold them equal). Call with the framework's name. */}}
+{{- define "tpu-stack.frameworkTagSuffix" -}}
+{{- get (dict "jax" "" "torch" "-torch") . -}}
 {{- end -}}
 
 {{/* tpu-stack.gcsfuseAnnotations: what the GKE gcsfuse CSI driver needs to inject its sidecar. */}}

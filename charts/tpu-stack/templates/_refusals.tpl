@@ -95,6 +95,17 @@ a repository that carries one would come out as <mirror>/<registry>/<repository>
 {{- $msgs = append $msgs (printf "%s.repository: %q starts with the registry %s; --set %s.registry=%s --set %s.repository=%s (global.imageRegistry can then point every image at a mirror)." $key $repo $first $key $first $key (trimPrefix (printf "%s/" $first) $repo)) -}}
 {{- end -}}
 {{- end -}}
+{{- /* The launcher image is one framework's (its tag's suffix says which, as the image command
+tags it): a tag of the other framework's image would start jobs that stop on the head. */ -}}
+{{- $tag := toString .Values.ray.image.tag -}}
+{{- if $tag -}}
+{{- $torchTag := hasSuffix (include "tpu-stack.frameworkTagSuffix" "torch") $tag -}}
+{{- if and (eq .Values.ray.framework "torch") (not $torchTag) -}}
+{{- $msgs = append $msgs (printf "ray.image.tag: %q is not a PyTorch image's tag, and ray.framework is torch; the torch image's tag ends in -torch (`tpu-launcher image` with ray.framework=torch builds and tags it): set ray.image.tag to it, or ray.framework=jax for a MaxText image." $tag) -}}
+{{- else if and (eq .Values.ray.framework "jax") $torchTag -}}
+{{- $msgs = append $msgs (printf "ray.image.tag: %q is a PyTorch image's tag (it ends in -torch), and ray.framework is jax; set ray.framework=torch to run PyTorch jobs, or ray.image.tag to a MaxText image's tag." $tag) -}}
+{{- end -}}
+{{- end -}}
 {{- toYaml $msgs -}}
 {{- end -}}
 

@@ -116,7 +116,7 @@ head's service-account token (templates/ray/idle-release-rbac.yaml). Call with (
 {{- define "tpu-stack.idleReleaseContainer" -}}
 {{- $v := .ctx.Values.ray -}}
 name: idle-release
-image: {{ include "tpu-stack.image" (dict "image" $v.image "global" .ctx.Values.global "defaultTag" .ctx.Chart.AppVersion) }}
+image: {{ include "tpu-stack.launcherImage" .ctx }}
 imagePullPolicy: {{ $v.image.pullPolicy }}
 command: ["python", "-m", "launcher", "idle-release"]
 env:

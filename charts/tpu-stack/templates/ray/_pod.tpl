@@ -37,7 +37,7 @@ spec:
     {{- include "tpu-stack.podSecurityContext" $ctx | nindent 4 }}
   containers:
     - name: {{ .container }}
-      image: {{ include "tpu-stack.image" (dict "image" $v.image "global" $global "defaultTag" $ctx.Chart.AppVersion) }}
+      image: {{ include "tpu-stack.launcherImage" $ctx }}
       imagePullPolicy: {{ $v.image.pullPolicy }}
       {{- with .gracePeriod }}
       lifecycle:

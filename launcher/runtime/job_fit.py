@@ -1,0 +1,78 @@
+"""The driver's run of a Ray trainer, whatever the framework: `fit` under the hang budget, the
+job's figures as Ray metrics while it runs, and, when training fails, the goodput, the restarts
+and the budgets said in the log; the job's history file ends either way."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core.goodput import format_breakdown
+from launcher.runtime.job_outcome import JobOutcome
+
+
+def _budget(limit: int) -> str:
+    return "any number" if limit < 0 else str(limit)
+
+
+@dataclass(frozen=True)
+class RestartBudgets:
+    """--max_failures, --max_preemptions and --max_hangs (-1: no limit)."""
+
+    failures: int
+    preemptions: int
+    hangs: int
+
+    def describe(self) -> str:
+        return (
+            f"{self.failures} restarts allowed after failures (--max_failures), "
+            f"{_budget(self.preemptions)} after preemptions (--max_preemptions), "
+            f"{_budget(self.hangs)} after hangs (--max_hangs)"
+        )
+
+
+def fit_job(
+    trainer: Any,
+    outcomes: JobOutcome,
+    budgets: RestartBudgets,
+    labels: dict[str, str] | None,
+    history: Any,
+) -> dict[str, Any] | None:
+    """`trainer.fit()`; the run's outcome, or None once a failure is said (and the history
+    ended FAILED). `labels`: the job's Ray metrics labels (None: --nometrics)."""
+    from launcher.runtime.hang_policy import with_hang_budget
+    from launcher.runtime.metrics import JobMetrics, JobReporter
+
+    reporter = (
+        JobReporter(JobMetrics(labels), lambda: outcomes.read(plot=False), outcomes.run_dir.path)
+        if labels is not None
+        else None
+    )
+    if reporter is not None:
+        reporter.start()
+    try:
+        with with_hang_budget(budgets.hangs, outcomes.summary_key):
+            trainer.fit()  # Ray Train keeps metrics only with Ray checkpoints; ours are the run's
+    except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
+        outcome = outcomes.read()
+        if reporter is not None:
+            reporter.stop(outcome)
+        for line in format_breakdown(outcome["goodput"]):
+            print(line, flush=True)
+        for restart in outcome["restarts"]:
+            print(f"  {restart.describe()}", flush=True)
+        print(
+            f"\nlauncher: training failed ({budgets.describe()}): {type(e).__name__}: {e}\n"
+            f"  checkpoints so far are kept under {outcomes.run_dir.checkpoints}; fix the cause "
+            "and submit again with the same run name to resume.",
+            file=sys.stderr,
+            flush=True,
+        )
+        if history is not None:
+            history.finish("FAILED", None)
+        return None
+    outcome = outcomes.read()
+    if reporter is not None:  # the job's last figures are the summary's
+        reporter.stop(outcome)
+    return outcome
