@@ -10,12 +10,16 @@ import json
 import os
 import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from launcher.client.commands import run, start
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
 from launcher.core.ray_auth import DASHBOARD_PORT
 from launcher.core.slices import TpuSlices, worker_group_slices
+
+if TYPE_CHECKING:
+    from launcher.core.frameworks import Framework
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
@@ -31,7 +35,9 @@ def _get(step: str, argv: list[str], dry_run: bool) -> str:
 
 
 @contextlib.contextmanager
-def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[str]:
+def forwarded(
+    release: str, namespace: str, dry_run: bool = False, framework: Framework | None = None
+) -> Iterator[str]:
     """Yields a local dashboard address for `release`; sets RAY_AUTH_TOKEN when auth is on."""
     selector = f"app.kubernetes.io/instance={release}"
     cluster = _get(
@@ -79,8 +85,27 @@ def forwarded(release: str, namespace: str, dry_run: bool = False) -> Iterator[s
     )
     if image and (differs := client_skew(image)):
         print(f"note: {differs}", flush=True)
+    if framework is not None and image:
+        refuse_other_framework(image, framework, release)
     with port_forward(namespace, f"service/{cluster}-head-svc", DASHBOARD_PORT, dry_run) as address:
         yield address
+
+
+def refuse_other_framework(image: str, job: Framework, release: str) -> None:
+    """A job of `job`'s framework, before it is sent to a release running the other's image
+    (its tag's suffix says which; the chart pairs it with ray.framework)."""
+    from launcher.client.image_tag import image_tag_of
+    from launcher.core.frameworks import of_image_tag
+
+    runs = of_image_tag(image_tag_of(image))
+    if runs is not job:
+        raise UsageError(
+            "--release",
+            f"{release} runs the launcher image {image}, built for {runs.describe}: a "
+            f"{job.describe} job cannot run there",
+            f"install a release with ray.framework={job.name} for it, or submit with "
+            f"--framework {runs.name}",
+        )
 
 
 def client_skew(image: str) -> str | None:

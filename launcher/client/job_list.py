@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
-from launcher.core.job_events import EventKind, events
+from launcher.core.job_events import EventKind, events, last_result
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
 
@@ -170,3 +170,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "(epoch seconds), duration_seconds (null where unknown)",
     )
     p.set_defaults(func=run_list)
+
+
+def status_json(info: JobInfo, logs: str) -> dict:
+    """`status --json`: what `list --json` says of the job, Ray's message, the goodput."""
+    result = last_result(logs) or {}
+    return {
+        **dataclasses.asdict(row(info, logs, time.time() * 1000)),
+        "message": info.message,
+        "goodput": result.get("goodput"),
+    }

@@ -13,7 +13,6 @@ job fails or is stopped; --no-wait returns after submission.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
 import re
@@ -26,9 +25,10 @@ from launcher.client.commands import run
 from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
 from launcher.client.job_output import JobOutput
 from launcher.client.ray_jobs_api import ENDED as JOB_ENDED
-from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
+from launcher.client.ray_jobs_api import RayJobs, check_reachable, resolve_address
 from launcher.client.slice_target import bind_job_to, resolve_target
 from launcher.core.errors import UsageError
+from launcher.core.frameworks import JAX, Framework
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import EventKind, events, format_full_log, last_result
 from launcher.core.job_plan import Job, plan_job
@@ -72,11 +72,16 @@ class SubmitRequest:
     working_dir: str | None = None  # a directory to ship as the job's working directory
 
 
-def address_for(request: SubmitRequest, stack: contextlib.ExitStack) -> str:
+def address_for(
+    request: SubmitRequest, stack: contextlib.ExitStack, framework: Framework = JAX
+) -> str:
+    """A release's head, forwarded here (a job of the other framework refused), or --address."""
     if request.release:
         from launcher.client.helm_release import forwarded
 
-        return stack.enter_context(forwarded(request.release, request.namespace, request.dry_run))
+        return stack.enter_context(
+            forwarded(request.release, request.namespace, request.dry_run, framework)
+        )
     return resolve_address(request.address)
 
 
@@ -377,25 +382,15 @@ def _act_on_job(
         while (info := jobs.info(job_id) or info).status not in ENDED:
             time.sleep(WAIT_POLL_S)
     if as_json:
-        print(json.dumps(_status_json(info, jobs.logs(job_id)), indent=2))
+        from launcher.client.job_list import status_json
+
+        print(json.dumps(status_json(info, jobs.logs(job_id)), indent=2))
         return ENDED[info.status] if wait else 0
     if info.message:
         print(f"Ray: {info.message}")
     _print_goodput(address, job_id)
     print(f"job {job_id}: {info.status}")  # one word a script can read
     return ENDED[info.status] if wait else 0
-
-
-def _status_json(info: JobInfo, logs: str) -> dict:
-    """`status --json`: what `list --json` says of the job, Ray's message, the goodput."""
-    from launcher.client.job_list import row
-
-    result = last_result(logs) or {}
-    return {
-        **dataclasses.asdict(row(info, logs, time.time() * 1000)),
-        "message": info.message,
-        "goodput": result.get("goodput"),
-    }
 
 
 def _stop(jobs: RayJobs, job_id: str, timeout_s: float = 120.0) -> int:

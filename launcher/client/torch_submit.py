@@ -13,6 +13,7 @@ from pathlib import Path
 from launcher.client.job_files import ship_script
 from launcher.client.ray_jobs import SubmitRequest, address_for, submit_entrypoint
 from launcher.core.errors import UsageError
+from launcher.core.frameworks import TORCH
 from launcher.core.run_requests import TORCH_ENTRYPOINT
 from launcher.core.torch_plan import TorchJobSpec
 
@@ -33,7 +34,7 @@ def submit_torch(request: SubmitRequest, spec: TorchJobSpec) -> int:
         return submit_entrypoint(
             request,
             spec.run_name,
-            address_for(request, stack),
+            address_for(request, stack, TORCH),
             [*TORCH_ENTRYPOINT, *spec.words()],
             working_dir=shipment.directory,
         )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from launcher.client.gke_image import image_build_step
+from launcher.client.helm_release import refuse_other_framework
 from launcher.client.image_tag import skew
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import IMAGE_FRAMEWORK_ENV, JAX, TORCH, check_image_runs, of_image_tag
@@ -51,3 +52,16 @@ def test_the_suffix_is_no_skew_between_the_checkout_and_its_torch_image():
     assert "other sources" in skew(
         "r/launcher:0.1.0-aaaaaaaaaaaa-torch", "0.1.0", "0.1.0-3f2a9c1b7e0d"
     )
+
+
+def test_submit_to_a_release_of_the_other_framework_is_refused_before_sending():
+    """What `submit --release` checks once it has read the release head's image."""
+    torch_image = "r/launcher:0.1.0-3f2a9c1b7e0d-torch"
+    refuse_other_framework(torch_image, TORCH, "team")
+    with pytest.raises(UsageError) as e:
+        refuse_other_framework(torch_image, JAX, "team")
+    assert e.value.field == "--release"
+    assert f"team runs the launcher image {torch_image}, built for PyTorch" in e.value.problem
+    assert "ray.framework=jax" in e.value.fix and "--framework torch" in e.value.fix
+    with pytest.raises(UsageError):
+        refuse_other_framework("r/launcher:0.1.0-3f2a9c1b7e0d", TORCH, "team")
