@@ -67,14 +67,6 @@ def _a_train_worker() -> int:
     return workers[-1].pid
 
 
-def kill_a_host() -> float:
-    """SIGKILLs one of the two Ray Train workers (a host dies mid-training); returns when."""
-    pid = _a_train_worker()
-    killed_at = time.monotonic()
-    os.kill(pid, signal.SIGKILL)
-    return killed_at
-
-
 def kill_every_worker_of(host: str) -> list[int]:
     """SIGKILLs the Ray Train workers of one simulated host (every chip's process, as when the
     host dies); returns their pids."""
@@ -94,23 +86,6 @@ def stop_a_host() -> tuple[int, float]:
     pid = _a_train_worker()
     os.kill(pid, signal.SIGSTOP)
     return pid, time.monotonic()
-
-
-def seconds_to_first_step_after_restore(
-    client, job_id: str, offset: int, since: float, timeout: float = 400
-) -> float:
-    """From `since` (the kill) to the first step logged after a restore, in the log past
-    `offset`."""
-    while time.monotonic() - since < timeout:
-        after = client.logs(job_id)[offset:]
-        restore = RESTORED.search(after)
-        if restore and steps_logged(after[restore.end() :]):
-            return time.monotonic() - since
-        time.sleep(0.5)
-    raise AssertionError(
-        f"no step after a restore within {timeout}s of the kill; the log since it, last lines:\n"
-        + client.logs(job_id)[offset:][-6000:]
-    )
 
 
 def submit_no_wait(

@@ -5,7 +5,7 @@ workers (2 hosts x 4 chips), each holding its own chip (TPU_VISIBLE_CHIPS from i
 with the rank variables Ray sets, in one process group (gloo: the simulated hosts' devices are
 CPUs); the loss falls; every save is torch.distributed.checkpoint's, committed in the bucket;
 a host killed mid-run (every chip's process of it) restarts the group from the latest save; a
-host then taken back with a 30 s notice (`tpu-launcher preempt`) has every worker save the step
+host then taken back with a 15 s notice (`tpu-launcher preempt`) has every worker save the step
 they all reach next, and the group goes on from it.
 (All simulated hosts share one IP, so Ray's LOCAL_RANK runs 0-7 here, where each TPU host has
 its own 0-3.)"""
@@ -35,7 +35,7 @@ from launcher.core.job_events import EventKind, events
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
 STEPS, SAVE_EVERY = 80, 10
-NOTICE_S = 30  # a Spot VM's
+NOTICE_S = 15  # half a Spot VM's 30 s: the save on it takes a second here
 WORKER = re.compile(
     r"\(RayTrainWorker pid=(\d+)[^)]*\)\S* worker (\d+) of (\d+): local rank \d+, chip (\d+), "
     r"device (\w+)"
