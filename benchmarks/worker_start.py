@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """What a training host spends importing MaxText's trainer at every start and restart, with
 the modules it imports for options few jobs use (Vertex AI's SDK, scipy.stats) imported as
-MaxText imports them and deferred to their first use (what the launcher's workers do:
+MaxText imports them and deferred to their first use, and torch (where installed beside JAX, as
+in the tests' environment) imported or kept out (what the launcher's workers do:
 launcher/core/deferred_imports.py), side by side: fresh processes, alternating, median of N.
 
     .venv/bin/python benchmarks/worker_start.py [--runs 5]
@@ -17,14 +18,14 @@ import sys
 import time
 
 from harness.paths import REPO
-from launcher.core.deferred_imports import DEFERRED
+from launcher.core.deferred_imports import DEFERRED, KEPT_OUT
 
 IMPORT = "from maxtext.trainers.pre_train import train"
-DEFER = "from launcher.core.deferred_imports import defer_unused_imports; defer_unused_imports()"
+DEFER = "from launcher.core.deferred_imports import maxtext_imports\nwith maxtext_imports():\n"
 
 
 def seconds_to_import(defer: bool) -> float:
-    code = f"{DEFER}\n{IMPORT}" if defer else IMPORT
+    code = f"{DEFER}    {IMPORT}" if defer else IMPORT
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, capture_output=True)
@@ -43,7 +44,7 @@ def main() -> None:
     e, d = statistics.median(eager), statistics.median(deferred)
     print(f"importing MaxText's trainer in a fresh process (median of {runs}, one at a time):")
     print(f"  as MaxText imports it:      {e:6.1f}s  ({min(eager):.1f} .. {max(eager):.1f})")
-    print(f"  {', '.join(DEFERRED)} deferred:")
+    print(f"  {', '.join(DEFERRED)} deferred, {', '.join(KEPT_OUT)} kept out:")
     print(f"                              {d:6.1f}s  ({min(deferred):.1f} .. {max(deferred):.1f})")
     print(f"  ratio deferred / eager: {d / e:.2f}; saved per host start: {e - d:.1f}s")
 

@@ -24,10 +24,10 @@ OUT_ENV = "LAUNCHER_AOT_PROBE_OUT"
 def main() -> None:
     from absl import app
 
-    from launcher.core.deferred_imports import defer_unused_imports
+    from launcher.core.deferred_imports import maxtext_imports
 
-    defer_unused_imports()
-    from maxtext.trainers.pre_train import train_compile
+    with maxtext_imports():
+        from maxtext.trainers.pre_train import train_compile
 
     out = Path(os.environ[OUT_ENV])
     compile_step = train_compile.jit_and_compile

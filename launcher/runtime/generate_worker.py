@@ -10,7 +10,7 @@ import time
 
 import numpy as np
 
-from launcher.core.deferred_imports import defer_unused_imports
+from launcher.core.deferred_imports import maxtext_imports
 from launcher.runtime.worker import argv_for_this_host, publish_summary, quiet_orbax
 
 
@@ -20,9 +20,9 @@ def generate_per_worker(config: dict) -> None:
 
     quiet_orbax()
     # Imported here: jax must not be imported before the backend set up jax.distributed.
-    defer_unused_imports()
-    from maxtext.configs import pyconfig
-    from maxtext.inference.maxengine import maxengine
+    with maxtext_imports():
+        from maxtext.configs import pyconfig
+        from maxtext.inference.maxengine import maxengine
 
     if getattr(maxengine.engine_api, "_IS_STUB", False):
         _make_result_tokens_a_pytree(maxengine.engine_api.ResultTokens)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from absl import flags as absl_flags
 
-from launcher.core.deferred_imports import defer_unused_imports
+from launcher.core.deferred_imports import maxtext_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
 from launcher.core.hangs import HANG_RECORDS, HangBound
@@ -207,8 +207,8 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
         try:
             # Imported here: jax must not be imported before the backend set up
             # jax.distributed.
-            defer_unused_imports()
-            from maxtext.trainers.pre_train import train as maxtext_train
+            with maxtext_imports():
+                from maxtext.trainers.pre_train import train as maxtext_train
 
             if config.record_examples_in:
                 recorder = _record_examples(Path(config.record_examples_in), start.rank)

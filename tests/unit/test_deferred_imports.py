@@ -42,18 +42,24 @@ def test_maxtexts_import_of_vertex_ai_waits_for_its_first_use():
     assert out.splitlines() == [str(list(DEFERRED)), "False", "True", "True"]
 
 
-def test_the_goodput_librarys_scipy_stats_waits_for_its_first_use():
+def test_the_goodput_librarys_scipy_stats_waits_for_its_first_use_and_torch_stays_out():
+    """In an environment with torch (this one: PyTorch jobs), tensorboardX, which the goodput
+    library imports, would import it; a JAX process keeps it out (as the JAX image lacks it)."""
     out = _run(
-        "import sys\n"
-        "from launcher.core.deferred_imports import defer_unused_imports\n"
-        "defer_unused_imports()\n"
+        "import sys, importlib.util\n"
+        "from launcher.core.deferred_imports import maxtext_imports\n"
+        "print(importlib.util.find_spec('torch') is not None)\n"  # installed here
+        "with maxtext_imports():\n"
         # What maxtext.common.goodput imports; goodput_utils does `from scipy import stats`.
-        "from ml_goodput_measurement.src import goodput_utils\n"
-        "print('scipy.stats._stats_py' in sys.modules)\n"
+        "    from ml_goodput_measurement.src import goodput_utils\n"
+        "    import transformers.utils.import_utils as transformers_imports\n"
+        "print('scipy.stats._stats_py' in sys.modules, 'torch' in sys.modules)\n"
         "print(goodput_utils.stats.median_abs_deviation([1.0, 2.0, 4.0]))\n"
-        "print('scipy.stats._stats_py' in sys.modules)\n"
+        "print('scipy.stats._stats_py' in sys.modules, 'torch' in sys.modules)\n"
+        # Decided once, inside: transformers goes on without torch.
+        "print(transformers_imports.is_torch_available())\n"
     )
-    assert out.split() == ["False", "1.0", "True"]
+    assert out.split() == ["True", "False", "False", "1.0", "True", "False", "False"]
 
 
 def test_missing_or_already_imported_modules_are_left_alone():
