@@ -3,6 +3,7 @@ lints each with both, and checks the generated files for drift.)"""
 
 from __future__ import annotations
 
+import json
 import shlex
 
 import pytest
@@ -329,6 +330,8 @@ def test_the_framework_picks_the_image_the_job_command_and_helm_tests_check(fram
     appVersion with its tag suffix, as launcher.core.frameworks and `tpu-launcher image` tag it),
     a RayJob runs its train command, and helm test checks what its jobs need of the webhook."""
     chosen = FRAMEWORKS[framework]
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert schema["properties"]["ray"]["properties"]["framework"]["enum"] == list(NAMES)
     values = CHART.parents[1] / "values" / "v6e-16.yaml"
     docs = render(values, f"--set=ray.framework={framework}")
     app_version = yaml.safe_load((CHART / "Chart.yaml").read_text())["appVersion"]
