@@ -50,11 +50,11 @@ def _hold_raylet(marker: str, seconds: float, held: list) -> None:
 
 @pytest.mark.timeout(300)
 def test_a_node_slower_to_register_than_rays_30_s_is_waited_for(local_cluster, capsys):
-    """The new node's raylet held (SIGSTOP) for 40 s: `ray start` gives up after its fixed
+    """The new node's raylet held (SIGSTOP) for 34 s: `ray start` gives up after its fixed
     30 s, the node registers once the raylet runs again, and the start waits for it."""
     node = {"name": "slow-host", "resources": {"slow": 1}, "labels": {}, "env": {MARKER: "slow"}}
     held: list = []
-    holder = threading.Thread(target=_hold_raylet, args=("slow", 40, held), daemon=True)
+    holder = threading.Thread(target=_hold_raylet, args=("slow", 34, held), daemon=True)
     holder.start()
     try:
         start_host(20, node, local_cluster.bucket, 128, dry_run=False)

@@ -6,7 +6,7 @@ with the rank variables Ray sets, in one process group (gloo: the simulated host
 CPUs); the loss falls; every save is torch.distributed.checkpoint's, committed in the bucket;
 a host killed mid-run (every chip's process of it) restarts the group from the latest save; a
 host then taken back with a 15 s notice (`tpu-launcher preempt`) has every worker save the step
-they all reach next, and the group goes on from it.
+they all reach next, and the group goes on from it; Prometheus holds its last step.
 (All simulated hosts share one IP, so Ray's LOCAL_RANK runs 0-7 here, where each TPU host has
 its own 0-3.)"""
 
@@ -28,7 +28,9 @@ from harness.job_control import (
 )
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.paths import REPO
+from harness.prometheus import last
 from launcher.client.local_layout import HOST_ENV
+from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, events
 
@@ -116,6 +118,14 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     }
     assert ".metadata" in shards and sum(s.endswith(".distcp") for s in shards) == 8, shards
     assert result["checkpoints"] == done
+
+    # Its figures as a MaxText job's, in Prometheus: the last step, rank 0's gauge. Ray's
+    # agents export every 10 s and Prometheus scrapes every 5 s: the last value may land a
+    # scrape after the job ended.
+    deadline = time.monotonic() + 30
+    while (gauge := last(jm.STEP, job_id)) != STEPS - 1 and time.monotonic() < deadline:
+        time.sleep(2)
+    assert gauge == STEPS - 1, gauge
     print(
         f"\ntorch: killed host 1's 4 workers after step {last_before}; resumed from {step}; "
         f"notice: saved {notice['saved_step']}, resumed {notice['resumed_at']}; final loss "
