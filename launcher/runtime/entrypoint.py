@@ -38,7 +38,6 @@ from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
 from launcher.runtime.job_outcome import JobOutcome
-from launcher.runtime.summary import print_summary
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
@@ -202,9 +201,9 @@ def slice_trainer(
 
 
 def _fit(plan: JobPlan, options: JobOptions) -> int:
-    from launcher.runtime.job_fit import RestartBudgets, fit_job
+    from launcher.runtime.job_fit import RestartBudgets, run_job
     from launcher.runtime.metrics import job_labels
-    from launcher.runtime.worker import WorkerConfig, read_summary, train_loop_per_worker
+    from launcher.runtime.worker import WorkerConfig, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
     assert slices is not None
@@ -239,15 +238,8 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
     outcomes = JobOutcome(
         summary_key, plan.run_dir, STARTED_AT, plan.args.get("jax_cache_dir") or "off"
     ).begin()
-    history = outcomes.history(plan.run_name, int(plan.args.get("steps")))
-    start = time.monotonic()
     budgets = RestartBudgets(max_failures, max_preemptions, options.max_hangs)
-    if (outcome := fit_job(trainer, outcomes, budgets, labels, history)) is None:
-        return 1
-    record = print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
-    if history is not None:
-        history.finish("SUCCEEDED", record)
-    return 0
+    return run_job(trainer, outcomes, budgets, labels, plan, int(plan.args.get("steps")))
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -5,6 +5,7 @@ and the budgets said in the log; the job's history file ends either way."""
 from __future__ import annotations
 
 import sys
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,3 +77,27 @@ def fit_job(
     if reporter is not None:  # the job's last figures are the summary's
         reporter.stop(outcome)
     return outcome
+
+
+def run_job(
+    trainer: Any,
+    outcomes: JobOutcome,
+    budgets: RestartBudgets,
+    labels: dict[str, str] | None,
+    plan: Any,
+    total_steps: int | None,
+) -> int:
+    """The driver's whole run of `trainer` (`fit_job`), its summary and its history's end:
+    the job's exit code."""
+    from launcher.runtime.summary import print_summary
+    from launcher.runtime.worker import read_summary
+
+    history = outcomes.history(plan.run_name, total_steps)
+    start = time.monotonic()
+    if (outcome := fit_job(trainer, outcomes, budgets, labels, history)) is None:
+        return 1
+    summary = read_summary(outcomes.summary_key)
+    record = print_summary(plan, summary, time.monotonic() - start, outcome)
+    if history is not None:
+        history.finish("SUCCEEDED", record)
+    return 0

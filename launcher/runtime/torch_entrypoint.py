@@ -57,12 +57,11 @@ def train_torch(spec: TorchJobSpec) -> int:
     from ray.train.v2.torch.torch_trainer import TorchTrainer
 
     from launcher.core.hangs import HangBound
-    from launcher.runtime.job_fit import RestartBudgets, fit_job
+    from launcher.runtime.job_fit import RestartBudgets, run_job
     from launcher.runtime.metrics import job_labels
-    from launcher.runtime.summary import print_summary
     from launcher.runtime.torch_backend import LauncherTorchConfig
     from launcher.runtime.torch_worker import torch_loop_per_worker
-    from launcher.runtime.worker import WorkerConfig, read_summary
+    from launcher.runtime.worker import WorkerConfig
 
     labels = job_labels(plan.run_name, plan.slices.name) if spec.metrics else None
     summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
@@ -102,15 +101,8 @@ def train_torch(spec: TorchJobSpec) -> int:
         ),
     )
     outcomes = JobOutcome(summary_key, plan.run_dir, started_at).begin()
-    history = outcomes.history(plan.run_name, None)
-    start = time.monotonic()
     budgets = RestartBudgets(spec.max_failures, spec.max_preemptions, spec.max_hangs)
-    if (outcome := fit_job(trainer, outcomes, budgets, labels, history)) is None:
-        return 1
-    record = print_summary(plan, read_summary(summary_key), time.monotonic() - start, outcome)
-    if history is not None:
-        history.finish("SUCCEEDED", record)
-    return 0
+    return run_job(trainer, outcomes, budgets, labels, plan, None)
 
 
 def run(argv: list[str]) -> int:
