@@ -130,8 +130,11 @@ $(UV):
 
 $(VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml | $(UV)
 	[ -x $(PY) ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
-	$(UV) pip sync --quiet --python $(PY) $(DEV_LOCK)
-	$(UV) pip install --quiet --python $(PY) --no-deps -e .
+	# Bytecode compiled once here (pip's default, not uv's): without it every process compiles
+	# each module it imports, and where PYTHONDONTWRITEBYTECODE is set, at every start (a Ray
+	# host's import of MaxText: 12 s, 6 s with it).
+	$(UV) pip sync --quiet --compile-bytecode --python $(PY) $(DEV_LOCK)
+	$(UV) pip install --quiet --compile-bytecode --python $(PY) --no-deps -e .
 	touch $@
 
 LOCK_FLAGS := --python-version 3.12 --python-platform x86_64-manylinux_2_31 --generate-hashes
