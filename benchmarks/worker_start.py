@@ -3,7 +3,9 @@
 the modules it imports for options few jobs use (Vertex AI's SDK, scipy.stats) imported as
 MaxText imports them and deferred to their first use, and torch (where installed beside JAX, as
 in the tests' environment) imported or kept out (what the launcher's workers do:
-launcher/core/deferred_imports.py), side by side: fresh processes, alternating, median of N.
+launcher/core/deferred_imports.py); and, deferred, without the bytecode `make venv` compiles
+(a venv uv installs by default, where PYTHONDONTWRITEBYTECODE keeps Python from writing it at
+the first import): side by side, fresh processes, alternating, median of N.
 
     .venv/bin/python benchmarks/worker_start.py [--runs 5]
 """
@@ -15,6 +17,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from harness.paths import REPO
@@ -24,9 +27,17 @@ IMPORT = "from maxtext.trainers.pre_train import train"
 DEFER = "from launcher.core.deferred_imports import maxtext_imports\nwith maxtext_imports():\n"
 
 
-def seconds_to_import(defer: bool) -> float:
+def seconds_to_import(defer: bool, bytecode: bool = True) -> float:
     code = f"{DEFER}    {IMPORT}" if defer else IMPORT
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    if not bytecode:  # looked for (and not written) under an empty prefix: compiled every time
+        with tempfile.TemporaryDirectory() as empty:
+            env |= {"PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}
+            return _timed(code, env)
+    return _timed(code, env)
+
+
+def _timed(code: str, env: dict[str, str]) -> float:
     started = time.monotonic()
     subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, capture_output=True)
     return time.monotonic() - started
@@ -37,16 +48,19 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     runs = parser.parse_args().runs
     seconds_to_import(defer=False)  # warm the file cache and bytecode for both
-    eager, deferred = [], []
+    eager, deferred, compiled = [], [], []
     for _ in range(runs):
         eager.append(seconds_to_import(defer=False))
         deferred.append(seconds_to_import(defer=True))
-    e, d = statistics.median(eager), statistics.median(deferred)
+        compiled.append(seconds_to_import(defer=True, bytecode=False))
+    e, d, c = (statistics.median(x) for x in (eager, deferred, compiled))
     print(f"importing MaxText's trainer in a fresh process (median of {runs}, one at a time):")
     print(f"  as MaxText imports it:      {e:6.1f}s  ({min(eager):.1f} .. {max(eager):.1f})")
     print(f"  {', '.join(DEFERRED)} deferred, {', '.join(KEPT_OUT)} kept out:")
     print(f"                              {d:6.1f}s  ({min(deferred):.1f} .. {max(deferred):.1f})")
+    print(f"  the same, no bytecode:      {c:6.1f}s  ({min(compiled):.1f} .. {max(compiled):.1f})")
     print(f"  ratio deferred / eager: {d / e:.2f}; saved per host start: {e - d:.1f}s")
+    print(f"  ratio bytecode / none: {d / c:.2f}; saved per host start: {c - d:.1f}s")
 
 
 if __name__ == "__main__":

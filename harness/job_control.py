@@ -5,15 +5,19 @@ benchmark)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
 import psutil
 
 from harness.paths import REPO
+from launcher.client.local_cluster import HEAD_PORT, NODE_IP
 from launcher.client.local_layout import HOST_ENV
 from launcher.client.ray_jobs_api import DEFAULT_ADDRESS, RayJobs
 from launcher.runtime.progress import steps_logged
@@ -97,3 +101,20 @@ def submit_no_wait(
     code, out = cluster.submit(*job_args, extra=extra, cwd=cwd)
     assert code == 0, out
     return out
+
+
+def drained_for_preemption() -> dict[str, float]:
+    """The hosts Ray saw die drained for preemption, and when, as a job's driver reads them
+    (launcher.runtime.job_outcome.preempted_hosts), from a driver of the local cluster."""
+    code = (
+        "import json, ray\n"
+        f"ray.init(address='{NODE_IP}:{HEAD_PORT}', logging_level='ERROR')\n"
+        "from launcher.runtime.job_outcome import preempted_hosts\n"
+        "print(json.dumps(preempted_hosts()))\n"
+    )
+    env = {**os.environ, "RAY_AUTH_MODE": "token"}  # the local cluster's token
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])

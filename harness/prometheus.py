@@ -4,10 +4,12 @@ the tests and benchmarks that read the jobs' metrics back."""
 from __future__ import annotations
 
 import json
+import time
 import urllib.parse
 import urllib.request
 
 from launcher.client import local_prometheus
+from launcher.core import job_metrics as jm
 from launcher.core.job_metrics import JobMetric
 
 WINDOW = "2h"  # far enough back for any job of a test session
@@ -29,6 +31,23 @@ def last(metric: JobMetric, job_id: str, agg: str = "max", **labels: str) -> flo
     selector = ", ".join(f'{k}="{v}"' for k, v in {"job_id": job_id, **labels}.items())
     found = query(f"{agg}(last_over_time({metric.prometheus_name}{{{selector}}}[{WINDOW}]))")
     return float(found[0]["value"][1]) if found else None
+
+
+def restarts_by_cause(job_id: str, expected: dict[str, float], wait_s: float = 30) -> dict:
+    """The job's restarts counter by cause, where platform teams alert, once it reads `expected`
+    or after `wait_s`: Ray's agents export every 10 s and Prometheus scrapes every 5 s, so the
+    last restart's count may land a scrape after the job ended (CI once read 2 of 3 right
+    away)."""
+    expr = (
+        f"sum by (cause) (last_over_time({jm.RESTARTS.prometheus_name}"
+        f'{{job_id="{job_id}"}}[{WINDOW}]))'
+    )
+    deadline = time.monotonic() + wait_s
+    while True:
+        counted = {r["metric"]["cause"]: float(r["value"][1]) for r in query(expr)}
+        if counted == expected or time.monotonic() > deadline:
+            return counted
+        time.sleep(2)
 
 
 def _get(path: str, params: dict) -> list[dict]:

@@ -110,13 +110,19 @@ PREEMPTED, HUNG, FAILED = "preempted", "hung", "failed"
 def restarts(
     attempts: list[Attempt],
     notices: list[dict[str, Any]],
-    preempted_hosts: int,
+    drains: Sequence[float] = (),
     hang_records: Sequence[dict[str, Any]] = (),
 ) -> list[Restart]:
     """Each restart between consecutive starts (launcher.core.goodput.Attempt, with steps),
-    from the preemption notices the hosts recorded ({"at", "deadline"}), how many hosts
-    Ray saw die drained for preemption during the job (a notice too short to reach a worker
-    leaves only that), and the hang watchdogs' records ({"at", "rank", "step", ...})."""
+    from the preemption notices the hosts recorded ({"at", "deadline"}), when each host Ray saw
+    die drained for preemption during the job went (a notice too short to reach a worker leaves
+    only that), and the hang watchdogs' records ({"at", "rank", "step", ...}).
+
+    Every cause comes from what happened inside the restart's own window, from its start to the
+    next: read while the job runs (the driver's metrics, every 10 s), a host drained after the
+    last start that trained belongs to a restart not seen yet, and names none before it. (A
+    count of drained hosts, with no time, once named the killed host's restart before a noticed
+    preemption's next start trained: the restarts counter, which cannot count back, kept it.)"""
     found = []
     ordered = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
     windows = list(itertools.pairwise(ordered))
@@ -129,10 +135,6 @@ def restarts(
         )
         for a, b in windows
     ]
-    # Each restart a notice names took at least one of the drained hosts; only those left can
-    # name a restart nothing else explains (a killed host's restart beside a noticed
-    # preemption is a failure).
-    unexplained_drains = preempted_hosts - sum(n is not None for n in firsts)
     for n, ((attempt, nxt), notice) in enumerate(zip(windows, firsts, strict=True), start=2):
         saved = None
         # MaxText stops after the save on the notice: the last one. A notice with no time to
@@ -155,11 +157,10 @@ def restarts(
             (h for h in hang_records if attempt.started_at <= h["at"] < nxt.started_at),
             key=lambda h: h["at"],
         )
-        # A notice in this restart's window names it; a host Ray saw drained for preemption
-        # somewhere in the job names only a restart nothing else explains.
-        preempted = notice is not None or (unexplained_drains > 0 and not hung)
-        if notice is None and preempted:
-            unexplained_drains -= 1
+        # A notice in this restart's window names it, as does a host drained for preemption
+        # in it that no hang record explains.
+        drained = any(attempt.started_at <= d < nxt.started_at for d in drains)
+        preempted = notice is not None or (drained and not hung)
         found.append(
             Restart(
                 start=n,

@@ -14,14 +14,27 @@ from launcher.core.preemption import restarts
 from launcher.core.run_dir import RunDir
 
 
-def preempted_hosts() -> set[str]:
-    """Ray nodes that died drained for preemption (NodeDeathInfo AUTOSCALER_DRAIN_PREEMPTED): a
-    host reclaimed before its notice reached a worker shows only here."""
+def preempted_hosts() -> dict[str, float]:
+    """Ray nodes that died drained for preemption (NodeDeathInfo AUTOSCALER_DRAIN_PREEMPTED),
+    each with when it went (the GCS node table's end time; `ray.nodes()` gives no time): a host
+    reclaimed before its notice reached a worker shows only here."""
     import ray
+    from ray._private.worker import global_worker
+
+    # Generated protobuf modules: no type stubs name their messages.
+    from ray.core.generated.common_pb2 import NodeDeathInfo  # type: ignore[attr-defined]
+    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
 
     if not ray.is_initialized():
-        return set()
-    return {n["NodeID"] for n in ray.nodes() if not n["Alive"] and n.get("DeathReason") == 3}
+        return {}
+    dead = global_worker.gcs_client.get_all_node_info(  # type: ignore[attr-defined]
+        timeout=30, state_filter=GcsNodeInfo.GcsNodeState.DEAD
+    )
+    return {
+        node_id.hex(): info.end_time_ms / 1000
+        for node_id, info in dead.items()
+        if info.death_info.reason == NodeDeathInfo.AUTOSCALER_DRAIN_PREEMPTED
+    }
 
 
 @dataclass
@@ -37,7 +50,7 @@ class JobOutcome:
 
     def begin(self) -> JobOutcome:
         """Just before the workers start: which preempted hosts are not this job's."""
-        self.preempted_before = preempted_hosts()
+        self.preempted_before = set(preempted_hosts())
         return self
 
     def read(self, plot: bool = True) -> dict[str, Any]:
@@ -78,7 +91,7 @@ class JobOutcome:
         outcome["restarts"] = restarts(
             attempts,
             read_notices(key),
-            len(preempted_hosts() - self.preempted_before),
+            [at for node, at in preempted_hosts().items() if node not in self.preempted_before],
             read_hangs(key),
         )
         # The last computation of each step (a restart computes some again), and of each eval.

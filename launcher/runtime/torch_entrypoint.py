@@ -97,7 +97,14 @@ def train_torch(spec: TorchJobSpec) -> int:
             failure_config=FailureConfig(
                 max_failures=spec.max_failures, max_preemption_failures=spec.max_preemptions
             ),
-            worker_runtime_env={"env_vars": {RUN_DIR_ENV: str(plan.run_dir.path)}},
+            worker_runtime_env={
+                "env_vars": {
+                    RUN_DIR_ENV: str(plan.run_dir.path),
+                    # The script's print, once: Ray Train's capture of it wrote each line to
+                    # the log twice (itself, and again through its logger's console handler).
+                    "RAY_TRAIN_ENABLE_PRINT_PATCH": "0",
+                }
+            },
         ),
     )
     outcomes = JobOutcome(summary_key, plan.run_dir, started_at).begin()

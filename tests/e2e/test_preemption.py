@@ -20,8 +20,7 @@ import pytest
 from harness.data_audit import audit
 from harness.job_control import jobs_client, submit_no_wait, wait_for_step, wait_until_done
 from harness.local_ray import launcher_result, run_name, tpu_launcher
-from harness.prometheus import WINDOW, query
-from launcher.core import job_metrics as jm
+from harness.prometheus import restarts_by_cause
 from launcher.core.job_events import EventKind, events
 from launcher.core.preemption import PREEMPTED
 
@@ -86,20 +85,8 @@ def test_a_preemption_with_notice_loses_no_step_and_spends_no_failure(local_clus
 
     status = tpu_launcher("status", job_id, timeout=120)
     assert f"preempted, resumed at step {saved['resumed_at']}" in status.stdout, status.stdout
-    # Where platform teams alert: the restarts counter, by cause, in Prometheus. Ray's agents
-    # export every 10 s and Prometheus scrapes every 5 s: the last restart's count may land a
-    # scrape after the job ended (CI once read 2 of 3 right away).
-    expr = (
-        f"sum by (cause) (last_over_time({jm.RESTARTS.prometheus_name}"
-        f'{{job_id="{job_id}"}}[{WINDOW}]))'
-    )
-    deadline = time.monotonic() + 30
-    while True:
-        counted = {r["metric"]["cause"]: float(r["value"][1]) for r in query(expr)}
-        if counted == {PREEMPTED: 1.0} or time.monotonic() > deadline:
-            break
-        time.sleep(2)
-    assert counted == {PREEMPTED: 1.0}
+    # Where platform teams alert: the restarts counter, by cause, in Prometheus.
+    assert restarts_by_cause(job_id, {PREEMPTED: 1.0}) == {PREEMPTED: 1.0}
     print(
         "\npreemption: "
         + "; ".join(

@@ -6,7 +6,8 @@ with the rank variables Ray sets, in one process group (gloo: the simulated host
 CPUs); the loss falls; every save is torch.distributed.checkpoint's, committed in the bucket;
 a host killed mid-run (every chip's process of it) restarts the group from the latest save; a
 host then taken back with a 15 s notice (`tpu-launcher preempt`) has every worker save the step
-they all reach next, and the group goes on from it; Prometheus holds its last step.
+they all reach next, and the group goes on from it; Prometheus holds its last step
+and its restarts by cause.
 (All simulated hosts share one IP, so Ray's LOCAL_RANK runs 0-7 here, where each TPU host has
 its own 0-3.)"""
 
@@ -20,6 +21,7 @@ import pytest
 
 from harness.job_control import (
     RESTORED,
+    drained_for_preemption,
     jobs_client,
     kill_every_worker_of,
     submit_no_wait,
@@ -28,11 +30,12 @@ from harness.job_control import (
 )
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.paths import REPO
-from harness.prometheus import last
+from harness.prometheus import last, restarts_by_cause
 from launcher.client.local_layout import HOST_ENV
 from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, events
+from launcher.core.preemption import FAILED, PREEMPTED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
@@ -77,8 +80,13 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     assert len(killed) == 4, killed  # one process per chip
     # The restarted group trains on; then host 1 is taken back with a notice.
     before_notice = wait_for_progress(client, job_id, 30)
+    asked_at = time.time()
     preempted = tpu_launcher("preempt", "--host", "1", "--notice", str(NOTICE_S), timeout=180)
     assert preempted.returncode == 0, preempted.stdout + preempted.stderr
+    # Ray's record of the host, which names a restart no notice reached: its node died drained
+    # for preemption, while `preempt` ran (the time tells which restart's window it was in).
+    drained = [at for at in drained_for_preemption().values() if at >= asked_at]
+    assert len(drained) == 1 and drained[0] <= time.time(), drained
     assert wait_until_done(client, job_id) == "SUCCEEDED"
     logs = client.logs(job_id)
 
@@ -126,6 +134,9 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     while (gauge := last(jm.STEP, job_id)) != STEPS - 1 and time.monotonic() < deadline:
         time.sleep(2)
     assert gauge == STEPS - 1, gauge
+    # And its restarts by cause, each counted once as the summary has it.
+    counted = {FAILED: 1.0, PREEMPTED: 1.0}
+    assert restarts_by_cause(job_id, counted) == counted
     print(
         f"\ntorch: killed host 1's 4 workers after step {last_before}; resumed from {step}; "
         f"notice: saved {notice['saved_step']}, resumed {notice['resumed_at']}; final loss "

@@ -69,19 +69,21 @@ def _attempt(start: float, steps: range) -> Attempt:
 def test_a_restart_after_a_hang_record_is_a_hang_not_a_failure():
     first, second = _attempt(0, range(0, 12)), _attempt(100, range(10, 30))
     hang = {"at": 60.0, "rank": 0, "step": 11, "gap": 31.0, "bound": 30.0, "frozen": [1]}
-    (r,) = restarts([first, second], [], preempted_hosts=0, hang_records=[hang])
+    (r,) = restarts([first, second], [], hang_records=[hang])
     assert (r.cause, r.resumed_at, r.recomputed) == (HUNG, 10, 2)
     assert r.describe() == (
         "start 2: a hang (no step for 31s after step 11; host 1 frozen); resumed at step 10 "
         "from the last checkpoint, 2 steps computed again"
     )
     # A hang record from another window names nothing; a notice in the window wins.
-    (late,) = restarts([first, second], [], 0, [{**hang, "at": 150.0}])
+    (late,) = restarts([first, second], [], (), [{**hang, "at": 150.0}])
     assert late.cause == FAILED
     notice = {"at": 50.0, "deadline": 80.0}
-    assert restarts([first, second], [notice], 0, [hang])[0].cause == PREEMPTED
-    # A host drained for preemption elsewhere in the job does not explain this one.
-    assert restarts([first, second], [], 1, [hang])[0].cause == HUNG
+    assert restarts([first, second], [notice], (), [hang])[0].cause == PREEMPTED
+    # A host drained for preemption after the window does not explain this one; in it, the
+    # hang record does.
+    assert restarts([first, second], [], [150.0], [hang])[0].cause == HUNG
+    assert restarts([first, second], [], [70.0], [hang])[0].cause == HUNG
 
 
 @dataclass
