@@ -132,7 +132,7 @@ $(VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml | $(UV)
 	[ -x $(PY) ] || $(UV) venv --quiet --python $(PYTHON) $(VENV)
 	# Bytecode compiled once here (pip's default, not uv's): without it every process compiles
 	# each module it imports, and where PYTHONDONTWRITEBYTECODE is set, at every start (a Ray
-	# host's import of MaxText: 12 s, 6 s with it).
+	# host's import of MaxText's trainer: 14.4 s, 6.6 s with it; benchmarks/worker_start.py).
 	$(UV) pip sync --quiet --compile-bytecode --python $(PY) $(DEV_LOCK)
 	$(UV) pip install --quiet --compile-bytecode --python $(PY) --no-deps -e .
 	touch $@
