@@ -1,8 +1,11 @@
 """The client as a user installs it: the built wheel, without extras, in a fresh virtual
 environment, run from a directory that holds no clone. It installs no training stack, carries
 its chart at its own version, plans and dry-runs an install, and says what to do where a
-command needs the training stack. The dependencies come from uv's cache (`--offline`: the dev
-lock's sync put every one there), so no index is asked."""
+command needs the training stack. Its dependencies resolve at the tests' lock's versions (as
+constraints) and come from uv's cache, where the lock's sync put every wheel; the index is asked
+only for what the cache lacks (`--offline` cannot resolve from a cache that a sync alone filled:
+uv keeps the wheels' metadata only after a resolve, and on a fresh machine the client's install
+ran before the image tests' re-resolve of the lock)."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
 VERSION = PROJECT["version"]
 MAXTEXT = next(r for r in PROJECT["optional-dependencies"]["preflight"] if "maxtext" in r)
 MAXTEXT_PIN = "maxtext==" + MAXTEXT.partition("==")[2]  # the pyproject's pin, without extras
+DEV_LOCK = str(REPO / "images" / "launcher" / "requirements-dev.lock")
 
 
 def _requirement_name(line: str) -> str:
@@ -47,8 +51,8 @@ def client(wheel, tmp_path_factory) -> tuple[Path, Path]:
     venv.create(env_dir, with_pip=False)
     with uv_cache_turn():
         proc = subprocess.run(
-            [_uv(), "pip", "install", "--offline", "--python", str(env_dir / "bin" / "python"),
-             wheel],
+            [_uv(), "pip", "install", "--python", str(env_dir / "bin" / "python"),
+             "--constraint", DEV_LOCK, wheel],
             capture_output=True,
             text=True,
         )  # fmt: skip
