@@ -30,17 +30,14 @@ DEFER = "from launcher.core.deferred_imports import maxtext_imports\nwith maxtex
 def seconds_to_import(defer: bool, bytecode: bool = True) -> float:
     code = f"{DEFER}    {IMPORT}" if defer else IMPORT
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    if not bytecode:  # looked for (and not written) under an empty prefix: compiled every time
-        with tempfile.TemporaryDirectory() as empty:
+    with tempfile.TemporaryDirectory() as empty:
+        if not bytecode:  # looked for (and not written) under an empty prefix: compiled each time
             env |= {"PYTHONPYCACHEPREFIX": empty, "PYTHONDONTWRITEBYTECODE": "1"}
-            return _timed(code, env)
-    return _timed(code, env)
-
-
-def _timed(code: str, env: dict[str, str]) -> float:
-    started = time.monotonic()
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, env=env, check=True, capture_output=True)
-    return time.monotonic() - started
+        started = time.monotonic()
+        subprocess.run(
+            [sys.executable, "-c", code], cwd=REPO, env=env, check=True, capture_output=True
+        )
+        return time.monotonic() - started
 
 
 def main() -> None:

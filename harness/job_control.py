@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 
 from harness.paths import REPO
-from launcher.client.local_cluster import HEAD_PORT, NODE_IP
+from launcher.client.local_cluster import HEAD_PORT, NODE_IP, TOKEN_AUTH
 from launcher.client.local_layout import HOST_ENV
 from launcher.client.ray_jobs_api import DEFAULT_ADDRESS, RayJobs
 from launcher.runtime.progress import steps_logged
@@ -112,7 +112,7 @@ def drained_for_preemption() -> dict[str, float]:
         "from launcher.runtime.job_outcome import preempted_hosts\n"
         "print(json.dumps(preempted_hosts()))\n"
     )
-    env = {**os.environ, "RAY_AUTH_MODE": "token"}  # the local cluster's token
+    env = {**os.environ, **TOKEN_AUTH}
     out = subprocess.run(
         [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
     )

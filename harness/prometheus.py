@@ -7,6 +7,7 @@ import json
 import time
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 
 from launcher.client import local_prometheus
 from launcher.core import job_metrics as jm
@@ -33,21 +34,23 @@ def last(metric: JobMetric, job_id: str, agg: str = "max", **labels: str) -> flo
     return float(found[0]["value"][1]) if found else None
 
 
-def restarts_by_cause(job_id: str, expected: dict[str, float], wait_s: float = 30) -> dict:
-    """The job's restarts counter by cause, where platform teams alert, once it reads `expected`
-    or after `wait_s`: Ray's agents export every 10 s and Prometheus scrapes every 5 s, so the
-    last restart's count may land a scrape after the job ended (CI once read 2 of 3 right
-    away)."""
+def settled[T](read: Callable[[], T], expected: T, wait_s: float = 30) -> T:
+    """`read()` once it returns `expected`, or its last value after `wait_s`: Ray's agents
+    export every 10 s and Prometheus scrapes every 5 s, so a job's last values may land a
+    scrape after it ended (CI once read 2 of 3 restarts right away)."""
+    deadline = time.monotonic() + wait_s
+    while (value := read()) != expected and time.monotonic() < deadline:
+        time.sleep(2)
+    return value
+
+
+def restarts_by_cause(job_id: str) -> dict[str, float]:
+    """The job's restarts counter by cause, where platform teams alert."""
     expr = (
         f"sum by (cause) (last_over_time({jm.RESTARTS.prometheus_name}"
         f'{{job_id="{job_id}"}}[{WINDOW}]))'
     )
-    deadline = time.monotonic() + wait_s
-    while True:
-        counted = {r["metric"]["cause"]: float(r["value"][1]) for r in query(expr)}
-        if counted == expected or time.monotonic() > deadline:
-            return counted
-        time.sleep(2)
+    return {r["metric"]["cause"]: float(r["value"][1]) for r in query(expr)}
 
 
 def _get(path: str, params: dict) -> list[dict]:

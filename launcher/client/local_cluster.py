@@ -38,6 +38,10 @@ from launcher.core.slices import LABEL_SLICE
 # so the whole cluster stays on loopback.
 NODE_IP = "127.0.0.2"
 HEAD_PORT = 6379
+# Token auth is on, as in the chart: anyone who reaches a dashboard can run code. In this mode
+# every process of the cluster, and every client of it here, reads Ray's token file (`up` makes
+# it).
+TOKEN_AUTH = {"RAY_AUTH_MODE": "token"}
 # Each node on one machine needs its own agent ports: above Ray's worker ports (10002-19999)
 # and below Linux's ephemeral ports (32768-60999), where any outgoing connection may hold one
 # just when a host starts again and its agent must bind it.
@@ -64,11 +68,10 @@ def _node_ports(index: int) -> list[str]:
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
     # Jobs run `python -m launcher train`: put this environment's python first on PATH.
-    # Token auth is on, as in the chart: anyone who reaches a dashboard can run code.
     bin_dir = str(Path(sys.executable).parent)
     return {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
-        "RAY_AUTH_MODE": "token",
+        **TOKEN_AUTH,
         **extra,
     }
 

@@ -67,7 +67,7 @@ def preempt(p: Preemption) -> None:
                 p.notice_s,
                 "tpu-launcher preempt (a simulated reclaim)",
             ),
-            env={**os.environ, "RAY_AUTH_MODE": "token"},  # the local cluster's token
+            env={**os.environ, **local_cluster.TOKEN_AUTH},
             capture=True,
         )
     print(

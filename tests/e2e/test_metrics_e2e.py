@@ -16,7 +16,7 @@ import pytest
 
 from harness.local_ray import launcher_result
 from harness.paths import REPO
-from harness.prometheus import WINDOW, last, query, query_range
+from harness.prometheus import WINDOW, last, query, query_range, settled
 from launcher.client import local_prometheus
 from launcher.core import job_metrics as jm
 from launcher.core.child_process import ends_with_this_process
@@ -36,16 +36,17 @@ def job(trained_run) -> tuple[str, dict]:
     assert trained_run.code == 0, trained_run.output[-6000:]
     (job_id,) = re.findall(r"^submitted job (\S+) to ", trained_run.output, re.MULTILINE)
     summary = launcher_result(trained_run.output)
-    wall, deadline = summary["goodput"]["wall_seconds"], time.monotonic() + 60
-    while time.monotonic() < deadline:
+    wall = summary["goodput"]["wall_seconds"]
+
+    def arrived() -> bool:
         seen = last(jm.WALL, job_id)
-        if (
+        return (
             seen is not None
             and abs(seen - wall) <= 0.05 * wall
             and last(jm.STEP, job_id) == summary["last_step"]
-        ):
-            break
-        time.sleep(2)
+        )
+
+    settled(arrived, True, wait_s=60)
     return job_id, summary
 
 

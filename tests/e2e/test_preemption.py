@@ -20,7 +20,7 @@ import pytest
 from harness.data_audit import audit
 from harness.job_control import jobs_client, submit_no_wait, wait_for_step, wait_until_done
 from harness.local_ray import launcher_result, run_name, tpu_launcher
-from harness.prometheus import restarts_by_cause
+from harness.prometheus import restarts_by_cause, settled
 from launcher.core.job_events import EventKind, events
 from launcher.core.preemption import PREEMPTED
 
@@ -86,7 +86,8 @@ def test_a_preemption_with_notice_loses_no_step_and_spends_no_failure(local_clus
     status = tpu_launcher("status", job_id, timeout=120)
     assert f"preempted, resumed at step {saved['resumed_at']}" in status.stdout, status.stdout
     # Where platform teams alert: the restarts counter, by cause, in Prometheus.
-    assert restarts_by_cause(job_id, {PREEMPTED: 1.0}) == {PREEMPTED: 1.0}
+    counted = {PREEMPTED: 1.0}
+    assert settled(lambda: restarts_by_cause(job_id), counted) == counted
     print(
         "\npreemption: "
         + "; ".join(

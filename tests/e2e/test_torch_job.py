@@ -30,7 +30,7 @@ from harness.job_control import (
 )
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.paths import REPO
-from harness.prometheus import last, restarts_by_cause
+from harness.prometheus import last, restarts_by_cause, settled
 from launcher.client.local_layout import HOST_ENV
 from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
@@ -127,16 +127,11 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     assert ".metadata" in shards and sum(s.endswith(".distcp") for s in shards) == 8, shards
     assert result["checkpoints"] == done
 
-    # Its figures as a MaxText job's, in Prometheus: the last step, rank 0's gauge. Ray's
-    # agents export every 10 s and Prometheus scrapes every 5 s: the last value may land a
-    # scrape after the job ended.
-    deadline = time.monotonic() + 30
-    while (gauge := last(jm.STEP, job_id)) != STEPS - 1 and time.monotonic() < deadline:
-        time.sleep(2)
-    assert gauge == STEPS - 1, gauge
-    # And its restarts by cause, each counted once as the summary has it.
+    # Its figures as a MaxText job's, in Prometheus: the last step, rank 0's gauge, and the
+    # restarts by cause, each counted once as the summary has it.
+    assert settled(lambda: last(jm.STEP, job_id), STEPS - 1) == STEPS - 1
     counted = {FAILED: 1.0, PREEMPTED: 1.0}
-    assert restarts_by_cause(job_id, counted) == counted
+    assert settled(lambda: restarts_by_cause(job_id), counted) == counted
     print(
         f"\ntorch: killed host 1's 4 workers after step {last_before}; resumed from {step}; "
         f"notice: saved {notice['saved_step']}, resumed {notice['resumed_at']}; final loss "
