@@ -712,9 +712,9 @@ def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
 
 
 def test_gke_down_of_one_release_leaves_the_cluster_another_release_is_in(fake_gcloud, capsys):
-    """The README's two releases in one cluster: the training one goes, the serving one stays
-    running with its pool, the cluster and the image repository, and what holds them is named;
-    the last release's `gke down` takes the cluster."""
+    """The two releases of docs/serving.md in one cluster: the training one goes, the serving
+    one stays running with its pool, the cluster and the image repository, and what holds them
+    is named; the last release's `gke down` takes the cluster."""
     assert _gke("up", "v6e-16.yaml") == 0
     assert _gke("up", "v6e-8-vllm.yaml", "--release", "serve") == 0
     capsys.readouterr()

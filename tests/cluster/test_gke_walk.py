@@ -194,10 +194,10 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     assert "release 'tpu''s Ray head does not answer through its port-forward" in out, out
     assert f"kubectl -n {release.namespace} get pods -l ray.io/node-type=head" in out
 
-    # 6. The README's serving release beside it, in the same cluster: gke up adds its pools,
-    # install puts it there. gke down of the training release then takes that release and its
-    # pools only: the serving one keeps running, its pools, the cluster and the repository it
-    # pulls from, and what holds them is named.
+    # 6. The serving release beside it (docs/serving.md), in the same cluster: gke up adds its
+    # pools, install puts it there. gke down of the training release then takes that release
+    # and its pools only: the serving one keeps running, its pools, the cluster and the
+    # repository it pulls from, and what holds them is named.
     serving = ["--values", str(REPO / "values" / "v6e-8-vllm.yaml"), "--release", "serve"]
     serving += ["--namespace", release.namespace]
     up = user("gke", "up", *serving, "--chart", str(CHART))
