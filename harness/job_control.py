@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -106,15 +107,21 @@ def submit_no_wait(
 def drained_for_preemption() -> dict[str, float]:
     """The hosts Ray saw die drained for preemption, and when, as a job's driver reads them
     (launcher.runtime.job_outcome.preempted_hosts), from a driver of the local cluster."""
-    code = (
-        "import json, ray\n"
-        f"ray.init(address='{NODE_IP}:{HEAD_PORT}', logging_level='ERROR')\n"
-        "from launcher.runtime.job_outcome import preempted_hosts\n"
-        "print(json.dumps(preempted_hosts()))\n"
-    )
-    env = {**os.environ, **TOKEN_AUTH}
-    out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    # The answer goes to a file and the driver takes no worker logs: a driver's stdout also
+    # carries the cluster's worker lines (in CI once a JAX host's log line after the JSON).
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as answer:
+        code = (
+            "import json, ray, sys\n"
+            f"ray.init(address='{NODE_IP}:{HEAD_PORT}', logging_level='ERROR',"
+            " log_to_driver=False)\n"
+            "from launcher.runtime.job_outcome import preempted_hosts\n"
+            "with open(sys.argv[1], 'w') as f:\n"
+            "    json.dump(preempted_hosts(), f)\n"
+        )
+        env = {**os.environ, **TOKEN_AUTH}
+        out = subprocess.run(
+            [sys.executable, "-c", code, answer.name],
+            cwd=REPO, env=env, capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert out.returncode == 0, out.stderr[-3000:]
+        return json.load(answer)
