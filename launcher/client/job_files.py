@@ -160,7 +160,14 @@ def ship_script(script: str, working_dir: str | None) -> Shipment:
         )
     path = Path(script).resolve()
     if not path.is_file():
-        raise UsageError(script, "is not a file", "name the training script by its path")
+        inside = directory / script  # the slip: a path from the working directory
+        raise UsageError(
+            script,
+            f"no file at {path}",
+            f"name it by its path from here: {os.path.relpath(inside)}"
+            if inside.is_file()
+            else "name the training script by its path from here",
+        )
     if not path.is_relative_to(directory):
         raise UsageError(
             script,

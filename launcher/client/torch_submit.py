@@ -53,7 +53,9 @@ def demo(no_wait: bool, verbose: bool, script_args: list[str]) -> int:
 
     example = Path(launcher.examples.__file__).parent / "torch_tiny_llama.py"
     with tempfile.TemporaryDirectory(prefix="tpu-launcher-demo-") as staging:
-        shutil.copy(example, Path(staging) / "train.py")
+        script = Path(staging) / "train.py"
+        shutil.copy(example, script)
         request = SubmitRequest(None, no_wait=no_wait, verbose=verbose, working_dir=staging)
-        spec = TorchJobSpec("train.py", (*DEMO_ARGS, *script_args), DEMO_RUN)
+        # The script's path as a user's is: from here, not from the working directory.
+        spec = TorchJobSpec(str(script), (*DEMO_ARGS, *script_args), DEMO_RUN)
         return submit_torch(request, spec)
