@@ -26,6 +26,12 @@ from launcher.core.job_plan import (
 from launcher.core.run_dir import RunDir
 from launcher.core.slices import TpuSlices
 
+# The job's line on the local cluster (gloo, the CPU): the one way it differs from a TPU run.
+SIMULATED_NOTE = (
+    "launcher: the chips are simulated: the process group is gloo and each worker's device the "
+    "CPU; on TPU they are tpu_dist and the worker's chip, and nothing else differs"
+)
+
 # The job's flags, as a MaxText job spells them (its help: `tpu-launcher train --help`).
 JOB_FLAGS = (
     "--run_name, --max_failures, --max_preemptions, --max_hangs, --hang_timeout_s, "

@@ -12,9 +12,11 @@ from dataclasses import dataclass
 from ray.train.backend import BackendConfig
 from ray.train.torch.config import TorchConfig, _TorchBackend
 
+from launcher.core.torch_plan import SIMULATED_NOTE
 from launcher.runtime.torch_job import simulated
 
 SIMULATED_BACKEND = "gloo"
+_noted = False  # said once per job: the controller outlives the groups it restarts
 
 
 def _cpu_device_manager() -> None:
@@ -33,6 +35,10 @@ class _LauncherTorchBackend(_TorchBackend):
         if worker_group.execute_single(0, simulated):
             worker_group.execute(_cpu_device_manager)
             backend_config = dataclasses.replace(backend_config, backend=SIMULATED_BACKEND)
+            global _noted
+            if not _noted:
+                print(SIMULATED_NOTE, flush=True)
+                _noted = True
         super().on_start(worker_group, backend_config)
 
 

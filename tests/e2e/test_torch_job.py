@@ -36,6 +36,7 @@ from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, events
 from launcher.core.preemption import FAILED, PREEMPTED
+from launcher.core.torch_plan import SIMULATED_NOTE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
@@ -91,6 +92,9 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     logs = client.logs(job_id)
 
     assert "v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips): 8 PyTorch workers, one per chip" in logs
+    # What differs from TPU, said once for the job's three starts, among the lines submit shows.
+    said = [e.line for e in events(logs, EventKind.LAUNCHER) if e.line == SIMULATED_NOTE]
+    assert len(said) == 1, said
     first_start = {int(pid): rest for pid, *rest in WORKER.findall(before_kill)}
     assert sorted(int(rank) for rank, *_ in first_start.values()) == list(range(8)), first_start
     assert {(world, device) for _, world, _, device in first_start.values()} == {("8", "cpu")}
