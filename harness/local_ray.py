@@ -60,6 +60,13 @@ class LocalCluster:
         returns (exit code, output)."""
         argv = ["submit", *extra, "--", *job_args]
         if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
+            # A PyTorch job's words after its script are the script's: it has no such key, and
+            # writes to the bucket of the cluster's hosts.
+            assert "torch" not in extra, (
+                "a PyTorch job on a local cluster the tests did not start would write to that "
+                "cluster's bucket, not the test's: stop it (tpu-launcher down, from the "
+                "directory that started it) and let the tests start their own"
+            )
             argv.append(f"base_output_directory={self.bucket}")
         return self._run(argv, timeout, cwd)
 
