@@ -56,6 +56,6 @@ def demo(no_wait: bool, verbose: bool, script_args: list[str]) -> int:
         script = Path(staging) / "train.py"
         shutil.copy(example, script)
         request = SubmitRequest(None, no_wait=no_wait, verbose=verbose, working_dir=staging)
-        # The script's path as a user's is: from here, not from the working directory.
+        # Named as a user names a script: by its path from the current directory.
         spec = TorchJobSpec(str(script), (*DEMO_ARGS, *script_args), DEMO_RUN)
         return submit_torch(request, spec)
