@@ -10,15 +10,9 @@ import pytest
 
 from launcher import cli
 from launcher.client import ray_jobs, ray_jobs_api
+from tests.support.launcher_cli import tpu_launcher_here
 
 pytestmark = pytest.mark.unit
-
-
-def tpu_launcher(capsys, *args: str) -> tuple[int, str, str]:
-    """`tpu-launcher ARGS` in this process: (exit code, stdout, stderr)."""
-    code = cli.main(list(args))
-    out, err = capsys.readouterr()
-    return code, out, err
 
 
 @pytest.mark.parametrize(
@@ -43,7 +37,7 @@ def test_submission_id_is_named_after_the_run():
 
 
 def test_dry_run_shows_the_exact_ray_command(capsys):
-    code, out, err = tpu_launcher(
+    code, out, err = tpu_launcher_here(
         capsys,
         "submit",
         "--dry-run",
@@ -67,7 +61,7 @@ def test_dry_run_shows_the_exact_ray_command(capsys):
 
 
 def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
-    code, out, err = tpu_launcher(
+    code, out, err = tpu_launcher_here(
         capsys, "submit", "--dry-run", "--release", "tpu", "--namespace", "ml", "--", "run_name=r"
     )
     assert code == 0, err
@@ -88,7 +82,7 @@ def test_a_kubectl_that_cannot_reach_the_cluster_is_shown_as_it_is(capsys, tmp_p
     kubectl.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
     for command in (["list"], ["status"], ["logs"]):
-        code, _, err = tpu_launcher(capsys, *command, "--release", "tpu")
+        code, _, err = tpu_launcher_here(capsys, *command, "--release", "tpu")
         assert code == 1, err
         assert "You must be logged in to the server (Unauthorized)" in err
         assert "no RayCluster" not in err and "install" not in err
@@ -96,9 +90,11 @@ def test_a_kubectl_that_cannot_reach_the_cluster_is_shown_as_it_is(capsys, tmp_p
 
 def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):
     args = ["--", "--accelerator_type=v6e", "--topology=4x4", "base.yml", "run_name=r"]
-    _, out, _ = tpu_launcher(capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml", *args)
+    _, out, _ = tpu_launcher_here(
+        capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml", *args
+    )
     assert "[dry-run] preflight: the job on the slice of values/v6e-16.yaml" in out
-    _, out, _ = tpu_launcher(
+    _, out, _ = tpu_launcher_here(
         capsys, "submit", "--dry-run", "--values", "values/v6e-16.yaml", "--skip-preflight", *args
     )
     assert "preflight" not in out
@@ -108,14 +104,14 @@ def test_the_slice_preflight_approved_is_the_slice_the_job_is_submitted_with(cap
     """A job without a slice of its own, aimed at a values file's slice, goes bound to it: the
     head then refuses a cluster of another shape instead of running on whatever it has."""
     args = ["--", "tiny-llama.yml", "run_name=r"]
-    code, out, err = tpu_launcher(
+    code, out, err = tpu_launcher_here(
         capsys, "submit", "--dry-run", "--values", "values/tpu7x-16.yaml", *args
     )
     assert code == 0, err
     assert "-- python -m launcher train --tpu=tpu7x-16 --num_slices=1 tiny-llama.yml" in out
     assert "bound to tpu7x-16" in out
     # A job naming another slice than its target is refused before anything runs.
-    code, _, err = tpu_launcher(
+    code, _, err = tpu_launcher_here(
         capsys,
         "submit",
         "--dry-run",
@@ -254,7 +250,7 @@ def test_values_files_are_given_as_helm_takes_them():
     ],
 )
 def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says, capsys):
-    code, _, err = tpu_launcher(capsys, "submit", *args)
+    code, _, err = tpu_launcher_here(capsys, "submit", *args)
     assert code == 2
     assert says in err and "fix:" in err
     assert "Traceback" not in err

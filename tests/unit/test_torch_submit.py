@@ -11,14 +11,11 @@ from pathlib import Path
 
 import pytest
 
-import launcher.examples
-from launcher import cli
 from launcher.client import torch_submit
 from launcher.core.run_requests import TORCH_ENTRYPOINT
+from tests.support.launcher_cli import tpu_launcher_here
 
 pytestmark = pytest.mark.unit
-
-EXAMPLE = Path(launcher.examples.__file__).parent / "torch_tiny_llama.py"
 
 
 @pytest.fixture
@@ -33,16 +30,6 @@ def project(tmp_path, monkeypatch) -> Path:
     return tmp_path / "my-project"
 
 
-def _cli(capsys, *argv: str) -> tuple[int | str | None, str, str]:
-    code: int | str | None
-    try:
-        code = cli.main(list(argv))
-    except SystemExit as e:
-        code = e.code
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def _submitted(out: str) -> list[str]:
     """The `ray job submit` command a dry run prints, as its words."""
     line = next(x for x in out.splitlines() if "ray job submit" in x)
@@ -50,7 +37,7 @@ def _submitted(out: str) -> list[str]:
 
 
 def test_the_script_is_named_from_here_and_runs_from_the_working_dir_on_every_host(project, capsys):
-    code, out, err = _cli(
+    code, out, err = tpu_launcher_here(
         capsys, "submit", "--framework", "torch", "--dry-run", "--working-dir", "my-project",
         "--", "--run_name=r", "my-project/train.py", "--lr", "3e-4",
     )  # fmt: skip
@@ -76,7 +63,7 @@ def test_the_script_is_named_from_here_and_runs_from_the_working_dir_on_every_ho
 def test_a_script_the_hosts_would_not_have_is_refused_with_the_fix(
     project, capsys, working_dir, script, says, fix
 ):
-    code, _, err = _cli(
+    code, _, err = tpu_launcher_here(
         capsys, "submit", "--framework", "torch", "--dry-run", "--working-dir", working_dir,
         "--", "--run_name=r", script,
     )  # fmt: skip
@@ -89,12 +76,11 @@ def test_the_torch_demo_ships_the_example_as_train_py_with_its_resume_arguments(
 ):
     """From a directory with no train.py (the clean clone's case the demo first failed in): the
     example ships alone, as train.py; Ray's job API is the one thing replaced (it records)."""
-    (project / "train.py").unlink()
     sent: dict = {}
 
     def record(request, run_name, address, entrypoint, working_dir=None, **_):
         sent.update(run=run_name, entrypoint=entrypoint, files=sorted(working_dir.iterdir()))
-        assert filecmp.cmp(working_dir / "train.py", EXAMPLE, shallow=False)
+        assert filecmp.cmp(working_dir / "train.py", torch_submit.EXAMPLE, shallow=False)
         return 0
 
     monkeypatch.setattr(torch_submit, "submit_entrypoint", record)
