@@ -10,6 +10,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import launcher.examples
 from launcher.client.job_files import ship_script
 from launcher.client.ray_jobs import SubmitRequest, address_for, submit_entrypoint
 from launcher.core.errors import UsageError
@@ -40,8 +41,9 @@ def submit_torch(request: SubmitRequest, spec: TorchJobSpec) -> int:
         )
 
 
-# The PyTorch demo: the shipped example on the local cluster; each run trains 40 steps past
-# the latest checkpoint, so a rerun resumes and goes on (as the MaxText demo does).
+# The PyTorch demo: the example the launcher ships, on the local cluster; each run trains 40
+# steps past the latest checkpoint, so a rerun resumes and goes on (as the MaxText demo does).
+EXAMPLE = Path(launcher.examples.__file__).parent / "torch_tiny_llama.py"
 DEMO_RUN = "demo-torch"
 DEMO_ARGS = ("--more", "40", "--save-every", "10")
 
@@ -49,12 +51,9 @@ DEMO_ARGS = ("--more", "40", "--save-every", "10")
 def demo(no_wait: bool, verbose: bool, script_args: list[str]) -> int:
     """`tpu-launcher demo --framework torch`: launcher/examples/torch_tiny_llama.py, shipped
     alone as the job's train.py."""
-    import launcher.examples
-
-    example = Path(launcher.examples.__file__).parent / "torch_tiny_llama.py"
     with tempfile.TemporaryDirectory(prefix="tpu-launcher-demo-") as staging:
         script = Path(staging) / "train.py"
-        shutil.copy(example, script)
+        shutil.copy(EXAMPLE, script)
         request = SubmitRequest(None, no_wait=no_wait, verbose=verbose, working_dir=staging)
         # Named as a user names a script: by its path from the current directory.
         spec = TorchJobSpec(str(script), (*DEMO_ARGS, *script_args), DEMO_RUN)

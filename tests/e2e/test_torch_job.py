@@ -29,9 +29,9 @@ from harness.job_control import (
     wait_until_done,
 )
 from harness.local_ray import launcher_result, run_name, tpu_launcher
-from harness.paths import REPO
 from harness.prometheus import last, restarts_by_cause, settled
 from launcher.client.local_layout import HOST_ENV
+from launcher.client.torch_submit import EXAMPLE
 from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, events
@@ -39,7 +39,6 @@ from launcher.core.preemption import FAILED, PREEMPTED
 from launcher.core.torch_plan import SIMULATED_NOTE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
-EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
 STEPS, SAVE_EVERY = 80, 10
 NOTICE_S = 15  # half a Spot VM's 30 s: the save on it takes a second here
 WORKER = re.compile(

@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from harness.paths import REPO
+from launcher.client.torch_submit import EXAMPLE
 from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(300)]
-EXAMPLE = REPO / "launcher" / "examples" / "torch_tiny_llama.py"
 WORKERS = 2
 
 
