@@ -74,6 +74,7 @@ verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, ha
 	$(PY) ci/schema_enums.py $(CHART)/values.schema.json --check
 	$(TL) dashboard | diff -q - $(CHART)/files/grafana-dashboard.json \
 	  || { echo "$(CHART)/files/grafana-dashboard.json is stale: run make chart-dashboard"; exit 1; }
+	$(PY) ci/maxtext_configs.py --check
 	$(PY) -m tests.support.goldens
 	@echo "verify: ok"
 
@@ -97,7 +98,7 @@ cluster-down: venv ## Stop it and delete its state.
 
 ##@ Chart and generated files
 
-.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard goldens docs
+.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard goldens docs maxtext-configs
 helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from the Go module proxy).
 $(TOOLS)/helm-%/helm:
 	ci/install-helm.sh $*
@@ -114,6 +115,8 @@ chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table and
 	$(PY) ci/schema_enums.py $(CHART)/values.schema.json --write
 chart-dashboard: venv ## Regenerate the chart's Grafana dashboard from the launcher's metrics.
 	$(TL) dashboard > $(CHART)/files/grafana-dashboard.json
+maxtext-configs: venv ## Rewrite the launcher's copy of the pinned MaxText's configs (a client without MaxText checks jobs with it).
+	$(PY) ci/maxtext_configs.py --write
 goldens: venv helm ## Rewrite the golden renders (tests/chart/goldens/) after an intended change.
 	$(PY) -m tests.support.goldens --write
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.

@@ -142,6 +142,50 @@ def _refuse_unknown(parser: argparse.ArgumentParser, word: str) -> None:
     parser.error(f"unrecognized argument {word}: {hint}")
 
 
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    return dict(subs[0].choices) if subs else {}
+
+
+def _check_words(parser: argparse.ArgumentParser, argv: list[str]) -> None:
+    """Before argparse reads them: a mistyped command gets the closest ones, and an option the
+    command does not take gets the closest of its own, named as typed (argparse would report a
+    required option missing first, or take a prefix of one as the option itself)."""
+    words = list(argv)
+    while words and (commands := _subcommands(parser)):
+        word = words[0]
+        if word.startswith("-"):
+            return  # --help, --version: argparse's
+        if word not in commands:
+            close = difflib.get_close_matches(word, list(commands), n=3, cutoff=0.6)
+            hint = f"did you mean {' or '.join(close)}?" if close else "see --help"
+            parser.error(f"no command {word!r}: {hint}")
+        parser, words = commands[word], words[1:]
+    options = {o: a for a in parser._actions for o in a.option_strings}
+    takes_rest = any(a.nargs == argparse.REMAINDER for a in parser._actions)
+    skip = False
+    for word in words:
+        if skip:
+            skip = False
+        elif word == "--":
+            return
+        elif word.startswith("-") and len(word) > 1 and not _is_number(word):
+            name, eq, _ = word.partition("=")
+            if name not in options:
+                _refuse_unknown(parser, word)
+            skip = not eq and options[name].nargs != 0
+        elif takes_rest:
+            return  # the rest is the job's (or the script's) own
+
+
+def _is_number(word: str) -> bool:
+    try:
+        float(word)
+    except ValueError:
+        return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns its exit code (the console script exits with it)."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -154,12 +198,20 @@ def main(argv: list[str] | None = None) -> int:
 
         return run_torch(argv[1:])
     parser = _parser()
+    if not argv:  # as kubectl and gcloud do: what there is, not an error
+        parser.print_help()
+        return 0
+    _check_words(parser, argv)
     ns, unknown = parser.parse_known_args(argv)
     action = getattr(ns, "gke_command", None) or getattr(ns, "data_command", None)
     if unknown:
         _refuse_unknown(_subparser(parser, [ns.command, action]), unknown[0])
     prog = " ".join(["tpu-launcher", ns.command, *filter(None, [action])])
     try:
+        if isinstance(getattr(ns, "values", None), list):  # every command's -f, read one way
+            from launcher.client.values_presets import resolve_all
+
+            ns.values = resolve_all(ns.values)
         return ns.func(ns)
     except (UsageError, CommandError) as e:
         return report(e, prog=prog)
@@ -180,13 +232,15 @@ TRAINING_STACK = frozenset(
 
 
 def _needs_training_stack(module: str, prog: str) -> UsageError:
+    from launcher.core.package_version import pip_install
+
     skip = " or submit with --skip-preflight," if prog.endswith(" submit") else ""
     return UsageError(
         prog.removeprefix("tpu-launcher "),
         f"this command needs the training stack ({module} is not installed): the client "
         "package leaves out JAX, MaxText, libtpu and Ray",
-        "install it beside the client with `pip install 'tpu-launcher[preflight]'` (preflight, "
-        "data prepare) or `'tpu-launcher[runtime]'` (the local CPU slice: demo, up); its "
+        f"install it beside the client with {pip_install('preflight')} (preflight) or "
+        f"{pip_install('runtime')} (the local CPU slice: demo, up); its "
         "wheels are for Linux x86_64 and Python 3.12. Elsewhere,"
         f"{skip} run the command in the launcher image (`docker run --rm -v $PWD:/w -w /w "
         "<image> preflight ...`; its entrypoint is tpu-launcher)",

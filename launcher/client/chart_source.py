@@ -1,6 +1,7 @@
 """Where the tpu-stack chart and the launcher image's sources are, for the commands that
 render, plan or build: the chart travels inside the installed package (the wheel's build puts
-it at launcher/chart); a clone runs its own charts/tpu-stack and builds the image from itself."""
+it at launcher/chart); a clone runs its own charts/tpu-stack. The image's sources:
+launcher.client.image_tag."""
 
 from __future__ import annotations
 
@@ -13,7 +14,6 @@ from pathlib import Path
 import launcher
 from launcher.client.chart_meta import chart_meta
 from launcher.client.commands import run
-from launcher.client.image_tag import DOCKERFILE
 from launcher.core.errors import UsageError
 
 
@@ -32,12 +32,6 @@ def packaged_chart() -> Path:
         f"no tpu-stack chart in this installation of the launcher ({package})",
         "reinstall the tpu-launcher package, or pass --chart <dir of the tpu-stack chart>",
     )
-
-
-def checkout(chart: str) -> Path | None:
-    """The repository root the chart sits in, if it is a checkout the image builds from."""
-    root = Path(chart).resolve().parents[1]
-    return root if (root / DOCKERFILE).is_file() else None
 
 
 OCI = "oci://"

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from launcher.client.data_prepare import DEFAULT_SHARD_MB
+from launcher.client.local_layout import LOCAL_BUCKET
 from launcher.core.byte_tokenizer import BYTES
 from launcher.core.datasets import (
     DATASETS_SUBDIR,
@@ -23,10 +24,22 @@ SHIPPED_INSTRUCTIONS = Path(__file__).parents[1] / "corpus" / "tiny-sft"  # with
 
 
 def _default_output_dir() -> Path:
-    """The running local cluster's bucket directory, else the one `tpu-launcher up` makes."""
-    from launcher.client.local_cluster import running_bucket
+    """This directory's local bucket: the one its local cluster mounts (`up` started from here),
+    else the one `tpu-launcher up` makes here; never another directory's cluster's."""
+    from launcher.client.local_cluster import running_bucket_of_here
 
-    return running_bucket() or Path(".local/bucket")
+    return running_bucket_of_here() or Path(LOCAL_BUCKET)
+
+
+def _positive_mb(text: str) -> float:
+    """--shard-mb: a size above zero (argparse says the flag and the value when it is not)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of MB") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} MB: a shard needs a size above 0")
+    return value
 
 
 def run_prepare(ns: argparse.Namespace) -> int:
@@ -121,8 +134,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--output-dir",
         help="the bucket: gs://BUCKET[/prefix] (prepared in .local/data-staging, then "
-        "uploaded, the manifest last), a directory where it is mounted, or the local cluster's "
-        "bucket directory (the default)",
+        "uploaded, the manifest last), a directory where it is mounted, or (the default) this "
+        f"directory's local bucket, {LOCAL_BUCKET}, which `tpu-launcher up` here mounts",
     )
     p.add_argument(
         "--tokenizer",
@@ -155,7 +168,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--shard-mb",
-        type=float,
+        type=_positive_mb,
         default=DEFAULT_SHARD_MB,
         help=f"text per shard (default {DEFAULT_SHARD_MB} MB)",
     )
@@ -166,5 +179,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     what = "print a prepared dataset's manifest: examples, tokens, shards, tokenizer"
     p = actions.add_parser("show", help=what, description=what)
     p.add_argument("name", help="the dataset's name (what data prepare --name gave it)")
-    p.add_argument("--output-dir", help="the bucket's directory (default: the local cluster's)")
+    p.add_argument(
+        "--output-dir", help=f"the bucket's directory (default: this directory's {LOCAL_BUCKET})"
+    )
     p.set_defaults(func=run_show)

@@ -31,6 +31,7 @@ from launcher.core.datasets import (
     Manifest,
     SplitStats,
     shard_name,
+    work_dir,
 )
 from launcher.core.errors import UsageError
 from launcher.core.tokenizers import infer_tokenizer_type, load_tokenizer, resolve_tokenizer_path
@@ -264,6 +265,9 @@ def file_sha256(path: Path) -> str:
 
 
 def prepare(request: PrepareRequest) -> Manifest:
+    """The dataset, made in its work directory and renamed into place whole (an earlier one of
+    the same name, replaced by --overwrite, stays until then); a run that fails before its
+    first shard leaves no work directory behind."""
     files = input_files(request.source)
     root = request.source if request.source.is_dir() else request.source.parent
     target = request.output_dir / DATASETS_SUBDIR / request.name
@@ -295,7 +299,28 @@ def prepare(request: PrepareRequest) -> Manifest:
                 fix="pick another --name, or --overwrite to replace it (runs that trained on it "
                 "keep their checkpoints, not its data)",
             )
-        shutil.rmtree(target)
+    work = work_dir(target)
+    kept = (work / STATE).is_file()  # an earlier run's finished shards: resumed, never removed
+    try:
+        manifest = _prepare_in(work, request, files, digest, tokenizer_path, kind)
+    except BaseException:
+        if not kept and not (work / STATE).is_file():
+            shutil.rmtree(work, ignore_errors=True)
+        raise
+    if target.exists():
+        shutil.rmtree(target)  # --overwrite: the new one is whole
+    os.replace(work, target)  # the dataset is complete from here on
+    return manifest
+
+
+def _prepare_in(
+    target: Path,
+    request: PrepareRequest,
+    files: list[Path],
+    digest: str,
+    tokenizer_path: str,
+    kind: str,
+) -> Manifest:
     target.mkdir(parents=True, exist_ok=True)
     tokenizer_dir = target / TOKENIZER_SUBDIR
     tokenizer_file = _copy_tokenizer(tokenizer_path, tokenizer_dir)
@@ -361,9 +386,7 @@ def prepare(request: PrepareRequest) -> Manifest:
         checksum=checksum,
         fields=list(request.features),
     )
-    partial = target / (MANIFEST + ".partial")
-    partial.write_text(manifest.to_json())
-    os.replace(partial, target / MANIFEST)  # the dataset is complete from here on
+    (target / MANIFEST).write_text(manifest.to_json())
     (target / STATE).unlink(missing_ok=True)
     return manifest
 

@@ -26,14 +26,15 @@ from pathlib import Path
 import yaml
 
 from launcher.client.chart_meta import chart_meta
-from launcher.client.chart_source import OCI, checkout, packaged_chart, pulled_chart
+from launcher.client.chart_source import OCI, packaged_chart, pulled_chart
 from launcher.client.commands import run
 from launcher.client.gke_image import chart_push_steps, describe_image, image_build_step
 from launcher.client.gke_plan import down_plan, up_plan
 from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secrets
 from launcher.client.gke_steps import Plan, execute, format_plan
 from launcher.client.gke_target import GkeTarget, add_target_options
-from launcher.client.image_tag import DOCKERFILE, content_tag, image_tag_of
+from launcher.client.image_tag import DOCKERFILE, image_sources, image_tag_of
+from launcher.client.values_presets import values_help
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import FRAMEWORKS, JAX, of_image_tag
 from launcher.core.values_file import load_values
@@ -57,7 +58,7 @@ def _release_options(p: argparse.ArgumentParser) -> None:
         "--values",
         action="append",
         default=[],
-        help="values files, as for helm (repeat; e.g. -f values/v6e-16.yaml)",
+        help=values_help("the release"),
     )
     p.add_argument("--release", default="tpu", help="the Helm release name (default tpu)")
     p.add_argument("--namespace", default="default", help="the release's namespace")
@@ -82,11 +83,12 @@ def _release_options(p: argparse.ArgumentParser) -> None:
 
 
 def _target(ns: argparse.Namespace) -> GkeTarget:
-    """The target; the launcher image tagged by the content of the checkout the chart is in
-    (launcher.client.image_tag), unless the values pin ray.image.tag (a --set wins too)."""
+    """The target; the launcher image tagged by the content of its sources (the clone or the
+    installed package the chart is in: launcher.client.image_tag), unless the values pin
+    ray.image.tag (a --set wins too)."""
     _chart_option(ns)
     target = GkeTarget.from_args(ns)
-    chart, root = Path(ns.chart), checkout(ns.chart)
+    chart = Path(ns.chart)
     readable = chart.is_dir() and all(Path(v).is_file() for v in ns.values)  # else render says
     values = load_values(chart / "values.yaml", *ns.values) if readable else {}
     pinned = values.get("ray", {}).get("image", {}).get("tag")
@@ -94,18 +96,20 @@ def _target(ns: argparse.Namespace) -> GkeTarget:
     pinned = pinned or (chart_meta(chart).packaged_for if readable else None)
     framework = values.get("ray", {}).get("framework", JAX.name)
     framework = next((v.partition("=")[2] for v in ns.set if v.startswith(FRAMEWORK)), framework)
-    if root is not None and not pinned:
+    sources = image_sources(chart) if readable else None
+    if sources is not None and not pinned:
         # The framework's image (its suffix), which the chart refuses to pair with another.
         suffix = FRAMEWORKS[framework].tag_suffix if framework in FRAMEWORKS else ""
-        target = dataclasses.replace(target, image_tag=content_tag(root, chart) + suffix)
-    elif root is None and not pinned and readable:
+        target = dataclasses.replace(target, image_tag=sources.tag(chart) + suffix)
+    elif sources is None and not pinned and readable:
         raise UsageError(
             "ray.image.tag",
-            f"the chart at {chart} is not in a checkout of the launcher, so the launcher "
-            "image's tag (its version and a hash of its sources) cannot be known here",
+            f"the chart at {chart} is not this launcher's own (the one in its package, or a "
+            "clone's charts/tpu-stack) and was not packaged for an image, so the launcher "
+            "image's tag cannot be known here",
+            "leave out --chart (this launcher's chart, its image built from this install), or "
             "set ray.image.tag in a values file (or --set) to the tag `tpu-launcher image` "
-            "printed when it pushed the image from a clone of this version, or run from "
-            "that clone",
+            "printed when it pushed the image",
         )
     return target
 
@@ -123,11 +127,13 @@ def _read_release(ns: argparse.Namespace) -> tuple[GkeTarget, ReleaseNeeds]:
 
 
 def _source(chart: str) -> Path | None:
-    """The checkout the image is built from (the chart's repository root), or None for a
-    chart installed with the package: then the image is one already pushed."""
-    root = checkout(chart)
-    if root is None:
+    """The directory the image is built from: the clone the chart is in, or the installed
+    package's files staged as a build context; None for another chart (its image is the one
+    it was packaged for, pushed already)."""
+    sources = image_sources(Path(chart))
+    if sources is None:
         return None
+    root = sources.context(sources.tag(Path(chart)))
     # Relative where it can be, so a printed plan runs from the same directory elsewhere.
     return Path(os.path.relpath(root)) if Path.cwd() in (root, *root.parents) else root
 
@@ -136,10 +142,9 @@ def _require_source(chart: str) -> Path:
     if (root := _source(chart)) is None:
         raise UsageError(
             "--chart",
-            f"no {DOCKERFILE} beside the chart at {chart}: the image is built from a checkout "
-            "of the launcher",
-            "run it from a clone of the repository at this version (`tpu-launcher --version`), "
-            "or pass --chart <clone>/charts/tpu-stack",
+            f"the chart at {chart} is not this launcher's own, so nothing here builds its image",
+            "leave out --chart: this launcher's chart and its image's sources are in its package "
+            "(or a clone's charts/tpu-stack)",
         )
     return root
 
@@ -224,7 +229,7 @@ def image(ns: argparse.Namespace) -> int:
         run(step.what, step.argv, dry_run=ns.dry_run)
     for step in chart_push_steps(Path(ns.chart), ref, target, ns.helm):
         run(step.what, step.argv, dry_run=ns.dry_run)
-    print(f"image tag: {image_tag_of(ref)} (pin it as ray.image.tag where no clone is)")
+    print(f"image tag: {image_tag_of(ref)}")
     return 0
 
 

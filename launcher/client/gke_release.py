@@ -115,11 +115,6 @@ def render(
     gcsfuse off)."""
     if not (chart / "Chart.yaml").is_file():
         raise UsageError("--chart", f"no chart at {chart}", "run from the checkout or pass --chart")
-    for path in values:
-        if not Path(path).is_file():
-            raise UsageError(
-                "--values", f"no values file {path}", "ls values/ lists the shipped ones"
-            )
     merged = load_values(chart / "values.yaml", *values)
     gcsfuse = merged.get("global", {}).get("gcsfuse", {})
     bucket = target.bucket or gcsfuse.get("bucketName") or "${BUCKET}"

@@ -110,15 +110,15 @@ def refuse_other_framework(image: str, job: Framework, release: str) -> None:
 
 def client_skew(image: str) -> str | None:
     """How this client differs from the launcher image `image` (a release's head's)."""
-    from launcher.client.chart_source import checkout, packaged_chart
-    from launcher.client.image_tag import content_tag, skew
+    from launcher.client.chart_source import packaged_chart
+    from launcher.client.image_tag import image_sources, skew
     from launcher.core.package_version import installed_version
 
     if (mine := installed_version()) is None:  # a source tree never installed: nothing to compare
         return None
     chart = packaged_chart()
-    root = checkout(str(chart))
-    return skew(image, mine, content_tag(root, chart) if root else None)
+    sources = image_sources(chart)
+    return skew(image, mine, sources.tag(chart) if sources else None)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
+from launcher.client.values_presets import values_help
 from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.run_requests import (
     ExportRequest,
@@ -39,7 +40,7 @@ def _submit_request(ns: argparse.Namespace, job: Job | None):
         dry_run=ns.dry_run,
         release=ns.release,
         namespace=ns.namespace,
-        values=ns.values,
+        values=tuple(ns.values),
         skip_preflight=ns.skip_preflight,
         verbose=ns.verbose,
         working_dir=ns.working_dir,
@@ -163,7 +164,9 @@ def _submit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "-f",
         "--values",
-        help="a chart values file: preflight the job for its slice, then bind the job to it",
+        action="append",
+        default=[],
+        help=values_help("preflight the job for their slice, then bind the job to it"),
     )
     p.add_argument(
         "--skip-preflight",
@@ -238,7 +241,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=formatter,
     )
     target = p.add_mutually_exclusive_group()
-    target.add_argument("-f", "--values", help="a chart values file naming the slice")
+    target.add_argument(
+        "-f",
+        "--values",
+        action="append",
+        default=[],
+        help=values_help("the slice to compile for"),
+    )
     target.add_argument("--release", help="an installed release whose RayCluster names the slice")
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument(

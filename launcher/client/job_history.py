@@ -75,10 +75,12 @@ def _storage():
 
         return storage_client()
     except ImportError:
+        from launcher.core.package_version import pip_install
+
         raise UsageError(
             "--bucket",
             "reading gs:// needs google-cloud-storage",
-            "pip install 'tpu-launcher[preflight]', or pass the bucket's gcsfuse mount",
+            f"{pip_install('gcs')}, or pass the bucket's gcsfuse mount",
         ) from None
 
 

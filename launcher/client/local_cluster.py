@@ -280,6 +280,12 @@ def running_bucket() -> Path | None:
         return None
 
 
+def running_bucket_of_here() -> Path | None:
+    """The running local cluster's bucket directory when `up` started it from this directory."""
+    owner = _started_from()
+    return running_bucket() if owner is not None and Path(owner) == Path.cwd() else None
+
+
 def _started_from() -> str | None:
     """The directory `up` ran in for the running cluster (None: unknown, e.g. a `ray start`)."""
     try:

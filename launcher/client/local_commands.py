@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from launcher.client.local_layout import LOCAL_BUCKET
+
 
 def run_up(ns: argparse.Namespace) -> int:
     from launcher.client import local_cluster
@@ -86,7 +88,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--bucket-dir",
-        default=".local/bucket",
+        default=LOCAL_BUCKET,
         help="directory that stands for the mounted checkpoint bucket",
     )
     p.add_argument(

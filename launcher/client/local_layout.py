@@ -24,6 +24,7 @@ DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
 # (about 1.5 GB): more than this many does not fit a workstation's memory.
 MAX_SIMULATED_HOSTS = 8
 HOST_ENV = "LAUNCHER_LOCAL_HOST"  # each simulated host's name, on every process it runs
+LOCAL_BUCKET = ".local/bucket"  # the bucket of the local cluster, relative to where `up` runs
 
 
 def _smallest_multi_host(generation_name: str) -> str:
@@ -117,6 +118,6 @@ class LocalClusterSpec:
     num_slices: int = 1
     cpu_hosts: int | None = None
     cpu_devices_per_host: int = 2
-    bucket_dir: str = ".local/bucket"
+    bucket_dir: str = LOCAL_BUCKET
     object_store_mb: int = 256
     dry_run: bool = False

@@ -66,7 +66,7 @@ class SubmitRequest:
     dry_run: bool = False
     release: str | None = None
     namespace: str = "default"
-    values: str | None = None  # a chart values file naming the target slice (preflight's)
+    values: tuple[str, ...] = ()  # chart values files naming the target slice (preflight's)
     skip_preflight: bool = False
     verbose: bool = False  # every line of the job live, not only what matters
     working_dir: str | None = None  # a directory to ship as the job's working directory

@@ -4,6 +4,7 @@ so the slice preflight approved is the slice the job runs on."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
@@ -19,16 +20,20 @@ class SliceTarget:
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' (None: they send no notice)
 
 
-def resolve_target(values: str | None, release: str | None, namespace: str) -> SliceTarget | None:
-    """The target a values file or an installed release names; None when neither is given. A
-    values file is read over the chart's own defaults, as Helm reads it: what it leaves out is
-    the chart's default, not nothing (a test holds this against `helm template`)."""
+def resolve_target(
+    values: Sequence[str], release: str | None, namespace: str
+) -> SliceTarget | None:
+    """The target values files or an installed release name; None when neither is given. The
+    values files are merged over the chart's own defaults, in order, as Helm reads them: what
+    they leave out is the chart's default, not nothing (a test holds this against `helm
+    template` and `gke plan`)."""
     if values:
         from launcher.client.chart_source import packaged_chart
         from launcher.core.values_file import load_values, training_slices, worker_grace_seconds
 
-        merged = load_values(packaged_chart() / "values.yaml", values)
-        return SliceTarget(training_slices(merged, values), values, worker_grace_seconds(merged))
+        merged = load_values(packaged_chart() / "values.yaml", *values)
+        source = " + ".join(values)
+        return SliceTarget(training_slices(merged, source), source, worker_grace_seconds(merged))
     if release:
         from launcher.client.helm_release import release_rayjob, release_workers
 

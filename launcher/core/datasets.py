@@ -97,11 +97,17 @@ def dataset_dir(output_dir: str, name: str) -> str:
     return f"{output_dir.rstrip('/')}/{DATASETS_SUBDIR}/{name}"
 
 
+def work_dir(target: Path) -> Path:
+    """Where `data prepare` makes a dataset until its manifest is written: beside it, hidden, so
+    a prepare cut short leaves nothing that looks like a dataset (the next run resumes there)."""
+    return target.with_name(f".{target.name}.preparing")
+
+
 def read_manifest(directory: Path, where: str) -> Manifest:
     """The manifest of a prepared dataset; a UsageError names what is missing and the fix."""
     path = directory / MANIFEST
     if not path.is_file():
-        partial = directory.is_dir() and any(directory.iterdir())
+        partial = work_dir(directory).is_dir()
         raise UsageError(
             field="--data",
             problem=f"no prepared dataset at {directory} ({where})"

@@ -31,8 +31,8 @@ class UsageError(Exception):
 
 # Where each outside command the launcher runs comes from, said when it is missing.
 INSTALL_HINTS = {
-    "ray": "`pip install 'tpu-launcher[runtime]'` (Linux x86_64); in a clone `make venv` puts "
-    "it in .venv/bin",
+    "ray": "the runtime extra (`pip install '<the clone>[runtime]'`, Linux x86_64); in a clone "
+    "`make venv` puts it in .venv/bin",
     "helm": "Helm 3.22 or later, or 4 (helm.sh/docs/intro/install); in a clone `make helm` "
     "puts the pinned one in .tools/",
     "kubectl": "`gcloud components install kubectl`, or kubernetes.io/docs/tasks/tools",

@@ -85,7 +85,11 @@ def define_flags(fv: flags.FlagValues) -> None:
         "topology", None, "TPU topology of one slice, e.g. 4x4 or 2x2x2.", flag_values=fv
     )
     flags.DEFINE_integer(
-        "num_slices", 1, "Number of slices of that shape (multi-slice over DCN).", flag_values=fv
+        "num_slices",
+        1,
+        "Number of slices of that shape (multi-slice over DCN).",
+        lower_bound=1,
+        flag_values=fv,
     )
     flags.DEFINE_integer(
         "min_slices",
@@ -93,6 +97,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         "Elastic: run on as few as this many whole slices when the others are gone (preempted) "
         "and grow back to --num_slices when they return; the global batch is kept by more "
         "gradient accumulation. Default: --num_slices (every slice, always).",
+        lower_bound=1,
         flag_values=fv,
     )
     flags.DEFINE_bool(
@@ -107,21 +112,28 @@ def define_flags(fv: flags.FlagValues) -> None:
         60.0,
         "Elastic: how often, while training on fewer slices, Ray checks whether slices came "
         "back (each grow restarts from the latest checkpoint).",
+        lower_bound=0,
         flag_values=fv,
     )
     flags.DEFINE_integer(
-        "chips_per_host", None, "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).", flag_values=fv
+        "chips_per_host",
+        None,
+        "Only for v5e/v6e 2x4: 8 (one host) or 4 (two).",
+        lower_bound=1,
+        flag_values=fv,
     )
     flags.DEFINE_integer(
         "cpu_hosts",
         _env_int(CPU_HOSTS_ENV),
         "CPU-only slice: number of hosts (Ray workers).",
+        lower_bound=1,
         flag_values=fv,
     )
     flags.DEFINE_integer(
         "cpu_devices_per_host",
         _env_int(CPU_DEVICES_ENV),
         "CPU-only slice: JAX devices per host.",
+        lower_bound=1,
         flag_values=fv,
     )
     flags.DEFINE_integer(
@@ -129,6 +141,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         DEFAULT_MAX_FAILURES,
         "Restarts of the worker group after a host fails; "
         "MaxText resumes from the latest checkpoint each time. Preemptions do not count.",
+        lower_bound=-1,
         flag_values=fv,
     )
     flags.DEFINE_integer(
@@ -136,6 +149,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         -1,
         "Restarts after a host is preempted (spot, flex-start, maintenance; -1: no limit). "
         "On the notice every host saves the step they reach next, and the restart resumes there.",
+        lower_bound=-1,
         flag_values=fv,
     )
     flags.DEFINE_float(
@@ -146,18 +160,21 @@ def define_flags(fv: flags.FlagValues) -> None:
         "to the log and the run's hangs/ directory, and the job restarts from its last "
         "checkpoint. Armed at each start's first step: compiles and restores never count. "
         "0: off.",
+        lower_bound=0,
         flag_values=fv,
     )
     flags.DEFINE_float(
         "hang_step_factor",
         DEFAULT_HANG_STEP_FACTOR,
         "The hang bound in median step times, when longer than --hang_timeout_s.",
+        lower_bound=0,
         flag_values=fv,
     )
     flags.DEFINE_integer(
         "max_hangs",
         DEFAULT_MAX_HANGS,
         "Restarts after a hang (-1: no limit); failures and preemptions do not count.",
+        lower_bound=-1,
         flag_values=fv,
     )
     flags.DEFINE_integer(
@@ -166,6 +183,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         "Train this many steps past the run's latest checkpoint (sets MaxText's "
         "steps): a rerun of the same command trains further instead of "
         "stopping.",
+        lower_bound=1,
         flag_values=fv,
     )
     flags.DEFINE_string(
@@ -328,7 +346,9 @@ def parse_job_args(job_args: list[str]) -> Job:
     try:
         rest = fv(["tpu-launcher train", *spelled_as_defined(job_args, fv)])
     except flags.Error as e:
-        raise UsageError("flags", str(e), "see `tpu-launcher train --help`") from None
+        raise UsageError(
+            "job flags", str(e), "`tpu-launcher submit --help` lists the job's flags and bounds"
+        ) from None
     return Job(tuple(job_args), JobOptions.from_flags(fv), tuple(rest[1:]))
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import yaml
 
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_types import typed, value_kinds
+from launcher.core.maxtext_types import number_of, typed, value_kinds
 
 LAUNCHER_CONFIGS_DIR = Path(__file__).parents[1] / "configs"
 # Prefixes under which MaxText's docs and GKE's tutorials name its configs.
@@ -33,6 +33,16 @@ _PARALLELISM = re.compile(r"^(ici|dcn)_(\w+)_parallelism$")
 REQUIRED_KEYS = {
     "run_name": "add run_name=<name>; a later run with the same name resumes from its latest "
     "checkpoint",
+}
+
+# Keys whose MaxText type (a plain int or float) lets through a value no job can mean: refused
+# here with the key, not after the slice is up.
+MUST_BE_POSITIVE = {
+    "steps": "the number of training steps",
+    "per_device_batch_size": "a batch",
+    "max_target_length": "a sequence length",
+    "checkpoint_period": "steps between checkpoints",
+    "gradient_accumulation_steps": "steps of accumulation",
 }
 
 # The chart refuses the same in ray.job.args (templates/validate.yaml).
@@ -57,21 +67,37 @@ def pinned_maxtext() -> str:
     return "<the version pyproject.toml pins>"
 
 
+# The pinned MaxText's configs as the launcher ships them (ci/maxtext_configs.py writes the copy
+# from the installed MaxText; `make verify` holds it to that): a client without MaxText, on any
+# Python or OS, checks a job as the image's MaxText will. types.py is kept as text (never run).
+MAXTEXT_COPY = Path(__file__).parent / "maxtext_configs"
+MAXTEXT_TYPES_COPY = "types.py.txt"
+MAXTEXT_COPY_VERSION = "VERSION"
+
+
 def maxtext_configs_dir() -> Path:
-    """The installed MaxText's configs directory, found without importing jax."""
+    """The installed MaxText's configs directory, found without importing jax; without MaxText
+    installed, the launcher's copy of the pinned MaxText's."""
     import importlib.util
 
     spec = importlib.util.find_spec("maxtext")
-    if spec is None or not spec.submodule_search_locations:
-        raise UsageError(
-            field="maxtext",
-            problem="the maxtext package is not installed in this Python environment",
-            fix="the job's checks read MaxText's configs, not its code: `pip install --no-deps "
-            f"maxtext=={pinned_maxtext()}` (pure Python, Python 3.12+, any OS) puts them here "
-            "without JAX; `pip install 'tpu-launcher[preflight]'` (Linux x86_64) brings the "
-            "whole stack, or run the command in the launcher image (in a checkout: its .venv)",
-        )
-    return Path(next(iter(spec.submodule_search_locations))) / "configs"
+    if spec is not None and spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations))) / "configs"
+    if (MAXTEXT_COPY / "base.yml").is_file():
+        return MAXTEXT_COPY
+    raise UsageError(
+        field="maxtext",
+        problem="the maxtext package is not installed in this Python environment, and this "
+        f"launcher has no copy of its configs ({MAXTEXT_COPY})",
+        fix="reinstall the launcher (its package carries them), or `pip install --no-deps "
+        f"maxtext=={pinned_maxtext()}` (pure Python, Python 3.12+)",
+    )
+
+
+def maxtext_types_file() -> Path:
+    """MaxText's config model (configs/types.py), the installed one's or the copy's."""
+    configs = maxtext_configs_dir()
+    return configs / (MAXTEXT_TYPES_COPY if configs == MAXTEXT_COPY else "types.py")
 
 
 def resolve_config(name: str | None) -> Path:
@@ -202,7 +228,7 @@ class MaxTextArgs:
         """A value of the wrong kind for its key (per_device_batch_size=abc, steps=1.5), as
         MaxText's own config model declares the key, is refused here with the key, not as a
         traceback on every host once the job starts."""
-        types_py = maxtext_configs_dir() / "types.py"
+        types_py = maxtext_types_file()
         kinds = value_kinds(types_py) if types_py.is_file() else {}
         for key, raw in self.overrides.items():
             kind = kinds.get(key)
@@ -223,6 +249,14 @@ class MaxTextArgs:
                 problem=f"{raw!r} is not {kind.describe()}, as MaxText's config model declares it",
                 fix=f"give {key}= {kind.describe()}",
             )
+        for key, what in MUST_BE_POSITIVE.items():
+            number = number_of(self.overrides[key]) if key in self.overrides else None
+            if number is not None and number <= 0:
+                raise UsageError(
+                    field=key,
+                    problem=f"is {self.overrides[key]}: {what} cannot be zero or less",
+                    fix=f"give {key}= a number above 0",
+                )
 
     def check_required(self) -> None:
         for key, fix in REQUIRED_KEYS.items():

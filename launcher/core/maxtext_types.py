@@ -53,7 +53,7 @@ class ValueKind:
             return "None" in self.parts
         if isinstance(value, bool):
             return "bool" in self.parts
-        number = _number(raw)
+        number = number_of(raw)
         if number is None:
             return False
         # A whole number where only whole numbers go (1.5 and 2.0 are not steps).
@@ -73,7 +73,8 @@ def typed(raw: str) -> Any:
         return raw
 
 
-def _number(raw: str) -> float | None:
+def number_of(raw: str) -> float | None:
+    """A command-line value as a finite number, or None when it is not one."""
     try:
         value = float(raw.replace("_", ""))
     except ValueError:

@@ -23,7 +23,9 @@ TPU_BLOCKS = {
 
 
 def load_values(*paths: str | Path) -> dict[str, Any]:
-    """Values files merged in Helm's order (maps merge, anything else: the later file wins)."""
+    """Values files merged in Helm's order (maps merge, anything else: the later file wins). A
+    file that is missing, is not YAML or is not a map is refused naming it (and the line), as
+    Helm refuses it, before anything renders."""
 
     def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
         for key, value in over.items():
@@ -35,8 +37,42 @@ def load_values(*paths: str | Path) -> dict[str, Any]:
 
     merged: dict[str, Any] = {}
     for path in paths:
-        merge(merged, yaml.safe_load(Path(path).read_text()) or {})
+        merge(merged, read_values_file(path))
     return merged
+
+
+def read_values_file(path: str | Path) -> dict[str, Any]:
+    """One values file's map, or a UsageError naming the file (and the line of a YAML error)."""
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise UsageError(
+            "--values", f"no values file {path}", "check the path (or name a preset: v6e-16)"
+        ) from None
+    except (IsADirectoryError, UnicodeDecodeError) as e:
+        raise UsageError(
+            "--values", f"{path} is not a values file ({e})", "name a YAML file"
+        ) from e
+    try:
+        loaded = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        what = " ".join(filter(None, [e.context, e.problem]))
+        raise UsageError(
+            "--values", f"{where}: not valid YAML: {what}", "fix the YAML at that line"
+        ) from None
+    except yaml.YAMLError as e:
+        raise UsageError("--values", f"{path}: not valid YAML: {e}", "fix the YAML") from None
+    if loaded is None:
+        return {}
+    if not isinstance(loaded, dict):
+        raise UsageError(
+            "--values",
+            f"{path} holds a {type(loaded).__name__}, not a map of chart values",
+            "write it as helm's values files are: keys at the top (ray:, global:, ...)",
+        )
+    return loaded
 
 
 def _block(values: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any] | None:

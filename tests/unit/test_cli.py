@@ -218,8 +218,9 @@ def test_values_files_are_given_as_helm_takes_them():
         "b.yaml",
     ]
     assert parse(["install", "-f", "a.yaml"]).values == ["a.yaml"]
-    assert parse(["submit", "-f", "a.yaml", "--", "run_name=r"]).values == "a.yaml"
-    assert parse(["preflight", "-f", "a.yaml", "--", "run_name=r"]).values == "a.yaml"
+    for command in ("submit", "preflight"):  # every command reads a list, in order
+        ns = parse([command, "-f", "a.yaml", "--values", "b.yaml", "--", "run_name=r"])
+        assert ns.values == ["a.yaml", "b.yaml"]
 
 
 @pytest.mark.parametrize(
