@@ -18,9 +18,10 @@ from pathlib import Path
 import psutil
 
 from harness.paths import REPO
-from launcher.client.local_cluster import HEAD_PORT, NODE_IP, TOKEN_AUTH
+from launcher.client.local_cluster import TOKEN_AUTH
+from launcher.client.local_instance import local_instance
 from launcher.client.local_layout import HOST_ENV
-from launcher.client.ray_jobs_api import DEFAULT_ADDRESS, RayJobs
+from launcher.client.ray_jobs_api import RayJobs, default_address
 from launcher.runtime.progress import steps_logged
 
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
@@ -29,7 +30,7 @@ RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 def jobs_client() -> RayJobs:
     """The launcher's own client of Ray's job API, on the local cluster (its token is Ray's
     token file, ~/.ray/auth_token, which the client reads as Ray's clients do)."""
-    return RayJobs(DEFAULT_ADDRESS)
+    return RayJobs(default_address())
 
 
 def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
@@ -112,7 +113,7 @@ def drained_for_preemption() -> dict[str, float]:
     with tempfile.NamedTemporaryFile("r", suffix=".json") as answer:
         code = (
             "import json, ray, sys\n"
-            f"ray.init(address='{NODE_IP}:{HEAD_PORT}', logging_level='ERROR',"
+            f"ray.init(address='{local_instance().head_address}', logging_level='ERROR',"
             " log_to_driver=False)\n"
             "from launcher.runtime.job_outcome import preempted_hosts\n"
             "with open(sys.argv[1], 'w') as f:\n"

@@ -54,7 +54,7 @@ def restarts_by_cause(job_id: str) -> dict[str, float]:
 
 
 def _get(path: str, params: dict) -> list[dict]:
-    url = f"{local_prometheus.ADDRESS}/api/v1/{path}?" + urllib.parse.urlencode(params)
+    url = f"{local_prometheus.address()}/api/v1/{path}?" + urllib.parse.urlencode(params)
     with urllib.request.urlopen(url, timeout=30) as response:
         body = json.load(response)
     assert body["status"] == "success", body

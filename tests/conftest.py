@@ -18,6 +18,18 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
+from launcher.client.local_instance import RAY_TMPDIR, SLOT_ENV, LocalInstance
+
+# The suite's own local Ray cluster, beside any a user started (`make demo`: slot 0): slot 1 has
+# its own ports and Ray state directory, so the tests neither adopt nor stop the user's cluster;
+# and its own job state, so the user's last submission and job logs stay theirs. Set before any
+# test module imports the launcher, in the controller and in every worker (and so in every
+# command a test runs).
+TEST_SLOT = LocalInstance(1)
+os.environ[SLOT_ENV] = str(TEST_SLOT.slot)
+os.environ[RAY_TMPDIR] = TEST_SLOT.tmp_root
+os.environ["LAUNCHER_STATE_DIR"] = f"{TEST_SLOT.tmp_root}/launcher-state"
+
 TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
 # The tiers whose tests share one session-wide thing (each in tests/<tier>/), in the order they
 # start: the first is the critical path.

@@ -23,7 +23,7 @@ SHIPPED_CORPUS = Path(__file__).parents[1] / "corpus" / "tiny"
 SHIPPED_INSTRUCTIONS = Path(__file__).parents[1] / "corpus" / "tiny-sft"  # with --fields
 
 
-def _default_output_dir() -> Path:
+def default_output_dir() -> Path:
     """This directory's local bucket: the one its local cluster mounts (`up` started from here),
     else the one `tpu-launcher up` makes here; never another directory's cluster's."""
     from launcher.client.local_cluster import running_bucket_of_here
@@ -56,7 +56,7 @@ def run_prepare(ns: argparse.Namespace) -> int:
 
         output = staging_dir(url)
     else:
-        output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
+        output = Path(ns.output_dir) if ns.output_dir else default_output_dir()
     manifest = prepare(
         PrepareRequest(
             source=Path(ns.source)
@@ -105,7 +105,7 @@ def describe(manifest, where: object) -> str:
 
 def run_show(ns: argparse.Namespace) -> int:
     check_dataset_name(ns.name, "NAME")
-    output = Path(ns.output_dir) if ns.output_dir else _default_output_dir()
+    output = Path(ns.output_dir) if ns.output_dir else default_output_dir()
     where = output / DATASETS_SUBDIR / ns.name
     print(describe(read_manifest(where, "data show"), where))
     return 0

@@ -7,6 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
+from launcher.client.local_layout import LOCAL_BUCKET
 from launcher.client.values_presets import values_help
 from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.run_requests import (
@@ -83,7 +84,7 @@ def where_the_metrics_are() -> str:
 
     if local_prometheus.is_ready():
         return (
-            f"metrics:      {local_prometheus.ADDRESS}/graph?g0.expr={STEP.prometheus_name} "
+            f"metrics:      {local_prometheus.address()}/graph?g0.expr={STEP.prometheus_name} "
             "(every figure: docs/metrics.md; the Grafana dashboard: tpu-launcher dashboard)"
         )
     return (
@@ -98,17 +99,26 @@ def run_preflight(ns: argparse.Namespace) -> int:
     from launcher.preflight.command import PreflightRequest, preflight
 
     target = resolve_target(ns.values, ns.release, ns.namespace)
+    data_dir, local = ns.data_dir, {}
+    if data_dir is None and target is None:
+        # A job for no release: the local cluster's, whose hosts see this directory's bucket
+        # where it is.
+        from launcher.client.data_commands import default_output_dir
+
+        data_dir = str(default_output_dir().resolve())
+        local = {"hosts_data_dir": data_dir}
     return preflight(
         PreflightRequest(
             parse_job_args(job_args(ns.job_args)),
             target.slices if target else None,
             target.source if target else None,
             bucket=ns.bucket,
-            data_dir=ns.data_dir,
+            data_dir=data_dir,
             advise=ns.advise,
             max_batch=ns.max_batch,
             use_cache=not ns.no_cache,
             **({"grace_seconds": target.grace_seconds} if target else {}),
+            **local,
         )
     )
 
@@ -258,7 +268,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="the bucket as this machine sees it (its gcsfuse mount, a copy, or the local "
         "cluster's bucket directory): the job's data (--data NAME, or grain files and a "
-        "tokenizer under /data) is checked there before anything compiles",
+        "tokenizer under /data) is checked there before anything compiles. Default: with no "
+        f"--values or --release, this directory's local bucket ({LOCAL_BUCKET}); else none, "
+        "and preflight says what it did not check",
     )
     p.add_argument(
         "--advise",

@@ -11,6 +11,7 @@ local_nodes.py how Ray and the machine see them.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -20,6 +21,7 @@ import urllib.request
 from pathlib import Path
 
 from launcher.client.commands import run
+from launcher.client.local_instance import MEMBER_ENV, NODE_IP, local_instance
 from launcher.client.local_layout import HOST_ENV, LocalClusterSpec, host_nodes
 from launcher.client.local_nodes import (
     alive_names,
@@ -28,42 +30,29 @@ from launcher.client.local_nodes import (
     wait_until_gone,
     wait_until_registered,
 )
-from launcher.client.ray_jobs_api import DEFAULT_ADDRESS as DASHBOARD_ADDRESS
 from launcher.core.errors import CommandError, UsageError
-from launcher.core.ray_auth import DASHBOARD_PORT
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.slices import LABEL_SLICE
 
-# Ray swaps 127.0.0.1 for the machine's network address; another loopback address it keeps,
-# so the whole cluster stays on loopback.
-NODE_IP = "127.0.0.2"
-HEAD_PORT = 6379
 # Token auth is on, as in the chart: anyone who reaches a dashboard can run code. In this mode
 # every process of the cluster, and every client of it here, reads Ray's token file (`up` makes
 # it).
 TOKEN_AUTH = {"RAY_AUTH_MODE": "token"}
-# Each node on one machine needs its own agent ports: above Ray's worker ports (10002-19999)
-# and below Linux's ephemeral ports (32768-60999), where any outgoing connection may hold one
-# just when a host starts again and its agent must bind it.
-_PORT_BASE = 20400
 # `ray start` gives a new raylet a fixed 30 s to register with the GCS (ray/_private/node.py)
 # and then gives up with this message, while the raylet goes on starting: on a busy machine it
 # can take longer. The node is then waited for, as long as this, before it counts as failed.
 SLOW_REGISTRATION = "timed out during startup"
 REGISTRATION_TIMEOUT_S = 300.0
-# The simulated hosts as `up` started them, in the Ray session's own directory (a new session,
-# a new file): `slice-up` starts a slice's hosts again from it.
-NODES_FILE = Path("/tmp/ray/session_latest/tpu-launcher-nodes.json")
 
 
-def _node_ports(index: int) -> list[str]:
-    base = _PORT_BASE + 10 * index
-    return [
-        f"--dashboard-agent-listen-port={base}",
-        f"--dashboard-agent-grpc-port={base + 1}",
-        f"--metrics-export-port={base + 2}",
-        f"--runtime-env-agent-port={base + 3}",
-    ]
+def nodes_file() -> Path:
+    """The simulated hosts as `up` started them, in the Ray session's own directory (a new
+    session, a new file): `slice-up` starts a slice's hosts again from it."""
+    return local_instance().ray_dir / "session_latest" / "tpu-launcher-nodes.json"
+
+
+def dashboard_address() -> str:
+    return local_instance().dashboard_address
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
@@ -72,6 +61,7 @@ def _env(extra: dict[str, str]) -> dict[str, str]:
     return {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",
         **TOKEN_AUTH,
+        **local_instance().env,  # the slot, on every process of the cluster (down stops them)
         **extra,
     }
 
@@ -82,7 +72,8 @@ def up(spec: LocalClusterSpec) -> None:
     if not spec.dry_run and is_running():
         _refuse_if_another_directorys("use")
         print(
-            f"local Ray cluster already running: {DASHBOARD_ADDRESS} (`tpu-launcher down` stops it)"
+            f"local Ray cluster already running: {dashboard_address()} (`tpu-launcher down` "
+            "stops it)"
         )
         return
     bucket = Path(spec.bucket_dir).resolve()
@@ -100,11 +91,11 @@ def up(spec: LocalClusterSpec) -> None:
         _start(spec, nodes, bucket)
     except (CommandError, UsageError):
         if not spec.dry_run:
-            run("stop what was started", ["ray", "stop", "--force"], capture=True, check=False)
+            stop_processes()
         raise
     print(
         f"local Ray cluster up in {time.monotonic() - started:.0f} s: dashboard "
-        f"{DASHBOARD_ADDRESS}, {len(nodes)} simulated hosts, bucket directory {bucket}"
+        f"{dashboard_address()}, {len(nodes)} simulated hosts, bucket directory {bucket}"
     )
 
 
@@ -125,6 +116,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         capture=True,
     )
     common = _common_args(spec.object_store_mb)
+    here = local_instance()
     _start_node(
         "the Ray head",
         HEAD_NAME,
@@ -132,12 +124,13 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
             "ray",
             "start",
             "--head",
-            f"--port={HEAD_PORT}",
+            f"--port={here.head_port}",
             "--dashboard-host=127.0.0.1",
-            f"--dashboard-port={DASHBOARD_PORT}",
+            f"--dashboard-port={here.dashboard_port}",
+            f"--ray-client-server-port={here.client_port}",
             "--num-cpus=2",
             *common,
-            *_node_ports(0),
+            *here.node_ports(0),
         ],
         _env({OUTPUT_DIR_ENV: str(bucket)}),
         spec.dry_run,
@@ -145,7 +138,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
     for i, node in enumerate(nodes):
         start_host(i, node, bucket, spec.object_store_mb, spec.dry_run)
     if not spec.dry_run:  # what `slice-up` starts again
-        NODES_FILE.write_text(
+        nodes_file().write_text(
             json.dumps(
                 {
                     "nodes": nodes,
@@ -165,7 +158,7 @@ def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_r
         [
             "ray",
             "start",
-            f"--address={NODE_IP}:{HEAD_PORT}",
+            f"--address={local_instance().head_address}",
             "--num-cpus=2",
             # All nodes here share the head's log directory, which its log monitor already
             # streams; a monitor per node would print every worker line once per node.
@@ -173,7 +166,7 @@ def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_r
             f"--resources={json.dumps(node['resources'])}",
             *([f"--labels={labels}"] if labels else []),
             *_common_args(object_store_mb),
-            *_node_ports(index + 1),
+            *local_instance().node_ports(index + 1),
         ],
         # HOST_ENV names the host on each of its processes: `preempt` finds them by it.
         _env({**node["env"], OUTPUT_DIR_ENV: str(bucket), HOST_ENV: node["name"]}),
@@ -211,13 +204,13 @@ def _start_node(
 
 def slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
     """The running cluster's record and the (index, node) of each host of one slice."""
-    if not is_running() or not NODES_FILE.is_file():
+    if not is_running() or not nodes_file().is_file():
         raise UsageError(
             "slice",
             "no local Ray cluster is running",
             "start one: tpu-launcher up --tpu v5p-16 --num-slices 2",
         )
-    record = json.loads(NODES_FILE.read_text())
+    record = json.loads(nodes_file().read_text())
     name = f"local-slice-{slice_index}"
     hosts = [(i, n) for i, n in enumerate(record["nodes"]) if n["labels"].get(LABEL_SLICE) == name]
     if not hosts:
@@ -233,9 +226,9 @@ def slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:
 def running_slices() -> int:
     """How many simulated TPU slices the running local cluster was started with (0: none, or a
     CPU-only cluster)."""
-    if not is_running() or not NODES_FILE.is_file():
+    if not is_running() or not nodes_file().is_file():
         return 0
-    return len(_slice_names(json.loads(NODES_FILE.read_text())["nodes"]))
+    return len(_slice_names(json.loads(nodes_file().read_text())["nodes"]))
 
 
 def _slice_names(nodes: list[dict]) -> set[str]:
@@ -275,7 +268,7 @@ def slice_up(slice_index: int) -> None:
 def running_bucket() -> Path | None:
     """The bucket directory of the local cluster `up` last started here (None: none known)."""
     try:
-        return Path(json.loads(NODES_FILE.read_text())["bucket"])
+        return Path(json.loads(nodes_file().read_text())["bucket"])
     except (OSError, ValueError, KeyError):
         return None
 
@@ -289,7 +282,7 @@ def running_bucket_of_here() -> Path | None:
 def _started_from() -> str | None:
     """The directory `up` ran in for the running cluster (None: unknown, e.g. a `ray start`)."""
     try:
-        return json.loads(NODES_FILE.read_text()).get("started_from")
+        return json.loads(nodes_file().read_text()).get("started_from")
     except (OSError, ValueError):
         return None
 
@@ -301,7 +294,7 @@ def _refuse_if_another_directorys(verb: str) -> None:
     if owner is not None and Path(owner) != Path.cwd():
         raise UsageError(
             "local cluster",
-            f"the local Ray cluster on {DASHBOARD_ADDRESS} was started from {owner}, not from "
+            f"the local Ray cluster on {dashboard_address()} was started from {owner}, not from "
             f"this directory ({Path.cwd()}); its checkpoints go to that directory's bucket",
             f"{verb} it from {owner}, or stop it with `tpu-launcher down --force` and start "
             "this directory's own with `tpu-launcher up`",
@@ -311,14 +304,46 @@ def _refuse_if_another_directorys(verb: str) -> None:
 def down(dry_run: bool = False, force: bool = False) -> None:
     if not dry_run and not force and is_running():
         _refuse_if_another_directorys("stop")
-    run("stop the local Ray cluster", ["ray", "stop", "--force"], dry_run=dry_run, capture=True)
-    print("local Ray cluster stopped")
+    if dry_run:
+        print(f"[dry-run] stop every process of local cluster slot {local_instance().slot}")
+        return
+    stopped = stop_processes()
+    print(f"local Ray cluster stopped ({stopped} processes)")
+
+
+STOP_GRACE_S = 10.0  # as `ray stop`: a term first, then a kill for what is left
+
+
+def stop_processes() -> int:
+    """Stops every process of this slot's cluster (each carries the slot in its environment),
+    and none of another slot's, as `ray stop` would; returns how many there were. A cluster
+    older than the slot (none carries it) is stopped with `ray stop --force`, on slot 0 only."""
+    import psutil
+
+    from launcher.client.local_nodes import processes_with_env
+
+    slot = local_instance().slot
+    mine = {p.pid for p in psutil.Process().parents()} | {os.getpid()}
+    victims = [p for p in processes_with_env(MEMBER_ENV, {str(slot)}) if p.pid not in mine]
+    if not victims:
+        if slot == 0 and is_running():
+            run("stop the local Ray cluster", ["ray", "stop", "--force"], capture=True)
+        return 0
+    for proc in victims:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.terminate()
+    _, alive = psutil.wait_procs(victims, timeout=STOP_GRACE_S)
+    for proc in alive:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    psutil.wait_procs(alive, timeout=STOP_GRACE_S)
+    return len(victims)
 
 
 def is_running() -> bool:
     """A dashboard answers on the local address (401 counts: auth is on)."""
     try:
-        urllib.request.urlopen(f"{DASHBOARD_ADDRESS}/api/version", timeout=3)
+        urllib.request.urlopen(f"{dashboard_address()}/api/version", timeout=3)
     except urllib.error.HTTPError:
         return True
     except OSError:
@@ -329,7 +354,7 @@ def is_running() -> bool:
 def status() -> int:
     """0 when the local cluster answers, else 1."""
     if is_running():
-        print(f"local Ray cluster running: {DASHBOARD_ADDRESS}")
+        print(f"local Ray cluster running: {dashboard_address()}")
         return 0
-    print(f"no local Ray cluster at {DASHBOARD_ADDRESS}")
+    print(f"no local Ray cluster at {dashboard_address()}")
     return 1

@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 from launcher.client.local_layout import HOST_ENV
-from launcher.client.ray_jobs_api import DEFAULT_ADDRESS as DASHBOARD_ADDRESS
+from launcher.client.ray_jobs_api import default_address
 from launcher.core.errors import UsageError
 from launcher.core.ray_auth import auth_headers
 from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
@@ -22,7 +22,7 @@ from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
 def alive_nodes() -> list[dict]:
     """The live nodes, from Ray's state API on the local dashboard, with the local token."""
     request = urllib.request.Request(
-        f"{DASHBOARD_ADDRESS}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
+        f"{default_address()}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         nodes = json.load(response)["data"]["result"]["result"]
@@ -63,7 +63,7 @@ def wait_until_registered(name: str, timeout_s: float, raylet) -> None:
                 "up",
                 f"Ray node {name}'s raylet exited before it registered with the local "
                 f"cluster{_tail(log)}",
-                f"read {log or '/tmp/ray/session_latest/logs/raylet*.out'} for the cause, then "
+                f"read {log or 'logs/raylet*.out in the Ray session'} for the cause, then "
                 "`tpu-launcher down` and `tpu-launcher up`",
             )
         if time.monotonic() > deadline:

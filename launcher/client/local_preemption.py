@@ -12,6 +12,7 @@ from pathlib import Path
 
 from launcher.client import local_cluster, local_nodes
 from launcher.client.commands import run
+from launcher.client.local_instance import local_instance
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DRAIN_REASON, drain_args
 
@@ -62,7 +63,7 @@ def preempt(p: Preemption) -> None:
         run(
             f"drain {name}",
             drain_args(
-                f"{local_cluster.NODE_IP}:{local_cluster.HEAD_PORT}",
+                local_instance().head_address,
                 ids[name],
                 p.notice_s,
                 "tpu-launcher preempt (a simulated reclaim)",

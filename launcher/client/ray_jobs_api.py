@@ -25,16 +25,21 @@ from pathlib import Path
 from typing import Any
 
 from launcher.core.errors import UsageError
-from launcher.core.ray_auth import DASHBOARD_PORT, auth_headers
+from launcher.core.ray_auth import auth_headers
 
-DEFAULT_ADDRESS = f"http://127.0.0.1:{DASHBOARD_PORT}"
+
+def default_address() -> str:
+    """The local cluster's dashboard (this slot's: launcher.client.local_instance)."""
+    from launcher.client.local_instance import local_instance
+
+    return local_instance().dashboard_address
 
 
 def resolve_address(flag: str | None) -> str:
     for value in (flag, os.environ.get("RAY_API_SERVER_ADDRESS"), os.environ.get("RAY_ADDRESS")):
         if value:
             return value if "://" in value else f"http://{value}"
-    return DEFAULT_ADDRESS
+    return default_address()
 
 
 def check_reachable(address: str, release: str | None = None, namespace: str = "default") -> None:

@@ -234,12 +234,55 @@ def _check_grain_files(args: MaxTextArgs, here: Callable[[str], str]) -> None:
                     ) from None
 
 
+# A tokenizer's defining file, where it has one: what two copies must share to count alike.
+_DEFINING = ("tokenizer.json", "tokenizer.model")
+
+
+def _tokenizer_bytes(path: Path) -> bytes | None:
+    """The bytes that define the tokenizer at `path` (a file, or a directory: its defining
+    file, else every file); None where this process cannot read it."""
+    if path.is_file():
+        return path.read_bytes()
+    if not path.is_dir():
+        return None
+    for name in _DEFINING:
+        if (path / name).is_file():
+            return (path / name).read_bytes()
+    return b"".join(
+        p.relative_to(path).as_posix().encode() + b"\0" + p.read_bytes()
+        for p in sorted(path.rglob("*"))
+        if p.is_file()
+    )
+
+
+def _check_same_tokenizer(given: str, plan: DataPlan, here: Callable[[str], str]) -> None:
+    """The job tokenizes with `given` (the model's, from --from, or tokenizer_path=) where the
+    dataset's tokens were counted with its own: two tokenizers that differ mean other ids than
+    the model was trained on, and a plan (tokens, epochs) of another tokenization."""
+    manifest = plan.manifest
+    assert manifest is not None
+    own = f"{plan.directory}/{manifest.tokenizer_path}"
+    theirs, ours = _tokenizer_bytes(Path(here(given))), _tokenizer_bytes(Path(here(own)))
+    if theirs is None or ours is None or theirs == ours:
+        return
+    raise UsageError(
+        field="--data",
+        problem=f"dataset {plan.name} was tokenized with {manifest.tokenizer} but the job "
+        f"tokenizes with {given} (the model's): its ids would mean other tokens to the model",
+        fix=f"prepare the data again with the model's tokenizer (`tpu-launcher data prepare "
+        f"SOURCE --name {plan.name}-2 --tokenizer <that tokenizer, as this machine sees it>`), "
+        "or train the dataset's own tokenizer's model",
+    )
+
+
 def _check_tokenizer(args: MaxTextArgs, plan: DataPlan, here: Callable[[str], str]) -> None:
     given = str(args.get("tokenizer_path") or "")
     path = here(given)
-    # The dataset's own tokenizer is counted in its manifest; another one is loaded.
+    # The dataset's own tokenizer is counted in its manifest; another one is loaded, and must
+    # be the same tokenizer.
     manifest = plan.manifest
     if manifest is not None and given != f"{plan.directory}/{manifest.tokenizer_path}":
+        _check_same_tokenizer(given, plan, here)
         manifest = None
     if not path:
         raise UsageError(

@@ -38,10 +38,18 @@ class PreflightRequest:
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
     data_dir: str | None = None  # the bucket seen here (a mount, a copy): the job's data checked
+    hosts_data_dir: str = DEFAULT_OUTPUT_DIR  # where the job's hosts see it (GKE: the mount)
     advise: bool = False
     max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' to save on a notice (None: none)
+
+
+def _names_data(job: Job) -> bool:
+    """The job reads a dataset or a model from the bucket (--data, --from, MaxText's own keys)."""
+    keys = ("grain_train_files=", "grain_eval_files=", "tokenizer_path=/", "load_parameters_path=")
+    named = any(word.startswith(keys) for word in job.maxtext_argv)
+    return bool(job.options.data or job.options.from_ or named)
 
 
 def preflight(request: PreflightRequest) -> int:
@@ -55,8 +63,16 @@ def preflight(request: PreflightRequest) -> int:
         list(request.job.maxtext_argv),
         target=target,
         data_root=request.data_dir,
-        hosts_data_root=DEFAULT_OUTPUT_DIR if request.data_dir else None,
+        hosts_data_root=request.hosts_data_dir if request.data_dir else None,
     )
+    if request.data_dir:
+        print(f"preflight: the job's data checked in {request.data_dir}")
+    elif _names_data(request.job):
+        print(
+            "preflight: the job's data is not checked here: it is in the release's bucket, "
+            "which preflight reads through --data-dir (its gcsfuse mount, or a copy of the "
+            "dataset's manifest); the job's head checks it before any host starts"
+        )
     for line in plan.input_lines():
         print(f"preflight: {line}")
     if request.job.options.from_ and plan.base_model is None:

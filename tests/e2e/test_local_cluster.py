@@ -13,7 +13,7 @@ import time
 import psutil
 import pytest
 
-from launcher.client.local_cluster import NODES_FILE, running_slices, start_host
+from launcher.client.local_cluster import nodes_file, running_slices, start_host
 from launcher.client.local_nodes import alive_hosts
 from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
 
@@ -22,7 +22,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 
 def test_the_gcs_names_each_live_simulated_host_by_slice_and_worker(local_cluster):
     assert running_slices() >= 1
-    started = json.loads(NODES_FILE.read_text())["nodes"]  # what `up` started
+    started = json.loads(nodes_file().read_text())["nodes"]  # what `up` started
     expected = {(n["labels"][LABEL_SLICE], n["labels"][LABEL_WORKER_ID]) for n in started}
     assert ("local-slice-0", "1") in expected
     assert alive_hosts() == expected

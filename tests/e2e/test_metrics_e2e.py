@@ -134,7 +134,7 @@ ONCE = "ray_tpu_launcher_test_set_once"
 
 def _served() -> set[str]:
     """Which of the two gauges some node's metrics agent serves now."""
-    with open(local_prometheus.RAY_TARGETS) as f:
+    with open(local_prometheus.ray_targets()) as f:
         targets = json.load(f)[0]["targets"]
     text = ""
     for target in targets:

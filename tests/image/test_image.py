@@ -57,8 +57,10 @@ def test_image_runs_as_non_root_and_installs_the_lock_with_hashes():
     # One image per framework (launcher.core.frameworks): its lock, and the image says which it
     # is, so a job of the other framework stops on the head.
     assert re.search(rf"^ARG FRAMEWORK={JAX.name}$", text, re.M)
-    assert f"lock=/app/{JAX.lock} " in text
-    assert f'if [ "${{FRAMEWORK}}" = {TORCH.name} ]; then lock=/app/{TORCH.lock}; fi' in text
+    assert f"lock=/app/images/launcher/{JAX.lock} " in text
+    assert (
+        f'if [ "${{FRAMEWORK}}" = {TORCH.name} ]; then lock=/app/images/launcher/{TORCH.lock}; fi'
+    ) in text
     assert f"{IMAGE_FRAMEWORK_ENV}=${{FRAMEWORK}}" in text
     assert {(DOCKERFILE.parent / f.lock).is_file() for f in (JAX, TORCH)} == {True}
 

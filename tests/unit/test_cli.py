@@ -21,7 +21,7 @@ pytestmark = pytest.mark.unit
         ("http://a:1", {"RAY_ADDRESS": "b:2"}, "http://a:1"),
         (None, {"RAY_API_SERVER_ADDRESS": "c:3", "RAY_ADDRESS": "b:2"}, "http://c:3"),
         (None, {"RAY_ADDRESS": "b:2"}, "http://b:2"),
-        (None, {}, ray_jobs_api.DEFAULT_ADDRESS),
+        (None, {}, ray_jobs_api.default_address()),
     ],
 )
 def test_address_comes_from_flag_then_env_then_local(flag, env, expected, monkeypatch):
@@ -53,7 +53,8 @@ def test_dry_run_shows_the_exact_ray_command(capsys):
     )
     assert code == 0, err
     assert (
-        "ray job submit --address http://127.0.0.1:8265 --submission-id j1 --metadata-json "
+        f"ray job submit --address {ray_jobs_api.default_address()} --submission-id j1 "
+        "--metadata-json "
         '\'{"run_name": "r"}\' --no-wait -- python -m launcher train --accelerator_type=v6e '
         "--topology=4x4 base.yml run_name=r ici_fsdp_parallelism=4 ici_tensor_parallelism=4"
     ) in out

@@ -14,7 +14,7 @@ import pytest
 
 from launcher.client import data_prepare
 from launcher.client.data_prepare import STATE, PrepareRequest, prepare
-from launcher.core.datasets import MANIFEST, Manifest, maxtext_keys, read_manifest
+from launcher.core.datasets import MANIFEST, Manifest, maxtext_keys, read_manifest, work_dir
 from launcher.core.errors import UsageError
 from launcher.corpus import generate
 
@@ -113,14 +113,17 @@ def test_a_run_cut_short_resumes_and_leaves_nothing_that_looks_complete(
     with pytest.raises(KeyboardInterrupt):
         prepare(_request(corpus, out, **small))
     where = out / "datasets" / "mine"
-    assert not (where / MANIFEST).exists()
+    assert not where.exists()  # nothing that looks like a dataset; the work kept beside it
+    assert [p.parent for p in written] == [work_dir(where)] * 2
     with pytest.raises(UsageError, match="did not finish"):
         read_manifest(where, "test")
-    kept = {p: p.stat().st_mtime_ns for p in written}
+    kept = {p.name: p.stat().st_mtime_ns for p in written}
     monkeypatch.setattr(data_prepare, "write_shard", real_write)
     resumed = prepare(_request(corpus, out, **small))
-    assert {p: p.stat().st_mtime_ns for p in written} == kept, "finished shards written again"
+    again = {name: (where / name).stat().st_mtime_ns for name in kept}
+    assert again == kept, "finished shards written again"
     assert resumed.checksum == whole.checksum
+    assert not work_dir(where).exists()
 
 
 @pytest.mark.parametrize(
@@ -143,7 +146,9 @@ def test_unreadable_or_empty_input_is_named_with_the_fix(tmp_path, files, field,
     with pytest.raises(UsageError) as err:
         prepare(_request(src, tmp_path / "out"))
     assert err.value.field == field and says in str(err.value), str(err.value)
-    assert not (tmp_path / "out" / "datasets" / "mine" / MANIFEST).exists()
+    datasets = tmp_path / "out" / "datasets"
+    # Nothing left behind: no dataset, no half-made one (the tokenizer copied, no shard).
+    assert not datasets.exists() or not any(datasets.iterdir()), list(datasets.iterdir())
 
 
 def test_a_missing_source_or_tokenizer_is_named(tmp_path, corpus):

@@ -3,6 +3,7 @@ long `up` waits for each to register."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -77,11 +78,11 @@ def test_a_second_checkout_neither_uses_nor_stops_another_checkouts_cluster(tmp_
 
     record = tmp_path / "nodes.json"
     record.write_text('{"nodes": [], "started_from": "/home/someone/other-checkout"}')
-    monkeypatch.setattr(local_cluster, "NODES_FILE", record)
+    monkeypatch.setattr(local_cluster, "nodes_file", lambda: record)
     monkeypatch.setattr(local_cluster, "is_running", lambda: True)
     monkeypatch.chdir(tmp_path)
     stopped = []
-    monkeypatch.setattr(local_cluster, "run", lambda *a, **k: stopped.append(a[1]))
+    monkeypatch.setattr(local_cluster, "stop_processes", lambda: stopped.append("stop") or 0)
     for call in (lambda: up(LocalClusterSpec()), lambda: down()):
         with pytest.raises(UsageError) as refused:
             call()
@@ -89,7 +90,7 @@ def test_a_second_checkout_neither_uses_nor_stops_another_checkouts_cluster(tmp_
         assert "tpu-launcher down --force" in refused.value.fix
     assert stopped == []
     down(force=True)
-    assert stopped == [["ray", "stop", "--force"]]
+    assert stopped == ["stop"]
 
     record.write_text(f'{{"nodes": [], "started_from": "{tmp_path}"}}')
     up(LocalClusterSpec())  # this directory's own: used as it is
@@ -139,3 +140,62 @@ def test_a_node_that_runs_but_never_registers_is_waited_for_until_the_limit(tmp_
     assert "Ray node local-slice-8-host-0 did not register" in str(e.value)
     assert "within 3 s" in str(e.value) and "Registering with the GCS" in str(e.value)
     assert "tpu-launcher up" in e.value.fix
+
+
+def _sleeper(env: dict[str, str]) -> subprocess.Popen:
+    """A process standing in for one of a cluster's (or a client's), with `env` added."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"], env={**os.environ, **env}
+    )
+
+
+def test_down_stops_its_own_slots_processes_and_no_one_elses(monkeypatch):
+    """Two local clusters side by side (a user's and the tests'): `down` of one stops each
+    process started as a member of its slot, and no process of the other slot, nor a client
+    that only names the slot (a pytest worker, a `tpu-launcher` command). Stand-in processes:
+    the e2e tier runs real clusters."""
+    from launcher.client import local_cluster
+    from launcher.client.local_instance import MEMBER_ENV, SLOT_ENV
+
+    monkeypatch.setenv(SLOT_ENV, "7")
+    mine = _sleeper(local_instance_env(7))
+    other = _sleeper(local_instance_env(8))
+    client = _sleeper({SLOT_ENV: "7"})
+    try:
+        assert local_cluster.stop_processes() == 1
+        assert mine.wait(timeout=30) is not None
+        assert other.poll() is None and client.poll() is None
+        assert local_cluster.stop_processes() == 0  # nothing left of slot 7; slot 8 untouched
+        assert other.poll() is None
+    finally:
+        for proc in (mine, other, client):
+            proc.kill()
+            proc.wait()
+    assert MEMBER_ENV not in os.environ  # this process is a client of the tests' cluster
+
+
+def local_instance_env(slot: int) -> dict[str, str]:
+    from launcher.client.local_instance import LocalInstance
+
+    return LocalInstance(slot).env
+
+
+def test_each_slot_has_ports_and_a_state_directory_of_its_own(monkeypatch):
+    from launcher.client.local_instance import MAX_SLOT, RAY_TMPDIR, LocalInstance, local_instance
+
+    monkeypatch.delenv(RAY_TMPDIR, raising=False)
+    slots = [LocalInstance(k) for k in range(MAX_SLOT + 1)]
+    ports = [
+        {s.head_port, s.dashboard_port, s.client_port, s.prometheus_port}
+        | {int(a.rpartition("=")[2]) for i in range(9) for a in s.node_ports(i)}
+        for s in slots
+    ]
+    every = [p for group in ports for p in group]
+    assert len(every) == len(set(every))  # no two slots (nor two nodes) share a port
+    ray_workers = range(10002, 20000)  # Ray's default worker ports, on every node
+    assert not [p for p in every if p in ray_workers]
+    assert slots[0].head_port == 6379 and slots[0].dashboard_address.endswith(":8265")
+    assert len({s.ray_dir for s in slots}) == len(slots)
+    monkeypatch.setenv("LAUNCHER_LOCAL_SLOT", "12")
+    with pytest.raises(UsageError, match="LAUNCHER_LOCAL_SLOT"):
+        local_instance()
