@@ -227,13 +227,22 @@ def main(argv: list[str] | None = None) -> int:
 # What the client's own dependencies leave out: the preflight and runtime extras (pyproject.toml).
 TRAINING_STACK = frozenset(
     {"jax", "jaxlib", "maxtext", "MaxText", "libtpu", "ray", "psutil", "matplotlib", "google"}
-    | {"tokenizers", "pyarrow", "array_record", "tqdm", "orbax", "grain", "numpy"}
+    | {"tokenizers", "pyarrow", "array_record", "tqdm", "orbax", "grain", "numpy", "transformers"}
 )
+# What the data extra brings (pyproject.toml), and google-cloud-storage's namespace (gcs).
+DATA_STACK = frozenset({"array_record", "pyarrow", "tqdm", "transformers", "tokenizers"})
 
 
 def _needs_training_stack(module: str, prog: str) -> UsageError:
     from launcher.core.package_version import pip_install
 
+    if prog.endswith(" data prepare") and module.partition(".")[0] in DATA_STACK:
+        return UsageError(
+            "data prepare",
+            f"preparing data needs the client's data extra ({module} is not installed)",
+            f"{pip_install('data')} (any OS, Python 3.11+; no JAX or MaxText); for gs:// also "
+            f"{pip_install('gcs')}",
+        )
     skip = " or submit with --skip-preflight," if prog.endswith(" submit") else ""
     return UsageError(
         prog.removeprefix("tpu-launcher "),

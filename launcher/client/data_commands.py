@@ -42,6 +42,15 @@ def _positive_mb(text: str) -> float:
     return value
 
 
+def _has_storage_client() -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("google.cloud.storage") is not None
+    except ModuleNotFoundError:  # not even the google namespace
+        return False
+
+
 def run_prepare(ns: argparse.Namespace) -> int:
     from launcher.client.data_prepare import PrepareRequest, prepare
 
@@ -52,6 +61,14 @@ def run_prepare(ns: argparse.Namespace) -> int:
         )
     url = ns.output_dir if ns.output_dir and ns.output_dir.startswith("gs://") else None
     if url:
+        if not _has_storage_client():  # said before the corpus is read, not after
+            from launcher.core.package_version import pip_install
+
+            raise UsageError(
+                "--output-dir",
+                f"{url} is uploaded with google-cloud-storage, which is not installed here",
+                f"{pip_install('gcs')}, or prepare into the bucket's gcsfuse mount",
+            )
         from launcher.client.data_upload import staging_dir
 
         output = staging_dir(url)

@@ -34,6 +34,7 @@ from launcher.core.datasets import (
     work_dir,
 )
 from launcher.core.errors import UsageError
+from launcher.core.example_records import example_bytes
 from launcher.core.tokenizers import infer_tokenizer_type, load_tokenizer, resolve_tokenizer_path
 
 STATE = ".prepare-state.json"
@@ -233,15 +234,6 @@ def shard_counts(corpus: Corpus, shard_mb: float) -> dict[str, int]:
         size = sum(len(text.encode()) for doc in docs for text in doc)
         counts[split] = max(1, -(-size // int(shard_mb * 2**20))) if docs else 0
     return counts
-
-
-def example_bytes(doc: tuple[str, ...], features: tuple[str, ...] = (TEXT_FEATURE,)) -> bytes:
-    from maxtext.input_pipeline.protos import example_pb2
-
-    example = example_pb2.Example()
-    for name, text in zip(features, doc, strict=True):
-        example.features.feature[name].bytes_list.value.append(text.encode())
-    return bytes(example.SerializeToString())
 
 
 def write_shard(path: Path, docs: list[tuple[str, ...]], features: tuple[str, ...]) -> None:

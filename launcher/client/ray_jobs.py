@@ -27,7 +27,7 @@ from launcher.client.job_output import JobOutput
 from launcher.client.ray_jobs_api import ENDED as JOB_ENDED
 from launcher.client.ray_jobs_api import RayJobs, check_reachable, resolve_address
 from launcher.client.slice_target import bind_job_to, resolve_target
-from launcher.core.errors import UsageError
+from launcher.core.errors import CONFIG_ERROR_EXIT_CODE, UsageError
 from launcher.core.frameworks import JAX, Framework
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import EventKind, events, format_full_log, last_result
@@ -49,10 +49,6 @@ RUN_METADATA = "run_name"
 def submission_id_for(run_name: str) -> str:
     safe = re.sub(r"[^a-zA-Z0-9-]", "-", run_name).strip("-")[:40] or "job"
     return f"{safe}-{time.strftime('%Y%m%d-%H%M%S')}"
-
-
-def job_status(address: str, job_id: str) -> str:
-    return RayJobs(address).status(job_id)
 
 
 @dataclass(frozen=True)
@@ -212,14 +208,20 @@ def submit_entrypoint(
         print(f"\nstopped following; job {job_id} goes on (`tpu-launcher stop {job_id}` stops it)")
         return 130
     output.close()
-    status = job_status(address, job_id)
+    info = RayJobs(address).info(job_id)
+    status = info.status if info else "FAILED"
     if status != "SUCCEEDED" and not request.verbose:
         print(f"\nthe job's last lines ({output.log_path} has them all):")
         for line in output.failure_tail():
             print(f"  {line}")
     print(f"\njob {job_id}: {status}", flush=True)
     _next_steps(job_id, title)
-    return 0 if status == "SUCCEEDED" else 1
+    if status == "SUCCEEDED":
+        return 0
+    # The head refused the job before any host started (its checks, exit 2): the same code as
+    # a refusal here, which a script tells from a job that failed while it ran.
+    refused = info is not None and info.driver_exit_code == CONFIG_ERROR_EXIT_CODE
+    return CONFIG_ERROR_EXIT_CODE if refused else 1
 
 
 def log_path(job_id: str) -> Path:

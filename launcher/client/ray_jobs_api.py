@@ -104,6 +104,7 @@ class JobInfo:
     start_time: int | None  # milliseconds since the epoch
     end_time: int | None
     metadata: dict[str, str]
+    driver_exit_code: int | None = None  # the entrypoint's own (2: it refused the job)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> JobInfo:
@@ -116,6 +117,7 @@ class JobInfo:
             d.get("start_time"),
             d.get("end_time"),
             d.get("metadata") or {},
+            d.get("driver_exit_code"),
         )
 
 

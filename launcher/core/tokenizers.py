@@ -75,10 +75,8 @@ def load_tokenizer(
             "tokenizer.llama2",
         )
     os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")  # no "PyTorch was not found"
-    from maxtext.input_pipeline.tokenizer import build_tokenizer
-
     try:
-        impl = build_tokenizer(resolved, kind, add_bos, add_eos, None)
+        impl = _build(resolved, kind, add_bos, add_eos, field)
     except (ValueError, OSError, AssertionError) as e:
         raise UsageError(
             field=field,
@@ -86,6 +84,46 @@ def load_tokenizer(
             fix="check the file, or name its type (--tokenizer-type / tokenizer_type=)",
         ) from None
     return LoadedTokenizer(resolved, kind, vocabulary_size(impl), impl)
+
+
+class _HuggingFaceTokenizer:
+    """What MaxText's HFTokenizer does to count (maxtext/input_pipeline/tokenizer.py: transformers'
+    AutoTokenizer with its add_bos_token and add_eos_token), where MaxText is not installed: a
+    workstation with only the client's data extra."""
+
+    def __init__(self, path: str, add_bos: bool, add_eos: bool) -> None:
+        import transformers
+
+        try:
+            self.tokenizer = transformers.AutoTokenizer.from_pretrained(
+                path, add_bos_token=add_bos, add_eos_token=add_eos
+            )
+        except Exception as e:  # as MaxText's: transformers raises many kinds
+            raise ValueError(f"Failed to load Hugging Face tokenizer from {path}: {e}") from e
+
+    def encode(self, s: str) -> list[int]:
+        return list(self.tokenizer.encode(s))
+
+
+def _build(path: str, kind: str, add_bos: bool, add_eos: bool, field: str) -> Any:
+    """MaxText's own tokenizer where MaxText is installed; without it, a Hugging Face tokenizer
+    counted as MaxText counts it, and the others refused with how to get MaxText's."""
+    if find_spec("maxtext") is not None:
+        from maxtext.input_pipeline.tokenizer import build_tokenizer
+
+        return build_tokenizer(path, kind, add_bos, add_eos, None)
+    if kind == "huggingface":
+        return _HuggingFaceTokenizer(path, add_bos, add_eos)
+    from launcher.core.package_version import pip_install
+
+    raise UsageError(
+        field=field,
+        problem=f"a {kind} tokenizer is counted with MaxText's own tokenizer code, and MaxText "
+        "is not installed here",
+        fix=f"{pip_install('preflight')} (Linux x86_64, Python 3.12), or give the tokenizer "
+        "in Hugging Face's format (a directory with tokenizer.json), which the data extra "
+        "counts on any machine",
+    )
 
 
 def vocabulary_size(impl: Any) -> int:

@@ -179,3 +179,31 @@ def test_the_cli_prepares_the_shipped_corpus_and_shows_it(tmp_path):
     assert m.train.examples + m.eval.examples == generate.DOCUMENTS
     assert main(["data", "prepare", "--name", "a;b", "--output-dir", str(tmp_path)]) == 2
     assert os.listdir(tmp_path / "datasets") == ["tiny"]
+
+
+@pytest.mark.parametrize(
+    ("doc", "features"),
+    [
+        (("hello",), ("text",)),
+        (("ünïcode ✓ " * 500,), ("text",)),  # lengths past one varint byte
+        (("",), ("text",)),
+        (("a prompt", "a completion"), ("prompt", "completion")),
+        (("q" * 200, ""), ("question", "answer")),
+    ],
+)
+def test_the_records_are_the_bytes_protobuf_writes(doc, features):
+    """The records `data prepare` writes without protobuf or MaxText are the bytes MaxText's own
+    generated Example class writes (deterministic: map entries in key order) and parses back."""
+    from maxtext.input_pipeline.protos import example_pb2
+
+    from launcher.core.example_records import example_bytes
+
+    made = example_pb2.Example()
+    for name, text in zip(features, doc, strict=True):
+        made.features.feature[name].bytes_list.value.append(text.encode())
+    assert example_bytes(doc, features) == made.SerializeToString(deterministic=True)
+    parsed = example_pb2.Example()
+    parsed.ParseFromString(example_bytes(doc, features))
+    assert {n: parsed.features.feature[n].bytes_list.value[0].decode() for n in features} == dict(
+        zip(features, doc, strict=True)
+    )

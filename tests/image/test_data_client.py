@@ -1,0 +1,103 @@
+"""`data prepare` on a workstation with the client and its data extra only (no JAX, libtpu or
+MaxText: what a macOS laptop can install): the same dataset, byte for byte, as the training
+stack prepares from the same corpus, with the byte tokenizer and with a Hugging Face tokenizer
+counted as MaxText counts it. A tokenizer only MaxText's code reads is refused with the fix."""
+
+from __future__ import annotations
+
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+
+from harness.paths import REPO
+from tests.image.conftest import DEV_LOCK, run_client
+from tests.image.test_image import _uv, uv_cache_turn
+
+pytestmark = pytest.mark.image
+
+
+@pytest.fixture(scope="module")
+def data_client(wheel, tmp_path_factory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("data-client")
+    env_dir, outside = root / "venv", root / "elsewhere"
+    outside.mkdir()
+    venv.create(env_dir, with_pip=False)
+    with uv_cache_turn():
+        proc = subprocess.run(
+            [_uv(), "pip", "install", "--python", str(env_dir / "bin" / "python"),
+             "--constraint", DEV_LOCK, f"{wheel}[data]"],
+            capture_output=True,
+            text=True,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return env_dir, outside
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {
+        p.relative_to(directory).as_posix(): p.read_bytes()
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
+
+
+def _prepare_here(*argv: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The same command with the training stack (this checkout's environment)."""
+    return subprocess.run(
+        [str(REPO / ".venv" / "bin" / "tpu-launcher"), "data", "prepare", *argv],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+    )
+
+
+def test_the_data_extra_brings_no_training_stack(data_client):
+    python = str(data_client[0] / "bin" / "python")
+    for module in ("jax", "maxtext", "libtpu", "ray", "torch"):
+        found = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
+        assert found.returncode != 0, module
+
+
+@pytest.mark.parametrize("tokenizer", ["bytes", "hf"])
+def test_the_same_corpus_gives_the_same_dataset_with_or_without_maxtext(
+    data_client, tmp_path, tokenizer
+):
+    corpus = REPO / "launcher" / "corpus" / "tiny"
+    argv = [str(corpus), "--name", "tiny", "--no-progress", "--shard-mb", "0.05"]
+    if tokenizer == "hf":  # a Hugging Face tokenizer directory of the team's own
+        made = _prepare_here(str(corpus), "--name", "seed", "--no-progress", cwd=tmp_path)
+        assert made.returncode == 0, made.stderr
+        argv += ["--tokenizer", str(tmp_path / ".local/bucket/datasets/seed/tokenizer")]
+    light, full = tmp_path / "light", tmp_path / "full"
+    light.mkdir()
+    full.mkdir()
+    ran = run_client(data_client, "data", "prepare", *argv, "--output-dir", str(light))
+    assert ran.returncode == 0, ran.stderr
+    ran_full = _prepare_here(*argv, "--output-dir", str(full), cwd=tmp_path)
+    assert ran_full.returncode == 0, ran_full.stderr
+    ours, theirs = _files(light / "datasets/tiny"), _files(full / "datasets/tiny")
+    assert ours.keys() == theirs.keys() and len(ours) > 4
+    assert ours == theirs  # the manifest (its token counts included) and every shard
+
+
+def test_a_tokenizer_only_maxtext_reads_is_refused_with_the_fix(data_client, tmp_path):
+    model = tmp_path / "tok.model"
+    model.write_bytes(b"not read")
+    ran = run_client(
+        data_client, "data", "prepare", "--name", "x", "--tokenizer", str(model),
+        "--output-dir", str(tmp_path / "out"), "--no-progress",
+    )  # fmt: skip
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert "sentencepiece tokenizer is counted with MaxText's own tokenizer code" in ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert not (tmp_path / "out" / "datasets" / "x").exists()
+
+
+def test_without_the_extra_data_prepare_says_which_to_install(client, wheel, tmp_path):
+    ran = run_client(client, "data", "prepare", "--name", "x", "--output-dir", str(tmp_path))
+    assert ran.returncode == 2, ran.stdout + ran.stderr
+    assert f"pip install '{wheel}[data]'" in ran.stderr and "Traceback" not in ran.stderr
+    to_gcs = run_client(client, "data", "prepare", "--name", "x", "--output-dir", "gs://b/p")
+    assert to_gcs.returncode == 2 and f"'{wheel}[gcs]'" in to_gcs.stderr, to_gcs.stderr
