@@ -133,7 +133,7 @@ def render(
             raise UsageError(
                 "values",
                 "the chart refuses them:\n" + "\n".join(f"  - {r}" for r in refused),
-                "change what is named (every value: charts/tpu-stack/README.md)",
+                f"change what is named (every value: {chart / 'README.md'})",
             )
         raise CommandError("render the release", argv, proc.returncode, proc.stderr)
     rendered = proc.stdout

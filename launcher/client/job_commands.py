@@ -10,6 +10,7 @@ from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.client.local_layout import LOCAL_BUCKET
 from launcher.client.values_presets import values_help
 from launcher.core.frameworks import NAMES as FRAMEWORKS
+from launcher.core.package_version import doc
 from launcher.core.run_requests import (
     ExportRequest,
     GenerateRequest,
@@ -85,11 +86,11 @@ def where_the_metrics_are() -> str:
     if local_prometheus.is_ready():
         return (
             f"metrics:      {local_prometheus.address()}/graph?g0.expr={STEP.prometheus_name} "
-            "(every figure: docs/metrics.md; the Grafana dashboard: tpu-launcher dashboard)"
+            f"(every figure: {doc('metrics.md')}; the Grafana dashboard: tpu-launcher dashboard)"
         )
     return (
         "metrics:      in Ray's metrics agents; `make up` (tpu-launcher up --prometheus) starts "
-        "a Prometheus that scrapes them (docs/metrics.md)"
+        f"a Prometheus that scrapes them ({doc('metrics.md')})"
     )
 
 
@@ -336,7 +337,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="convert a Hugging Face Llama model (in the bucket, or from the Hub) into "
         "MaxText's parameters (imports/NAME), which a job starts from with --from=NAME",
         description="The conversion runs as a job on the cluster, as a task on a host with the "
-        "memory it needs (twice the weights), checked first. docs/fine-tuning.md",
+        f"memory it needs (twice the weights), checked first. {doc('fine-tuning.md')}",
     )
     p.add_argument(
         "source",

@@ -68,6 +68,13 @@ class SubmitRequest:
     working_dir: str | None = None  # a directory to ship as the job's working directory
 
 
+def _can_compile_here() -> bool:
+    """Preflight's compile needs JAX and MaxText (the preflight extra) on this machine."""
+    from importlib.util import find_spec
+
+    return all(find_spec(m) is not None for m in ("jax", "maxtext"))
+
+
 def address_for(
     request: SubmitRequest, stack: contextlib.ExitStack, framework: Framework = JAX
 ) -> str:
@@ -102,6 +109,16 @@ def submit(request: SubmitRequest) -> int:
     if target is not None and target.slices is not None:
         if request.dry_run and not request.skip_preflight:
             print(f"[dry-run] preflight: the job on the slice of {target.source}", flush=True)
+        elif not request.skip_preflight and not _can_compile_here():
+            from launcher.core.package_version import pip_install
+
+            print(
+                "preflight: checked here: the job's flags, MaxText's keys, kinds and "
+                f"parallelism for {target.slices.describe()}; not here: the compile for its "
+                f"TPU and its memory (no JAX and MaxText here: {pip_install('preflight')}, "
+                "Linux x86_64); the head checks the job again before any host starts",
+                flush=True,
+            )
         elif not request.skip_preflight:
             from launcher.preflight.command import PreflightRequest, preflight
 

@@ -3,6 +3,7 @@ client pulls, the skew against a release's image)."""
 
 from __future__ import annotations
 
+from functools import cache
 from importlib.metadata import PackageNotFoundError, version
 
 DISTRIBUTION = "tpu-launcher"
@@ -16,25 +17,40 @@ def installed_version() -> str | None:
         return None
 
 
-def install_spec(extra: str | None = None) -> str:
-    """What pip installs this launcher again, with `extra`: the directory or wheel this install
-    came from (PEP 610's direct_url.json), since the package is not on PyPI (a name there may be
-    anyone's); unknown, the clone it came from."""
+@cache
+def installed_from() -> str | None:
+    """The directory or wheel this install came from (PEP 610's direct_url.json), or None."""
     import json
-    import shlex
     from importlib.metadata import distribution
     from urllib.parse import unquote, urlparse
 
-    where = "<your clone of tpu-stack>"
     try:
         recorded = distribution(DISTRIBUTION).read_text("direct_url.json")
     except PackageNotFoundError:
-        recorded = None
-    if recorded:
-        url = urlparse(json.loads(recorded).get("url", ""))
-        if url.scheme == "file":
-            where = unquote(url.path)
+        return None
+    url = urlparse(json.loads(recorded).get("url", "")) if recorded else None
+    return unquote(url.path) if url and url.scheme == "file" else None
+
+
+def install_spec(extra: str | None = None) -> str:
+    """What pip installs this launcher again, with `extra`: where this install came from, since
+    the package is not on PyPI (a name there may be anyone's); unknown, the clone."""
+    import shlex
+
+    where = installed_from() or "<your clone of tpu-stack>"
     return shlex.quote(f"{where}[{extra}]" if extra else where)
+
+
+def doc(page: str) -> str:
+    """Where a docs/ page is for this user: in the clone the launcher was installed from (or
+    runs in), by its path; else named in the repository."""
+    from pathlib import Path
+
+    clone = installed_from()
+    for root in (clone, str(Path(__file__).resolve().parents[2])):
+        if root and (Path(root) / "docs" / page).is_file():
+            return str(Path(root) / "docs" / page)
+    return f"docs/{page} in the tpu-stack repository"
 
 
 def pip_install(extra: str) -> str:

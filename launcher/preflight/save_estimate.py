@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from launcher.core.package_version import doc
 from launcher.core.preemption import PRESTOP_MARGIN_S, SPOT_POD_SHUTDOWN_S
 from launcher.core.slices import TpuSlices
 from launcher.preflight.memory_report import MemoryReport
@@ -70,7 +71,7 @@ class SaveEstimate:
             else:
                 verdict = (
                     f"covers it; on Spot capacity only where the node pool gives pods more than "
-                    f"GKE's {SPOT_POD_SHUTDOWN_S}s of a reclaim's notice (docs/jobs.md)"
+                    f"GKE's {SPOT_POD_SHUTDOWN_S}s of a reclaim's notice ({doc('jobs.md')})"
                 )
         lines.append(f"  verdict: {verdict}")
         return "\n".join(lines)

@@ -234,6 +234,14 @@ def test_the_jobs_checks_need_no_maxtext(client):
     negative = _run(client, *job[:-1], "steps=-5")
     assert negative.returncode == 2 and "steps: is -5" in negative.stderr, negative.stderr
     assert _run(client, *job[:-1], "steps=30").returncode == 0
+    # For a values file's slice: what is checked here and what is not, said; then submitted.
+    bound = _run(client, "submit", "-f", "v6e-16", "--address", "http://127.0.0.1:9", "--",
+                 "base.yml", "run_name=r")  # fmt: skip
+    assert "preflight: checked here: the job's flags, MaxText's keys" in bound.stdout
+    assert "not here: the compile for its TPU" in bound.stdout
+    assert bound.returncode == 2 and "no Ray dashboard answers at http://127.0.0.1:9" in (
+        bound.stderr
+    ), bound.stderr
     python = str(client[0] / "bin" / "python")
     for module in ("jax", "maxtext"):
         imported = subprocess.run([python, "-c", f"import {module}"], capture_output=True)
