@@ -4,6 +4,7 @@ generate, export, import. Each adds its own parser and handler; requests are bui
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
@@ -100,28 +101,26 @@ def run_preflight(ns: argparse.Namespace) -> int:
     from launcher.preflight.command import PreflightRequest, preflight
 
     target = resolve_target(ns.values, ns.release, ns.namespace)
-    data_dir, local = ns.data_dir, {}
-    if data_dir is None and target is None:
+    request = PreflightRequest(
+        parse_job_args(job_args(ns.job_args)),
+        target.slices if target else None,
+        target.source if target else None,
+        bucket=ns.bucket,
+        data_dir=ns.data_dir,
+        advise=ns.advise,
+        max_batch=ns.max_batch,
+        use_cache=not ns.no_cache,
+    )
+    if target is not None:
+        request = dataclasses.replace(request, grace_seconds=target.grace_seconds)
+    elif ns.data_dir is None:
         # A job for no release: the local cluster's, whose hosts see this directory's bucket
         # where it is.
         from launcher.client.data_commands import default_output_dir
 
-        data_dir = str(default_output_dir().resolve())
-        local = {"hosts_data_dir": data_dir}
-    return preflight(
-        PreflightRequest(
-            parse_job_args(job_args(ns.job_args)),
-            target.slices if target else None,
-            target.source if target else None,
-            bucket=ns.bucket,
-            data_dir=data_dir,
-            advise=ns.advise,
-            max_batch=ns.max_batch,
-            use_cache=not ns.no_cache,
-            **({"grace_seconds": target.grace_seconds} if target else {}),
-            **local,
-        )
-    )
+        here = str(default_output_dir().resolve())
+        request = dataclasses.replace(request, data_dir=here, hosts_data_dir=here)
+    return preflight(request)
 
 
 def run_on_job(ns: argparse.Namespace) -> int:
