@@ -30,6 +30,8 @@ from launcher.core.datasets import (
     TOKENIZER_SUBDIR,
     Manifest,
     SplitStats,
+    length_histogram,
+    merge_histograms,
     shard_name,
     work_dir,
 )
@@ -347,6 +349,7 @@ def _prepare_in(
                     "examples": len(part),
                     "tokens": sum(lengths),
                     "longest": max(lengths, default=0),
+                    "lengths": length_histogram(lengths),
                     "sha256": file_sha256(target / name),
                 }
                 state["shards"][name] = done
@@ -356,7 +359,10 @@ def _prepare_in(
             tokens += done["tokens"]
             longest = max(longest, done["longest"])
             bar.update(len(part))
-        stats[split] = SplitStats(examples, tokens, names, longest)
+        # Every shard's lengths, or none (a state an older launcher wrote has none).
+        parts = [state["shards"][n].get("lengths") for n in names]
+        histogram = merge_histograms(parts) if all(p is not None for p in parts) else {}
+        stats[split] = SplitStats(examples, tokens, names, longest, histogram)
     bar.close()
     checksum = hashlib.sha256(
         "".join(state["shards"][n]["sha256"] for s in SPLITS for n in stats[s].shards).encode()

@@ -64,7 +64,8 @@ class DataPlan:
                 if t.packing
                 else f"{t.rows} sequences, one example each"
             )
-            lines.append(f"data: steps x global batch = {way}: up to {t.epochs:.3f} epochs")
+            cut = " (each example cut to max_target_length first)" if t.packing else ""
+            lines.append(f"data: steps x global batch = {way}: up to {t.epochs:.3f} epochs{cut}")
         return lines
 
 

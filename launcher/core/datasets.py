@@ -60,6 +60,46 @@ class SplitStats:
     tokens: int  # as the tokenizer counts them, bos/eos included as MaxText adds them
     shards: list[str] = field(default_factory=list)
     longest: int = 0  # tokens of the longest example
+    # The examples' lengths in powers of two: bits of a length (its bucket) -> [examples,
+    # tokens]; what a job truncating them to its sequence length reads ({}: not recorded).
+    lengths: dict[str, list[int]] = field(default_factory=dict)
+
+    def tokens_truncated_at_least(self, length: int) -> int | None:
+        """The split's tokens once each example is cut to `length` (MaxText truncates before it
+        packs), at least: exact for the buckets wholly under or over it, bounded for the one it
+        falls in. None where the lengths were not recorded."""
+        if not self.lengths:
+            return None
+        total = 0
+        for bits, (count, tokens) in self.lengths.items():
+            low, high = (1 << int(bits)) >> 1, (1 << int(bits)) - 1  # bucket's shortest, longest
+            if high <= length:
+                total += tokens
+            elif low >= length:
+                total += count * length
+            else:
+                total += max(count * low, tokens - count * (high - length))
+        return total
+
+
+def length_histogram(lengths: list[int]) -> dict[str, list[int]]:
+    """SplitStats.lengths of some examples' token counts."""
+    found: dict[str, list[int]] = {}
+    for n in lengths:
+        bucket = found.setdefault(str(n.bit_length()), [0, 0])
+        bucket[0] += 1
+        bucket[1] += n
+    return found
+
+
+def merge_histograms(parts: list[dict[str, list[int]]]) -> dict[str, list[int]]:
+    merged: dict[str, list[int]] = {}
+    for part in parts:
+        for bits, (count, tokens) in part.items():
+            bucket = merged.setdefault(bits, [0, 0])
+            bucket[0] += count
+            bucket[1] += tokens
+    return dict(sorted(merged.items(), key=lambda kv: int(kv[0])))
 
 
 @dataclass(frozen=True)
@@ -149,13 +189,13 @@ class EpochEstimate:
     rows: int  # sequences the job reads: steps x global batch
     row_tokens: int  # their capacity: rows x max_target_length
     examples: int
-    tokens: int
+    tokens: int  # the split's, each example cut to the sequence length where known
     packing: bool
 
     @property
     def epochs(self) -> float:
-        """With packing, the capacity over the split's tokens (an upper bound: a packed row can
-        end in padding); without it, one example a row."""
+        """With packing, the capacity over the split's tokens as the job reads them (an upper
+        bound: a packed row can end in padding); without it, one example a row."""
         if self.packing:
             return self.row_tokens / self.tokens if self.tokens else math.inf
         return self.rows / self.examples if self.examples else math.inf
@@ -171,4 +211,6 @@ def epoch_estimate(
     split: SplitStats, steps: int, global_batch: int, max_target_length: int, packing: bool
 ) -> EpochEstimate:
     rows = steps * global_batch
-    return EpochEstimate(rows, rows * max_target_length, split.examples, split.tokens, packing)
+    truncated = split.tokens_truncated_at_least(max_target_length)
+    tokens = split.tokens if truncated is None else min(split.tokens, truncated)
+    return EpochEstimate(rows, rows * max_target_length, split.examples, tokens, packing)

@@ -52,8 +52,41 @@ def test_data_names_the_prepared_dataset_and_the_plan_its_epochs(bucket):
     m = plan.data.manifest
     lines = plan.data.describe()
     assert f"train {m.train.examples} examples, {m.train.tokens} tokens" in lines[0]
+    # MaxText cuts each example to max_target_length (128) before packing; the corpus's longest
+    # is shorter, so nothing is cut.
+    assert m.train.longest < 128 and m.train.tokens_truncated_at_least(128) == m.train.tokens
     epochs = 100 * 8 * 128 / m.train.tokens
-    assert lines[1].endswith(f"800 sequences x 128 tokens packed: up to {epochs:.3f} epochs")
+    assert lines[1].endswith(
+        f"800 sequences x 128 tokens packed: up to {epochs:.3f} epochs (each example cut to "
+        "max_target_length first)"
+    )
+
+
+def test_the_epochs_count_what_truncation_leaves():
+    """Every example longer than the sequence: each packed row holds one cut example, so the
+    job reads rows / examples of the split, whatever the examples' own length (a plan from the
+    split's whole tokens said a quarter of that). With lengths across the cut, the count is a
+    bound: never above what truncation leaves, exact where no bucket straddles the length."""
+    import random
+
+    from launcher.core.datasets import SplitStats, epoch_estimate, length_histogram
+
+    long = [4096 + 7 * i for i in range(1000)]
+    split = SplitStats(len(long), sum(long), lengths=length_histogram(long))
+    estimate = epoch_estimate(
+        split, steps=25, global_batch=10, max_target_length=1024, packing=True
+    )
+    assert estimate.epochs == pytest.approx(250 / 1000)
+    assert epoch_estimate(SplitStats(len(long), sum(long)), 25, 10, 1024, True).epochs < 0.07
+    rng = random.Random(0)
+    for length in (1, 100, 128, 1000, 5000):
+        docs = [rng.randint(0, 3000) for _ in range(500)]
+        split = SplitStats(len(docs), sum(docs), lengths=length_histogram(docs))
+        exact = sum(min(n, length) for n in docs)
+        bound = split.tokens_truncated_at_least(length)
+        assert bound is not None and bound <= exact
+        if length in (1, 128):  # a power of two's edge: no bucket straddles it
+            assert bound == exact
 
 
 @pytest.mark.parametrize(
