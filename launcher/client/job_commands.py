@@ -124,7 +124,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
 
 
 def run_on_job(ns: argparse.Namespace) -> int:
-    from launcher.client.ray_jobs import act_on_job
+    from launcher.client.job_actions import act_on_job
 
     return act_on_job(
         ns.command,
@@ -158,7 +158,7 @@ def run_about_run(ns: argparse.Namespace) -> int:
 
 
 def _job_flags_epilog() -> str:
-    from launcher.core.job_plan import job_flags_help
+    from launcher.core.job_flags import job_flags_help
 
     return (
         "the job's flags (before MaxText's arguments; --max-failures and --max_failures alike):\n"

@@ -37,12 +37,13 @@ REQUIRED_KEYS = {
 
 # Keys whose MaxText type (a plain int or float) lets through a value no job can mean: refused
 # here with the key, not after the slice is up.
-MUST_BE_POSITIVE = {
-    "steps": "the number of training steps",
-    "per_device_batch_size": "a batch",
-    "max_target_length": "a sequence length",
-    "checkpoint_period": "steps between checkpoints",
-    "gradient_accumulation_steps": "steps of accumulation",
+# key -> (what it counts, the values at or below zero it gives a meaning: base.yml's own).
+MUST_BE_POSITIVE: dict[str, tuple[str, tuple[float, ...]]] = {
+    "steps": ("the number of training steps", (-1,)),  # -1: learning_rate_schedule_steps'
+    "per_device_batch_size": ("a batch", ()),
+    "max_target_length": ("a sequence length", ()),
+    "checkpoint_period": ("steps between checkpoints", ()),
+    "gradient_accumulation_steps": ("steps of accumulation", ()),
 }
 
 # The chart refuses the same in ray.job.args (templates/validate.yaml).
@@ -249,13 +250,14 @@ class MaxTextArgs:
                 problem=f"{raw!r} is not {kind.describe()}, as MaxText's config model declares it",
                 fix=f"give {key}= {kind.describe()}",
             )
-        for key, what in MUST_BE_POSITIVE.items():
+        for key, (what, meant) in MUST_BE_POSITIVE.items():
             number = number_of(self.overrides[key]) if key in self.overrides else None
-            if number is not None and number <= 0:
+            if number is not None and number <= 0 and number not in meant:
+                also = "".join(f" (or {m:g}, as MaxText's base.yml says)" for m in meant)
                 raise UsageError(
                     field=key,
                     problem=f"is {self.overrides[key]}: {what} cannot be zero or less",
-                    fix=f"give {key}= a number above 0",
+                    fix=f"give {key}= a number above 0{also}",
                 )
 
     def check_required(self) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import (
+from launcher.core.job_flags import (
     DEFAULT_HANG_STEP_FACTOR,
     DEFAULT_HANG_TIMEOUT_S,
     DEFAULT_MAX_FAILURES,

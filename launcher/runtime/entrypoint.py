@@ -28,12 +28,8 @@ from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import JAX, check_image_runs
 from launcher.core.hangs import HangBound
 from launcher.core.idle_slices import IdleRelease
-from launcher.core.job_plan import (
-    JobOptions,
-    JobPlan,
-    define_flags,
-    plan_job,
-)
+from launcher.core.job_flags import define_flags
+from launcher.core.job_plan import JobOptions, JobPlan, plan_job
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices

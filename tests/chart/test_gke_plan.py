@@ -19,7 +19,7 @@ import pytest
 from harness.helm import CHART, VALUES_FILES, helm, refused, render, run_helm
 from harness.paths import REPO
 from launcher import cli
-from launcher.client.image_tag import content_tag
+from launcher.client.image_tag import of_checkout
 from tests.support import fake_gcloud as fake_gcloud_module
 
 pytestmark = pytest.mark.chart
@@ -178,12 +178,12 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     for pool in (cpu, tpu):
         assert "--workload-metadata=GKE_METADATA" in pool
     build = named["builds", "submit", "."]
-    image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
+    image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{of_checkout(REPO).tag(CHART)}"
     assert f"--substitutions=_IMAGE={image},_FRAMEWORK=jax" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
     # The chart beside the image, packaged for it: the chart pulled from there runs that image.
     joined, helm3 = script.replace(" \\\n    ", " "), helm(3)
-    tag = content_tag(REPO, CHART)
+    tag = of_checkout(REPO).tag(CHART)
     assert f"{helm3} package {CHART} --app-version {tag} --destination .local/charts" in joined
     pushed = (
         "push .local/charts/tpu-stack-0.1.0.tgz oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"
@@ -266,7 +266,7 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
         "--set",
         "ray.image.repository=my-proj/tpu-stack/launcher",
         "--set",
-        f"ray.image.tag={content_tag(REPO, CHART)}",
+        f"ray.image.tag={of_checkout(REPO).tag(CHART)}",
         "--set",
         "global.gcsfuse.bucketName=my-ckpts",
     ).stdout
@@ -289,13 +289,13 @@ def test_the_image_built_is_the_image_the_chart_renders(capsys):
     )
     built = re.findall(r"_IMAGE=([^\s,]+)", capsys.readouterr().out)
     assert built and set(built) == images == {
-        f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
+        f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{of_checkout(REPO).tag(CHART)}"
     }
     assert cli.main(["install", *values, *target, "--helm", str(helm(3)), "--dry-run"]) == 0
     out = capsys.readouterr().out
     assert "--set ray.image.registry=us-east5-docker.pkg.dev" in out
     assert "--set ray.image.repository=my-proj/tpu-stack/launcher" in out
-    assert f"--set ray.image.tag={content_tag(REPO, CHART)}" in out
+    assert f"--set ray.image.tag={of_checkout(REPO).tag(CHART)}" in out
     assert "--set global.gcsfuse.bucketName=my-ckpts" in out
 
 
@@ -310,7 +310,7 @@ def _image_of(capsys, chart, *extra: str) -> str:
 def test_a_pytorch_release_builds_and_installs_the_torch_image(capsys):
     """ray.framework=torch: the image is built for torch (Cloud Build's _FRAMEWORK, the
     Dockerfile's FRAMEWORK) and tagged with its suffix, which the chart pairs with torch jobs."""
-    tag = f"{content_tag(REPO, CHART)}-torch"
+    tag = f"{of_checkout(REPO).tag(CHART)}-torch"
     assert _image_of(capsys, CHART, "--set", "ray.framework=torch").endswith(f":{tag}")
     target = ["--project=my-proj", "--location=us-east5-b", "--bucket=my-ckpts"]
     values = ["--values", str(REPO / "values/v6e-16.yaml"), "--chart", str(CHART)]
@@ -329,7 +329,7 @@ def test_the_image_tag_changes_with_what_the_image_is_built_from(capsys, tmp_pat
     import shutil
 
     checkout = tmp_path / "checkout"
-    for part in ("charts", "images", "launcher", "tests/support"):
+    for part in ("charts", "images", "launcher", "values", "tests/support"):
         shutil.copytree(REPO / part, checkout / part, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copy(REPO / "pyproject.toml", checkout)
     chart = checkout / "charts/tpu-stack"

@@ -11,7 +11,7 @@ import yaml
 
 from harness.helm import CHART, VALUES_FILES, by_kind, render
 from launcher.core.frameworks import FRAMEWORKS, NAMES
-from launcher.core.job_plan import MIN_SLICES_ENV
+from launcher.core.job_flags import MIN_SLICES_ENV
 from launcher.core.run_requests import JOB_ENTRYPOINT
 
 pytestmark = pytest.mark.chart

@@ -30,15 +30,15 @@ def test_a_values_files_slice_is_the_one_helm_renders(values):
     rendered = _rendered(values)
     if rendered is None:  # no TPU worker group (cpu.yaml, serving only): refused, with why
         with pytest.raises(UsageError, match=r"describes no TPU worker group \(ray\.worker\.tpu\)"):
-            resolve_target(str(values), None, "default")
+            resolve_target([str(values)], None, "default")
         return
-    target = resolve_target(str(values), None, "default")
+    target = resolve_target([str(values)], None, "default")
     assert target is not None and (target.slices, target.grace_seconds) == rendered
 
 
 def test_what_a_values_file_leaves_out_is_the_charts_default(tmp_path):
     bare = tmp_path / "bucket-only.yaml"
     bare.write_text("global:\n  gcsfuse:\n    bucketName: my-ckpts\n")
-    target = resolve_target(str(bare), None, "default")
+    target = resolve_target([str(bare)], None, "default")
     assert target is not None and (target.slices, target.grace_seconds) == _rendered(bare)
     assert target.slices.shape.name == "v6e-16"  # the chart's default slice

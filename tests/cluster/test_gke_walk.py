@@ -28,7 +28,7 @@ from harness.kube import Release, dump, ready, wait_for
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 from launcher.client.gke_release import room
-from launcher.client.image_tag import content_tag
+from launcher.client.image_tag import of_checkout
 from launcher.core.tpu_table import (
     GENERATIONS,
     GKE_ACCELERATOR_LABEL,
@@ -41,7 +41,7 @@ from tests.support.fake_gcloud import BUCKET, CLUSTER, LOCATION, PROJECT
 pytestmark = pytest.mark.cluster
 
 # The image is tagged by the checkout's content: what gke up built is what the release pulls.
-IMAGE = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{content_tag(REPO, CHART)}"
+IMAGE = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{of_checkout(REPO).tag(CHART)}"
 CHART_REPO = "oci://us-east5-docker.pkg.dev/my-proj/tpu-stack"  # the chart beside the image
 POOL_LABEL = "cloud.google.com/gke-nodepool"
 

@@ -1,0 +1,209 @@
+"""`tpu-launcher logs|status|stop`: a job the cluster runs (default: the last one submitted from
+here), on an address, on a chart release's head (port-forwarded, its token sent), or from its
+history in the bucket; what `ray job logs|status|stop` do, in the view `submit` shows."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+
+from launcher.client.job_output import JobOutput
+from launcher.client.ray_jobs import STATE_FILE, follow_job, log_path
+from launcher.client.ray_jobs_api import RayJobs, check_reachable, resolve_address
+from launcher.core.errors import UsageError
+from launcher.core.goodput import format_breakdown, format_compile_cache
+from launcher.core.job_events import EventKind, events, last_result
+
+
+def _last_job() -> tuple[str | None, str | None]:
+    if STATE_FILE.is_file():
+        job_id, _, address = STATE_FILE.read_text().partition("\n")
+        return job_id.strip() or None, address.strip() or None
+    return None, None
+
+
+def act_on_job(
+    command: str,
+    job: str | None,
+    address: str | None,
+    follow: bool = False,
+    release: str | None = None,
+    namespace: str = "default",
+    raw: bool = False,
+    wait: bool = False,
+    as_json: bool = False,
+    bucket: str | None = None,
+) -> int:
+    """`logs`, `status` or `stop` of a job (default: the last one submitted from here), on
+    `address`, or on a chart release's head (port-forwarded, its token sent), or from its
+    history under `bucket`. `status --wait` returns when the job has ended, with ENDED's code
+    for how."""
+    last_id, last_address = _last_job()
+    job_id = job or last_id
+    if bucket is not None:
+        if not job_id:
+            raise UsageError("job", "no job id given", "pass the submission id")
+        if follow or wait or command == "stop":
+            raise UsageError(
+                "--bucket",
+                "a job's history in the bucket is read, not followed, waited on or stopped",
+                "ask the Ray cluster that runs it: drop --bucket",
+            )
+        from launcher.client.job_history import act_on_recorded
+
+        return act_on_recorded(command, job_id, bucket, raw, as_json, show_log_text)
+    if release and not job:  # a RayJob release: its own job, or what it waits for
+        from launcher.client.helm_release import rayjob_state, release_rayjob
+        from launcher.client.pending_reasons import why_not_running
+
+        pending = why_not_running(release, namespace) if command == "status" else None
+        if (rayjob := release_rayjob(release, namespace)) is not None:
+            if command == "stop":
+                raise UsageError(
+                    "--release",
+                    f"release {release!r} is a RayJob: stopping it is removing it",
+                    f"helm uninstall {release} -n {namespace} (its checkpoints stay in the "
+                    "bucket; installing it again resumes)",
+                )
+            job_id, state = rayjob_state(rayjob)
+            print(state, flush=True)
+            if job_id is None and pending is not None and not as_json:
+                pending.print()
+            while job_id is None and wait and rayjob is not None:  # queued, or starting
+                time.sleep(WAIT_POLL_S)
+                if (rayjob := release_rayjob(release, namespace)) is not None:
+                    job_id, now = rayjob_state(rayjob)
+                    if now != state:
+                        print(now, flush=True)
+                    state = now
+            if job_id is None:  # nothing to ask Ray yet (or the RayJob is gone)
+                if as_json:
+                    print(json.dumps({"job_id": None, "state": state, **_pending_json(pending)}))
+                return 0 if not wait else 1
+        elif pending is not None and (not pending.head_running or not job_id):
+            # A standing cluster not up yet, or up with no job to ask Ray about: the release.
+            state = "its Ray head runs" if pending.head_running else "its Ray head is not running"
+            if as_json:
+                print(json.dumps({"job_id": None, "state": state, **_pending_json(pending)}))
+            else:
+                print(f"release {release}: {state}", flush=True)
+                pending.print()
+                if pending.head_running:
+                    print(f"its jobs: tpu-launcher list --release {release}")
+            return 0 if not wait else 1
+        elif pending is not None and not as_json:
+            pending.print()  # a slice partly up, say, under a running head
+    if not job_id:
+        raise UsageError(
+            "job",
+            "no job id given and none submitted from here yet",
+            "pass the submission id (`tpu-launcher list` lists the cluster's jobs)",
+        )
+    with contextlib.ExitStack() as stack:
+        if release:
+            from launcher.client.helm_release import forwarded
+
+            address = stack.enter_context(forwarded(release, namespace))
+        else:
+            address = resolve_address(address or (last_address if not job else None))
+        return _act_on_job(command, job_id, address, follow, raw, wait, as_json)
+
+
+def _pending_json(pending) -> dict:
+    """`status --json`'s reasons a release's job is not running (empty when none)."""
+    reasons = pending.reasons if pending is not None else []
+    return {"pending": [{"reason": r.what, "fix": r.fix} for r in reasons]}
+
+
+# `status --wait`'s exit code per end state, as a script reads it.
+ENDED = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
+WAIT_POLL_S = 5.0
+
+
+def _act_on_job(
+    command: str,
+    job_id: str,
+    address: str,
+    follow: bool,
+    raw: bool = False,
+    wait: bool = False,
+    as_json: bool = False,
+) -> int:
+    check_reachable(address)
+    jobs = RayJobs(address)
+    if (info := jobs.info(job_id)) is None:
+        raise UsageError(
+            "job",
+            f"no job {job_id!r} on the Ray cluster at {address}",
+            f"list the jobs with `tpu-launcher list --address {address}`; a job whose cluster "
+            "is gone is read from its history: --bucket <the bucket's root>",
+        ) from None
+    if command == "logs":
+        return _show_logs(address, job_id, follow, raw)
+    if command == "stop":
+        return _stop(jobs, job_id)
+    if wait:
+        while (info := jobs.info(job_id) or info).status not in ENDED:
+            time.sleep(WAIT_POLL_S)
+    if as_json:
+        from launcher.client.job_list import status_json
+
+        print(json.dumps(status_json(info, jobs.logs(job_id)), indent=2))
+        return ENDED[info.status] if wait else 0
+    if info.message:
+        print(f"Ray: {info.message}")
+    _print_goodput(address, job_id)
+    print(f"job {job_id}: {info.status}")  # one word a script can read
+    return ENDED[info.status] if wait else 0
+
+
+def _stop(jobs: RayJobs, job_id: str, timeout_s: float = 120.0) -> int:
+    """Asks Ray to stop the job and waits until it has (as `ray job stop` does)."""
+    if not jobs.stop(job_id):
+        print(f"job {job_id}: {jobs.status(job_id)} already")
+        return 0
+    deadline = time.monotonic() + timeout_s
+    while (state := jobs.status(job_id)) not in ENDED and time.monotonic() < deadline:
+        time.sleep(1)
+    print(f"job {job_id}: {state}")
+    return 0 if state in ENDED else 1
+
+
+def _show_logs(address: str, job_id: str, follow: bool, raw: bool) -> int:
+    """The job's log as submit shows it (plan, progress, checkpoints, restarts, the summary),
+    or every line with `raw`; the whole log is written to the job's log file either way."""
+    if not follow:
+        return show_log_text(job_id, RayJobs(address).logs(job_id), raw)
+    output = JobOutput(log_path(job_id), verbose=raw)
+    try:
+        follow_job(address, job_id, output)
+    finally:
+        output.close()
+    if not raw:
+        print(f"full log: {log_path(job_id)}")
+    return 0
+
+
+def show_log_text(job_id: str, text: str, raw: bool) -> int:
+    """A whole log of a job as `logs` shows it; the log itself to the job's log file."""
+    output = JobOutput(log_path(job_id), verbose=raw)
+    try:
+        output.feed(text)
+    finally:
+        output.close()
+    if not raw:
+        print(f"full log: {log_path(job_id)}")
+    return 0
+
+
+def _print_goodput(address: str, job_id: str) -> None:
+    """Where the job's time went, from its result line (once it has one)."""
+    logs = RayJobs(address).logs(job_id)
+    if preempted := events(logs, EventKind.PREEMPTED):
+        print(f"preempted, resumed at step {preempted[-1].fields['step']}")
+    if result := last_result(logs):
+        if "goodput" in result:
+            print("\n".join(format_breakdown(result["goodput"])))
+        if "compile_cache" in result:
+            print(format_compile_cache(result["compile_cache"]))
