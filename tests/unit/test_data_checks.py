@@ -89,6 +89,25 @@ def test_the_epochs_count_what_truncation_leaves():
             assert bound == exact
 
 
+def test_a_dataset_counted_with_another_tokenizer_than_the_jobs_is_refused(bucket, tmp_path):
+    """The job tokenizes with the model's tokenizer (here tokenizer_path=, as --from sets it);
+    a dataset prepared with another would feed ids that mean other tokens to the model. The same
+    tokenizer, copied elsewhere, is the same."""
+    import shutil
+
+    own = bucket / "datasets" / "tiny" / "tokenizer"
+    same = tmp_path / "same"
+    shutil.copytree(own, same)
+    args = ["--data=tiny", "tiny-llama.yml", "run_name=r", "steps=10"]
+    assert _plan(bucket, *args, f"tokenizer_path={same}").args.get("tokenizer_path") == str(same)
+    other = tmp_path / "other"
+    shutil.copytree(own, other)
+    (other / "tokenizer.json").write_text((own / "tokenizer.json").read_text().replace("!", "?", 1))
+    refused = _refused(bucket, *args, f"tokenizer_path={other}")
+    assert refused.field == "--data" and "was tokenized with bytes" in str(refused)
+    assert f"tokenizes with {other}" in str(refused) and "--tokenizer" in refused.fix
+
+
 @pytest.mark.parametrize(
     ("args", "field", "says"),
     [
