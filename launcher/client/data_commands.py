@@ -180,8 +180,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     fields.add_argument(
         "--fields",
         choices=SFT_FIELDS,
-        help="an instruction set for `--trainer=sft`: the fields of each example, kept apart "
-        "for the chat template and the loss on the completion only",
+        metavar="PAIR",
+        help=f"an instruction set for `--trainer=sft`: the fields of each example, one of "
+        f"{' or '.join(SFT_FIELDS)}, kept apart for the chat template and the loss on the "
+        "completion only",
     )
     p.add_argument(
         "--shard-mb",

@@ -85,10 +85,18 @@ def _jsonl(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
                 ) from None
             values = [record.get(f) if isinstance(record, dict) else None for f in fields]
             for name, text in zip(fields, values, strict=True):
+                if isinstance(record, dict) and name in record and not isinstance(text, str):
+                    raise UsageError(
+                        field=field_option(fields),
+                        problem=f"{path}:{number}: field {name!r} holds a "
+                        f"{type(text).__name__}, not text",
+                        fix=f"make it a string there, or name the field that holds the text: "
+                        f"{field_option(fields)} ...",
+                    )
                 if not isinstance(text, str):
                     raise UsageError(
                         field=field_option(fields),
-                        problem=f"{path}:{number} has no string field {name!r} (its fields: "
+                        problem=f"{path}:{number} has no field {name!r} (its fields: "
                         f"{', '.join(record) if isinstance(record, dict) else 'none'})",
                         fix=f"name the fields that hold the text: {field_option(fields)} ...",
                     )
@@ -118,6 +126,16 @@ def _parquet(path: Path, fields: tuple[str, ...]) -> Iterator[tuple[str, ...]]:
             f"{', '.join(table.schema_arrow.names)})",
             fix=f"name the columns that hold the text: {field_option(fields)} ...",
         )
+    import pyarrow as pa
+
+    for name in fields:
+        kind = table.schema_arrow.field(name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):
+            raise UsageError(
+                field=field_option(fields),
+                problem=f"{path}: column {name!r} holds {kind}, not text",
+                fix=f"name the column that holds the text: {field_option(fields)} ...",
+            )
     for batch in table.iter_batches(columns=list(fields)):
         rows = zip(*(batch.column(i).to_pylist() for i in range(len(fields))), strict=True)
         yield from (r for r in rows if all(isinstance(t, str) for t in r))

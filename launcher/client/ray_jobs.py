@@ -209,7 +209,7 @@ def submit_entrypoint(
         flush=True,
     )
     if request.no_wait or request.dry_run:
-        _next_steps(job_id, title)
+        _next_steps(job_id, title, request)
         return 0
     output = JobOutput(log_path(job_id), verbose=request.verbose, title=title)
     if request.release:  # the forwarded port closes with this command
@@ -231,7 +231,7 @@ def submit_entrypoint(
         for line in output.failure_tail():
             print(f"  {line}")
     print(f"\njob {job_id}: {status}", flush=True)
-    _next_steps(job_id, title)
+    _next_steps(job_id, title, request)
     if status == "SUCCEEDED":
         return 0
     # The head refused the job before any host started (its checks, exit 2): the same code as
@@ -261,9 +261,19 @@ def follow_job(address: str, job_id: str, output: JobOutput) -> None:
         time.sleep(min(15.0, max(1.0, len(logs) / 1_000_000)))
 
 
-def _next_steps(job_id: str, title: str) -> None:
+def _next_steps(job_id: str, title: str, request: SubmitRequest) -> None:
+    """The commands that follow the job, naming the cluster it went to as submit was told."""
+    import shlex
+
+    where = [job_id]
+    if request.release:
+        where += ["--release", request.release]
+        where += ["--namespace", request.namespace] if request.namespace != "default" else []
+    elif request.address:
+        where += ["--address", request.address]
+    job = shlex.join(where)
     print("next steps:")
-    print(f"  tpu-launcher logs {job_id}     # the job's whole log (--follow: live)")
-    print(f"  tpu-launcher status {job_id}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
+    print(f"  tpu-launcher logs {job}     # the job's whole log (--follow: live)")
+    print(f"  tpu-launcher status {job}   # PENDING, RUNNING, SUCCEEDED, FAILED or STOPPED")
     if title == "training":
-        print(f"  tpu-launcher stop {job_id}     # stop it; checkpoints stay, a resubmit resumes")
+        print(f"  tpu-launcher stop {job}     # stop it; checkpoints stay, a resubmit resumes")

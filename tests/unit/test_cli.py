@@ -256,3 +256,44 @@ def test_user_errors_exit_2_with_the_fix_and_no_traceback(args, says, capsys):
     assert code == 2
     assert says in err and "fix:" in err
     assert "Traceback" not in err
+
+
+def test_the_next_steps_name_the_cluster_the_job_went_to(capsys):
+    """After a submission to an --address, the commands it prints ask that address, not the
+    local cluster's."""
+    code, out, err = tpu_launcher_here(
+        capsys, "submit", "--dry-run", "--address", "http://10.0.0.5:8265", "--submission-id",
+        "j1", "--", "base.yml", "run_name=r",
+    )  # fmt: skip
+    assert code == 0, err
+    assert "tpu-launcher logs j1 --address http://10.0.0.5:8265 " in out
+    assert "tpu-launcher status j1 --address http://10.0.0.5:8265 " in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "says"),
+    [
+        (["sumbit"], "no command 'sumbit': did you mean submit?"),
+        (
+            ["data", "prepare", "./c", "--nmae", "x"],
+            "unrecognized argument --nmae: did you mean --name?",
+        ),
+        (
+            ["gke", "plan", "--value", "v6e-16"],
+            "unrecognized argument --value: did you mean --values?",
+        ),
+        (["gke", "plna"], "no command 'plna': did you mean plan?"),
+    ],
+)
+def test_a_mistyped_command_or_option_is_named_as_typed_with_the_closest(capsys, argv, says):
+    """What was typed, and what it most likely meant: never a required option reported missing
+    in its place (`--nmae`), nor a prefix taken for an option (`--value`)."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main(argv)
+    assert exited.value.code == 2
+    assert says in capsys.readouterr().err
+
+
+def test_run_alone_it_shows_what_there_is(capsys):
+    assert cli.main([]) == 0
+    assert "submit" in capsys.readouterr().out

@@ -131,10 +131,12 @@ def test_a_run_cut_short_resumes_and_leaves_nothing_that_looks_complete(
     [
         ({}, "SOURCE", "no .txt, .md, .jsonl or .parquet file"),
         ({"a.jsonl": '{"text": "ok"}\n{not json\n'}, "SOURCE", "a.jsonl:2 is not JSON"),
-        ({"a.jsonl": '{"body": "x"}\n'}, "--text-field", "has no string field 'text'"),
+        ({"a.jsonl": '{"body": "x"}\n'}, "--text-field", "a.jsonl:1 has no field 'text'"),
+        ({"a.jsonl": '{"text": 42}\n'}, "--text-field", "a.jsonl:1: field 'text' holds a int"),
         ({"a.jsonl": '{"text": ""}\n'}, "SOURCE", "holds no text"),
         ({"a.txt": b"\xff\xfe bad"}, "SOURCE", "cannot be read as text"),
         ({"a.parquet": "not parquet"}, "SOURCE", "is not a Parquet file"),
+        ({"a.parquet": pa.table({"text": [1, 2]})}, "--text-field", "column 'text' holds int64"),
     ],
 )
 def test_unreadable_or_empty_input_is_named_with_the_fix(tmp_path, files, field, says):
@@ -142,7 +144,10 @@ def test_unreadable_or_empty_input_is_named_with_the_fix(tmp_path, files, field,
     src.mkdir()
     for name, content in files.items():
         path = src / name
-        path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
+        if isinstance(content, pa.Table):
+            pq.write_table(content, path)
+        else:
+            path.write_bytes(content) if isinstance(content, bytes) else path.write_text(content)
     with pytest.raises(UsageError) as err:
         prepare(_request(src, tmp_path / "out"))
     assert err.value.field == field and says in str(err.value), str(err.value)
