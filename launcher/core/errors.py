@@ -57,9 +57,32 @@ class CommandError(Exception):
             return f"{self.step}: `{self.argv[0]}` is not installed or not on PATH ({how})"
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])
-        return f"{self.step} failed (exit {self.returncode}): {shown}" + (
-            f"\n{tail}" if tail else ""
+        return (
+            f"{self.step} failed (exit {self.returncode}): {shown}"
+            + (f"\n{tail}" if tail else "")
+            + self.hint()
         )
+
+    def hint(self) -> str:
+        """The fix for a failure whose cause the tool's own words name (none: "")."""
+        tool = os.path.basename(self.argv[0]) if self.argv else ""
+        if tool in ("kubectl", "helm") and any(s in self.output for s in _NO_CLUSTER):
+            return (
+                f"\n  fix: {tool} reaches no cluster: get its credentials first "
+                "(`gcloud container clusters get-credentials CLUSTER --location LOCATION`), "
+                "or pick the context (`kubectl config use-context NAME`)"
+            )
+        return ""
+
+
+# What kubectl and helm say when no kubeconfig names a reachable cluster (an empty kubeconfig
+# falls back to localhost:8080; a cluster that is gone or a context that is not set).
+_NO_CLUSTER = (
+    "localhost:8080",
+    "Unable to connect to the server",
+    "Kubernetes cluster unreachable",
+    "current-context is not set",
+)
 
 
 def report(error: UsageError | CommandError, prog: str) -> int:

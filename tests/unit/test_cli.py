@@ -89,6 +89,22 @@ def test_a_kubectl_that_cannot_reach_the_cluster_is_shown_as_it_is(capsys, tmp_p
         assert "no RayCluster" not in err and "install" not in err
 
 
+def test_a_kubectl_with_no_cluster_says_to_get_its_credentials(capsys, tmp_path, monkeypatch):
+    """Before `get-credentials` kubectl falls back to localhost:8080: the error says so once,
+    with the command that fixes it. (A FAKE kubectl, answering as kubectl does then.)"""
+    kubectl = tmp_path / "kubectl"
+    kubectl.write_text(
+        "#!/bin/sh\necho 'The connection to the server localhost:8080 was refused - did you "
+        "specify the right host or port?' >&2\nexit 1\n"
+    )
+    kubectl.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    code, _, err = tpu_launcher_here(capsys, "list", "--release", "tpu")
+    assert code == 1, err
+    assert "fix: kubectl reaches no cluster" in err
+    assert "gcloud container clusters get-credentials" in err
+
+
 def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):
     args = ["--", "--accelerator_type=v6e", "--topology=4x4", "base.yml", "run_name=r"]
     _, out, _ = tpu_launcher_here(
