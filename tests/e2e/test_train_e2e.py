@@ -21,6 +21,7 @@ from harness.local_ray import (
     run_name,
     tpu_launcher,
 )
+from launcher.client.local_instance import local_instance
 from launcher.core.checkpoints import committed_steps
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -133,7 +134,7 @@ def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
         "ici_fsdp_parallelism=4",
         "ici_tensor_parallelism=4",
     )
-    assert code == 1, out[-4000:]
+    assert code == 2, out[-4000:]  # refused by the head before any host started: as here
     assert "does not match the 8 devices per slice (v5p-16" in out
     assert "FAILED" in out
     # What a script waits on: the job's end, as an exit code.
@@ -146,7 +147,7 @@ def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
 def test_helm_tests_check_passes_on_a_live_head_and_names_what_is_missing(local_cluster):
     """What `helm test` runs in its pod (`tpu-launcher cluster-check`), against a live Ray head
     with token auth: the local cluster's head and its 2 simulated hosts."""
-    check = ["cluster-check", "--address", "http://127.0.0.1:8265"]
+    check = ["cluster-check", "--address", local_instance().dashboard_address]
     ok = local_cluster_command(*check, "--expect-nodes", "3", "--timeout", "60", check=False)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "3 nodes alive" in ok.stdout
