@@ -34,7 +34,7 @@ from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secret
 from launcher.client.gke_steps import Plan, execute, format_plan
 from launcher.client.gke_target import GkeTarget, add_target_options
 from launcher.client.image_tag import DOCKERFILE, image_sources, image_tag_of
-from launcher.client.values_presets import values_help
+from launcher.client.values_presets import add_values_option
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import FRAMEWORKS, JAX, of_image_tag
 from launcher.core.values_file import load_values
@@ -53,13 +53,7 @@ def _chart_option(ns: argparse.Namespace) -> None:
 
 
 def _release_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "-f",
-        "--values",
-        action="append",
-        default=[],
-        help=values_help("the release"),
-    )
+    add_values_option(p, "the release")
     p.add_argument("--release", default="tpu", help="the Helm release name (default tpu)")
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument(

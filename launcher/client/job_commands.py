@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
 from launcher.client.local_layout import LOCAL_BUCKET
-from launcher.client.values_presets import values_help
+from launcher.client.values_presets import add_values_option
 from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.package_version import doc
 from launcher.core.run_requests import (
@@ -171,13 +171,7 @@ def _submit_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--submission-id", help="job id (default <run_name>-<time>)")
     p.add_argument("--no-wait", action="store_true", help="return after submitting")
     p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the commands only")
-    p.add_argument(
-        "-f",
-        "--values",
-        action="append",
-        default=[],
-        help=values_help("preflight the job for their slice, then bind the job to it"),
-    )
+    add_values_option(p, "preflight the job for their slice, then bind the job to it")
     p.add_argument(
         "--skip-preflight",
         action="store_true",
@@ -251,13 +245,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         formatter_class=formatter,
     )
     target = p.add_mutually_exclusive_group()
-    target.add_argument(
-        "-f",
-        "--values",
-        action="append",
-        default=[],
-        help=values_help("the slice to compile for"),
-    )
+    add_values_option(target, "the slice to compile for")
     target.add_argument("--release", help="an installed release whose RayCluster names the slice")
     p.add_argument("--namespace", default="default", help="the release's namespace")
     p.add_argument(

@@ -5,6 +5,7 @@ the installed package (launcher/values, pyproject.toml's force-include)."""
 
 from __future__ import annotations
 
+import argparse
 import difflib
 import os
 from pathlib import Path
@@ -55,9 +56,16 @@ def resolve_all(words: list[str]) -> list[str]:
     return [resolve_values(w) for w in words]
 
 
-def values_help(what: str) -> str:
-    """--values' help, the same for every command: how it is read, and the presets there are."""
-    return (
-        f"{what}: chart values files, merged in order as helm merges them (repeat); each a path "
-        f"or a preset's name ({', '.join(preset_names())})"
+def add_values_option(
+    parser: argparse._ActionsContainer, what: str
+) -> None:
+    """-f/--values, the same for every command that reads the chart's values: repeated, in
+    order (cli.py resolves each to a file once)."""
+    parser.add_argument(
+        "-f",
+        "--values",
+        action="append",
+        default=[],
+        help=f"{what}: chart values files, merged in order as helm merges them (repeat); each "
+        f"a path or a preset's name ({', '.join(preset_names())})",
     )

@@ -22,25 +22,29 @@ def wheel(tmp_path_factory) -> Path:
     return Path(_build_wheel(tmp_path_factory.mktemp("wheel")))
 
 
-@pytest.fixture(scope="session")
-def client(wheel, tmp_path_factory) -> tuple[Path, Path]:
-    """(the venv, a directory outside the clone) with the wheel installed, no extras. Its
-    dependencies resolve at the tests' lock's versions (as constraints) and come from uv's
+def install_client(root: Path, requirement: str) -> tuple[Path, Path]:
+    """(a fresh venv under `root` with `requirement` installed, a directory outside the clone).
+    Its dependencies resolve at the tests' lock's versions (as constraints) and come from uv's
     cache, where the lock's sync put every wheel; the index is asked only for what the cache
     lacks."""
-    root = tmp_path_factory.mktemp("client")
     env_dir, outside = root / "venv", root / "elsewhere"
     outside.mkdir()
     venv.create(env_dir, with_pip=False)
     with uv_cache_turn():
         proc = subprocess.run(
             [_uv(), "pip", "install", "--python", str(env_dir / "bin" / "python"),
-             "--constraint", DEV_LOCK, wheel],
+             "--constraint", DEV_LOCK, requirement],
             capture_output=True,
             text=True,
         )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     return env_dir, outside
+
+
+@pytest.fixture(scope="session")
+def client(wheel, tmp_path_factory) -> tuple[Path, Path]:
+    """The wheel installed as the README installs it: no extras."""
+    return install_client(tmp_path_factory.mktemp("client"), str(wheel))
 
 
 def run_client(

@@ -22,7 +22,7 @@ import yaml
 from harness.paths import REPO
 from launcher.client.image_tag import of_checkout
 from tests.image.conftest import HELM, run_client
-from tests.image.test_image import _uv, uv_cache_turn
+from tests.image.test_image import _build_wheel, _uv, uv_cache_turn
 
 pytestmark = pytest.mark.image
 TRAINING_STACK = {"jax", "jaxlib", "libtpu", "maxtext", "ray", "tensorflow", "torch"}
@@ -122,15 +122,7 @@ def test_the_installed_context_builds_the_package_it_came_from(client, wheel, tm
         capture_output=True, text=True, cwd=client[1], env={"HOME": str(client[1])},
     )  # fmt: skip
     assert staged.returncode == 0, staged.stderr
-    context = Path(staged.stdout.strip())
-    with uv_cache_turn():
-        built = subprocess.run(
-            [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(tmp_path), str(context)],
-            capture_output=True,
-            text=True,
-        )
-    assert built.returncode == 0, built.stderr
-    (again,) = tmp_path.glob("tpu_launcher-*.whl")
+    again = Path(_build_wheel(tmp_path, Path(staged.stdout.strip())))
 
     def contents(path: Path) -> dict[str, bytes]:
         with zipfile.ZipFile(path) as zf:

@@ -6,33 +6,19 @@ counted as MaxText counts it. A tokenizer only MaxText's code reads is refused w
 from __future__ import annotations
 
 import subprocess
-import venv
 from pathlib import Path
 
 import pytest
 
 from harness.paths import REPO
-from tests.image.conftest import DEV_LOCK, run_client
-from tests.image.test_image import _uv, uv_cache_turn
+from tests.image.conftest import install_client, run_client
 
 pytestmark = pytest.mark.image
 
 
 @pytest.fixture(scope="module")
 def data_client(wheel, tmp_path_factory) -> tuple[Path, Path]:
-    root = tmp_path_factory.mktemp("data-client")
-    env_dir, outside = root / "venv", root / "elsewhere"
-    outside.mkdir()
-    venv.create(env_dir, with_pip=False)
-    with uv_cache_turn():
-        proc = subprocess.run(
-            [_uv(), "pip", "install", "--python", str(env_dir / "bin" / "python"),
-             "--constraint", DEV_LOCK, f"{wheel}[data]"],
-            capture_output=True,
-            text=True,
-        )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return env_dir, outside
+    return install_client(tmp_path_factory.mktemp("data-client"), f"{wheel}[data]")
 
 
 def _files(directory: Path) -> dict[str, bytes]:

@@ -98,10 +98,11 @@ def test_lock_matches_the_declared_dependencies(tmp_path, extra, lock):
     assert pins(out) == pins(lock), f"images/launcher/{lock.name} is stale: run `make lock`"
 
 
-def _build_wheel(out_dir) -> str:
+def _build_wheel(out_dir, source=REPO) -> str:
+    """The package's wheel built from `source` (a clone, or an image's build context)."""
     with uv_cache_turn():
         proc = subprocess.run(
-            [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir), str(REPO)],
+            [_uv(), "build", "--wheel", "--quiet", "--out-dir", str(out_dir), str(source)],
             capture_output=True,
             text=True,
         )
