@@ -1,6 +1,6 @@
 """The client as a user installs it, shared by the image tier's modules: the built wheel, and a
-fresh virtual environment with the wheel installed (not editable, no extras), run from a
-directory that holds no clone."""
+fresh virtual environment with the clone installed as the README says (`pip install .`: not
+editable, no extras), run from a directory that holds no clone."""
 
 from __future__ import annotations
 
@@ -42,9 +42,10 @@ def install_client(root: Path, requirement: str) -> tuple[Path, Path]:
 
 
 @pytest.fixture(scope="session")
-def client(wheel, tmp_path_factory) -> tuple[Path, Path]:
-    """The wheel installed as the README installs it: no extras."""
-    return install_client(tmp_path_factory.mktemp("client"), str(wheel))
+def client(tmp_path_factory) -> tuple[Path, Path]:
+    """The client as the README installs it: `pip install .` of the clone, not editable, no
+    extras."""
+    return install_client(tmp_path_factory.mktemp("client"), str(REPO))
 
 
 def run_client(

@@ -109,6 +109,10 @@ def test_the_readme_road_plans_and_builds_the_image_of_this_version_anywhere(cli
         assert install.returncode == 0, install.stderr
         assert re.search(r"upgrade --install tpu \S+/site-packages/launcher/chart ", install.stdout)
         assert f"--set ray.image.tag={tag}" in install.stdout
+        submit = _run(client, "submit", "--dry-run", "-f", "v6e-16", "--", "base.yml",
+                      "run_name=r", cwd=where)  # fmt: skip
+        assert submit.returncode == 0, submit.stderr
+        assert "--tpu=v6e-16 --num_slices=1 base.yml run_name=r" in submit.stdout
 
 
 def test_the_installed_context_builds_the_package_it_came_from(client, wheel, tmp_path):
@@ -203,13 +207,13 @@ def test_values_files_are_named_and_read_the_same_by_every_command(client, tmp_p
             assert says in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
 
 
-def test_a_command_that_needs_the_training_stack_says_how_to_get_it(client, wheel):
+def test_a_command_that_needs_the_training_stack_says_how_to_get_it(client):
     proc = _run(client, "preflight", "--values", "v6e-16", "--", "base.yml", "run_name=r")
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "Traceback" not in proc.stderr
-    # What pip installs: the wheel this client came from, with the extra (PEP 610's record),
+    # What pip installs: the clone this client came from, with the extra (PEP 610's record),
     # never a name on PyPI that anyone may take.
-    assert f"pip install '{wheel}[preflight]'" in proc.stderr, proc.stderr
+    assert f"pip install '{REPO}[preflight]'" in proc.stderr, proc.stderr
     assert "tpu-launcher[" not in proc.stderr
     assert "in the launcher image" in proc.stderr
 

@@ -81,9 +81,9 @@ def test_a_tokenizer_only_maxtext_reads_is_refused_with_the_fix(data_client, tmp
     assert not (tmp_path / "out" / "datasets" / "x").exists()
 
 
-def test_without_the_extra_data_prepare_says_which_to_install(client, wheel, tmp_path):
+def test_without_the_extra_data_prepare_says_which_to_install(client, tmp_path):
     ran = run_client(client, "data", "prepare", "--name", "x", "--output-dir", str(tmp_path))
     assert ran.returncode == 2, ran.stdout + ran.stderr
-    assert f"pip install '{wheel}[data]'" in ran.stderr and "Traceback" not in ran.stderr
+    assert f"pip install '{REPO}[data]'" in ran.stderr and "Traceback" not in ran.stderr
     to_gcs = run_client(client, "data", "prepare", "--name", "x", "--output-dir", "gs://b/p")
-    assert to_gcs.returncode == 2 and f"'{wheel}[gcs]'" in to_gcs.stderr, to_gcs.stderr
+    assert to_gcs.returncode == 2 and f"'{REPO}[gcs]'" in to_gcs.stderr, to_gcs.stderr
