@@ -1,4 +1,6 @@
-"""The session's local Ray cluster: started here unless one already runs (`tpu-launcher up`).
+"""The session's local Ray cluster, in the suite's own slot (tests/conftest.py: its own ports and
+Ray directory, beside any cluster a user started): started here unless the slot's cluster
+already runs (`LAUNCHER_LOCAL_SLOT=1 tpu-launcher up`).
 
 It has one simulated slice (a job takes every slice the cluster has); the Ironwood test restarts
 it as a tpu7x-16 and the elastic test with two slices, so they run after the other end-to-end
