@@ -31,8 +31,6 @@ class UsageError(Exception):
 
 # Where each outside command the launcher runs comes from, said when it is missing.
 INSTALL_HINTS = {
-    "ray": "the runtime extra (`pip install '<the clone>[runtime]'`, Linux x86_64); in a clone "
-    "`make venv` puts it in .venv/bin",
     "helm": "Helm 3.22 or later, or 4 (helm.sh/docs/intro/install); in a clone `make helm` "
     "puts the pinned one in .tools/",
     "kubectl": "`gcloud components install kubectl`, or kubernetes.io/docs/tasks/tools",
@@ -54,6 +52,13 @@ class CommandError(Exception):
         if self.returncode == NOT_FOUND_EXIT_CODE:
             tool = os.path.basename(self.argv[0])
             how = INSTALL_HINTS.get(tool, "install it, or put it on PATH")
+            if tool == "ray":  # this package's own extra, from where this client came
+                from launcher.core.package_version import pip_install
+
+                how = (
+                    f"the runtime extra: {pip_install('runtime')} (Linux x86_64); in a clone "
+                    "`make venv` puts it in .venv/bin"
+                )
             return f"{self.step}: `{self.argv[0]}` is not installed or not on PATH ({how})"
         shown = shlex.join(self.argv)
         tail = "\n".join(self.output.strip().splitlines()[-20:])
