@@ -19,8 +19,9 @@ import psutil
 
 from harness.paths import REPO
 from launcher.client.local_cluster import TOKEN_AUTH
-from launcher.client.local_instance import local_instance
+from launcher.client.local_instance import MEMBER_ENV, local_instance
 from launcher.client.local_layout import HOST_ENV
+from launcher.client.local_nodes import processes_with_env
 from launcher.client.ray_jobs_api import RayJobs, default_address
 from launcher.runtime.progress import steps_logged
 
@@ -56,14 +57,21 @@ def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
     raise AssertionError(f"job {job_id} still running after {timeout}s")
 
 
+def _train_workers_among(processes: list[psutil.Process]) -> list[psutil.Process]:
+    found = []
+    for proc in processes:
+        with contextlib.suppress(psutil.Error):
+            if "RayTrainWorker" in " ".join(proc.cmdline()):
+                found.append(proc)
+    return sorted(found, key=lambda p: p.pid)
+
+
 def train_workers() -> list[psutil.Process]:
-    """The Ray Train workers running: one per simulated host for a MaxText job, one per chip
-    for a PyTorch job."""
-    return [
-        p
-        for p in psutil.process_iter(["cmdline"])
-        if "RayTrainWorker" in " ".join(p.info["cmdline"] or [])
-    ]
+    """The Ray Train workers running in the tests' own local cluster (a user's cluster beside
+    it runs its own): one per simulated host for a MaxText job, one per chip for a PyTorch
+    job."""
+    slot = str(local_instance().slot)
+    return _train_workers_among(processes_with_env(MEMBER_ENV, {slot}))
 
 
 def _a_train_worker() -> int:
@@ -77,11 +85,10 @@ def kill_every_worker_of(host: str) -> list[int]:
     """SIGKILLs the Ray Train workers of one simulated host (every chip's process, as when the
     host dies); returns their pids."""
     pids = []
-    for proc in train_workers():
+    for proc in _train_workers_among(processes_with_env(HOST_ENV, {host})):
         with contextlib.suppress(psutil.Error):
-            if proc.environ().get(HOST_ENV) == host:
-                os.kill(proc.pid, signal.SIGKILL)
-                pids.append(proc.pid)
+            os.kill(proc.pid, signal.SIGKILL)
+            pids.append(proc.pid)
     assert pids, f"no Ray Train worker on {host}"
     return pids
 

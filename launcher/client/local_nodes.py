@@ -12,6 +12,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+from launcher.client.local_instance import MEMBER_ENV, local_instance
 from launcher.client.local_layout import HOST_ENV
 from launcher.client.ray_jobs_api import default_address
 from launcher.core.errors import UsageError
@@ -78,13 +79,28 @@ def wait_until_registered(name: str, timeout_s: float, raylet) -> None:
 
 
 def raylet_of(name: str):
-    """The raylet `ray start` started for the node `name` (None: none runs)."""
+    """The raylet `ray start` started for the node `name` of this slot's cluster (None: none
+    runs; another slot's cluster has nodes of the same names)."""
     import psutil
 
     for proc in psutil.process_iter(["name", "cmdline"]):
-        if proc.info["name"] == "raylet" and f"--node-name={name}" in (proc.info["cmdline"] or []):
+        named = f"--node-name={name}" in (proc.info["cmdline"] or [])
+        if proc.info["name"] == "raylet" and named and _of_this_slot(proc):
             return proc
     return None
+
+
+def _of_this_slot(proc) -> bool:
+    """The process belongs to this slot's cluster (one started before slots, with no mark, is
+    slot 0's)."""
+    import psutil
+
+    try:
+        mark = proc.environ().get(MEMBER_ENV)
+    except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    slot = str(local_instance().slot)
+    return mark == slot or (mark is None and slot == "0")
 
 
 def _running(proc) -> bool:
@@ -135,17 +151,18 @@ def wait_until_gone(names: set[str], what: str, timeout_s: float = GONE_TIMEOUT_
 
 
 def processes_with_env(key: str, values: set[str]) -> list:
-    """This machine's processes whose environment sets `key` to one of `values`, and every
+    """This slot's processes whose environment sets `key` to one of `values`, and every
     process they started: a simulated host's raylet carries its env, and so do the agents and
     workers it starts, but those rename themselves (`ray::RayTrainWorker`), which overwrites
     what /proc shows of their environment, so they are found as the raylet's children.
-    Collected before any is killed: a dead raylet's children are handed to init."""
+    Collected before any is killed: a dead raylet's children are handed to init. Another
+    slot's cluster has hosts of the same names: never one of its processes."""
     import psutil
 
     found: dict[int, psutil.Process] = {}
     for proc in psutil.process_iter():
         try:
-            if proc.environ().get(key) in values:
+            if proc.environ().get(key) in values and _of_this_slot(proc):
                 found[proc.pid] = proc
                 found.update((child.pid, child) for child in proc.children(recursive=True))
         except (psutil.AccessDenied, psutil.NoSuchProcess, psutil.ZombieProcess):

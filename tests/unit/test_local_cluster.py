@@ -199,3 +199,23 @@ def test_each_slot_has_ports_and_a_state_directory_of_its_own(monkeypatch):
     monkeypatch.setenv("LAUNCHER_LOCAL_SLOT", "12")
     with pytest.raises(UsageError, match="LAUNCHER_LOCAL_SLOT"):
         local_instance()
+
+
+def test_a_host_is_killed_in_its_own_slot_only(monkeypatch):
+    """Both clusters have a host named local-slice-0-host-1: a preemption the tests inject into
+    theirs must not take the user's. (Stand-in processes, as above.)"""
+    from launcher.client.local_instance import SLOT_ENV
+    from launcher.client.local_layout import HOST_ENV
+    from launcher.client.local_nodes import kill_hosts
+
+    monkeypatch.setenv(SLOT_ENV, "7")
+    host = {HOST_ENV: "local-slice-0-host-1"}
+    ours = _sleeper({**local_instance_env(7), **host})
+    theirs = _sleeper({**local_instance_env(8), **host})
+    try:
+        assert kill_hosts({"local-slice-0-host-1"}) == 1
+        assert ours.wait(timeout=30) is not None and theirs.poll() is None
+    finally:
+        for proc in (ours, theirs):
+            proc.kill()
+            proc.wait()
