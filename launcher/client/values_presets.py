@@ -56,9 +56,7 @@ def resolve_all(words: list[str]) -> list[str]:
     return [resolve_values(w) for w in words]
 
 
-def add_values_option(
-    parser: argparse._ActionsContainer, what: str
-) -> None:
+def add_values_option(parser: argparse._ActionsContainer, what: str) -> None:
     """-f/--values, the same for every command that reads the chart's values: repeated, in
     order (cli.py resolves each to a file once)."""
     parser.add_argument(
