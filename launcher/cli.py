@@ -224,13 +224,14 @@ def main(argv: list[str] | None = None) -> int:
         return report(_needs_training_stack(e.name or "", prog), prog=prog)
 
 
-# What the client's own dependencies leave out: the preflight and runtime extras (pyproject.toml).
-TRAINING_STACK = frozenset(
-    {"jax", "jaxlib", "maxtext", "MaxText", "libtpu", "ray", "psutil", "matplotlib", "google"}
-    | {"tokenizers", "pyarrow", "array_record", "tqdm", "orbax", "grain", "numpy", "transformers"}
-)
-# What the data extra brings (pyproject.toml), and google-cloud-storage's namespace (gcs).
+# What the data extra brings (pyproject.toml): `data prepare` needs only these.
 DATA_STACK = frozenset({"array_record", "pyarrow", "tqdm", "transformers", "tokenizers"})
+# What the client's own dependencies leave out: the extras (pyproject.toml), the data extra's
+# among them; google: google-cloud-storage's namespace (the gcs extra).
+TRAINING_STACK = DATA_STACK | {
+    "jax", "jaxlib", "maxtext", "MaxText", "libtpu", "ray", "psutil", "matplotlib", "google",
+    "orbax", "grain", "numpy",
+}  # fmt: skip
 
 
 def _needs_training_stack(module: str, prog: str) -> UsageError:

@@ -26,10 +26,12 @@ from launcher.client.local_layout import HOST_ENV, LocalClusterSpec, host_nodes
 from launcher.client.local_nodes import (
     alive_names,
     kill_hosts,
+    processes_with_env,
     raylet_of,
     wait_until_gone,
     wait_until_registered,
 )
+from launcher.client.ray_jobs_api import default_address
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.slices import LABEL_SLICE
@@ -51,10 +53,6 @@ def nodes_file() -> Path:
     return local_instance().ray_dir / "session_latest" / "tpu-launcher-nodes.json"
 
 
-def dashboard_address() -> str:
-    return local_instance().dashboard_address
-
-
 def _env(extra: dict[str, str]) -> dict[str, str]:
     # Jobs run `python -m launcher train`: put this environment's python first on PATH.
     bin_dir = str(Path(sys.executable).parent)
@@ -72,8 +70,7 @@ def up(spec: LocalClusterSpec) -> None:
     if not spec.dry_run and is_running():
         _refuse_if_another_directorys("use")
         print(
-            f"local Ray cluster already running: {dashboard_address()} (`tpu-launcher down` "
-            "stops it)"
+            f"local Ray cluster already running: {default_address()} (`tpu-launcher down` stops it)"
         )
         return
     bucket = Path(spec.bucket_dir).resolve()
@@ -95,7 +92,7 @@ def up(spec: LocalClusterSpec) -> None:
         raise
     print(
         f"local Ray cluster up in {time.monotonic() - started:.0f} s: dashboard "
-        f"{dashboard_address()}, {len(nodes)} simulated hosts, bucket directory {bucket}"
+        f"{default_address()}, {len(nodes)} simulated hosts, bucket directory {bucket}"
     )
 
 
@@ -294,7 +291,7 @@ def _refuse_if_another_directorys(verb: str) -> None:
     if owner is not None and Path(owner) != Path.cwd():
         raise UsageError(
             "local cluster",
-            f"the local Ray cluster on {dashboard_address()} was started from {owner}, not from "
+            f"the local Ray cluster on {default_address()} was started from {owner}, not from "
             f"this directory ({Path.cwd()}); its checkpoints go to that directory's bucket",
             f"{verb} it from {owner}, or stop it with `tpu-launcher down --force` and start "
             "this directory's own with `tpu-launcher up`",
@@ -320,8 +317,6 @@ def stop_processes() -> int:
     older than the slot (none carries it) is stopped with `ray stop --force`, on slot 0 only."""
     import psutil
 
-    from launcher.client.local_nodes import processes_with_env
-
     slot = local_instance().slot
     mine = {p.pid for p in psutil.Process().parents()} | {os.getpid()}
     victims = [p for p in processes_with_env(MEMBER_ENV, {str(slot)}) if p.pid not in mine]
@@ -343,7 +338,7 @@ def stop_processes() -> int:
 def is_running() -> bool:
     """A dashboard answers on the local address (401 counts: auth is on)."""
     try:
-        urllib.request.urlopen(f"{dashboard_address()}/api/version", timeout=3)
+        urllib.request.urlopen(f"{default_address()}/api/version", timeout=3)
     except urllib.error.HTTPError:
         return True
     except OSError:
@@ -354,7 +349,7 @@ def is_running() -> bool:
 def status() -> int:
     """0 when the local cluster answers, else 1."""
     if is_running():
-        print(f"local Ray cluster running: {dashboard_address()}")
+        print(f"local Ray cluster running: {default_address()}")
         return 0
-    print(f"no local Ray cluster at {dashboard_address()}")
+    print(f"no local Ray cluster at {default_address()}")
     return 1
