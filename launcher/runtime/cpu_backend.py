@@ -10,23 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import ray
-from ray.train._internal.utils import get_address_and_port
-from ray.train.v2.jax.config import (
-    JaxConfig,
-    _JaxBackend,
-    _setup_jax_distributed_environment,
-    _shutdown_jax_distributed,
-)
+from ray.train.v2.jax.config import JaxConfig
+
+from launcher.runtime import ray_internals
 
 
-class _CpuJaxBackend(_JaxBackend):
+class _CpuJaxBackend(ray_internals.jax_backend()):  # type: ignore[misc]
     def on_start(self, worker_group, backend_config) -> None:
-        addr, port = worker_group.execute_single(0, get_address_and_port)
+        addr, port = worker_group.execute_single(0, ray_internals.address_and_port())
         ray.get(
             [
                 worker_group.execute_single_async(
                     i,
-                    _setup_jax_distributed_environment,
+                    ray_internals.setup_jax_distributed(),
                     master_addr_with_port=f"{addr}:{port}",
                     num_workers=len(worker_group),
                     index=i,
@@ -39,7 +35,7 @@ class _CpuJaxBackend(_JaxBackend):
         )
 
     def on_shutdown(self, worker_group, backend_config) -> None:
-        worker_group.execute(_shutdown_jax_distributed)
+        worker_group.execute(ray_internals.shutdown_jax_distributed())
 
 
 @dataclass

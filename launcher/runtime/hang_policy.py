@@ -2,29 +2,25 @@
 hang watchdog ended its process is charged to --max_hangs, not to --max_failures (a hang is no
 bug in the job, and a flaky interconnect should not use up the budget for crashes).
 
-Ray Train 2.60 builds its policy from FailureConfig alone (`create_failure_policy` in
-ray.train.v2.api.data_parallel_trainer), so the launcher's trainer swaps that one call for the
-duration of its `fit` (with_hang_budget); the policy is pickled to the controller actor, which
-reads the hosts' hang records from Ray's KV store."""
+Ray Train 2.60 builds its policy from FailureConfig alone, so the launcher's trainer swaps that
+one factory for the duration of its `fit` (with_hang_budget, through ray_internals); the policy
+is pickled to the controller actor, which reads the hosts' hang records from Ray's KV store."""
 
 from __future__ import annotations
 
 import contextlib
 import logging
 from collections.abc import Callable, Iterator
+from typing import Any
 
-from ray.train.v2._internal.execution.failure_handling import (
-    DefaultFailurePolicy,
-    FailureDecision,
-    FailurePolicy,
-)
-from ray.train.v2._internal.execution.failure_handling.default import _is_preemption_failure
 from ray.train.v2.api.config import FailureConfig
 from ray.train.v2.api.exceptions import TrainingFailedError, WorkerGroupError
 
 from launcher.core import hangs
+from launcher.runtime import ray_internals
 
-logger = logging.getLogger("ray.train.v2._internal.execution.failure_handling.default")
+FailureDecision = ray_internals.failure_decision()
+logger = logging.getLogger(ray_internals.failure_policy_logger())
 
 
 def hang_keys(summary_key: str) -> set[str]:
@@ -33,7 +29,7 @@ def hang_keys(summary_key: str) -> set[str]:
     return set(job_kv.keys(f"{summary_key}/{hangs.HANG_RECORDS}/"))
 
 
-class HangBudgetPolicy(DefaultFailurePolicy):
+class HangBudgetPolicy(ray_internals.default_failure_policy()):  # type: ignore[misc]
     """Ray's default policy, except for a worker group error that follows new hang records: a
     hang restart, retried while the hangs so far are within `max_hangs` (-1: no limit)."""
 
@@ -49,10 +45,10 @@ class HangBudgetPolicy(DefaultFailurePolicy):
         self.hangs = 0
         self._seen: set[str] = set()
 
-    def make_decision(self, training_failed_error: TrainingFailedError) -> FailureDecision:
-        if not isinstance(training_failed_error, WorkerGroupError) or _is_preemption_failure(
-            training_failed_error
-        ):
+    def make_decision(self, training_failed_error: TrainingFailedError) -> Any:
+        if not isinstance(
+            training_failed_error, WorkerGroupError
+        ) or ray_internals.is_preemption_failure(training_failed_error):
             return super().make_decision(training_failed_error)
         new = self.records(self.summary_key) - self._seen
         if not new:
@@ -74,16 +70,9 @@ class HangBudgetPolicy(DefaultFailurePolicy):
 @contextlib.contextmanager
 def with_hang_budget(max_hangs: int, summary_key: str) -> Iterator[None]:
     """While inside, JaxTrainer.fit builds a HangBudgetPolicy from its FailureConfig."""
-    from ray.train.v2.api import data_parallel_trainer
 
-    original = data_parallel_trainer.create_failure_policy
-
-    def create_failure_policy(failure_config: FailureConfig) -> FailurePolicy:
+    def create_failure_policy(failure_config: FailureConfig) -> HangBudgetPolicy:
         return HangBudgetPolicy(failure_config, max_hangs, summary_key)
 
-    # Ray annotates the factory with the v1 FailureConfig; JaxTrainer hands it the v2 one.
-    data_parallel_trainer.create_failure_policy = create_failure_policy  # type: ignore[assignment]
-    try:
+    with ray_internals.failure_policy_factory(create_failure_policy):
         yield
-    finally:
-        data_parallel_trainer.create_failure_policy = original

@@ -7,24 +7,23 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ray.experimental import internal_kv
+from launcher.runtime import ray_internals
 
 KV_NAMESPACE = "tpu-launcher"
 
 
 def put(key: str, value: Any) -> None:
-    internal_kv._internal_kv_put(key, json.dumps(value), overwrite=True, namespace=KV_NAMESPACE)
+    ray_internals.kv_put(key, json.dumps(value), KV_NAMESPACE)
 
 
 def get(key: str) -> Any | None:
-    raw = internal_kv._internal_kv_get(key, namespace=KV_NAMESPACE)
+    raw = ray_internals.kv_get(key, KV_NAMESPACE)
     return json.loads(raw) if raw else None
 
 
 def keys(prefix: str) -> list[str]:
     """The keys under `prefix`, sorted (Ray lists bytes)."""
-    found = internal_kv._internal_kv_list(prefix, namespace=KV_NAMESPACE)
-    return sorted(k.decode() if isinstance(k, bytes) else k for k in found)
+    return sorted(ray_internals.kv_list(prefix, KV_NAMESPACE))
 
 
 def records(prefix: str) -> dict[str, Any]:

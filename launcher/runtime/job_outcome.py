@@ -19,22 +19,10 @@ def preempted_hosts() -> dict[str, float]:
     each with when it went (the GCS node table's end time; `ray.nodes()` gives no time): a host
     reclaimed before its notice reached a worker shows only here."""
     import ray
-    from ray._private.worker import global_worker
 
-    # Generated protobuf modules: no type stubs name their messages.
-    from ray.core.generated.common_pb2 import NodeDeathInfo  # type: ignore[attr-defined]
-    from ray.core.generated.gcs_pb2 import GcsNodeInfo  # type: ignore[attr-defined]
+    from launcher.runtime.ray_internals import preempted_dead_nodes
 
-    if not ray.is_initialized():
-        return {}
-    dead = global_worker.gcs_client.get_all_node_info(  # type: ignore[attr-defined]
-        timeout=30, state_filter=GcsNodeInfo.GcsNodeState.DEAD
-    )
-    return {
-        node_id.hex(): info.end_time_ms / 1000
-        for node_id, info in dead.items()
-        if info.death_info.reason == NodeDeathInfo.AUTOSCALER_DRAIN_PREEMPTED
-    }
+    return preempted_dead_nodes() if ray.is_initialized() else {}
 
 
 @dataclass

@@ -58,9 +58,9 @@ def _jax_preemption_service_ready() -> bool:
 
 def _own_drain(node_id: str) -> tuple[bool, float | None]:
     """Whether Ray is draining this node: (True, its deadline as time.time() or None)."""
-    import ray
+    from launcher.runtime.ray_internals import draining_nodes
 
-    drained = ray._private.state.state.get_draining_nodes() or {}
+    drained = draining_nodes()
     if node_id not in drained:
         return False, None
     return True, (drained[node_id] / 1000 if drained[node_id] else None)

@@ -10,30 +10,21 @@ import dataclasses
 from dataclasses import dataclass
 
 from ray.train.backend import BackendConfig
-from ray.train.torch.config import TorchConfig, _TorchBackend
+from ray.train.torch.config import TorchConfig
 
 from launcher.core.torch_plan import SIMULATED_NOTE
+from launcher.runtime.ray_internals import torch_backend, use_cpu_torch_device
 from launcher.runtime.torch_job import simulated
 
 SIMULATED_BACKEND = "gloo"
 _noted = False  # said once per job: the controller outlives the groups it restarts
 
 
-def _cpu_device_manager() -> None:
-    """This worker's torch device is the CPU, whatever TPU resource it holds (Ray's device
-    manager is chosen once per process, from its accelerator ids, and then kept)."""
-    from ray.air._internal import device_manager
-    from ray.air._internal.device_manager.cpu import CPUTorchDeviceManager
-
-    with device_manager._torch_device_manager_lock:
-        device_manager._torch_device_manager = CPUTorchDeviceManager()  # type: ignore[assignment]
-
-
-class _LauncherTorchBackend(_TorchBackend):
+class _LauncherTorchBackend(torch_backend()):  # type: ignore[misc]
     def on_start(self, worker_group, backend_config: BackendConfig) -> None:
         assert isinstance(backend_config, TorchConfig)
         if worker_group.execute_single(0, simulated):
-            worker_group.execute(_cpu_device_manager)
+            worker_group.execute(use_cpu_torch_device)
             backend_config = dataclasses.replace(backend_config, backend=SIMULATED_BACKEND)
             global _noted
             if not _noted:

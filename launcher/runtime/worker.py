@@ -271,9 +271,9 @@ def _record_examples(run_dir: Path, rank: int):
 
 def _train_context() -> object:
     """Ray Train's context of this worker, which Ray's preemption watcher writes to."""
-    from ray.train.v2._internal.execution.context import get_train_context
+    from launcher.runtime.ray_internals import train_context
 
-    return get_train_context()
+    return train_context()
 
 
 def _preemption_line(summary_key: str, tracker) -> Callable[[int], None] | None:
