@@ -5,9 +5,11 @@ a job's words (launcher.core.job_plan), and `submit --help` lists them with thei
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 
 from absl import flags
 
+from launcher.core.errors import UsageError
 from launcher.core.tpu_table import GENERATIONS
 from launcher.core.trainers import TRAINERS
 
@@ -28,6 +30,102 @@ DEFAULT_HANG_TIMEOUT_S = 900.0
 DEFAULT_HANG_STEP_FACTOR = 10.0
 DEFAULT_MAX_HANGS = 3
 DEFAULT_MAX_FAILURES = 3
+
+NO_LIMIT = "-1 (no limit), 0 or more"
+OFF_OR_MORE = "0 (off) or more"
+
+
+@dataclass(frozen=True)
+class PolicyFlag:
+    """A flag of the job's policy (restarts, the hang watchdog, metrics), which every framework's
+    job takes: declared here once, with its bound, and read by MaxText's jobs (absl, below) and
+    PyTorch's (launcher.core.torch_plan) alike."""
+
+    name: str
+    kind: type  # int, float or bool
+    default: int | float | bool
+    help: str
+    lower_bound: int | float | None = None
+    allowed: str = ""  # the bound in words, for a refusal's fix
+
+    def check(self, value: int | float | bool) -> None:
+        """Refuses a value below the bound, as both frameworks' parsers do."""
+        if self.lower_bound is not None and value < self.lower_bound:
+            raise UsageError(f"--{self.name}", f"is {value:g}", self.allowed)
+
+
+POLICY_FLAGS: tuple[PolicyFlag, ...] = (
+    PolicyFlag(
+        "max_failures",
+        int,
+        DEFAULT_MAX_FAILURES,
+        "Restarts of the worker group after a host fails; the job resumes from the latest "
+        "checkpoint each time. Preemptions do not count.",
+        -1,
+        NO_LIMIT,
+    ),
+    PolicyFlag(
+        "max_preemptions",
+        int,
+        -1,
+        "Restarts after a host is preempted (spot, flex-start, maintenance; -1: no limit). "
+        "On the notice every host saves the step they reach next, and the restart resumes there.",
+        -1,
+        NO_LIMIT,
+    ),
+    PolicyFlag(
+        "hang_timeout_s",
+        float,
+        DEFAULT_HANG_TIMEOUT_S,
+        "The hang watchdog: a host that finishes no step, eval or save for this long (or "
+        "--hang_step_factor times the median step time, if longer) writes every host's stacks "
+        "to the log and the run's hangs/ directory, and the job restarts from its last "
+        "checkpoint. Armed at each start's first step: compiles and restores never count. "
+        "0: off.",
+        0,
+        OFF_OR_MORE,
+    ),
+    PolicyFlag(
+        "hang_step_factor",
+        float,
+        DEFAULT_HANG_STEP_FACTOR,
+        "The hang bound in median step times, when longer than --hang_timeout_s.",
+        0,
+        OFF_OR_MORE,
+    ),
+    PolicyFlag(
+        "max_hangs",
+        int,
+        DEFAULT_MAX_HANGS,
+        "Restarts after a hang (-1: no limit); failures and preemptions do not count.",
+        -1,
+        NO_LIMIT,
+    ),
+    PolicyFlag(
+        "metrics",
+        bool,
+        True,
+        "Export the job's figures (step, step time, tokens/s, MFU, loss, goodput, checkpoints, "
+        "restarts) as Ray metrics, which the chart's scrape object and dashboard read; "
+        "--nometrics: none.",
+    ),
+    PolicyFlag("dry_run", bool, False, "Validate and print the plan as JSON; start no workers."),
+)
+POLICY = {flag.name: flag for flag in POLICY_FLAGS}
+
+
+def define_policy_flag(name: str, fv: flags.FlagValues) -> None:
+    """One flag of POLICY_FLAGS, on an absl flag set."""
+    flag = POLICY[name]
+    if flag.kind is bool:
+        flags.DEFINE_bool(name, bool(flag.default), flag.help, flag_values=fv)
+    elif flag.kind is int:
+        bound = None if flag.lower_bound is None else int(flag.lower_bound)
+        flags.DEFINE_integer(name, int(flag.default), flag.help, lower_bound=bound, flag_values=fv)
+    else:
+        flags.DEFINE_float(
+            name, flag.default, flag.help, lower_bound=flag.lower_bound, flag_values=fv
+        )
 
 
 def _env_int(name: str) -> int | None:
@@ -106,47 +204,11 @@ def define_flags(fv: flags.FlagValues) -> None:
         lower_bound=1,
         flag_values=fv,
     )
-    flags.DEFINE_integer(
-        "max_failures",
-        DEFAULT_MAX_FAILURES,
-        "Restarts of the worker group after a host fails; "
-        "MaxText resumes from the latest checkpoint each time. Preemptions do not count.",
-        lower_bound=-1,
-        flag_values=fv,
-    )
-    flags.DEFINE_integer(
-        "max_preemptions",
-        -1,
-        "Restarts after a host is preempted (spot, flex-start, maintenance; -1: no limit). "
-        "On the notice every host saves the step they reach next, and the restart resumes there.",
-        lower_bound=-1,
-        flag_values=fv,
-    )
-    flags.DEFINE_float(
-        "hang_timeout_s",
-        DEFAULT_HANG_TIMEOUT_S,
-        "The hang watchdog: a host that finishes no step, eval or save for this long (or "
-        "--hang_step_factor times the median step time, if longer) writes every host's stacks "
-        "to the log and the run's hangs/ directory, and the job restarts from its last "
-        "checkpoint. Armed at each start's first step: compiles and restores never count. "
-        "0: off.",
-        lower_bound=0,
-        flag_values=fv,
-    )
-    flags.DEFINE_float(
-        "hang_step_factor",
-        DEFAULT_HANG_STEP_FACTOR,
-        "The hang bound in median step times, when longer than --hang_timeout_s.",
-        lower_bound=0,
-        flag_values=fv,
-    )
-    flags.DEFINE_integer(
-        "max_hangs",
-        DEFAULT_MAX_HANGS,
-        "Restarts after a hang (-1: no limit); failures and preemptions do not count.",
-        lower_bound=-1,
-        flag_values=fv,
-    )
+    define_policy_flag("max_failures", fv)
+    define_policy_flag("max_preemptions", fv)
+    define_policy_flag("hang_timeout_s", fv)
+    define_policy_flag("hang_step_factor", fv)
+    define_policy_flag("max_hangs", fv)
     flags.DEFINE_integer(
         "steps_beyond_checkpoint",
         None,
@@ -163,14 +225,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         "async-collective flags `preflight --advise` recommends; preflight compiles with them.",
         flag_values=fv,
     )
-    flags.DEFINE_bool(
-        "metrics",
-        True,
-        "Export the job's figures (step, step time, tokens/s, MFU, loss, goodput, checkpoints, "
-        "restarts) as Ray metrics, which the chart's scrape object and dashboard read; "
-        "--nometrics: none.",
-        flag_values=fv,
-    )
+    define_policy_flag("metrics", fv)
     flags.DEFINE_string(
         "data",
         None,
@@ -204,9 +259,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         "start; a resume shows there whether it went on where the data stopped.",
         flag_values=fv,
     )
-    flags.DEFINE_bool(
-        "dry_run", False, "Validate and print the plan as JSON; start no workers.", flag_values=fv
-    )
+    define_policy_flag("dry_run", fv)
 
 
 def job_flags_help() -> str:

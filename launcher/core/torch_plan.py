@@ -1,9 +1,9 @@
 """A PyTorch job: its words, read once, and what it runs on.
 
-    [--run_name=NAME] [--max_failures=N] [--max_preemptions=N] [--max_hangs=N]
-    [--hang_timeout_s=S] [--hang_step_factor=F] [--nometrics] [--dry_run] SCRIPT.py [ARGS]
+    --run_name=NAME [the job's policy flags: --max_failures=N ...] SCRIPT.py [ARGS]
 
-The job flags come before the script; every word after it is the script's, passed unchanged
+The job flags (its run's name, then launcher.core.job_flags.POLICY_FLAGS, a MaxText job's too)
+come before the script; every word after it is the script's, passed unchanged
 (its own `--lr 3e-4` never reaches a parser of ours). It runs one Ray Train worker per TPU chip
 (PyTorch's device-centric mode: each process holds one chip), on the slices of the cluster it is
 submitted to, and its checkpoints go under `<output dir>/<run_name>/checkpoints/` as a MaxText
@@ -22,6 +22,8 @@ from launcher.core.job_flags import (
     DEFAULT_HANG_TIMEOUT_S,
     DEFAULT_MAX_FAILURES,
     DEFAULT_MAX_HANGS,
+    POLICY,
+    POLICY_FLAGS,
 )
 from launcher.core.run_dir import RunDir
 from launcher.core.slices import TpuSlices
@@ -32,23 +34,26 @@ SIMULATED_NOTE = (
     "CPU; on TPU they are tpu_dist and the worker's chip, and nothing else differs"
 )
 
-# The job's flags, as a MaxText job spells them (its help: `tpu-launcher train --help`).
-JOB_FLAGS = (
-    "--run_name, --max_failures, --max_preemptions, --max_hangs, --hang_timeout_s, "
-    "--hang_step_factor, --nometrics, --dry_run"
+# The job's flags: its run, then the policy every framework's job takes (core.job_flags).
+JOB_FLAGS = ", ".join(
+    ["--run_name", *(f"--no{f.name}" if f.default is True else f"--{f.name}" for f in POLICY_FLAGS)]
 )
 
 
 def _flags() -> argparse.ArgumentParser:
+    """The job's flags, each spelled with underscores (as MaxText's jobs) or dashes."""
     p = argparse.ArgumentParser(prog="torch job", add_help=False, exit_on_error=False)
     p.add_argument("--run_name", "--run-name", dest="run_name")
-    p.add_argument("--max_failures", "--max-failures", dest="max_failures", type=int)
-    p.add_argument("--max_preemptions", "--max-preemptions", dest="max_preemptions", type=int)
-    p.add_argument("--max_hangs", "--max-hangs", dest="max_hangs", type=int)
-    p.add_argument("--hang_timeout_s", "--hang-timeout-s", dest="hang_timeout_s", type=float)
-    p.add_argument("--hang_step_factor", "--hang-step-factor", dest="hang_step_factor", type=float)
-    p.add_argument("--nometrics", "--no-metrics", dest="metrics", action="store_false")
-    p.add_argument("--dry_run", "--dry-run", dest="dry_run", action="store_true")
+    for flag in POLICY_FLAGS:
+        dashed = flag.name.replace("_", "-")
+        if flag.kind is bool and flag.default:  # on by default: --nometrics turns it off
+            p.add_argument(
+                f"--no{flag.name}", f"--no-{dashed}", dest=flag.name, action="store_false"
+            )
+        elif flag.kind is bool:
+            p.add_argument(f"--{flag.name}", f"--{dashed}", dest=flag.name, action="store_true")
+        else:
+            p.add_argument(f"--{flag.name}", f"--{dashed}", dest=flag.name, type=flag.kind)
     return p
 
 
@@ -94,35 +99,20 @@ class TorchJobSpec:
                 f"--run_name={Path(words[at]).stem}-1 {words[at]}",
             )
         given = {k: v for k, v in vars(ns).items() if v is not None and k != "run_name"}
-        spec = cls(words[at], tuple(words[at + 1 :]), ns.run_name, **given)
-        for flag, value in (
-            ("--max_failures", spec.max_failures),
-            ("--max_preemptions", spec.max_preemptions),
-            ("--max_hangs", spec.max_hangs),
-        ):
-            if value < -1:
-                raise UsageError(flag, f"is {value}", "-1 (no limit), 0 or more")
-        for flag, seconds in (
-            ("--hang_timeout_s", spec.hang_timeout_s),
-            ("--hang_step_factor", spec.hang_step_factor),
-        ):
-            if seconds < 0:
-                raise UsageError(flag, f"is {seconds:g}", "0 (off) or more")
-        return spec
+        for name, value in given.items():
+            POLICY[name].check(value)
+        return cls(words[at], tuple(words[at + 1 :]), ns.run_name, **given)
 
     def words(self) -> list[str]:
         """The job's words again, as the in-cluster command reads them."""
-        flags = [
-            f"--run_name={self.run_name}",
-            f"--max_failures={self.max_failures}",
-            f"--max_preemptions={self.max_preemptions}",
-            f"--max_hangs={self.max_hangs}",
-            f"--hang_timeout_s={self.hang_timeout_s:g}",
-            f"--hang_step_factor={self.hang_step_factor:g}",
-            *([] if self.metrics else ["--nometrics"]),
-            *(["--dry_run"] if self.dry_run else []),
-        ]
-        return [*flags, self.script, *self.script_args]
+        words = [f"--run_name={self.run_name}"]
+        for flag in POLICY_FLAGS:
+            value = getattr(self, flag.name)
+            if flag.kind is not bool:
+                words.append(f"--{flag.name}={value:g}")
+            elif value != flag.default:
+                words.append(f"--no{flag.name}" if flag.default else f"--{flag.name}")
+        return [*words, self.script, *self.script_args]
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,7 @@ One Ray Train worker per chip (PyTorch's device-centric mode), the process group
 the script runs (launcher.runtime.torch_backend), the script's steps and saves read through
 launcher.runtime.torch_job, and the same summary, goodput, restarts and budgets, hang watchdog
 and Ray metrics as a MaxText job's. What `tpu-launcher submit --framework torch` runs on the
-cluster. The job flags: --max_failures, --max_preemptions, --max_hangs, --hang_timeout_s,
---hang_step_factor, --nometrics, --dry_run (as `tpu-launcher train --help` says them).
+cluster. The job flags are a MaxText job's policy flags (launcher.core.job_flags.POLICY_FLAGS).
 """
 
 from __future__ import annotations

@@ -65,3 +65,35 @@ def test_one_worker_per_chip_of_every_slice():
     assert (plan.workers_per_slice, plan.num_workers) == (8, 16)
     assert str(plan.run_dir.checkpoints) == "/bucket/r/checkpoints"
     assert plan.describe().endswith("16 PyTorch workers, one per chip (4 per host)")
+
+
+def test_the_policy_flags_are_declared_once_and_read_by_both_frameworks():
+    """One declaration per policy flag (core.job_flags.POLICY_FLAGS): MaxText's absl flags and
+    the torch parser are built from it, with the same defaults and the same bounds."""
+    from absl import flags
+
+    from launcher.core.job_flags import POLICY_FLAGS, define_flags
+    from launcher.core.job_plan import parse_job_args
+    from launcher.core.torch_plan import _flags
+
+    names = [flag.name for flag in POLICY_FLAGS]
+    assert names == [
+        "max_failures", "max_preemptions", "hang_timeout_s", "hang_step_factor", "max_hangs",
+        "metrics", "dry_run",
+    ]  # fmt: skip
+    fv = flags.FlagValues()
+    define_flags(fv)
+    torch = {a.dest: a for a in _flags()._actions}
+    assert set(torch) == {"run_name", *names}
+    maxtext, default = JobOptions(), TorchJobSpec.parse(["--run_name=r", "t.py"])
+    for flag in POLICY_FLAGS:
+        assert fv[flag.name].help == flag.help and fv[flag.name].default == flag.default
+        assert getattr(maxtext, flag.name) == getattr(default, flag.name) == flag.default
+        if flag.lower_bound is None:
+            continue
+        below = f"--{flag.name}={flag.lower_bound - 1}"
+        with pytest.raises(UsageError):  # the MaxText job's absl bound
+            parse_job_args([below, "base.yml"])
+        with pytest.raises(UsageError) as e:
+            TorchJobSpec.parse(["--run_name=r", below, "t.py"])
+        assert e.value.field == f"--{flag.name}" and e.value.fix == flag.allowed
