@@ -15,6 +15,7 @@ from typing import Any
 
 from launcher.core.errors import UsageError
 from launcher.core.job_history import JOBS_SUBDIR, LOG, RECORD, RECORD_GLOB
+from launcher.core.job_record import RUNNING, JobRecord
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,11 @@ class Recorded:
     """One job's record, and where it lies."""
 
     where: str  # the job's directory: a path, or a gs:// URL
-    record: dict[str, Any]
+    record: dict[str, Any]  # job.json: the job's record and the history's own keys
+
+    @property
+    def job(self) -> JobRecord:
+        return JobRecord.from_json(self.record)
 
 
 class BucketHistory:
@@ -49,11 +54,11 @@ class BucketHistory:
                 Recorded(str(path.parent), json.loads(path.read_text()))
                 for path in Path(self.root).glob(RECORD_GLOB)
             ]
-        return sorted(found, key=lambda r: r.record.get("started_at") or 0, reverse=True)
+        return sorted(found, key=lambda r: r.job.started_at or 0, reverse=True)
 
     def job(self, job_id: str) -> Recorded:
         for recorded in self.jobs():
-            if recorded.record.get("job_id") == job_id:
+            if recorded.job.job_id == job_id:
                 return recorded
         raise UsageError(
             "job",
@@ -113,10 +118,10 @@ def source_line(where: str) -> str:
     return f"from the bucket's history: {where} (the Ray cluster is not asked)"
 
 
-def state_of(record: dict[str, Any]) -> str:
+def state_of(recorded: Recorded) -> str:
     """The recorded state; a RUNNING record no longer written says when it last was."""
-    state = str(record.get("state", "UNKNOWN"))
-    if state == "RUNNING" and (at := record.get("updated_at")):
+    state = recorded.job.state
+    if state == RUNNING and (at := recorded.record.get("updated_at")):
         return (
             f"RUNNING as last recorded {time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(at))}"
             " (a cluster lost mid-job leaves it so)"
@@ -138,26 +143,14 @@ def act_on_recorded(
 
     history = BucketHistory(root)
     recorded = history.job(job_id)
-    record = recorded.record
     if command == "logs":
         print(source_line(recorded.where), file=sys.stderr)
         return show_log(job_id, history.log(recorded), raw)
     if as_json:
-        keys = ("job_id", "state", "run", "step", "total_steps", "started_at", "duration_seconds")
-        print(
-            json.dumps(
-                {
-                    **{k: record.get(k) for k in keys},
-                    "message": None,
-                    "goodput": record.get("goodput"),
-                    "source": recorded.where,
-                },
-                indent=2,
-            )
-        )
+        print(json.dumps({**recorded.job.to_json(), "source": recorded.where}, indent=2))
         return 0
     print(source_line(recorded.where))
-    if record.get("goodput"):
-        print("\n".join(format_breakdown(record["goodput"])))
-    print(f"job {job_id}: {state_of(record)}")
+    if recorded.job.goodput:
+        print("\n".join(format_breakdown(recorded.job.goodput)))
+    print(f"job {job_id}: {state_of(recorded)}")
     return 0

@@ -12,46 +12,34 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import json
 import re
 import sys
 import time
-from dataclasses import dataclass
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
 from launcher.core.job_events import EventKind, events, last_result
+from launcher.core.job_record import FIELDS, JobRecord
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
 
 
-@dataclass(frozen=True)
-class JobRow:
-    """One job, as `list` shows it and `list --json` writes it."""
-
-    job_id: str
-    state: str
-    run: str | None
-    step: int | None  # the last step logged (1-based, as the progress line counts)
-    total_steps: int | None
-    started_at: float | None  # seconds since the epoch
-    duration_seconds: float | None  # so far, for a job that has not ended
-
-    def cells(self) -> tuple[str, ...]:
-        started = (
-            time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(self.started_at))
-            if self.started_at
-            else "-"
-        )
-        return (
-            self.job_id,
-            self.state,
-            self.run or "-",
-            f"{self.step}/{self.total_steps}" if self.step is not None else "-",
-            started,
-            _duration(self.duration_seconds) if self.duration_seconds is not None else "-",
-        )
+def cells(record: JobRecord) -> tuple[str, ...]:
+    """A job's row in `list`'s table."""
+    started = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.started_at))
+        if record.started_at
+        else "-"
+    )
+    return (
+        record.job_id,
+        record.state,
+        record.run or "-",
+        f"{record.step}/{record.total_steps}" if record.step is not None else "-",
+        started,
+        _duration(record.duration_seconds) if record.duration_seconds is not None else "-",
+    )
 
 
 HEADER = ("JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION")
@@ -73,15 +61,15 @@ def last_step(logs: str) -> tuple[int, int] | None:
     return None
 
 
-def row(job: JobInfo, logs: str, now_ms: float) -> JobRow:
-    """One job, from what the dashboard says of it and its log."""
+def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
+    """One job's record, from what the dashboard says of it and its log."""
     metadata = job.metadata or {}
     run = metadata.get("run_name") or (
         m[1] if (m := _RUN_ARG.search(job.entrypoint or "")) else None
     )
     start = job.start_time or 0
     step, total = last_step(logs) or (None, None)
-    return JobRow(
+    return JobRecord(
         job.submission_id or job.job_id or "-",
         job.status,
         run,
@@ -89,11 +77,13 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRow:
         total,
         start / 1000 if start else None,
         ((job.end_time or now_ms) - start) / 1000 if start else None,
+        job.message,
+        (last_result(logs) or {}).get("goodput"),
     )
 
 
-def format_rows(rows: list[JobRow]) -> str:
-    table = [HEADER, *(r.cells() for r in rows)]
+def format_rows(rows: list[JobRecord]) -> str:
+    table = [HEADER, *(cells(r) for r in rows)]
     widths = [max(len(cells[i]) for cells in table) for i in range(len(HEADER))]
     return "\n".join(
         "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
@@ -101,7 +91,7 @@ def format_rows(rows: list[JobRow]) -> str:
     )
 
 
-def list_jobs(address: str, limit: int) -> list[JobRow]:
+def list_jobs(address: str, limit: int) -> list[JobRecord]:
     client = RayJobs(address)
     jobs = [j for j in client.jobs() if j.submission_id]  # not drivers run by hand
     jobs.sort(key=lambda j: j.start_time or 0, reverse=True)
@@ -109,25 +99,11 @@ def list_jobs(address: str, limit: int) -> list[JobRow]:
     return [row(j, client.logs(j.submission_id or ""), now_ms) for j in jobs[:limit]]
 
 
-def list_rows(root: str, limit: int) -> list[JobRow]:
-    """`list --bucket`: list's row of each recorded job, newest first."""
+def list_rows(root: str, limit: int) -> list[JobRecord]:
+    """`list --bucket`: the record of each recorded job, newest first."""
     from launcher.client.job_history import BucketHistory
 
-    rows = []
-    for recorded in BucketHistory(root).jobs()[:limit]:
-        r = recorded.record
-        rows.append(
-            JobRow(
-                r["job_id"],
-                r.get("state", "UNKNOWN"),
-                r.get("run"),
-                r.get("step"),
-                r.get("total_steps"),
-                r.get("started_at"),
-                r.get("duration_seconds"),
-            )
-        )
-    return rows
+    return [recorded.job for recorded in BucketHistory(root).jobs()[:limit]]
 
 
 def run_list(ns: argparse.Namespace) -> int:
@@ -151,9 +127,9 @@ def run_list(ns: argparse.Namespace) -> int:
     return 0
 
 
-def _print(rows: list[JobRow], as_json: bool, none: str) -> None:
+def _print(rows: list[JobRecord], as_json: bool, none: str) -> None:
     if as_json:
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        print(json.dumps([r.to_json() for r in rows], indent=2))
     else:
         print(format_rows(rows) if rows else none)
 
@@ -166,17 +142,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--json",
         action="store_true",
-        help="a JSON list, one object a job: job_id, state, run, step, total_steps, started_at "
-        "(epoch seconds), duration_seconds (null where unknown)",
+        help=f"a JSON list, one object a job: {', '.join(FIELDS)} (times in epoch seconds; "
+        "null where unknown), as `status --json` and the job's history give it",
     )
     p.set_defaults(func=run_list)
 
 
 def status_json(info: JobInfo, logs: str) -> dict:
-    """`status --json`: what `list --json` says of the job, Ray's message, the goodput."""
-    result = last_result(logs) or {}
-    return {
-        **dataclasses.asdict(row(info, logs, time.time() * 1000)),
-        "message": info.message,
-        "goodput": result.get("goodput"),
-    }
+    """`status --json`: the job's record, as `list --json` gives it."""
+    return row(info, logs, time.time() * 1000).to_json()

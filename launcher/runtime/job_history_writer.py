@@ -3,6 +3,7 @@ its record, into the run's directory on the bucket every HISTORY_EVERY_S and whe
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -16,6 +17,7 @@ from typing import Any
 
 from launcher.core.job_events import EventKind, events
 from launcher.core.job_history import HISTORY_EVERY_S, LOG, RECORD, job_dir
+from launcher.core.job_record import RUNNING, JobRecord
 from launcher.runtime.periodic import every
 
 # Ray's job supervisor sends the driver's stdout and stderr to this file on the head
@@ -43,19 +45,19 @@ class JobHistoryWriter:
         run_dir: Path,
         submission_id: str,
         driver_log: Path,
-        record: dict[str, Any],
+        job: JobRecord,
         outcome: Callable[[], dict[str, Any] | None] = lambda: None,
     ):
         self.dir = Path(job_dir(str(run_dir), submission_id))
         self.driver_log, self.outcome = driver_log, outcome
-        self.record: dict[str, Any] = {
-            "job_id": submission_id,
-            "state": "RUNNING",
-            "started_at": time.time(),
-            "step": None,
-            "total_steps": None,
-            **record,
-        }
+        self.job = dataclasses.replace(
+            job, job_id=submission_id, state=RUNNING, started_at=time.time()
+        )
+        # The history's own beside the record: when it was last written, when the job ended,
+        # and the job's result record.
+        self.updated_at: float | None = None
+        self.ended_at: float | None = None
+        self.result: dict[str, Any] | None = None
         self._copied = 0
         self._partial = ""
         # Reentrant: finish() may run in a signal handler while the main thread is in update().
@@ -77,16 +79,15 @@ class JobHistoryWriter:
         with self._lock:
             try:
                 self._copy_log()
-                self.record["updated_at"] = time.time()
-                self.record["duration_seconds"] = (
-                    self.record["updated_at"] - self.record["started_at"]
+                self.updated_at = time.time()
+                self.job = dataclasses.replace(
+                    self.job, duration_seconds=self.updated_at - (self.job.started_at or 0)
                 )
                 # The summary's own figures once there is one; until then, the figures so far.
-                result = self.record.get("result") or {}
-                if (goodput := result.get("goodput") or self.outcome()) is not None:
-                    self.record["goodput"] = goodput
+                if (goodput := (self.result or {}).get("goodput") or self.outcome()) is not None:
+                    self.job = dataclasses.replace(self.job, goodput=goodput)
                 tmp = self.dir / f".{RECORD}.tmp"
-                tmp.write_text(json.dumps(self.record, indent=1))
+                tmp.write_text(json.dumps(self.record(), indent=1))
                 tmp.replace(self.dir / RECORD)  # never half a record
             except OSError as e:  # the bucket is history, not the job: say so, go on
                 os.write(2, f"launcher: could not write the job's history: {e}\n".encode())
@@ -103,8 +104,20 @@ class JobHistoryWriter:
         text = self._partial + chunk.decode(errors="replace")
         whole, _, self._partial = text.rpartition("\n")
         if progress := events(whole, EventKind.PROGRESS):
-            self.record["step"] = int(progress[-1].fields["step"])
-            self.record["total_steps"] = int(progress[-1].fields["total"])
+            self.job = dataclasses.replace(
+                self.job,
+                step=int(progress[-1].fields["step"]),
+                total_steps=int(progress[-1].fields["total"]),
+            )
+
+    def record(self) -> dict[str, Any]:
+        """job.json: the job's record, and the history's own keys beside it."""
+        return {
+            **self.job.to_json(),
+            "updated_at": self.updated_at,
+            **({"ended_at": self.ended_at} if self.ended_at is not None else {}),
+            **({"result": self.result} if self.result is not None else {}),
+        }
 
     def finish_on_sigterm(self) -> JobHistoryWriter:
         """`ray job stop` (and `tpu-launcher stop`) send the driver SIGTERM, then SIGKILL a few
@@ -122,9 +135,9 @@ class JobHistoryWriter:
         """The job's end: its state (SUCCEEDED, FAILED) and its result record, the last copy."""
         if self._stop is not None:
             self._stop.set()
-        self.record["state"], self.record["ended_at"] = state, time.time()
+        self.job, self.ended_at = dataclasses.replace(self.job, state=state), time.time()
         if result is not None:
-            self.record["result"] = result
+            self.result = result
         for out in (sys.stdout, sys.stderr):
             out.flush()
         self.update()

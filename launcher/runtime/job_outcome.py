@@ -98,6 +98,7 @@ class JobOutcome:
     def history(self, run_name: str, total_steps: int | None):
         """The job's history in its run's directory (launcher.core.job_history), written as it
         runs; None for a driver Ray's job API did not start."""
+        from launcher.core.job_record import RUNNING, JobRecord
         from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
 
         if (found := driver_log()) is None:
@@ -108,7 +109,7 @@ class JobOutcome:
                 self.run_dir.path,
                 submission_id,
                 log,
-                {"run": run_name, "total_steps": total_steps},
+                JobRecord(submission_id, RUNNING, run=run_name, total_steps=total_steps),
                 lambda: self.read(plot=False)["goodput"],
             )
             .start()

@@ -81,6 +81,19 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert (job["state"], job["run"], job["step"], job["total_steps"]) == (
         "SUCCEEDED", name, 10, 10,
     )  # fmt: skip
+    # One record of the job, whoever answers: Ray (`list`, `status`) and the run's history. Ray
+    # times the job from its supervisor, the history from the driver; Ray's message is Ray's.
+    assert job == status
+    bucket = str(local_cluster.bucket)
+    recorded = json.loads(
+        local_cluster.launcher("status", "--json", "--bucket", bucket, job_id).stdout
+    )
+    assert recorded.pop("source") == str(trained_run.dir / "jobs" / job_id)
+    timed = {"started_at", "duration_seconds", "message"}
+    assert {k: v for k, v in recorded.items() if k not in timed} == {
+        k: v for k, v in job.items() if k not in timed
+    }
+    assert abs(recorded["started_at"] - job["started_at"]) < 60, (recorded, job)
     goodput = first["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
     # No part below zero: each step's end comes from the step clock, never from a late line.

@@ -15,6 +15,7 @@ import pytest
 from harness.paths import REPO
 from launcher.core.goodput import breakdown
 from launcher.core.job_events import format_progress, format_result, format_summary_title
+from launcher.core.job_record import RUNNING, JobRecord
 from launcher.runtime import job_history_writer
 from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
 
@@ -40,7 +41,7 @@ def test_a_job_written_as_it_runs_reads_back_without_a_cluster(tmp_path):
     bucket, ray_log = tmp_path / "bucket", tmp_path / f"job-driver-{JOB}.log"
     ray_log.write_text("launcher: v5p-16 (TPU v5p 2x2x2: 2 hosts x 4 chips)\n")
     writer = JobHistoryWriter(
-        bucket / "demo", JOB, ray_log, {"run": "demo", "total_steps": 10},
+        bucket / "demo", JOB, ray_log, JobRecord(JOB, RUNNING, run="demo", total_steps=10),
         lambda: breakdown([], 1000.0, 1050.0),  # the driver's goodput so far: 50 s, no start
     ).start()  # fmt: skip
     job_dir = bucket / "demo" / "jobs" / JOB
@@ -67,6 +68,11 @@ def test_a_job_written_as_it_runs_reads_back_without_a_cluster(tmp_path):
     (row,) = json.loads(listed.stdout)
     assert (row["job_id"], row["state"], row["run"], row["step"]) == (JOB, "SUCCEEDED", "demo", 4)
     assert f"from the bucket's history: {bucket}" in listed.stderr
+    # One record, three readers: the history file, `list --json` and `status --json`.
+    shown = json.loads(_tpu_launcher("status", JOB, "--bucket", str(bucket), "--json").stdout)
+    assert shown.pop("source") == str(job_dir)
+    assert row == shown == JobRecord.from_json(record).to_json()
+    assert row["goodput"]["wall_seconds"] == 50.0
     status = _tpu_launcher("status", JOB, "--bucket", str(bucket))
     assert status.returncode == 0, status.stderr
     assert f"from the bucket's history: {job_dir} (the Ray cluster is not asked)" in status.stdout
@@ -96,8 +102,9 @@ def test_a_stopped_driver_records_stopped_before_it_goes(tmp_path):
 import sys, time
 from pathlib import Path
 from launcher.runtime.job_history_writer import JobHistoryWriter
+from launcher.core.job_record import JobRecord
 JobHistoryWriter(Path({str(tmp_path / "demo")!r}), {JOB!r}, Path({str(ray_log)!r}),
-                 {{"run": "demo"}}).start().finish_on_sigterm()
+                 JobRecord({JOB!r}, "RUNNING", run="demo")).start().finish_on_sigterm()
 print("ready", flush=True)
 time.sleep(60)
 """],

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from launcher.client.job_list import format_rows, last_step, row
+from launcher.client.job_list import cells, format_rows, last_step, row
 from launcher.client.ray_jobs_api import JobInfo
 from launcher.core.job_events import format_progress
 
@@ -43,7 +43,7 @@ def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
         None,
         151.0,
     )
-    assert r.cells()[3:] == ("-", r.cells()[4], "2m31s")
+    assert cells(r)[3:] == ("-", cells(r)[4], "2m31s")
     job = JobInfo.from_json({**details, "metadata": {"run_name": "demo"}})
     assert row(job, "", now_ms=2_000_000).run == "demo"
     # `list --json`: what a script reads, in numbers.
@@ -55,6 +55,8 @@ def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
         "total_steps": None,
         "started_at": 1000.0,
         "duration_seconds": 151.0,
+        "message": None,
+        "goodput": None,
     }
     table = format_rows([r]).splitlines()
     assert table[0].split() == ["JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION"]
