@@ -10,7 +10,8 @@ import json
 import os
 import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from launcher.client.commands import run, start
 from launcher.core.errors import UsageError
@@ -34,60 +35,110 @@ def _get(step: str, argv: list[str], dry_run: bool) -> str:
     return "" if dry_run else proc.stdout.strip()
 
 
+@dataclass(frozen=True)
+class Release:
+    """An installed release as its KubeRay objects say it, read with one kubectl call: its
+    RayCluster (a RayJob release's, once KubeRay made it) and its RayJob (None: a standing
+    cluster). Everything a command asks of a release comes from here."""
+
+    name: str
+    namespace: str
+    raycluster: dict[str, Any] | None
+    rayjob: dict[str, Any] | None
+
+    @classmethod
+    def read(cls, name: str, namespace: str, dry_run: bool = False) -> Release:
+        out = _get(
+            "read the release's RayCluster and RayJob",
+            _kubectl(
+                namespace,
+                "get",
+                "raycluster,rayjob",
+                "-l",
+                f"app.kubernetes.io/instance={name}",
+                "-o",
+                "json",
+            ),
+            dry_run,
+        )
+        items = json.loads(out)["items"] if out else []
+        first: dict[str, dict[str, Any]] = {}
+        for item in items:
+            first.setdefault(item.get("kind"), item)
+        return cls(name, namespace, first.get("RayCluster"), first.get("RayJob"))
+
+    def cluster(self) -> dict[str, Any]:
+        """The release's RayCluster; refused with the fix when it has none."""
+        if self.raycluster is None:
+            raise UsageError(
+                "--release",
+                f"no RayCluster of release {self.name!r} in namespace {self.namespace!r}",
+                f"check `helm list -n {self.namespace}` and pass --namespace, or install it: "
+                f"tpu-launcher install --release {self.name} --values <values file>",
+            )
+        return self.raycluster
+
+    def workers(self) -> tuple[TpuSlices | None, int | None]:
+        """The TPU slices the RayCluster asks for: its TPU worker group's node selectors
+        (accelerator, topology), chips per host and replicas (one per slice), None for a
+        release without TPUs (values/cpu.yaml); and the grace period its workers have to save on
+        a preemption notice (None: they send none)."""
+        groups = worker_group_slices(self.cluster()["spec"])
+        if not groups:
+            return None, None
+        found, pod = groups[0]
+        return found, pod_grace_seconds(pod)
+
+    def image(self) -> str:
+        """The launcher image the release's head runs."""
+        containers = self.cluster()["spec"]["headGroupSpec"]["template"]["spec"]["containers"]
+        return str(containers[0].get("image", ""))
+
+
 @contextlib.contextmanager
 def forwarded(
-    release: str, namespace: str, dry_run: bool = False, framework: Framework | None = None
+    release: str | Release,
+    namespace: str,
+    dry_run: bool = False,
+    framework: Framework | None = None,
 ) -> Iterator[str]:
-    """Yields a local dashboard address for `release`; sets RAY_AUTH_TOKEN when auth is on."""
-    selector = f"app.kubernetes.io/instance={release}"
-    cluster = _get(
-        "find the release's RayCluster",
-        _kubectl(
-            namespace,
-            "get",
-            "raycluster",
-            "-l",
-            selector,
-            "-o",
-            "jsonpath={.items[*].metadata.name}",
-        ),
-        dry_run,
-    ).partition(" ")[0] or ("<cluster>" if dry_run else "")
-    if not cluster:
-        raise UsageError(
-            "--release",
-            f"no RayCluster of release {release!r} in namespace {namespace!r}",
-            f"check `helm list -n {namespace}` and pass --namespace, or install it: "
-            f"tpu-launcher install --release {release} --values <values file>",
-        )
-
-    def read(what: str, jsonpath: str) -> str:
-        argv = _kubectl(namespace, "get", "raycluster", cluster, "-o", f"jsonpath={jsonpath}")
-        return _get(what, argv, dry_run)
-
-    mode, _, secret = read(
-        "find the token Secret", "{.spec.authOptions.mode} {.spec.authOptions.secretName}"
-    ).partition(" ")
-    if mode == "token":
+    """Yields a local dashboard address for `release` (a name, or one already read); sets
+    RAY_AUTH_TOKEN when auth is on. Three kubectl calls at most: the release (unless read
+    already), its token Secret (with auth on), the port-forward."""
+    if isinstance(release, str):
+        release = Release.read(release, namespace, dry_run)
+    if dry_run:  # as the chart makes it: token auth, KubeRay's Secret
+        cluster: dict[str, Any] = {
+            "metadata": {"name": "<cluster>"},
+            "spec": {"authOptions": {"mode": "token"}},
+        }
+    else:
+        cluster = release.cluster()
+    name = cluster["metadata"]["name"]
+    auth = cluster["spec"].get("authOptions") or {}
+    if auth.get("mode") == "token":
         # KubeRay names the Secret it creates after the cluster; a user's is named in the spec.
-        secret = secret.strip() or cluster
         token = _get(
             "read the Ray token",
-            _kubectl(namespace, "get", "secret", secret, "-o", "jsonpath={.data.auth_token}"),
+            _kubectl(
+                namespace,
+                "get",
+                "secret",
+                auth.get("secretName") or name,
+                "-o",
+                "jsonpath={.data.auth_token}",
+            ),
             dry_run,
         )
         if token:
             os.environ["RAY_AUTH_TOKEN"] = base64.b64decode(token).decode()
             os.environ["RAY_AUTH_MODE"] = "token"
-    image = read(
-        "read the release's launcher image",
-        "{.spec.headGroupSpec.template.spec.containers[0].image}",
-    )
+    image = "" if dry_run else release.image()
     if image and (differs := client_skew(image)):
         print(f"note: {differs}", flush=True)
     if framework is not None and image:
-        refuse_other_framework(image, framework, release)
-    with port_forward(namespace, f"service/{cluster}-head-svc", DASHBOARD_PORT, dry_run) as address:
+        refuse_other_framework(image, framework, release.name)
+    with port_forward(namespace, f"service/{name}-head-svc", DASHBOARD_PORT, dry_run) as address:
         yield address
 
 
@@ -176,45 +227,6 @@ def find_service(
             "(serving.engine)",
         )
     return name, int(port)
-
-
-def release_workers(release: str, namespace: str) -> tuple[TpuSlices | None, int | None]:
-    """The TPU slices a release's RayCluster asks for: its TPU worker group's node selectors
-    (accelerator, topology), chips per host and replicas (one per slice), None for a release
-    without TPUs (values/cpu.yaml); and the grace period its workers have to save on a
-    preemption notice (None: they send none)."""
-    selector = f"app.kubernetes.io/instance={release}"
-    out = _get(
-        "read the release's RayCluster",
-        _kubectl(namespace, "get", "raycluster", "-l", selector, "-o", "json"),
-        dry_run=False,
-    )
-    items = json.loads(out)["items"] if out else []
-    if not items:
-        raise UsageError(
-            "--release",
-            f"no RayCluster of release {release!r} in namespace {namespace!r}",
-            f"check `helm list -n {namespace}` and pass --namespace, or name the slice with "
-            "--values values/<slice>.yaml",
-        )
-    groups = worker_group_slices(items[0]["spec"])
-    if not groups:
-        return None, None
-    found, pod = groups[0]
-    return found, pod_grace_seconds(pod)
-
-
-def release_rayjob(release: str, namespace: str) -> dict | None:
-    """The release's RayJob (a `ray.job.enabled` release), or None for a standing cluster."""
-    out = _get(
-        "read the release's RayJob",
-        _kubectl(
-            namespace, "get", "rayjob", "-l", f"app.kubernetes.io/instance={release}", "-o", "json"
-        ),
-        dry_run=False,
-    )
-    items = json.loads(out)["items"] if out else []
-    return items[0] if items else None
 
 
 def rayjob_state(rayjob: dict) -> tuple[str | None, str]:

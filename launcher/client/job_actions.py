@@ -53,12 +53,14 @@ def act_on_job(
         from launcher.client.job_history import act_on_recorded
 
         return act_on_recorded(command, job_id, bucket, raw, as_json, show_log_text)
+    read = None  # the release, once read
     if release and not job:  # a RayJob release: its own job, or what it waits for
-        from launcher.client.helm_release import rayjob_state, release_rayjob
+        from launcher.client.helm_release import Release, rayjob_state
         from launcher.client.pending_reasons import why_not_running
 
         pending = why_not_running(release, namespace) if command == "status" else None
-        if (rayjob := release_rayjob(release, namespace)) is not None:
+        read = Release.read(release, namespace)
+        if (rayjob := read.rayjob) is not None:
             if command == "stop":
                 raise UsageError(
                     "--release",
@@ -72,7 +74,8 @@ def act_on_job(
                 pending.print()
             while job_id is None and wait and rayjob is not None:  # queued, or starting
                 time.sleep(WAIT_POLL_S)
-                if (rayjob := release_rayjob(release, namespace)) is not None:
+                read = Release.read(release, namespace)
+                if (rayjob := read.rayjob) is not None:
                     job_id, now = rayjob_state(rayjob)
                     if now != state:
                         print(now, flush=True)
@@ -104,7 +107,7 @@ def act_on_job(
         if release:
             from launcher.client.helm_release import forwarded
 
-            address = stack.enter_context(forwarded(release, namespace))
+            address = stack.enter_context(forwarded(read or release, namespace))
         else:
             address = resolve_address(address or (last_address if not job else None))
         return _act_on_job(command, job_id, address, follow, raw, wait, as_json)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from launcher.client.commands import run
 from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
@@ -38,6 +39,9 @@ from launcher.core.run_requests import (
     ImportRequest,
     check_request,
 )
+
+if TYPE_CHECKING:
+    from launcher.client.helm_release import Release
 
 # The last submission id, so `logs`, `status` and `stop` need no job id.
 STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
@@ -75,14 +79,18 @@ def _can_compile_here() -> bool:
 
 
 def address_for(
-    request: SubmitRequest, stack: contextlib.ExitStack, framework: Framework = JAX
+    request: SubmitRequest,
+    stack: contextlib.ExitStack,
+    framework: Framework = JAX,
+    read: Release | None = None,
 ) -> str:
-    """A release's head, forwarded here (a job of the other framework refused), or --address."""
+    """A release's head, forwarded here (a job of the other framework refused), or --address.
+    `read`: the release as resolve_target read it already (not read again)."""
     if request.release:
         from launcher.client.helm_release import forwarded
 
         return stack.enter_context(
-            forwarded(request.release, request.namespace, request.dry_run, framework)
+            forwarded(read or request.release, request.namespace, request.dry_run, framework)
         )
     return resolve_address(request.address)
 
@@ -146,7 +154,7 @@ def submit(request: SubmitRequest) -> int:
         return submit_entrypoint(
             request,
             plan.run_name,
-            address_for(request, stack),
+            address_for(request, stack, read=target.release if target else None),
             entrypoint,
             working_dir=shipment.directory,
         )

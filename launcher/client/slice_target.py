@@ -6,11 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import default_chips_per_host
+
+if TYPE_CHECKING:
+    from launcher.client.helm_release import Release
 
 
 @dataclass(frozen=True)
@@ -18,6 +22,7 @@ class SliceTarget:
     slices: TpuSlices | None  # None: a release without a TPU worker group (nothing to compile)
     source: str  # where it came from, for messages: "values/v6e-16.yaml", "release tpu"
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' (None: they send no notice)
+    release: Release | None = None  # the release read, when it came from one (read once)
 
 
 def resolve_target(
@@ -35,9 +40,10 @@ def resolve_target(
         source = " + ".join(values)
         return SliceTarget(training_slices(merged, source), source, worker_grace_seconds(merged))
     if release:
-        from launcher.client.helm_release import release_rayjob, release_workers
+        from launcher.client.helm_release import Release
 
-        if release_rayjob(release, namespace) is not None:
+        read = Release.read(release, namespace)
+        if read.rayjob is not None:
             raise UsageError(
                 "--release",
                 f"release {release!r} is a RayJob: it runs its own job (ray.job.args) on a "
@@ -46,8 +52,8 @@ def resolve_target(
                 "--set 'ray.job.args={base.yml,...}'), or submit to a standing cluster's release",
             )
 
-        slices, grace = release_workers(release, namespace)
-        return SliceTarget(slices, f"release {release}", grace)
+        slices, grace = read.workers()
+        return SliceTarget(slices, f"release {release}", grace, read)
     return None
 
 

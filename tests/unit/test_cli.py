@@ -67,8 +67,10 @@ def test_release_is_preflighted_then_port_forwarded_with_its_token(capsys):
     )
     assert code == 0, err
     assert out.index("preflight: the job on the slice of release tpu") < out.index("port-forward")
-    assert "kubectl -n ml get raycluster -l app.kubernetes.io/instance=tpu" in out
-    assert "jsonpath={.spec.authOptions.mode} {.spec.authOptions.secretName}" in out
+    # One read of the release, its token, the port-forward (tests/cluster/test_release_reads.py).
+    assert "kubectl -n ml get raycluster,rayjob -l app.kubernetes.io/instance=tpu -o json" in out
+    assert "kubectl -n ml get secret '<cluster>' -o 'jsonpath={.data.auth_token}'" in out
+    assert out.count(": kubectl -n ml ") == 3, out
     assert "port-forward 'service/<cluster>-head-svc' :8265" in out
 
 
