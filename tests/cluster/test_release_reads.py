@@ -38,9 +38,11 @@ def test_submit_to_a_release_makes_three_kubectl_calls(release: Release, tmp_pat
     cluster = release.raycluster()["metadata"]["name"]
     wait_for(  # KubeRay makes the token's Secret as it reconciles the cluster
         "the release's token Secret",
-        lambda: pykube.Secret.objects(release.api)
-        .filter(namespace=release.namespace)
-        .get_or_none(name=cluster),
+        lambda: (
+            pykube.Secret.objects(release.api)
+            .filter(namespace=release.namespace)
+            .get_or_none(name=cluster)
+        ),
         60,
     )
     log = tmp_path / "kubectl.log"
