@@ -103,8 +103,8 @@ def run_preflight(ns: argparse.Namespace) -> int:
     target = resolve_target(ns.values, ns.release, ns.namespace)
     request = PreflightRequest(
         parse_job_args(job_args(ns.job_args)),
-        target.slices if target else None,
-        target.source if target else None,
+        target=target.slices if target else None,
+        target_source=target.source if target else None,
         bucket=ns.bucket,
         data_dir=ns.data_dir,
         advise=ns.advise,

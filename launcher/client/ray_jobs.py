@@ -131,7 +131,11 @@ def submit(request: SubmitRequest) -> int:
 
             code = preflight(
                 PreflightRequest(
-                    job, target.slices, target.source, grace_seconds=target.grace_seconds
+                    job,
+                    plan=plan,
+                    target=target.slices,
+                    target_source=target.source,
+                    grace_seconds=target.grace_seconds,
                 )
             )
             if code:

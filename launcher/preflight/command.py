@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import Job, plan_job
+from launcher.core.job_plan import Job, JobPlan, plan_job
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.run_dir import DEFAULT_OUTPUT_DIR
 from launcher.core.slices import TpuSlices
@@ -34,6 +34,8 @@ class PreflightRequest:
     """`tpu-launcher preflight`'s options, read once."""
 
     job: Job
+    # The job as the caller planned it for `target` (submit's, made once): None, planned here.
+    plan: JobPlan | None = None
     target: TpuSlices | None = None  # the slice a values file or a release names, resolved
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
@@ -58,13 +60,15 @@ def preflight(request: PreflightRequest) -> int:
     if target is None and request.target_source:  # a release on a CPU cluster: submit goes on
         print(f"preflight: {request.target_source} has no TPU worker group: nothing to compile for")
         return 0
-    plan = plan_job(
-        request.job.options,
-        list(request.job.maxtext_argv),
-        target=target,
-        data_root=request.data_dir,
-        hosts_data_root=request.hosts_data_dir if request.data_dir else None,
-    )
+    plan = request.plan
+    if plan is None or request.data_dir:  # with the data seen here, planned with it
+        plan = plan_job(
+            request.job.options,
+            list(request.job.maxtext_argv),
+            target=target,
+            data_root=request.data_dir,
+            hosts_data_root=request.hosts_data_dir if request.data_dir else None,
+        )
     if request.data_dir:
         print(f"preflight: the job's data checked in {request.data_dir}")
     elif _names_data(request.job):

@@ -285,3 +285,33 @@ def test_a_job_from_an_import_compiles_the_imports_shape_where_its_record_is_see
     assert unseen.returncode == 0, unseen.stdout + unseen.stderr
     assert "not compiled (give preflight --data-dir" in unseen.stdout
     assert "per-chip memory" not in unseen.stdout
+
+
+def test_submit_plans_the_job_once_and_preflight_checks_that_plan(monkeypatch):
+    """One plan per process: the plan `submit` makes for the values file's slice is the one
+    preflight checks, not a second. (The compile, which this test does not need, is replaced
+    by a stop: the plans counted are those made before it.)"""
+    from launcher import cli
+    from launcher.client import ray_jobs
+    from launcher.core import job_plan
+    from launcher.preflight import command
+
+    original, plans = job_plan.plan_job, []
+
+    def counted(*args, **kwargs):
+        plans.append(kwargs.get("target"))
+        return original(*args, **kwargs)
+
+    for module in (job_plan, ray_jobs, command):
+        monkeypatch.setattr(module, "plan_job", counted)
+
+    class CompileReached(Exception):
+        pass
+
+    def stop(*args, **kwargs):
+        raise CompileReached
+
+    monkeypatch.setattr(command, "compile_report", stop)
+    with pytest.raises(CompileReached):
+        cli.main(["submit", "--values", "values/v6e-16.yaml", "--", *TUTORIAL_JOB])
+    assert [str(target.shape.name) for target in plans] == ["v6e-16"]
