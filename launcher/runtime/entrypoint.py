@@ -15,7 +15,6 @@ import os
 import shlex
 import sys
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from typing import Any
@@ -30,10 +29,10 @@ from launcher.core.hangs import HangBound
 from launcher.core.idle_slices import IdleRelease
 from launcher.core.job_flags import define_flags
 from launcher.core.job_plan import JobOptions, JobPlan, plan_job
-from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
+from launcher.core.run_dir import output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
-from launcher.runtime.job_outcome import JobOutcome
+from launcher.runtime import driver
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
@@ -45,13 +44,7 @@ def ray_nodes(options: JobOptions) -> list[dict] | None:
     """The Ray cluster's nodes; a dry run outside a Ray job has none."""
     if options.dry_run and not os.environ.get("RAY_ADDRESS"):
         return None
-    # Ray folds "similar" lines from different workers into one; progress lines differ only in
-    # numbers, so folding would hide them.
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    import ray
-
-    ray.init(log_to_driver=True)
-    return ray.nodes()
+    return driver.join_ray()
 
 
 def worker_env(plan: JobPlan) -> dict[str, str]:
@@ -165,19 +158,17 @@ def slice_trainer(
     loop: Callable[[Any], None],
     loop_config: Any,
     name: str,
-    max_failures: int,
-    max_preemptions: int = -1,
+    policy: driver.Policy,
 ) -> Any:
     """A JaxTrainer that runs `loop(loop_config)` on every host of the planned slices (with
     jax.distributed set up across them; CPU devices where the slice is simulated)."""
-    from ray.train.v2.api.config import FailureConfig, RunConfig  # JaxTrainer's (Train v2)
     from ray.train.v2.jax import JaxTrainer
 
     from launcher.runtime.cpu_backend import CpuJaxConfig
 
     slices, args = plan.slices, plan.args
     assert slices is not None
-    out_dir = str(args.get("base_output_directory")).rstrip("/")
+    out_dir = str(args.get("base_output_directory"))
     env = worker_env(plan)
     shorten_group_start_wait(plan.min_slices, slices.num_slices, os.environ)
     return JaxTrainer(
@@ -185,30 +176,20 @@ def slice_trainer(
         train_loop_config=loop_config,
         scaling_config=slices.scaling_config(plan.min_slices, plan.resize_check_s),
         jax_config=CpuJaxConfig() if isinstance(slices, CpuSlices) else None,
-        run_config=RunConfig(
-            name=name,
-            storage_path=f"{out_dir}/{RAY_RESULTS_SUBDIR}",
-            failure_config=FailureConfig(
-                max_failures=max_failures, max_preemption_failures=max_preemptions
-            ),
-            worker_runtime_env={"env_vars": env} if env else None,
-        ),
+        run_config=driver.run_config(name, out_dir, policy, env),
     )
 
 
 def _fit(plan: JobPlan, options: JobOptions) -> int:
-    from launcher.runtime.job_fit import RestartBudgets, run_job
-    from launcher.runtime.metrics import job_labels
     from launcher.runtime.worker import WorkerConfig, train_loop_per_worker
 
     slices, args = plan.slices, plan.args
     assert slices is not None
-    summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
+    summary_key = driver.summary_key(plan.run_name)
     write_run_record(plan.run_dir.path, args)  # what `generate` rebuilds the model from
     gen = slices.shape.generation if isinstance(slices, TpuSlices) else None
     peak_tflops = gen.per_device(gen.peak_bf16_tflops) if gen else None
-    labels = job_labels(plan.run_name, slices.name) if options.metrics else None
-    max_failures, max_preemptions = options.max_failures, options.max_preemptions
+    labels = driver.metric_labels(options, plan.run_name, slices.name)
     trainer = slice_trainer(
         plan,
         train_loop_per_worker,
@@ -228,14 +209,19 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
             run_dir=str(plan.run_dir.path),
         ),
         name=plan.run_name,
-        max_failures=max_failures,
-        max_preemptions=max_preemptions,
+        policy=options,
     )
-    outcomes = JobOutcome(
-        summary_key, plan.run_dir, STARTED_AT, plan.args.get("jax_cache_dir") or "off"
-    ).begin()
-    budgets = RestartBudgets(max_failures, max_preemptions, options.max_hangs)
-    return run_job(trainer, outcomes, budgets, labels, plan, int(plan.args.get("steps")))
+    return driver.drive(
+        trainer,
+        plan,
+        summary_key,
+        plan.run_dir,
+        STARTED_AT,
+        options,
+        labels,
+        int(plan.args.get("steps")),
+        plan.args.get("jax_cache_dir") or "off",
+    )
 
 
 def _main(argv: Sequence[str]) -> int:

@@ -62,6 +62,7 @@ def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan
 
 
 def generate(request: GenerateRequest) -> int:
+    from launcher.runtime.driver import ReportFailures
     from launcher.runtime.entrypoint import ray_nodes, slice_trainer
     from launcher.runtime.generate_worker import generate_per_worker
     from launcher.runtime.worker import read_summary
@@ -99,7 +100,7 @@ def generate(request: GenerateRequest) -> int:
             "summary_key": summary_key,
         },
         name=f"{request.run}-generate",
-        max_failures=0,  # nothing to resume: a failure is reported, not retried
+        policy=ReportFailures(),
     )
     started = time.monotonic()
     try:

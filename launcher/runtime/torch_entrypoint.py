@@ -14,15 +14,14 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from typing import Any, cast
 
 from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import TORCH, check_image_runs
-from launcher.core.run_dir import RAY_RESULTS_SUBDIR, output_dir
+from launcher.core.run_dir import output_dir
 from launcher.core.slices import cluster_slices
 from launcher.core.torch_plan import TorchJobSpec, TorchPlan
-from launcher.runtime.job_outcome import JobOutcome
+from launcher.runtime import driver
 from launcher.runtime.torch_job import RUN_DIR_ENV
 
 
@@ -39,31 +38,23 @@ def plan_torch_job(spec: TorchJobSpec, nodes: list[dict]) -> TorchPlan:
 def train_torch(spec: TorchJobSpec) -> int:
     started_at = time.time()
     check_image_runs(TORCH)
-    # Before Ray is imported, which reads it: Ray would fold lines that differ only in
-    # numbers (the progress lines, each worker's own).
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    import ray
-
-    ray.init(log_to_driver=True)
-    plan = plan_torch_job(spec, ray.nodes())
+    plan = plan_torch_job(spec, driver.join_ray())
     script = os.path.abspath(spec.script)  # where Ray unpacked it, for every worker
     print(f"launcher: {plan.describe()}", flush=True)
     print(f"launcher: pytorch {' '.join([spec.script, *spec.script_args])}", flush=True)
     if spec.dry_run:
         print(json.dumps({"num_workers": plan.num_workers, "run_dir": str(plan.run_dir.path)}))
         return 0
-    from ray.train.v2.api.config import FailureConfig, RunConfig, ScalingConfig
+    from ray.train.v2.api.config import ScalingConfig
     from ray.train.v2.torch.torch_trainer import TorchTrainer
 
     from launcher.core.hangs import HangBound
-    from launcher.runtime.job_fit import RestartBudgets, run_job
-    from launcher.runtime.metrics import job_labels
     from launcher.runtime.torch_backend import LauncherTorchConfig
     from launcher.runtime.torch_worker import torch_loop_per_worker
     from launcher.runtime.worker import WorkerConfig
 
-    labels = job_labels(plan.run_name, plan.slices.name) if spec.metrics else None
-    summary_key = f"summary/{plan.run_name}/{uuid.uuid4().hex}"
+    labels = driver.metric_labels(spec, plan.run_name, plan.slices.name)
+    summary_key = driver.summary_key(plan.run_name)
     shape = plan.slices.shape
     loop: Any = torch_loop_per_worker  # Ray pickles the config to each worker, as it is
     trainer = TorchTrainer(
@@ -90,25 +81,19 @@ def train_torch(spec: TorchJobSpec) -> int:
             resources_per_worker=plan.resources_per_worker,
             placement_strategy="SPREAD",
         ),
-        run_config=RunConfig(
-            name=plan.run_name,
-            storage_path=f"{plan.output_dir.rstrip('/')}/{RAY_RESULTS_SUBDIR}",
-            failure_config=FailureConfig(
-                max_failures=spec.max_failures, max_preemption_failures=spec.max_preemptions
-            ),
-            worker_runtime_env={
-                "env_vars": {
-                    RUN_DIR_ENV: str(plan.run_dir.path),
-                    # The script's print, once: Ray Train's capture of it wrote each line to
-                    # the log twice (itself, and again through its logger's console handler).
-                    "RAY_TRAIN_ENABLE_PRINT_PATCH": "0",
-                }
+        run_config=driver.run_config(
+            plan.run_name,
+            plan.output_dir,
+            spec,
+            {
+                RUN_DIR_ENV: str(plan.run_dir.path),
+                # The script's print, once: Ray Train's capture of it wrote each line to the
+                # log twice (itself, and again through its logger's console handler).
+                "RAY_TRAIN_ENABLE_PRINT_PATCH": "0",
             },
         ),
     )
-    outcomes = JobOutcome(summary_key, plan.run_dir, started_at).begin()
-    budgets = RestartBudgets(spec.max_failures, spec.max_preemptions, spec.max_hangs)
-    return run_job(trainer, outcomes, budgets, labels, plan, None)
+    return driver.drive(trainer, plan, summary_key, plan.run_dir, started_at, spec, labels, None)
 
 
 def run(argv: list[str]) -> int:
