@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from launcher.client.data_prepare import DEFAULT_SHARD_MB
-from launcher.client.local_layout import LOCAL_BUCKET
+from launcher.client.workspace import DATA_STAGING, LOCAL_BUCKET
 from launcher.core.byte_tokenizer import BYTES
 from launcher.core.datasets import (
     DATASETS_SUBDIR,
@@ -150,7 +150,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", required=True, help="the dataset's name: jobs say --data NAME")
     p.add_argument(
         "--output-dir",
-        help="the bucket: gs://BUCKET[/prefix] (prepared in .local/data-staging, then "
+        help=f"the bucket: gs://BUCKET[/prefix] (prepared in {DATA_STAGING}, then "
         "uploaded, the manifest last), a directory where it is mounted, or (the default) this "
         f"directory's local bucket, {LOCAL_BUCKET}, which `tpu-launcher up` here mounts",
     )

@@ -11,11 +11,12 @@ import hashlib
 from pathlib import Path
 
 from launcher.client.data_prepare import STATE
+from launcher.client.workspace import DATA_STAGING
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST
 from launcher.core.errors import UsageError
 from launcher.preflight.bucket_check import split_url, storage_client
 
-STAGING = Path(".local/data-staging")
+STAGING = DATA_STAGING
 
 
 def staging_dir(url: str) -> Path:

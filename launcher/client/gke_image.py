@@ -13,6 +13,7 @@ from launcher.client.gke_release import ReleaseNeeds
 from launcher.client.gke_steps import Check, Step, gcloud
 from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.client.image_tag import DOCKERFILE, image_tag_of
+from launcher.client.workspace import PACKAGED_CHARTS
 from launcher.core.frameworks import of_image_tag
 
 CLOUDBUILD = "images/launcher/cloudbuild.yaml"
@@ -64,7 +65,7 @@ def describe_image(image: str, target: GkeTarget) -> list[str]:
     return gcloud("artifacts", "docker", "images", "describe", image, project)
 
 
-PACKAGED = ".local/charts"  # where `helm package` leaves the chart on its way to the registry
+PACKAGED = PACKAGED_CHARTS
 
 
 def chart_push_steps(chart: Path, image: str, target: GkeTarget, helm: str) -> list[Step]:

@@ -11,6 +11,7 @@ import re
 from launcher.client.gke_release import CpuPool, NodePool
 from launcher.client.gke_steps import Check, Step, gcloud, location_flags
 from launcher.client.gke_target import GkeTarget
+from launcher.client.workspace import GKE_FILES
 from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME, SPOT
 from launcher.core.errors import UsageError
 from launcher.core.preemption import (
@@ -203,7 +204,7 @@ def require_offered(pool: NodePool, target: GkeTarget) -> None:
     )
 
 
-SYSTEM_CONFIGS = ".local/gke"  # where a node pool's system configuration is written
+SYSTEM_CONFIGS = GKE_FILES  # where a node pool's system configuration is written
 
 
 def spot_shutdown(pool: NodePool) -> int | None:

@@ -8,8 +8,8 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
-from launcher.client.local_layout import LOCAL_BUCKET
 from launcher.client.values_presets import add_values_option
+from launcher.client.workspace import LOCAL_BUCKET
 from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.package_version import doc
 from launcher.core.run_requests import (

@@ -13,13 +13,14 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+from launcher.client.workspace import WORKSPACE
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import LAUNCHER_CONFIGS_DIR, config_files, maxtext_configs_dir
 
 # Every host downloads the package at each job start, and Ray refuses packages past its gRPC
 # message size (512 MiB): data and weights belong in the bucket, not here.
 MAX_BYTES = 100 * 2**20
-SKIPPED_DIRS = {".git", "__pycache__", ".venv", ".local", ".tools", "node_modules"}
+SKIPPED_DIRS = {".git", "__pycache__", ".venv", WORKSPACE, ".tools", "node_modules"}
 SHOWN_FILES = 10
 
 

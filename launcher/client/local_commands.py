@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 
-from launcher.client.local_layout import LOCAL_BUCKET
+from launcher.client.workspace import LOCAL_BUCKET
 
 
 def run_up(ns: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from launcher.client.workspace import LOCAL_BUCKET
 from launcher.core.errors import UsageError
 from launcher.core.slices import (
     LABEL_ACCELERATOR,
@@ -24,7 +25,6 @@ DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
 # (about 1.5 GB): more than this many does not fit a workstation's memory.
 MAX_SIMULATED_HOSTS = 8
 HOST_ENV = "LAUNCHER_LOCAL_HOST"  # each simulated host's name, on every process it runs
-LOCAL_BUCKET = ".local/bucket"  # the bucket of the local cluster, relative to where `up` runs
 
 
 def _smallest_multi_host(generation_name: str) -> str:

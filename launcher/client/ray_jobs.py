@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import re
 import tempfile
 import time
@@ -28,6 +27,7 @@ from launcher.client.job_output import JobOutput
 from launcher.client.ray_jobs_api import ENDED as JOB_ENDED
 from launcher.client.ray_jobs_api import RayJobs, check_reachable, resolve_address
 from launcher.client.slice_target import bind_job_to, resolve_target
+from launcher.client.workspace import state_dir
 from launcher.core.errors import CONFIG_ERROR_EXIT_CODE
 from launcher.core.frameworks import JAX, Framework
 from launcher.core.job_events import format_full_log
@@ -44,7 +44,7 @@ if TYPE_CHECKING:
     from launcher.client.helm_release import Release
 
 # The last submission id, so `logs`, `status` and `stop` need no job id.
-STATE_FILE = Path(os.environ.get("LAUNCHER_STATE_DIR", ".local")) / "last-submission"
+STATE_FILE = state_dir() / "last-submission"
 # The job's metadata key for its run (what `tpu-launcher list` shows).
 RUN_METADATA = "run_name"
 

@@ -124,3 +124,14 @@ def test_the_charts_metadata_has_one_reader():
     client's version: one reader (launcher.client.chart_meta), so they cannot disagree."""
     readers = {n for n, p in MODULES.items() if '"Chart.yaml").read_text()' in p.read_text()}
     assert readers == {"launcher.client.chart_meta"}
+
+
+def test_the_workstations_own_directory_is_named_once():
+    """`.local/` and what lies in it are named in launcher.client.workspace alone: the state
+    directory's override (LAUNCHER_STATE_DIR) then holds everywhere it is read."""
+    spelled = {
+        name
+        for name, path in MODULES.items()
+        if '".local' in path.read_text() or "LAUNCHER_STATE_DIR" in path.read_text()
+    }
+    assert spelled == {"launcher.client.workspace"}
