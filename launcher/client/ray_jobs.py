@@ -112,7 +112,18 @@ def submit(request: SubmitRequest) -> int:
         target = None
     else:
         target = resolve_target(request.values, request.release, request.namespace)
-    plan = plan_job(job.options, list(job.maxtext_argv), target=target.slices if target else None)
+    from launcher.client.release_data import BucketMount, data_seen_here
+
+    read = target.release if target else None
+    mount = BucketMount.of_cluster(read.raycluster["spec"]) if read and read.raycluster else None
+    with data_seen_here(job, mount) as seen:
+        plan = plan_job(
+            job.options,
+            list(job.maxtext_argv),
+            target=target.slices if target else None,
+            data_root=seen[0] if seen else None,
+            hosts_data_root=seen[1] if seen else None,
+        )
     if target is not None and target.slices is not None:
         if request.dry_run and not request.skip_preflight:
             print(f"[dry-run] preflight: the job on the slice of {target.source}", flush=True)
@@ -133,6 +144,7 @@ def submit(request: SubmitRequest) -> int:
                 PreflightRequest(
                     job,
                     plan=plan,
+                    data_dir=f"gs://{mount.bucket}" if seen and mount else None,
                     target=target.slices,
                     target_source=target.source,
                     grace_seconds=target.grace_seconds,

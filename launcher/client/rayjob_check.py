@@ -8,6 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
+from launcher.client.release_data import BucketMount, data_seen_here
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.run_requests import JOB_ENTRYPOINT
@@ -40,6 +41,14 @@ def check_rayjobs(docs: list[dict[str, Any]]) -> None:
         args = rayjob_args(doc)
         try:
             job = parse_job_args(args)
-            plan_job(job.options, list(job.maxtext_argv), target=rayjob_slices(doc))
+            mount = BucketMount.of_cluster(doc["spec"].get("rayClusterSpec", {}))
+            with data_seen_here(job, mount) as seen:
+                plan_job(
+                    job.options,
+                    list(job.maxtext_argv),
+                    target=rayjob_slices(doc),
+                    data_root=seen[0] if seen else None,
+                    hosts_data_root=seen[1] if seen else None,
+                )
         except UsageError as err:
             raise UsageError(f"ray.job.args: {err.field}", err.problem, err.fix) from err

@@ -61,7 +61,7 @@ def preflight(request: PreflightRequest) -> int:
         print(f"preflight: {request.target_source} has no TPU worker group: nothing to compile for")
         return 0
     plan = request.plan
-    if plan is None or request.data_dir:  # with the data seen here, planned with it
+    if plan is None:
         plan = plan_job(
             request.job.options,
             list(request.job.maxtext_argv),

@@ -1,0 +1,123 @@
+"""A job's `--data`, checked against the release's own bucket before anything starts: `submit
+--release` and `install` of a RayJob read the dataset's manifest from gs://BUCKET/datasets/NAME
+(the bucket the release mounts on its hosts), so a misspelt name or a dataset of another
+tokenizer costs a second on the workstation, not a RayJob's TPU start-up.
+
+Where this machine cannot read the bucket (no google-cloud-storage, no credentials, no access),
+it says so and the job's head checks the data as before."""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, SHARD_SUFFIX, check_dataset_name
+from launcher.core.errors import UsageError
+from launcher.core.job_plan import Job
+
+# The Cloud Storage FUSE CSI driver's name (GKE: "Access Cloud Storage buckets with the Cloud
+# Storage FUSE CSI driver"), as the chart's volumes name it.
+GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
+MAX_READ_BYTES = 50 * 2**20  # a tokenizer's files are a few MB; anything larger is listed
+
+
+@dataclass(frozen=True)
+class BucketMount:
+    """The bucket a release's hosts mount, and where they see it."""
+
+    bucket: str
+    mount: str
+
+    @classmethod
+    def of_cluster(cls, spec: dict[str, Any]) -> BucketMount | None:
+        """The gcsfuse volume of a RayCluster spec's head (a RayJob's rayClusterSpec too)."""
+        pod = spec.get("headGroupSpec", {}).get("template", {}).get("spec", {})
+        for volume in pod.get("volumes") or []:
+            csi = volume.get("csi") or {}
+            bucket = (csi.get("volumeAttributes") or {}).get("bucketName")
+            if csi.get("driver") != GCSFUSE_DRIVER or not bucket:
+                continue
+            for container in pod.get("containers") or []:
+                for mount in container.get("volumeMounts") or []:
+                    if mount.get("name") == volume.get("name"):
+                        return cls(str(bucket), str(mount["mountPath"]))
+        return None
+
+
+def _datasets_in(client: Any, bucket: str) -> list[str]:
+    found = client.list_blobs(bucket, prefix=f"{DATASETS_SUBDIR}/", delimiter="/")
+    list(found)  # the iterator fills .prefixes as it pages
+    return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in found.prefixes)
+
+
+@contextlib.contextmanager
+def data_seen_here(job: Job, where: BucketMount | None) -> Iterator[tuple[str, str] | None]:
+    """For plan_job: (a directory holding the manifest of the job's --data as read from the
+    bucket, the hosts' view of the bucket); None where there is nothing to read or it cannot be
+    read here (said). A dataset the bucket does not hold is refused, naming those it holds."""
+    name = job.options.data
+    if not name or where is None:
+        yield None
+        return
+    check_dataset_name(name, "--data")
+    url = f"gs://{where.bucket}/{DATASETS_SUBDIR}/{name}/{MANIFEST}"
+    try:
+        from google.api_core import exceptions as gexc
+        from google.auth import exceptions as auth_exc
+
+        from launcher.preflight.bucket_check import storage_client
+    except ImportError:
+        from launcher.core.package_version import pip_install
+
+        print(
+            f"note: --data={name} is checked on the job's head, not here (reading {url} needs "
+            f"google-cloud-storage: {pip_install('gcs')})",
+            flush=True,
+        )
+        yield None
+        return
+    try:
+        client = storage_client()
+        blob = client.bucket(where.bucket).blob(f"{DATASETS_SUBDIR}/{name}/{MANIFEST}")
+        text = blob.download_as_text()
+    except gexc.NotFound:
+        held = _datasets_in(client, where.bucket)
+        raise UsageError(
+            "--data",
+            f"the release's bucket holds no prepared dataset {name!r} (no {url})",
+            (f"one it holds: {', '.join(held)}; or " if held else "")
+            + f"prepare it: tpu-launcher data prepare SOURCE --name {name} "
+            f"--output-dir gs://{where.bucket}",
+        ) from None
+    except (gexc.GoogleAPIError, auth_exc.GoogleAuthError, OSError) as e:
+        print(
+            f"note: --data={name} is checked on the job's head, not here (could not read {url}: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__})",
+            flush=True,
+        )
+        yield None
+        return
+    with tempfile.TemporaryDirectory(prefix="tpu-launcher-data-") as seen:
+        _mirror(client, where.bucket, name, text, Path(seen))
+        print(f"launcher: --data={name}: its manifest read from {url}", flush=True)
+        yield seen, where.mount
+
+
+def _mirror(client: Any, bucket: str, name: str, manifest: str, into: Path) -> None:
+    """The dataset as the plan reads it: its manifest and its small files (the tokenizer) read,
+    its shards listed (empty files of their names: the plan checks that they exist, not what
+    they hold)."""
+    prefix = f"{DATASETS_SUBDIR}/{name}/"
+    for blob in client.list_blobs(bucket, prefix=prefix):
+        path = into / blob.name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if blob.name.endswith(SHARD_SUFFIX) or (blob.size or 0) > MAX_READ_BYTES:
+            path.touch()
+        elif blob.name != prefix + MANIFEST:
+            blob.download_to_filename(str(path))
+    (into / prefix / MANIFEST).parent.mkdir(parents=True, exist_ok=True)
+    (into / prefix / MANIFEST).write_text(manifest)
