@@ -28,10 +28,6 @@ REPORT_WAIT_S = 60.0
 HANG_EXIT_CODE = 75
 # The steps whose times the bound is derived from: the recent ones, as the progress line's ETA.
 RECENT_STEPS = 10
-# Where the hosts' records live in Ray's KV store, under the job's summary key.
-HEARTBEATS = "heartbeats"
-HANG_RECORDS = "hangs"
-REPORTED = "hang-reported"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,6 @@ from typing import Any
 from ray.train.v2.api.config import FailureConfig
 from ray.train.v2.api.exceptions import TrainingFailedError, WorkerGroupError
 
-from launcher.core import hangs
 from launcher.runtime import ray_internals
 
 FailureDecision = ray_internals.failure_decision()
@@ -26,7 +25,7 @@ logger = logging.getLogger(ray_internals.failure_policy_logger())
 def hang_keys(summary_key: str) -> set[str]:
     from launcher.runtime import job_kv
 
-    return set(job_kv.keys(f"{summary_key}/{hangs.HANG_RECORDS}/"))
+    return set(job_kv.keys(job_kv.JobKeys(summary_key).hang()))
 
 
 class HangBudgetPolicy(ray_internals.default_failure_policy()):  # type: ignore[misc]

@@ -111,7 +111,7 @@ class HangWatchdog:
         self.bound, self.tracker, self.rank = bound, tracker, rank
         self.node_id, self.node_ip, self.run_dir = node_id, node_ip, run_dir
         self.say, self.end, self.clock = say or write_line, end, clock
-        self.key = summary_key
+        self.keys = job_kv.JobKeys(summary_key)
         self.fired = False
         self._beat_at = 0.0
 
@@ -135,7 +135,7 @@ class HangWatchdog:
         now = self.clock()
         if now - self._beat_at >= hangs.HEARTBEAT_S:
             try:
-                key = f"{self.key}/{hangs.HEARTBEATS}/{self.rank}"
+                key = self.keys.heartbeat(self.rank)
                 job_kv.put(key, self.heartbeat(now).to_json())
                 self._beat_at = now
             except Exception:  # the head's KV store unreachable a moment: the next beat will do
@@ -151,12 +151,12 @@ class HangWatchdog:
 
     def fire(self, now: float, gap: float, step_seconds: list[float]) -> None:
         me = self.heartbeat(now)
-        recorded = job_kv.records(f"{self.key}/{hangs.HEARTBEATS}/").values()
+        recorded = job_kv.records(self.keys.heartbeat()).values()
         others = [h for v in recorded if (h := Heartbeat.from_json(v)).rank != self.rank]
         beats = sorted([me, *others], key=lambda h: h.rank)
         frozen = [h for h in beats if h.frozen(now)]
         job_kv.put(
-            f"{self.key}/{hangs.HANG_RECORDS}/{time.time_ns()}-{self.rank}",
+            self.keys.hang(time.time_ns(), self.rank),
             {
                 "rank": self.rank,
                 "at": now,
@@ -185,7 +185,7 @@ class HangWatchdog:
                     "(a hang restart: --max_hangs)"
                 )
             )
-            job_kv.put(f"{self.key}/{hangs.REPORTED}", {"at": self.clock()})
+            job_kv.put(self.keys.hang_reported, {"at": self.clock()})
         else:
             self._wait_for_report(now - self.bound.seconds(step_seconds) / 2)
 
@@ -193,7 +193,7 @@ class HangWatchdog:
         """Until the reporter has read the frozen hosts (the first host to end ends them all)."""
         deadline = time.monotonic() + hangs.REPORT_WAIT_S
         while time.monotonic() < deadline:
-            done = job_kv.get(f"{self.key}/{hangs.REPORTED}")
+            done = job_kv.get(self.keys.hang_reported)
             if done and done["at"] >= since:
                 return
             time.sleep(1)

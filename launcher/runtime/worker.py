@@ -17,7 +17,7 @@ from absl import flags as absl_flags
 from launcher.core.deferred_imports import maxtext_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
-from launcher.core.hangs import HANG_RECORDS, HangBound
+from launcher.core.hangs import HangBound
 from launcher.core.job_events import format_elastic, format_preempted, format_restart
 from launcher.runtime import job_kv
 from launcher.runtime.periodic import every
@@ -149,8 +149,9 @@ def started(
             megascale=megascale,
         )
         begun = time.time_ns()
-        key = f"{config.summary_key}/attempts/{begun}"
-        earlier = len(job_kv.keys(f"{config.summary_key}/attempts/"))
+        keys = job_kv.JobKeys(config.summary_key)
+        key = keys.attempt(begun)
+        earlier = len(job_kv.keys(keys.attempt()))
         if earlier:
             tracker.say(
                 format_restart(earlier + 1, context.get_world_size(), slices, config.per_chip)
@@ -169,7 +170,7 @@ def started(
             fresh = metrics.keep_fresh()
         if jax_compiles:
             _count_compile_time(tracker.attempt)
-        beacon = _keep_last_step(f"{config.summary_key}/last_step/{begun}", tracker)
+        beacon = _keep_last_step(keys.last_step(begun), tracker)
     watchdog = _watch_for_hangs(config, tracker, rank)
     on_notice = lambda notice: _on_notice(config.summary_key, rank, notice, tracker)  # noqa: E731
     node = ray.get_runtime_context().get_node_id()
@@ -293,17 +294,17 @@ def _on_notice(summary_key: str, rank: int, notice: Notice, tracker) -> None:
     sees it may be the one that goes); rank 0 also says it."""
     if rank == 0:
         tracker.say(f"launcher: {notice.describe()}")
-    _put(f"{summary_key}/notices/{time.time_ns()}-{rank}", notice.to_json())
+    _put(job_kv.JobKeys(summary_key).notice(time.time_ns(), rank), notice.to_json())
 
 
 def read_notices(key: str) -> list[dict]:
     """Every preemption notice a host of the job saw, oldest first."""
-    return sorted(job_kv.records(f"{key}/notices/").values(), key=lambda n: n["at"])
+    return sorted(job_kv.records(job_kv.JobKeys(key).notice()).values(), key=lambda n: n["at"])
 
 
 def read_hangs(key: str) -> list[dict]:
     """Every hang a host's watchdog recorded, oldest first (launcher.runtime.hang_watchdog)."""
-    return sorted(job_kv.records(f"{key}/{HANG_RECORDS}/").values(), key=lambda h: h["at"])
+    return sorted(job_kv.records(job_kv.JobKeys(key).hang()).values(), key=lambda h: h["at"])
 
 
 # JAX's monitoring events for the parts of a compile: tracing, lowering, XLA's compile (which
@@ -354,10 +355,11 @@ def read_attempts(key: str) -> list[Attempt]:
     """Every start's events (the first and each restart), in Ray's KV store on the head: a
     killed host's events survive it, up to its last publish, and its last step."""
     found = []
-    for name, record in job_kv.records(f"{key}/attempts/").items():
+    keys = job_kv.JobKeys(key)
+    for name, record in job_kv.records(keys.attempt()).items():
         attempt = Attempt.from_json(record)
         started = name.rsplit("/", 1)[-1]  # the attempt's key
-        if last := job_kv.get(f"{key}/last_step/{started}"):
+        if last := job_kv.get(keys.last_step(started)):
             attempt.last_step = last["step"]
         found.append(attempt)
     return found
