@@ -38,7 +38,7 @@ import psutil
 
 from harness.local_ray import require_local_cluster
 from harness.paths import REPO
-from launcher.client.local_cluster import running_slices
+from launcher.client.local.cluster import running_slices
 from launcher.core.job_events import EventKind, parse
 from launcher.core.run_dir import compile_cache_for
 from launcher.runtime.progress import parse_step_line

@@ -18,11 +18,11 @@ from pathlib import Path
 import psutil
 
 from harness.paths import REPO
-from launcher.client.local_cluster import TOKEN_AUTH
-from launcher.client.local_instance import MEMBER_ENV, local_instance
-from launcher.client.local_layout import HOST_ENV
-from launcher.client.local_nodes import processes_with_env
-from launcher.client.ray_jobs_api import RayJobs, default_address
+from launcher.client.jobs.ray_api import RayJobs, default_address
+from launcher.client.local.cluster import TOKEN_AUTH
+from launcher.client.local.instance import MEMBER_ENV, local_instance
+from launcher.client.local.layout import HOST_ENV
+from launcher.client.local.nodes import processes_with_env
 from launcher.runtime.progress import steps_logged
 
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")

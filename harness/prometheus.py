@@ -9,7 +9,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 
-from launcher.client import local_prometheus
+from launcher.client.local import prometheus as local_prometheus
 from launcher.core import job_metrics as jm
 from launcher.core.job_metrics import JobMetric
 

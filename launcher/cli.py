@@ -29,7 +29,7 @@ import difflib
 import os
 import sys
 
-from launcher.client.ray_jobs_api import RayJobsError
+from launcher.client.jobs.ray_api import RayJobsError
 from launcher.core.errors import CommandError, UsageError, report
 from launcher.core.package_version import installed_version
 from launcher.core.run_requests import TORCH_TRAIN
@@ -80,15 +80,12 @@ def _dashboard(ns: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from launcher.client import (
-        completion,
-        data_commands,
-        gke_commands,
-        job_commands,
-        job_list,
-        local_commands,
-        saxml_http,
-    )
+    from launcher.client import completion, saxml_http
+    from launcher.client.data import commands as data_commands
+    from launcher.client.gke import commands as gke_commands
+    from launcher.client.jobs import commands as job_commands
+    from launcher.client.jobs import listing as job_list
+    from launcher.client.local import commands as local_commands
     from launcher.runtime import commands as in_cluster
 
     parser = argparse.ArgumentParser(

@@ -18,7 +18,7 @@ from xdist.remote import Producer
 from xdist.scheduler import LoadScopeScheduling
 from xdist.workermanage import WorkerController
 
-from launcher.client.local_instance import RAY_TMPDIR, SLOT_ENV, LocalInstance
+from launcher.client.local.instance import RAY_TMPDIR, SLOT_ENV, LocalInstance
 
 # The suite's own local Ray cluster, beside any a user started (`make demo`: slot 0): slot 1 has
 # its own ports and Ray state directory, so the tests neither adopt nor stop the user's cluster;

@@ -233,7 +233,7 @@ def rayjob_state(rayjob: dict) -> tuple[str | None, str]:
     """The Ray job id of a release's RayJob once KubeRay submitted it, and its state in words."""
     name, spec = rayjob["metadata"]["name"], rayjob["spec"]
     status = rayjob.get("status") or {}
-    from launcher.client.kueue_queue import QUEUE_LABEL
+    from launcher.client.gke.queue import QUEUE_LABEL
 
     queue = rayjob["metadata"].get("labels", {}).get(QUEUE_LABEL)
     if spec.get("suspend"):

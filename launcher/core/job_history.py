@@ -1,6 +1,6 @@
 """A job's history in its run's directory on the bucket, which outlives the cluster and the
 RayJob that ran it: the driver writes it as the job runs (launcher.runtime.job_history_writer)
-and `tpu-launcher list|logs|status --bucket` read it back (launcher.client.job_history).
+and `tpu-launcher list|logs|status --bucket` read it back (launcher.client.jobs.history).
 
     <run>/jobs/<submission id>/
       job.json   the job as `list --json` and `status --json` show it (state: RUNNING, then

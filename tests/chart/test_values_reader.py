@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from harness.helm import VALUES_FILES, render
-from launcher.client.slice_target import resolve_target
+from launcher.client.jobs.slice_target import resolve_target
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
 from launcher.core.slices import worker_group_slices

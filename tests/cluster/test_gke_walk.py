@@ -27,7 +27,7 @@ from harness.helm import CHART
 from harness.kube import Release, dump, ready, wait_for
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
-from launcher.client.gke_release import room
+from launcher.client.gke.release import room
 from launcher.client.image_tag import of_checkout
 from launcher.core.tpu_table import (
     GENERATIONS,

@@ -18,7 +18,7 @@ import pytest
 
 from harness.local_ray import LocalCluster, local_cluster_command, run_name, tpu_launcher
 from harness.paths import REPO
-from launcher.client import local_prometheus
+from launcher.client.local import prometheus as local_prometheus
 from launcher.core.datasets import MANIFEST, Manifest
 
 # The modules that restart the cluster with another shape (and the one that reads a stopped

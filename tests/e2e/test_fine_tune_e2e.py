@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.local_ray import launcher_result, run_name, tpu_launcher
-from launcher.client.data_prepare import split_of
+from launcher.client.data.prepare import split_of
 from launcher.core.checkpoints import committed_steps
 from launcher.corpus.instructions import ANSWER_PREFIX, examples
 from tests.support.hf_llama_reference import HfLlama, write_tiny_llama

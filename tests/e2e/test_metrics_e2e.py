@@ -17,7 +17,7 @@ import pytest
 from harness.local_ray import launcher_result
 from harness.paths import REPO
 from harness.prometheus import WINDOW, last, query, query_range, settled
-from launcher.client import local_prometheus
+from launcher.client.local import prometheus as local_prometheus
 from launcher.core import job_metrics as jm
 from launcher.core.child_process import ends_with_this_process
 from launcher.core.dashboard import dashboard, queries

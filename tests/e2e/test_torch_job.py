@@ -30,8 +30,8 @@ from harness.job_control import (
 )
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.prometheus import last, restarts_by_cause, settled
-from launcher.client.local_layout import HOST_ENV
-from launcher.client.torch_submit import EXAMPLE
+from launcher.client.jobs.torch_submit import EXAMPLE
+from launcher.client.local.layout import HOST_ENV
 from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, events

@@ -21,7 +21,7 @@ from harness.local_ray import (
     run_name,
     tpu_launcher,
 )
-from launcher.client.local_instance import local_instance
+from launcher.client.local.instance import local_instance
 from launcher.core.checkpoints import committed_steps
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

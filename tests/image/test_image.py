@@ -121,7 +121,7 @@ def test_the_wheel_carries_the_launchers_configs(tmp_path):
         "launcher/cli.py",
         "launcher/runtime/entrypoint.py",
         "launcher/core/tpu_table.py",
-        "launcher/client/ray_jobs.py",
+        "launcher/client/jobs/submit.py",
         "launcher/preflight/command.py",
     } <= names
 

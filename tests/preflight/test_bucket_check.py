@@ -106,7 +106,7 @@ def test_data_prepare_into_a_bucket_sends_the_manifest_last_and_resumes(
     """`tpu-launcher data prepare --output-dir gs://...`: prepared in a staging directory, then
     uploaded; a rerun sends nothing again; an upload cut short leaves no manifest."""
     from launcher.cli import main
-    from launcher.client import data_upload
+    from launcher.client.data import upload as data_upload
     from launcher.core.datasets import Manifest
 
     monkeypatch.chdir(tmp_path)  # the staging directory is the working directory's .local

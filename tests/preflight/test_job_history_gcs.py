@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from launcher.client.job_history import BucketHistory
-from launcher.client.job_list import list_rows
+from launcher.client.jobs.history import BucketHistory
+from launcher.client.jobs.listing import list_rows
 
 pytestmark = pytest.mark.preflight
 

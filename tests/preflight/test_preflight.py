@@ -292,7 +292,7 @@ def test_submit_plans_the_job_once_and_preflight_checks_that_plan(monkeypatch):
     preflight checks, not a second. (The compile, which this test does not need, is replaced
     by a stop: the plans counted are those made before it.)"""
     from launcher import cli
-    from launcher.client import ray_jobs
+    from launcher.client.jobs import submit as ray_jobs
     from launcher.core import job_plan
     from launcher.preflight import command
 

@@ -12,8 +12,8 @@ import pytest
 
 from harness.helm import render
 from harness.paths import REPO
-from launcher.client.rayjob_check import check_rayjobs
-from launcher.client.release_data import BucketMount
+from launcher.client.jobs.rayjob_check import check_rayjobs
+from launcher.client.jobs.release_data import BucketMount
 from launcher.core.errors import UsageError
 
 pytestmark = pytest.mark.preflight

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from launcher.client.local_layout import host_nodes
+from launcher.client.local.layout import host_nodes
 
 
 def ray_nodes(accel="v6e", topology="4x4", num_slices=1, drop=0):

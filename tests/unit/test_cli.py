@@ -9,7 +9,8 @@ import os
 import pytest
 
 from launcher import cli
-from launcher.client import ray_jobs, ray_jobs_api
+from launcher.client.jobs import ray_api as ray_jobs_api
+from launcher.client.jobs import submit as ray_jobs
 from tests.support.launcher_cli import tpu_launcher_here
 
 pytestmark = pytest.mark.unit
@@ -150,7 +151,7 @@ def test_the_slice_preflight_approved_is_the_slice_the_job_is_submitted_with(cap
 def test_a_bound_job_reads_back_as_the_same_slices(accelerator, topology, chips, slices):
     """Whatever shape the target has (v6e-8 as two hosts of 4 included), the bound arguments
     name exactly it."""
-    from launcher.client.slice_target import bind_job_to
+    from launcher.client.jobs.slice_target import bind_job_to
     from launcher.core.job_plan import parse_job_args
     from launcher.core.slices import TpuSlices
     from launcher.core.tpu_table import slice_shape

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from harness.paths import REPO
-from launcher.client.data_prepare import PrepareRequest, prepare
+from launcher.client.data.prepare import PrepareRequest, prepare
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.client.gke_image import image_build_step
+from launcher.client.gke.image import image_build_step
 from launcher.client.helm_release import refuse_other_framework
 from launcher.client.image_tag import skew
 from launcher.core.errors import UsageError

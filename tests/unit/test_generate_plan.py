@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from launcher.cli import _parser
-from launcher.client.job_output import JobOutput
+from launcher.client.jobs.output import JobOutput
 from launcher.core.checkpoints import COMMIT_MARKER
 from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.client.gke_release import allocatable, cpu_pool, pod_requests
-from launcher.client.gke_target import GkeTarget, region
+from launcher.client.gke.release import allocatable, cpu_pool, pod_requests
+from launcher.client.gke.target import GkeTarget, region
 from launcher.core.errors import UsageError
 
 pytestmark = pytest.mark.unit

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from launcher.client import job_files
-from launcher.client.job_files import plan_shipment
+from launcher.client.jobs import files as job_files
+from launcher.client.jobs.files import plan_shipment
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import LAUNCHER_CONFIGS_DIR, resolve_config
 

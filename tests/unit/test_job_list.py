@@ -7,8 +7,8 @@ import json
 
 import pytest
 
-from launcher.client.job_list import cells, format_rows, last_step, row
-from launcher.client.ray_jobs_api import JobInfo
+from launcher.client.jobs.listing import cells, format_rows, last_step, row
+from launcher.client.jobs.ray_api import JobInfo
 from launcher.core.job_events import format_progress
 
 pytestmark = pytest.mark.unit

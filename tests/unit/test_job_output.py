@@ -9,7 +9,7 @@ import io
 
 import pytest
 
-from launcher.client.job_output import JobOutput
+from launcher.client.jobs.output import JobOutput
 from launcher.core import job_events
 from launcher.core.job_events import EventKind, clean, parse
 

@@ -12,8 +12,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from launcher.client.local_layout import MAX_SIMULATED_HOSTS, host_nodes
-from launcher.client.local_nodes import wait_until_registered
+from launcher.client.local.layout import MAX_SIMULATED_HOSTS, host_nodes
+from launcher.client.local.nodes import wait_until_registered
 from launcher.core.errors import UsageError
 
 pytestmark = pytest.mark.unit
@@ -73,8 +73,8 @@ def test_a_second_checkout_neither_uses_nor_stops_another_checkouts_cluster(tmp_
     """The cluster's record names the directory `up` ran in; from another directory `up` and
     `down` refuse with the way out, and `down --force` goes ahead. (The running cluster is a
     stand-in here: its record file and a dashboard that answers; the e2e tier runs real ones.)"""
-    from launcher.client import local_cluster
-    from launcher.client.local_cluster import LocalClusterSpec, down, up
+    from launcher.client.local import cluster as local_cluster
+    from launcher.client.local.cluster import LocalClusterSpec, down, up
 
     record = tmp_path / "nodes.json"
     record.write_text('{"nodes": [], "started_from": "/home/someone/other-checkout"}')
@@ -154,8 +154,8 @@ def test_down_stops_its_own_slots_processes_and_no_one_elses(monkeypatch):
     process started as a member of its slot, and no process of the other slot, nor a client
     that only names the slot (a pytest worker, a `tpu-launcher` command). Stand-in processes:
     the e2e tier runs real clusters."""
-    from launcher.client import local_cluster
-    from launcher.client.local_instance import MEMBER_ENV, SLOT_ENV
+    from launcher.client.local import cluster as local_cluster
+    from launcher.client.local.instance import MEMBER_ENV, SLOT_ENV
 
     monkeypatch.setenv(SLOT_ENV, "7")
     mine = _sleeper(local_instance_env(7))
@@ -175,13 +175,13 @@ def test_down_stops_its_own_slots_processes_and_no_one_elses(monkeypatch):
 
 
 def local_instance_env(slot: int) -> dict[str, str]:
-    from launcher.client.local_instance import LocalInstance
+    from launcher.client.local.instance import LocalInstance
 
     return LocalInstance(slot).env
 
 
 def test_each_slot_has_ports_and_a_state_directory_of_its_own(monkeypatch):
-    from launcher.client.local_instance import MAX_SLOT, RAY_TMPDIR, LocalInstance, local_instance
+    from launcher.client.local.instance import MAX_SLOT, RAY_TMPDIR, LocalInstance, local_instance
 
     monkeypatch.delenv(RAY_TMPDIR, raising=False)
     slots = [LocalInstance(k) for k in range(MAX_SLOT + 1)]
@@ -204,9 +204,9 @@ def test_each_slot_has_ports_and_a_state_directory_of_its_own(monkeypatch):
 def test_a_host_is_killed_in_its_own_slot_only(monkeypatch):
     """Both clusters have a host named local-slice-0-host-1: a preemption the tests inject into
     theirs must not take the user's. (Stand-in processes, as above.)"""
-    from launcher.client.local_instance import SLOT_ENV
-    from launcher.client.local_layout import HOST_ENV
-    from launcher.client.local_nodes import kill_hosts
+    from launcher.client.local.instance import SLOT_ENV
+    from launcher.client.local.layout import HOST_ENV
+    from launcher.client.local.nodes import kill_hosts
 
     monkeypatch.setenv(SLOT_ENV, "7")
     host = {HOST_ENV: "local-slice-0-host-1"}

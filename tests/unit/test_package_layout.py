@@ -73,7 +73,7 @@ def test_no_module_is_in_an_import_circle():
 def test_the_graph_sees_imports_at_all():
     """Guards the two tests above against a walker that finds nothing."""
     assert "launcher.core.job_plan" in GRAPH["launcher.runtime.entrypoint"]
-    assert "launcher.preflight.command" in GRAPH["launcher.client.ray_jobs"]
+    assert "launcher.preflight.command" in GRAPH["launcher.client.jobs.submit"]
 
 
 def test_preflight_is_handed_its_target_and_never_reaches_the_client():
@@ -86,7 +86,7 @@ def test_preflight_is_handed_its_target_and_never_reaches_the_client():
 
 # Where a job's words arrive: the workstation's job commands, and a RayJob release's rendered
 # args. Everything below them takes the parsed Job (launcher.core.job_plan.Job).
-JOB_EDGES = {"launcher.client.job_commands", "launcher.client.rayjob_check"}
+JOB_EDGES = {"launcher.client.jobs.commands", "launcher.client.jobs.rayjob_check"}
 # The in-cluster entrypoint reads its flags through absl's app.run, its own edge, and hands
 # plan_job the options it built: it calls no parse at all.
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.client.pending_reasons import kueue_reasons, pod_reasons
+from launcher.client.jobs.pending_reasons import kueue_reasons, pod_reasons
 
 pytestmark = pytest.mark.unit
 SHAPE = {

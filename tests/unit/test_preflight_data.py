@@ -38,8 +38,8 @@ def test_a_release_job_says_its_data_was_not_looked_at(capsys, tmp_path, monkeyp
 
 
 def test_data_prepare_writes_here_not_to_another_checkouts_cluster(tmp_path, monkeypatch):
-    from launcher.client import local_cluster
-    from launcher.client.data_commands import default_output_dir
+    from launcher.client.data.commands import default_output_dir
+    from launcher.client.local import cluster as local_cluster
 
     record = tmp_path / "nodes.json"
     other = tmp_path / "other-checkout"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.client.ray_jobs_api import PACKAGE_PREFIX, JobInfo, package_zip
+from launcher.client.jobs.ray_api import PACKAGE_PREFIX, JobInfo, package_zip
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +65,7 @@ def test_every_word_of_the_entrypoint_arrives_as_one_argument(tmp_path):
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from launcher.client.ray_jobs_api import RayJobs
+    from launcher.client.jobs.ray_api import RayJobs
 
     posted: list[dict] = []
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.client.data_prepare import PrepareRequest, prepare
+from launcher.client.data.prepare import PrepareRequest, prepare
 from launcher.core.byte_tokenizer import byte_tokenizer_files
 from launcher.core.datasets import maxtext_keys
 from launcher.core.errors import UsageError

@@ -4,9 +4,9 @@ shell the real component uses:
 - a RayJob's `ray.job.args`: tests/chart/test_rayjob_shells.py (KubeRay's submitter's bash, Ray's
   CLI, the job supervisor's shell);
 - `submit`, `generate` and `export`, which all send their entrypoint through Ray's job API
-  (launcher.client.ray_jobs_api.RayJobs.submit), whose supervisor runs it with a shell:
+  (launcher.client.jobs.ray_api.RayJobs.submit), whose supervisor runs it with a shell:
   tests/unit/test_ray_jobs_api.py;
-- `gke plan`, which prints a bash script of the steps `gke up` runs (launcher.client.gke_steps.
+- `gke plan`, which prints a bash script of the steps `gke up` runs (launcher.client.gke.steps.
   format_plan): here, bash runs it for real, with `gcloud` a stand-in on PATH that records the
   arguments it got. (Saxml's calls go over HTTP as JSON: no shell.)
 
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.client.gke_steps import Check, Plan, Step, format_plan
+from launcher.client.gke.steps import Check, Plan, Step, format_plan
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.client.torch_submit import EXAMPLE
+from launcher.client.jobs.torch_submit import EXAMPLE
 from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(300)]

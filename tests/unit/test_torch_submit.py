@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.client import torch_submit
+from launcher.client.jobs import torch_submit as torch_submit
 from launcher.core.run_requests import TORCH_ENTRYPOINT
 from tests.support.launcher_cli import tpu_launcher_here
 

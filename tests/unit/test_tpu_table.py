@@ -190,8 +190,8 @@ def test_json_export_matches_the_table_and_the_cli(capsys):
 
 
 def test_every_machine_type_has_a_size():
-    from launcher.client.gke_plan import SYSTEM_MACHINE
-    from launcher.client.gke_release import CPU_MACHINES
+    from launcher.client.gke.plan import SYSTEM_MACHINE
+    from launcher.client.gke.release import CPU_MACHINES
     from launcher.core.machines import CPU_POOL_MACHINE, MACHINES
 
     named = {m for gen in GENERATIONS.values() for m in gen.machines.values()}

@@ -13,7 +13,7 @@ from pathlib import Path
 import yaml
 
 from launcher.client.commands import run
-from launcher.client.gke_target import GkeTarget
+from launcher.client.gke.target import GkeTarget
 from launcher.core.capacity import (
     CAPACITIES,
     FLEX_START,

@@ -5,8 +5,8 @@ labels KubeRay and the GKE TPU webhook give a real TPU host (TPU chips, the slic
 worker id, the topology, the pod type, the `TPU-<pod type>-head` resource on worker 0), so
 JaxTrainer takes Ray's own TPU path: slice reservation, gang scheduling, jax.distributed. Each
 host's JAX sees its chips as CPU devices. A CPU-only slice (no TPU resources) is offered too.
-This module starts and stops the processes; local_layout.py says what each host is, and
-local_nodes.py how Ray and the machine see them.
+This module starts and stops the processes; local/layout.py says what each host is, and
+local/nodes.py how Ray and the machine see them.
 """
 
 from __future__ import annotations
@@ -21,9 +21,10 @@ import urllib.request
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.local_instance import MEMBER_ENV, NODE_IP, local_instance
-from launcher.client.local_layout import HOST_ENV, LocalClusterSpec, host_nodes
-from launcher.client.local_nodes import (
+from launcher.client.jobs.ray_api import default_address
+from launcher.client.local.instance import MEMBER_ENV, NODE_IP, local_instance
+from launcher.client.local.layout import HOST_ENV, LocalClusterSpec, host_nodes
+from launcher.client.local.nodes import (
     alive_names,
     kill_hosts,
     processes_with_env,
@@ -31,7 +32,6 @@ from launcher.client.local_nodes import (
     wait_until_gone,
     wait_until_registered,
 )
-from launcher.client.ray_jobs_api import default_address
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.slices import LABEL_SLICE

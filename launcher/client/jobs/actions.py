@@ -8,9 +8,9 @@ import contextlib
 import json
 import time
 
-from launcher.client.job_output import JobOutput
-from launcher.client.ray_jobs import STATE_FILE, follow_job, log_path
-from launcher.client.ray_jobs_api import RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.output import JobOutput
+from launcher.client.jobs.ray_api import RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import EventKind, events, last_result
@@ -50,13 +50,13 @@ def act_on_job(
                 "a job's history in the bucket is read, not followed, waited on or stopped",
                 "ask the Ray cluster that runs it: drop --bucket",
             )
-        from launcher.client.job_history import act_on_recorded
+        from launcher.client.jobs.history import act_on_recorded
 
         return act_on_recorded(command, job_id, bucket, raw, as_json, show_log_text)
     read = None  # the release, once read
     if release and not job:  # a RayJob release: its own job, or what it waits for
         from launcher.client.helm_release import Release, rayjob_state
-        from launcher.client.pending_reasons import why_not_running
+        from launcher.client.jobs.pending_reasons import why_not_running
 
         pending = why_not_running(release, namespace) if command == "status" else None
         read = Release.read(release, namespace)
@@ -150,7 +150,7 @@ def _act_on_job(
         while (info := jobs.info(job_id) or info).status not in ENDED:
             time.sleep(WAIT_POLL_S)
     if as_json:
-        from launcher.client.job_list import status_json
+        from launcher.client.jobs.listing import status_json
 
         print(json.dumps(status_json(info, jobs.logs(job_id)), indent=2))
         return ENDED[info.status] if wait else 0

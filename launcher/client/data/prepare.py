@@ -20,7 +20,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from launcher.client.data_sources import documents, field_option, input_files, source_digest
+from launcher.client.data.sources import documents, field_option, input_files, source_digest
 from launcher.core.byte_tokenizer import BYTES, byte_tokenizer_files
 from launcher.core.datasets import (
     DATASETS_SUBDIR,

@@ -10,7 +10,7 @@ import base64
 import hashlib
 from pathlib import Path
 
-from launcher.client.data_prepare import STATE
+from launcher.client.data.prepare import STATE
 from launcher.client.workspace import DATA_STAGING
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST
 from launcher.core.errors import UsageError

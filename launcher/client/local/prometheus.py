@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from launcher.client.local_instance import local_instance
+from launcher.client.local.instance import local_instance
 from launcher.core.errors import UsageError
 
 SCRAPE_EVERY = "5s"  # Ray's agents export every 10 s: every value a job reports is seen

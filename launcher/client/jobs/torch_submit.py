@@ -11,8 +11,8 @@ import tempfile
 from pathlib import Path
 
 import launcher.examples
-from launcher.client.job_files import ship_script
-from launcher.client.ray_jobs import SubmitRequest, address_for, submit_entrypoint
+from launcher.client.jobs.files import ship_script
+from launcher.client.jobs.submit import SubmitRequest, address_for, submit_entrypoint
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import TORCH
 from launcher.core.run_requests import TORCH_ENTRYPOINT

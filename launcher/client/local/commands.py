@@ -9,7 +9,7 @@ from launcher.client.workspace import LOCAL_BUCKET
 
 
 def run_up(ns: argparse.Namespace) -> int:
-    from launcher.client import local_cluster
+    from launcher.client.local import cluster as local_cluster
 
     local_cluster.up(
         local_cluster.LocalClusterSpec(
@@ -27,14 +27,15 @@ def run_up(ns: argparse.Namespace) -> int:
     if ns.prometheus and not ns.dry_run:
         from pathlib import Path
 
-        from launcher.client import local_prometheus
+        from launcher.client.local import prometheus as local_prometheus
 
         local_prometheus.up(Path(ns.bucket_dir).resolve().parent / "prometheus")
     return 0
 
 
 def run_down(ns: argparse.Namespace) -> int:
-    from launcher.client import local_cluster, local_prometheus
+    from launcher.client.local import cluster as local_cluster
+    from launcher.client.local import prometheus as local_prometheus
 
     local_cluster.down(ns.dry_run, force=ns.force)
     if not ns.dry_run and local_prometheus.down():
@@ -43,13 +44,13 @@ def run_down(ns: argparse.Namespace) -> int:
 
 
 def run_local_status(ns: argparse.Namespace) -> int:
-    from launcher.client import local_cluster
+    from launcher.client.local import cluster as local_cluster
 
     return local_cluster.status()
 
 
 def run_slice(ns: argparse.Namespace) -> int:
-    from launcher.client import local_cluster
+    from launcher.client.local import cluster as local_cluster
 
     if ns.command == "slice-down":
         local_cluster.slice_down(ns.slice)
@@ -59,7 +60,7 @@ def run_slice(ns: argparse.Namespace) -> int:
 
 
 def run_preempt(ns: argparse.Namespace) -> int:
-    from launcher.client.local_preemption import Preemption, preempt
+    from launcher.client.local.preemption import Preemption, preempt
 
     preempt(Preemption(ns.slice, ns.host, ns.notice, ns.stay_down))
     return 0

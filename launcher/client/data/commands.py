@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from launcher.client.data_prepare import DEFAULT_SHARD_MB
+from launcher.client.data.prepare import DEFAULT_SHARD_MB
 from launcher.client.workspace import DATA_STAGING, LOCAL_BUCKET
 from launcher.core.byte_tokenizer import BYTES
 from launcher.core.datasets import (
@@ -19,14 +19,14 @@ from launcher.core.errors import UsageError
 from launcher.core.tokenizers import TOKENIZER_TYPES
 from launcher.core.trainers import SFT_FIELDS
 
-SHIPPED_CORPUS = Path(__file__).parents[1] / "corpus" / "tiny"
-SHIPPED_INSTRUCTIONS = Path(__file__).parents[1] / "corpus" / "tiny-sft"  # with --fields
+SHIPPED_CORPUS = Path(__file__).parents[2] / "corpus" / "tiny"
+SHIPPED_INSTRUCTIONS = Path(__file__).parents[2] / "corpus" / "tiny-sft"  # with --fields
 
 
 def default_output_dir() -> Path:
     """This directory's local bucket: the one its local cluster mounts (`up` started from here),
     else the one `tpu-launcher up` makes here; never another directory's cluster's."""
-    from launcher.client.local_cluster import running_bucket_of_here
+    from launcher.client.local.cluster import running_bucket_of_here
 
     return running_bucket_of_here() or Path(LOCAL_BUCKET)
 
@@ -52,7 +52,7 @@ def _has_storage_client() -> bool:
 
 
 def run_prepare(ns: argparse.Namespace) -> int:
-    from launcher.client.data_prepare import PrepareRequest, prepare
+    from launcher.client.data.prepare import PrepareRequest, prepare
 
     check_dataset_name(ns.name)
     if not 0 <= ns.eval_fraction < 1:
@@ -69,7 +69,7 @@ def run_prepare(ns: argparse.Namespace) -> int:
                 f"{url} is uploaded with google-cloud-storage, which is not installed here",
                 f"{pip_install('gcs')}, or prepare into the bucket's gcsfuse mount",
             )
-        from launcher.client.data_upload import staging_dir
+        from launcher.client.data.upload import staging_dir
 
         output = staging_dir(url)
     else:
@@ -93,7 +93,7 @@ def run_prepare(ns: argparse.Namespace) -> int:
     )
     where = f"{output}/{DATASETS_SUBDIR}/{ns.name}"
     if url:
-        from launcher.client.data_upload import upload
+        from launcher.client.data.upload import upload
 
         sent = upload(output, url, ns.name)
         where = f"{url.rstrip('/')}/{DATASETS_SUBDIR}/{ns.name}"

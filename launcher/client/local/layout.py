@@ -1,6 +1,6 @@
 """The local cluster's layout: which simulated hosts a slice name (or a CPU slice) becomes, and
 the resources, labels and env each is started with, as KubeRay and the GKE TPU webhook give a
-real TPU host. Pure: local_cluster.py starts the processes.
+real TPU host. Pure: local/cluster.py starts the processes.
 """
 
 from __future__ import annotations

@@ -29,8 +29,8 @@ from launcher.core.ray_auth import auth_headers
 
 
 def default_address() -> str:
-    """The local cluster's dashboard (this slot's: launcher.client.local_instance)."""
-    from launcher.client.local_instance import local_instance
+    """The local cluster's dashboard (this slot's: launcher.client.local.instance)."""
+    from launcher.client.local.instance import local_instance
 
     return local_instance().dashboard_address
 

@@ -28,11 +28,11 @@ import yaml
 from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import OCI, packaged_chart, pulled_chart
 from launcher.client.commands import run
-from launcher.client.gke_image import chart_push_steps, describe_image, image_build_step
-from launcher.client.gke_plan import down_plan, up_plan
-from launcher.client.gke_release import ReleaseNeeds, needs, render, user_secrets
-from launcher.client.gke_steps import Plan, execute, format_plan
-from launcher.client.gke_target import GkeTarget, add_target_options
+from launcher.client.gke.image import chart_push_steps, describe_image, image_build_step
+from launcher.client.gke.plan import down_plan, up_plan
+from launcher.client.gke.release import ReleaseNeeds, needs, render, user_secrets
+from launcher.client.gke.steps import Plan, execute, format_plan
+from launcher.client.gke.target import GkeTarget, add_target_options
 from launcher.client.image_tag import DOCKERFILE, image_sources, image_tag_of
 from launcher.client.values_presets import add_values_option
 from launcher.core.errors import UsageError
@@ -252,7 +252,7 @@ def _create_if_missing(name: str, key: str, namespace: str, dry_run: bool) -> No
 def install(ns: argparse.Namespace) -> int:
     """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket;
     a RayJob's job is checked first, as `submit` checks one."""
-    from launcher.client.rayjob_check import check_rayjobs
+    from launcher.client.jobs.rayjob_check import check_rayjobs
 
     target = _target(ns)
     target.require_image_name()
@@ -311,7 +311,7 @@ def _digest_set(image: str, target: GkeTarget, dry_run: bool) -> list[str]:
 
 def gke_queue(ns: argparse.Namespace) -> int:
     """Prints the Kueue objects the release's queue needs, as YAML for kubectl apply."""
-    from launcher.client.kueue_queue import QUEUE_LABEL, queue_objects
+    from launcher.client.gke.queue import QUEUE_LABEL, queue_objects
 
     _chart_option(ns)
     target = GkeTarget.from_args(ns)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import chart_repository
-from launcher.client.gke_release import ReleaseNeeds
-from launcher.client.gke_steps import Check, Step, gcloud
-from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
+from launcher.client.gke.release import ReleaseNeeds
+from launcher.client.gke.steps import Check, Step, gcloud
+from launcher.client.gke.target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.client.image_tag import DOCKERFILE, image_tag_of
 from launcher.client.workspace import PACKAGED_CHARTS
 from launcher.core.frameworks import of_image_tag

@@ -18,7 +18,7 @@ import sys
 import time
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options
-from launcher.client.ray_jobs_api import JobInfo, RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.ray_api import JobInfo, RayJobs, check_reachable, resolve_address
 from launcher.core.job_events import EventKind, events, last_result
 from launcher.core.job_record import FIELDS, JobRecord
 
@@ -101,14 +101,14 @@ def list_jobs(address: str, limit: int) -> list[JobRecord]:
 
 def list_rows(root: str, limit: int) -> list[JobRecord]:
     """`list --bucket`: the record of each recorded job, newest first."""
-    from launcher.client.job_history import BucketHistory
+    from launcher.client.jobs.history import BucketHistory
 
     return [recorded.job for recorded in BucketHistory(root).jobs()[:limit]]
 
 
 def run_list(ns: argparse.Namespace) -> int:
     if ns.bucket:
-        from launcher.client.job_history import source_line
+        from launcher.client.jobs.history import source_line
 
         rows = list_rows(ns.bucket, ns.limit)
         print(source_line(ns.bucket), file=sys.stderr)

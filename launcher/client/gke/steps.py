@@ -1,8 +1,8 @@
 """The engine under `tpu-launcher gke plan|up|down`: a plan is steps, each a command with the
 read-only check that tells whether it is done already. `execute` runs them in order, skipping
 what is done, so a second run picks up where the first stopped; `format_plan` writes the same
-plan as a bash script that does the same. What the steps are: gke_plan.py (the cluster, the
-bucket, up and down), gke_pools.py (node pools), gke_image.py (the image and the chart).
+plan as a bash script that does the same. What the steps are: gke/plan.py (the cluster, the
+bucket, up and down), gke/pools.py (node pools), gke/image.py (the image and the chart).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.gke_target import GkeTarget
+from launcher.client.gke.target import GkeTarget
 from launcher.core.errors import UsageError
 from launcher.core.tpu_table import gke_version
 

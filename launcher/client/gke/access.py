@@ -5,9 +5,9 @@ need for the image: GKE's nodes pull it, Cloud Build pushes it. Each rule with i
 
 from __future__ import annotations
 
-from launcher.client.gke_release import ReleaseNeeds
-from launcher.client.gke_steps import Check, Step, gcloud
-from launcher.client.gke_target import REPOSITORY, GkeTarget
+from launcher.client.gke.release import ReleaseNeeds
+from launcher.client.gke.steps import Check, Step, gcloud
+from launcher.client.gke.target import REPOSITORY, GkeTarget
 
 # Service Usage's "Enabling and disabling services": a new project has none of these on, and a
 # call to a disabled one fails ("... API has not been used in project N before or it is

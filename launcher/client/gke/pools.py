@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import re
 
-from launcher.client.gke_release import CpuPool, NodePool
-from launcher.client.gke_steps import Check, Step, gcloud, location_flags
-from launcher.client.gke_target import GkeTarget
+from launcher.client.gke.release import CpuPool, NodePool
+from launcher.client.gke.steps import Check, Step, gcloud, location_flags
+from launcher.client.gke.target import GkeTarget
 from launcher.client.workspace import GKE_FILES
 from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME, SPOT
 from launcher.core.errors import UsageError

@@ -33,7 +33,7 @@ JOB_ARGS_HELP = (
 
 
 def _submit_request(ns: argparse.Namespace, job: Job | None):
-    from launcher.client.ray_jobs import SubmitRequest
+    from launcher.client.jobs.submit import SubmitRequest
 
     return SubmitRequest(
         job,
@@ -52,24 +52,24 @@ def _submit_request(ns: argparse.Namespace, job: Job | None):
 
 def run_submit(ns: argparse.Namespace) -> int:
     if ns.framework == "torch":
-        from launcher.client.torch_submit import submit_torch
+        from launcher.client.jobs.torch_submit import submit_torch
         from launcher.core.torch_plan import TorchJobSpec
 
         return submit_torch(_submit_request(ns, None), TorchJobSpec.parse(job_args(ns.job_args)))
-    from launcher.client.ray_jobs import submit
+    from launcher.client.jobs.submit import submit
     from launcher.core.job_plan import parse_job_args
 
     return submit(_submit_request(ns, parse_job_args(job_args(ns.job_args))))
 
 
 def run_demo(ns: argparse.Namespace) -> int:
-    from launcher.client import local_cluster
-    from launcher.client.ray_jobs import SubmitRequest, submit
+    from launcher.client.jobs.submit import SubmitRequest, submit
+    from launcher.client.local import cluster as local_cluster
     from launcher.core.job_plan import parse_job_args
 
     local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
     if ns.framework == "torch":
-        from launcher.client.torch_submit import demo
+        from launcher.client.jobs.torch_submit import demo
 
         code = demo(ns.no_wait, ns.verbose, job_args(ns.maxtext_args))
         print(where_the_metrics_are())
@@ -81,7 +81,7 @@ def run_demo(ns: argparse.Namespace) -> int:
 
 
 def where_the_metrics_are() -> str:
-    from launcher.client import local_prometheus
+    from launcher.client.local import prometheus as local_prometheus
     from launcher.core.job_metrics import STEP
 
     if local_prometheus.is_ready():
@@ -96,7 +96,7 @@ def where_the_metrics_are() -> str:
 
 
 def run_preflight(ns: argparse.Namespace) -> int:
-    from launcher.client.slice_target import resolve_target
+    from launcher.client.jobs.slice_target import resolve_target
     from launcher.core.job_plan import parse_job_args
     from launcher.preflight.command import PreflightRequest, preflight
 
@@ -116,7 +116,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
     elif ns.data_dir is None:
         # A job for no release: the local cluster's, whose hosts see this directory's bucket
         # where it is.
-        from launcher.client.data_commands import default_output_dir
+        from launcher.client.data.commands import default_output_dir
 
         here = str(default_output_dir().resolve())
         request = dataclasses.replace(request, data_dir=here, hosts_data_dir=here)
@@ -124,7 +124,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
 
 
 def run_on_job(ns: argparse.Namespace) -> int:
-    from launcher.client.job_actions import act_on_job
+    from launcher.client.jobs.actions import act_on_job
 
     return act_on_job(
         ns.command,
@@ -142,7 +142,7 @@ def run_on_job(ns: argparse.Namespace) -> int:
 
 def run_about_run(ns: argparse.Namespace) -> int:
     """generate, export or import: a job about a model, on the cluster that has its bucket."""
-    from launcher.client.ray_jobs import SubmitRequest, submit_run_request
+    from launcher.client.jobs.submit import SubmitRequest, submit_run_request
 
     where = SubmitRequest(
         None, address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose

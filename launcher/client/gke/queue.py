@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from launcher.client.gke_release import NodePool
+from launcher.client.gke.release import NodePool
 from launcher.core.capacity import FLEX_START
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 

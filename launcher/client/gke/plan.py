@@ -1,6 +1,6 @@
 """`tpu-launcher gke plan|up|down`: the gcloud commands that make (and unmake) what a release
 needs on GKE, from an empty project to a cluster `helm install` can schedule on. Each step
-carries the check that tells whether it is done already (gke_steps.py runs them), so `gke up`
+carries the check that tells whether it is done already (gke/steps.py runs them), so `gke up`
 and the printed script both pick up where a previous run stopped. Where each flag comes from:
 docs/gke.md.
 """
@@ -10,14 +10,14 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from launcher.client.gke_access import (
+from launcher.client.gke.access import (
     api_steps,
     apis_needed,
     image_access_steps,
     project_number_step,
 )
-from launcher.client.gke_image import image_steps
-from launcher.client.gke_pools import (
+from launcher.client.gke.image import image_steps
+from launcher.client.gke.pools import (
     cpu_pool_step,
     metadata_check,
     metadata_migration,
@@ -28,8 +28,8 @@ from launcher.client.gke_pools import (
     tpu_pool_steps,
     workload_policy,
 )
-from launcher.client.gke_release import Identity, ReleaseNeeds, cpu_pool
-from launcher.client.gke_steps import (
+from launcher.client.gke.release import Identity, ReleaseNeeds, cpu_pool
+from launcher.client.gke.steps import (
     Check,
     Plan,
     Step,
@@ -37,7 +37,7 @@ from launcher.client.gke_steps import (
     location_flags,
     unset_variables,
 )
-from launcher.client.gke_target import CREATED_BY, REPOSITORY, GkeTarget
+from launcher.client.gke.target import CREATED_BY, REPOSITORY, GkeTarget
 from launcher.core.capacity import FLEX_START, FLEX_START_MIN_GKE
 from launcher.core.preemption import SPOT_SHUTDOWN_MIN_GKE
 from launcher.core.tpu_table import gke_version

@@ -8,7 +8,7 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from launcher.client.release_data import BucketMount, data_seen_here
+from launcher.client.jobs.release_data import BucketMount, data_seen_here
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.run_requests import JOB_ENTRYPOINT

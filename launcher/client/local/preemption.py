@@ -10,9 +10,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.client import local_cluster, local_nodes
 from launcher.client.commands import run
-from launcher.client.local_instance import local_instance
+from launcher.client.local import cluster as local_cluster
+from launcher.client.local import nodes as local_nodes
+from launcher.client.local.instance import local_instance
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DRAIN_REASON, drain_args
 

@@ -12,9 +12,9 @@ import time
 import urllib.request
 from pathlib import Path
 
-from launcher.client.local_instance import MEMBER_ENV, local_instance
-from launcher.client.local_layout import HOST_ENV
-from launcher.client.ray_jobs_api import default_address
+from launcher.client.jobs.ray_api import default_address
+from launcher.client.local.instance import MEMBER_ENV, local_instance
+from launcher.client.local.layout import HOST_ENV
 from launcher.core.errors import UsageError
 from launcher.core.ray_auth import auth_headers
 from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID

@@ -1,4 +1,4 @@
-"""`tpu-launcher submit`: what `ray job submit` does, over Ray's job API (ray_jobs_api), with the
+"""`tpu-launcher submit`: what `ray job submit` does, over Ray's job API (jobs.ray_api), with the
 job checked first and followed in a tidy view (`logs`, `status`, `stop`: job_actions).
 
     tpu-launcher submit [--address URL] [--submission-id ID] [--no-wait] -- [launcher flags]
@@ -22,11 +22,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from launcher.client.commands import run
-from launcher.client.job_files import SKIPPED_DIRS, plan_shipment
-from launcher.client.job_output import JobOutput
-from launcher.client.ray_jobs_api import ENDED as JOB_ENDED
-from launcher.client.ray_jobs_api import RayJobs, check_reachable, resolve_address
-from launcher.client.slice_target import bind_job_to, resolve_target
+from launcher.client.jobs.files import SKIPPED_DIRS, plan_shipment
+from launcher.client.jobs.output import JobOutput
+from launcher.client.jobs.ray_api import ENDED as JOB_ENDED
+from launcher.client.jobs.ray_api import RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.slice_target import bind_job_to, resolve_target
 from launcher.client.workspace import state_dir
 from launcher.core.errors import CONFIG_ERROR_EXIT_CODE
 from launcher.core.frameworks import JAX, Framework
@@ -112,7 +112,7 @@ def submit(request: SubmitRequest) -> int:
         target = None
     else:
         target = resolve_target(request.values, request.release, request.namespace)
-    from launcher.client.release_data import BucketMount, data_seen_here
+    from launcher.client.jobs.release_data import BucketMount, data_seen_here
 
     read = target.release if target else None
     mount = BucketMount.of_cluster(read.raycluster["spec"]) if read and read.raycluster else None
