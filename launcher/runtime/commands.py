@@ -18,6 +18,8 @@ from launcher.core.run_requests import (
     add_run_options,
 )
 
+# The cluster's own commands: left out of `tpu-launcher --help`'s list of the user's commands
+# (a parser with no help is not listed), each says what it is under its own --help.
 IN_CLUSTER = "(in the cluster) "
 
 
@@ -75,27 +77,28 @@ def run_preemption_notice(ns: argparse.Namespace) -> int:
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    # Listed for --help only: `train` is handed its arguments unparsed (see launcher.cli).
+    # For --help and the command words only: `train` is handed its arguments unparsed (see
+    # launcher.cli).
     sub.add_parser(
         "train",
         add_help=False,
-        help=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it is in "
+        description=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it is in "
         "(its flags: `tpu-launcher train --help`)",
     )
     sub.add_parser(
         TORCH_TRAIN,
         add_help=False,
-        help=IN_CLUSTER + "the TorchTrainer entrypoint: a PyTorch script on every chip "
+        description=IN_CLUSTER + "the TorchTrainer entrypoint: a PyTorch script on every chip "
         "(`tpu-launcher train-torch --help`)",
     )
-    p = sub.add_parser("decode", help=IN_CLUSTER + "generate's job: MaxText's inference engine")
+    p = sub.add_parser("decode", description=IN_CLUSTER + "generate's job: MaxText's inference engine")
     add_generation_options(p)
     p.set_defaults(func=run_decode)
-    p = sub.add_parser("convert", help=IN_CLUSTER + "export's job: the conversion")
+    p = sub.add_parser("convert", description=IN_CLUSTER + "export's job: the conversion")
     add_run_options(p)
     p.set_defaults(func=run_convert)
     p = sub.add_parser(
-        "hf-import", help=IN_CLUSTER + "import's job: the conversion, on a host with the memory"
+        "hf-import", description=IN_CLUSTER + "import's job: the conversion, on a host with the memory"
     )
     p.add_argument("--name", required=True, help="the import's name under imports/")
     p.add_argument("--source", required=True, help="the Hugging Face model directory")
@@ -103,19 +106,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         NOTICE_COMMAND,
-        help=IN_CLUSTER + "a worker pod's preStop hook: drain its Ray node for preemption "
+        description=IN_CLUSTER + "a worker pod's preStop hook: drain its Ray node for preemption "
         "with the grace period as the deadline, then wait it out",
     )
     p.add_argument("--grace", type=int, required=True, help="the pod's grace period, seconds")
     p.set_defaults(func=run_preemption_notice)
     p = sub.add_parser(
         "idle-release",
-        help=IN_CLUSTER + "beside the head: give the TPU slices back after a quiet period with "
+        description=IN_CLUSTER + "beside the head: give the TPU slices back after a quiet period with "
         "no job (ray.worker.tpu.releaseIdleAfterSeconds)",
     )
     p.set_defaults(func=run_idle_release)
     p = sub.add_parser(
-        "cluster-check", help=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
+        "cluster-check", description=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
     )
     p.add_argument("--address", required=True, help="the Ray dashboard URL of the head")
     p.add_argument(
@@ -135,7 +138,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=run_cluster_check)
     p = sub.add_parser(
-        "serving-check", help=IN_CLUSTER + "helm test of vLLM: the model is listed and answers"
+        "serving-check", description=IN_CLUSTER + "helm test of vLLM: the model is listed and answers"
     )
     p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
     p.add_argument("--model", required=True, help="the served model name")

@@ -109,16 +109,6 @@ def test_a_job_is_parsed_only_where_its_words_arrive():
     )
 
 
-# The size rule: a module past it has two jobs, and is cut at the seam between them.
-MAX_MODULE_LINES = 450
-
-
-def test_no_module_is_past_the_size_rule():
-    sizes = {name: len(path.read_text().splitlines()) for name, path in MODULES.items()}
-    long = {name: n for name, n in sizes.items() if n > MAX_MODULE_LINES}
-    assert not long, f"modules over {MAX_MODULE_LINES} lines (cut them at a seam): {long}"
-
-
 def test_the_charts_metadata_has_one_reader():
     """Chart.yaml's name, version and appVersion decide the image tag, the chart pulled and the
     client's version: one reader (launcher.client.chart_meta), so they cannot disagree."""
