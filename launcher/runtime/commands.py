@@ -82,8 +82,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     sub.add_parser(
         "train",
         add_help=False,
-        description=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it is in "
-        "(its flags: `tpu-launcher train --help`)",
+        description=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it "
+        "is in (its flags: `tpu-launcher train --help`)",
     )
     sub.add_parser(
         TORCH_TRAIN,
@@ -91,14 +91,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         description=IN_CLUSTER + "the TorchTrainer entrypoint: a PyTorch script on every chip "
         "(`tpu-launcher train-torch --help`)",
     )
-    p = sub.add_parser("decode", description=IN_CLUSTER + "generate's job: MaxText's inference engine")
+    p = sub.add_parser(
+        "decode", description=IN_CLUSTER + "generate's job: MaxText's inference engine"
+    )
     add_generation_options(p)
     p.set_defaults(func=run_decode)
     p = sub.add_parser("convert", description=IN_CLUSTER + "export's job: the conversion")
     add_run_options(p)
     p.set_defaults(func=run_convert)
     p = sub.add_parser(
-        "hf-import", description=IN_CLUSTER + "import's job: the conversion, on a host with the memory"
+        "hf-import",
+        description=IN_CLUSTER + "import's job: the conversion, on a host with the memory",
     )
     p.add_argument("--name", required=True, help="the import's name under imports/")
     p.add_argument("--source", required=True, help="the Hugging Face model directory")
@@ -113,12 +116,13 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_preemption_notice)
     p = sub.add_parser(
         "idle-release",
-        description=IN_CLUSTER + "beside the head: give the TPU slices back after a quiet period with "
-        "no job (ray.worker.tpu.releaseIdleAfterSeconds)",
+        description=IN_CLUSTER + "beside the head: give the TPU slices back after a quiet "
+        "period with no job (ray.worker.tpu.releaseIdleAfterSeconds)",
     )
     p.set_defaults(func=run_idle_release)
     p = sub.add_parser(
-        "cluster-check", description=IN_CLUSTER + "helm test: the Ray head answers and every host joined"
+        "cluster-check",
+        description=IN_CLUSTER + "helm test: the Ray head answers and every host joined",
     )
     p.add_argument("--address", required=True, help="the Ray dashboard URL of the head")
     p.add_argument(
@@ -138,7 +142,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=run_cluster_check)
     p = sub.add_parser(
-        "serving-check", description=IN_CLUSTER + "helm test of vLLM: the model is listed and answers"
+        "serving-check",
+        description=IN_CLUSTER + "helm test of vLLM: the model is listed and answers",
     )
     p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
     p.add_argument("--model", required=True, help="the served model name")
