@@ -75,6 +75,7 @@ verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, ha
 	$(TL) dashboard | diff -q - $(CHART)/files/grafana-dashboard.json \
 	  || { echo "$(CHART)/files/grafana-dashboard.json is stale: run make chart-dashboard"; exit 1; }
 	$(PY) ci/maxtext_configs.py --check
+	$(PY) ci/commands_doc.py --check
 	$(PY) -m tests.support.goldens
 	@echo "verify: ok"
 
@@ -98,7 +99,7 @@ cluster-down: venv ## Stop it and delete its state.
 
 ##@ Chart and generated files
 
-.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard goldens docs maxtext-configs
+.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard goldens docs maxtext-configs commands-doc
 helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from the Go module proxy).
 $(TOOLS)/helm-%/helm:
 	ci/install-helm.sh $*
@@ -117,6 +118,8 @@ chart-dashboard: venv ## Regenerate the chart's Grafana dashboard from the launc
 	$(TL) dashboard > $(CHART)/files/grafana-dashboard.json
 maxtext-configs: venv ## Rewrite the launcher's copy of the pinned MaxText's configs (a client without MaxText checks jobs with it).
 	$(PY) ci/maxtext_configs.py --write
+commands-doc: venv ## Rewrite docs/commands.md's table of commands from the parsers.
+	$(PY) ci/commands_doc.py --write
 goldens: venv helm ## Rewrite the golden renders (tests/chart/goldens/) after an intended change.
 	$(PY) -m tests.support.goldens --write
 docs: venv ## Regenerate the chart's values reference from the values.yaml comments.

@@ -1,24 +1,10 @@
-"""`tpu-launcher`: the one command, on a workstation and in the cluster.
-
-On a workstation:
-  demo                          train the tiny model on the local simulated slice
-  data prepare | show           a corpus in the bucket for MaxText's Grain pipeline
-  submit | preflight            check a job, compile it for its TPU slice, submit it, follow it
-  list | logs | status | stop   the cluster's jobs
-  generate | export             text from a run's checkpoint; the checkpoint for vLLM
-  import                        a Hugging Face model as MaxText's parameters (--from in a job)
-  sax                           Saxml's HTTP server
-  up | down | local-status | slice-down | slice-up | preempt   the local Ray cluster
-  gke plan|up|down|queue | image | install   GKE: what a release needs, and the release
-  tpu-table                     the TPU slices the launcher and the chart know
-  dashboard                     the Grafana dashboard of the jobs' metrics (JSON)
-  completion bash | zsh         a shell completion script
-
-In the cluster: train, train-torch, decode, convert, hf-import, cluster-check, serving-check,
+"""`tpu-launcher`: the one command, on a workstation and in the cluster. The cluster's own
+commands, which the chart's pods and the submitted jobs run and the list below leaves out:
+train, train-torch, decode, convert, hf-import, cluster-check, serving-check,
 preemption-notice, idle-release.
 
-Each command module adds its own parser and handler (`set_defaults(func=...)`); this module only
-assembles them and turns the errors raised below into exit codes: 2 for a usage error (with the
+Each command module adds its own parser and handler (`set_defaults(func=...)`; docs/commands.md's
+table is written from them: ci/commands_doc.py); this module only assembles them and turns the errors raised below into exit codes: 2 for a usage error (with the
 fix), the failed command's code for an external command, 1 for a failed job.
 """
 
