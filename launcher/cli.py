@@ -4,8 +4,9 @@ train, train-torch, decode, convert, hf-import, cluster-check, serving-check,
 preemption-notice, idle-release.
 
 Each command module adds its own parser and handler (`set_defaults(func=...)`; docs/commands.md's
-table is written from them: ci/commands_doc.py); this module only assembles them and turns the errors raised below into exit codes: 2 for a usage error (with the
-fix), the failed command's code for an external command, 1 for a failed job.
+table is written from them: ci/commands_doc.py); this module only assembles them and turns the
+errors raised below into exit codes: 2 for a usage error (with the fix), the failed command's
+code for an external command, 1 for a failed job.
 """
 
 from __future__ import annotations
