@@ -7,7 +7,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -102,9 +101,10 @@ def forwarded(
     dry_run: bool = False,
     framework: Framework | None = None,
 ) -> Iterator[str]:
-    """Yields a local dashboard address for `release` (a name, or one already read); sets
-    RAY_AUTH_TOKEN when auth is on. Three kubectl calls at most: the release (unless read
-    already), its token Secret (with auth on), the port-forward."""
+    """Yields a local dashboard address for `release` (a name, or one already read); with auth
+    on, the release's token goes to that address (jobs.ray_api.use_token), never into the
+    environment. Three kubectl calls at most: the release (unless read already), its token
+    Secret (with auth on), the port-forward."""
     if isinstance(release, str):
         release = Release.read(release, namespace, dry_run)
     if dry_run:  # as the chart makes it: token auth, KubeRay's Secret
@@ -115,7 +115,7 @@ def forwarded(
     else:
         cluster = release.cluster()
     name = cluster["metadata"]["name"]
-    auth = cluster["spec"].get("authOptions") or {}
+    auth, token = cluster["spec"].get("authOptions") or {}, ""
     if auth.get("mode") == "token":
         # KubeRay names the Secret it creates after the cluster; a user's is named in the spec.
         token = _get(
@@ -130,15 +130,17 @@ def forwarded(
             ),
             dry_run,
         )
-        if token:
-            os.environ["RAY_AUTH_TOKEN"] = base64.b64decode(token).decode()
-            os.environ["RAY_AUTH_MODE"] = "token"
+        token = base64.b64decode(token).decode() if token else ""
     image = "" if dry_run else release.image()
     if image and (differs := client_skew(image)):
         print(f"note: {differs}", flush=True)
     if framework is not None and image:
         refuse_other_framework(image, framework, release.name)
     with port_forward(namespace, f"service/{name}-head-svc", DASHBOARD_PORT, dry_run) as address:
+        if token:
+            from launcher.client.jobs.ray_api import use_token
+
+            use_token(address, token)
         yield address
 
 

@@ -5,6 +5,8 @@ against a real dashboard: tests/e2e.)"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from launcher.client.jobs.ray_api import PACKAGE_PREFIX, JobInfo, package_zip
@@ -95,3 +97,19 @@ def test_every_word_of_the_entrypoint_arrives_as_one_argument(tmp_path):
     assert ran.returncode == 0, ran.stderr
     assert json.loads(ran.stdout) == NASTY
     assert not (tmp_path / "pwned").exists()  # $(...) was a word, not a command
+
+
+def test_a_releases_token_goes_to_its_forwarded_address_only(monkeypatch, tmp_path):
+    """`--release` reads the release's token and sends it to the head it forwarded, never
+    through this process's environment (where every later client would send it anywhere)."""
+    from launcher.client.jobs import ray_api
+
+    monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "none"))
+    monkeypatch.setattr(ray_api, "_TOKENS", {})
+    ray_api.use_token("http://127.0.0.1:4321/", "s3cret")
+    assert ray_api.headers_for("http://127.0.0.1:4321") == {"Authorization": "Bearer s3cret"}
+    assert ray_api.headers_for("http://127.0.0.1:8265") == {}
+    assert "RAY_AUTH_TOKEN" not in os.environ
+    monkeypatch.setenv("RAY_AUTH_TOKEN", "mine")  # Ray's own search, elsewhere
+    assert ray_api.headers_for("http://127.0.0.1:8265") == {"Authorization": "Bearer mine"}

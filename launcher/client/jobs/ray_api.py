@@ -42,10 +42,28 @@ def resolve_address(flag: str | None) -> str:
     return default_address()
 
 
+# A release's token, by the address its head is forwarded to (launcher.client.helm_release):
+# sent to that address only, and never put in this process's environment.
+_TOKENS: dict[str, str] = {}
+
+
+def use_token(address: str, token: str) -> None:
+    _TOKENS[address.rstrip("/")] = token
+
+
+def headers_for(address: str) -> dict[str, str]:
+    """The Authorization header for `address`: a release's token, else Ray's own search
+    (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)."""
+    token = _TOKENS.get(address.rstrip("/"))
+    return {"Authorization": f"Bearer {token}"} if token else auth_headers()
+
+
 def check_reachable(address: str, release: str | None = None, namespace: str = "default") -> None:
     """Fails fast, and clearly, when no Ray dashboard answers at `address` (the port-forward
     to `release`'s head, when given)."""
-    request = urllib.request.Request(f"{address.rstrip('/')}/api/version", headers=auth_headers())
+    request = urllib.request.Request(
+        f"{address.rstrip('/')}/api/version", headers=headers_for(address)
+    )
     try:
         with urllib.request.urlopen(request, timeout=5):
             return
@@ -154,7 +172,7 @@ class RayJobs:
     def _call(
         self, what: str, method: str, path: str, body: bytes | None = None, json_body: Any = None
     ) -> bytes:
-        headers = auth_headers()
+        headers = headers_for(self.address)
         if json_body is not None:
             body = json.dumps(json_body).encode()
             headers["Content-Type"] = "application/json"
