@@ -23,6 +23,9 @@ DEFAULT_GRACE_S = 30
 # Pods. You can extend the graceful termination period to up to 120 seconds"; for Standard node
 # pools through the node system configuration, with the control plane on GKE 1.35.0-gke.1171000
 # or later.
+# GKE's API takes only some node shutdowns (NodeKubeletConfig.shutdownGracePeriodSeconds: "This
+# field is only valid for Spot VMs. Allowed values: 0, 30, 120."): a pool that extends it takes
+# the longest, and its pods get that less the critical pods' part.
 SPOT_POD_SHUTDOWN_S = 15
 SPOT_SHUTDOWN_MAX_S = 120
 SPOT_CRITICAL_PODS_S = 15  # what the critical system pods keep of the node's shutdown

@@ -954,32 +954,61 @@ def test_a_spot_pool_gives_its_pods_the_grace_period_they_save_in(
     fake_gcloud, capfd, monkeypatch, tmp_path
 ):
     """GKE gives a Spot pool's pods 15 s of a reclaim's 30 s notice unless the pool extends its
-    node shutdown (GKE's "Spot VMs": up to 120 s, 15 of them the system pods'). The workers'
-    grace period (the chart's 30 s) needs a 45 s shutdown, written to the pool's system
-    configuration; the FAKE gcloud keeps it and says what the pods then get. A grace period no
-    Spot pool can give is refused with the fix, and so is a pool made with a shorter one."""
+    node shutdown, which GKE's API takes as 0, 30 or 120 s (NodeKubeletConfig, read from the
+    discovery document by the FAKE gcloud), 15 of them the system pods'. The workers' grace
+    period (the chart's 30 s) needs the 120 s shutdown, written to the pool's system
+    configuration; the FAKE keeps it and says what the pods then get (up to 105 s). A grace
+    period no Spot pool can give is refused with the fix."""
     monkeypatch.chdir(tmp_path)  # the system configuration is written under .local/gke
     assert _gke("up", "v6e-16.yaml", "--capacity=spot") == 0
     state = json.loads(fake_gcloud.read_text())
     pools = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]
-    assert fake_gcloud_module.pod_shutdown_seconds(pools["tpu-ray-v6e-16-0"]) == 30
+    assert fake_gcloud_module.pod_shutdown_seconds(pools["tpu-ray-v6e-16-0"]) == 105
     assert fake_gcloud_module.pod_shutdown_seconds(pools["tpu-cpu"]) == 15  # not Spot: untouched
     capfd.readouterr()
 
     longer = ("--capacity=spot", "--set", "ray.worker.terminationGracePeriodSeconds=60")
     script = _plan(capfd, "v6e-16.yaml", *TUTORIAL, *longer)
-    assert "shutdownGracePeriodSeconds: 75" in script
+    assert "shutdownGracePeriodSeconds: 120" in script
     assert "the cluster runs GKE 1.35.0-gke.1171000 or later" in script
-    # The pool made for 30 s would cut a 60 s save short: a rerun stops at it.
-    assert _gke("up", "v6e-16.yaml", *longer) == 2
-    err = capfd.readouterr().err
-    assert "not machine ct6e-standard-4t, topology 4x4, Spot, 75s shutdown" in err
+    # The pool made for 30 s gives 60 s too: the rerun keeps it.
+    assert _gke("up", "v6e-16.yaml", *longer) == 0
+    capfd.readouterr()
 
     too_long = ("--capacity=spot", "--set", "ray.worker.terminationGracePeriodSeconds=110")
     assert _gke("plan", "v6e-16.yaml", *too_long) == 2
     err = capfd.readouterr().err
     assert "GKE gives pods at most 105s" in err
     assert "--set ray.worker.terminationGracePeriodSeconds=105" in err
+
+
+@pytest.mark.parametrize("grace", [16, 30, 60, 105])
+def test_a_spot_pools_node_shutdown_is_one_gkes_api_takes(grace, capfd, monkeypatch, tmp_path):
+    """Every kubeletConfig value a Spot plan writes satisfies the rules GKE's API publishes for
+    it (its discovery document: "Allowed values: 0, 30, 120.", "Range: [0, 120]." and at most
+    the shutdown); the plan of 1fca7da wrote the grace period plus 15 (45 for 30 s), which GKE
+    refuses."""
+    import yaml
+
+    from tests.support import gke_discovery
+
+    monkeypatch.chdir(tmp_path)
+    sets = ("--capacity=spot", "--set", f"ray.worker.terminationGracePeriodSeconds={grace}")
+    script = _plan(capfd, "v6e-16.yaml", *TUTORIAL, *sets)
+    written = re.search(r"kubeletConfig:\n(?:  .*\n)+", script)
+    assert written, script
+    kubelet = yaml.safe_load(written[0])["kubeletConfig"]
+    schema = "NodeKubeletConfig"
+    shutdown = kubelet["shutdownGracePeriodSeconds"]
+    allowed = gke_discovery.allowed_values(schema, "shutdownGracePeriodSeconds")
+    assert allowed == (0, 30, 120), gke_discovery.revision()  # what the test reads, as read
+    assert shutdown in allowed, (shutdown, gke_discovery.revision())
+    low, high = gke_discovery.value_range(schema, "shutdownGracePeriodCriticalPodsSeconds")
+    assert low <= kubelet["shutdownGracePeriodCriticalPodsSeconds"] <= min(high, shutdown)
+    assert shutdown - kubelet["shutdownGracePeriodCriticalPodsSeconds"] >= grace
+    for name in kubelet:
+        assert gke_discovery.field(schema, name)["type"] == "integer"
+    print(f"GKE's discovery document, revision {gke_discovery.revision()}")
 
 
 def test_a_shared_reservation_is_selected_by_its_name_and_its_owner(capsys):

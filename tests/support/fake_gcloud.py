@@ -39,6 +39,7 @@ from launcher.core.tpu_table import (
     gke_version,
     topology_chips,
 )
+from tests.support import gke_discovery
 
 PROJECT_NUMBER = "123456789012"
 # The user's target in the cluster tests: the variables GKE's tutorials export.
@@ -355,6 +356,26 @@ class Gcloud:
             raise Refused(f"ERROR: (gcloud.container.node-pools.create) No such file: {path}")
         kubelet = (yaml.safe_load(path.read_text()) or {}).get("kubeletConfig", {})
         shutdown = kubelet.get("shutdownGracePeriodSeconds")
+        critical = kubelet.get("shutdownGracePeriodCriticalPodsSeconds")
+        # GKE's own rules on both fields, from its API's discovery document.
+        allowed = gke_discovery.allowed_values("NodeKubeletConfig", "shutdownGracePeriodSeconds")
+        low, high = gke_discovery.value_range(
+            "NodeKubeletConfig", "shutdownGracePeriodCriticalPodsSeconds"
+        ) or (0, 0)
+        if shutdown is not None and allowed is not None and shutdown not in allowed:
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                f"message=shutdownGracePeriodSeconds={shutdown}: allowed values "
+                f"{', '.join(map(str, allowed))}"
+            )
+        if critical is not None and (
+            shutdown is None or not low <= critical <= min(high, shutdown)
+        ):
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                f"message=shutdownGracePeriodCriticalPodsSeconds={critical}: in [{low}, {high}], "
+                "at most shutdownGracePeriodSeconds, and only with it"
+            )
         if shutdown is not None:
             old = gke_version(cluster["currentMasterVersion"]) < gke_version(SPOT_SHUTDOWN_MIN_GKE)
             if not spot or shutdown > SPOT_SHUTDOWN_MAX_S or old:

@@ -209,7 +209,9 @@ SYSTEM_CONFIGS = GKE_FILES  # where a node pool's system configuration is writte
 
 def spot_shutdown(pool: NodePool) -> int | None:
     """The node shutdown a Spot pool's nodes need so that its pods get their grace period of a
-    reclaim's notice (SPOT_POD_SHUTDOWN_S by default), or None where the default covers it."""
+    reclaim's notice (SPOT_POD_SHUTDOWN_S by default), or None where the default covers it.
+    GKE takes 0, 30 or 120 s (launcher.core.preemption): an extended pool takes 120, and its
+    pods get up to 105 of it, each as long as its own grace period."""
     grace = pool.grace_seconds
     if pool.capacity.name != SPOT or grace is None or grace <= SPOT_POD_SHUTDOWN_S:
         return None
@@ -223,7 +225,7 @@ def spot_shutdown(pool: NodePool) -> int | None:
             f"--set ray.worker.terminationGracePeriodSeconds={longest} (preflight says what the "
             "save needs), or a capacity without reclaims (on-demand, a reservation)",
         )
-    return grace + SPOT_CRITICAL_PODS_S
+    return SPOT_SHUTDOWN_MAX_S
 
 
 def _system_config_step(name: str, shutdown: int, grace: int) -> tuple[Step, str]:
@@ -235,7 +237,8 @@ def _system_config_step(name: str, shutdown: int, grace: int) -> tuple[Step, str
     )
     what = (
         f"node pool {name}'s shutdown on a Spot reclaim: {shutdown}s, so its pods get their "
-        f"{grace}s grace period to save (GKE's default gives them {SPOT_POD_SHUTDOWN_S}s)"
+        f"{grace}s grace period to save (up to {shutdown - SPOT_CRITICAL_PODS_S}s; GKE's "
+        f"default gives them {SPOT_POD_SHUTDOWN_S}s)"
     )
     return Step(what, [], writes=(path, content)), path
 
