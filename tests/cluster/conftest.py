@@ -21,7 +21,7 @@ import pytest
 
 from ci.cluster import control_plane
 from harness.helm import helm
-from harness.kube import Release, wait_for
+from harness.kube import SETTLE_S, Release, wait_for
 from harness.paths import REPO
 from tests.support import fake_gcloud
 
@@ -80,11 +80,14 @@ def release(kube_cluster) -> Iterator[Release]:
         pykube.Node.objects(api).get(name=name).cordon()
     rel.helm("uninstall", rel.name, "--wait", check=False)
     pykube.Namespace.objects(api).get(name=namespace).delete()
-    # Pods are removed by kwok on behalf of their node: keep the nodes until they are gone.
+    # Pods are removed by kwok on behalf of their node: keep the nodes until they are gone. On a
+    # machine busy with the e2e tier the control plane's controllers can fall minutes behind
+    # (CI at 66efd2b: four namespaces past 90 s at once, and two releases' pods unscheduled).
     wait_for(
         f"namespace {namespace} to be deleted",
         lambda: not pykube.Namespace.objects(api).get_or_none(name=namespace),
-        90,
+        SETTLE_S,
+        explain=lambda: _left_in(rel),
     )
     for name in rel.nodes:
         pykube.Node.objects(api).get(name=name).delete()
@@ -93,6 +96,13 @@ def release(kube_cluster) -> Iterator[Release]:
         lambda: not any(pykube.Node.objects(api).get_or_none(name=n) for n in rel.nodes),
         60,
     )
+
+
+def _left_in(release: Release) -> str:
+    """What is still in a namespace that is being deleted, and why (its conditions)."""
+    namespace = pykube.Namespace.objects(release.api).get_or_none(name=release.namespace)
+    conditions = (namespace.obj.get("status") or {}).get("conditions", []) if namespace else []
+    return "\n".join(f"{c.get('type')}: {c.get('message', '')}" for c in conditions)
 
 
 @pytest.fixture

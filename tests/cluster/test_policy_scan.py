@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from harness.helm import CHART
-from harness.kube import Release, wait_for
+from harness.kube import SETTLE_S, Release, wait_for
 from harness.paths import REPO, pins
 
 pytestmark = pytest.mark.cluster
@@ -131,7 +131,7 @@ def test_live_objects_have_no_finding_the_readme_does_not_accept(
     wait_for(
         f"{pods} pods to be scheduled",
         lambda: len([p for p in release.pods() if p.obj["spec"].get("nodeName")]) >= pods,
-        90,
+        SETTLE_S,
         explain=release.events,
     )
     objects = live_objects(release)
