@@ -34,6 +34,14 @@ def _get(step: str, argv: list[str], dry_run: bool) -> str:
     return "" if dry_run else proc.stdout.strip()
 
 
+def get_items(namespace: str, kind: str, *args: str, dry_run: bool = False) -> list[dict[str, Any]]:
+    """`kubectl get KIND ... -o json` in the namespace, as its list of items (kubectl's own
+    error where it fails, as _get)."""
+    argv = _kubectl(namespace, "get", kind, *args, "-o", "json")
+    out = _get(f"read the release's {kind}", argv, dry_run)
+    return list(json.loads(out).get("items", [])) if out.strip() else []
+
+
 @dataclass(frozen=True)
 class Release:
     """An installed release as its KubeRay objects say it, read with one kubectl call: its
@@ -47,24 +55,15 @@ class Release:
 
     @classmethod
     def read(cls, name: str, namespace: str, dry_run: bool = False) -> Release:
-        out = _get(
-            "read the release's RayCluster and RayJob",
-            _kubectl(
-                namespace,
-                "get",
-                "raycluster,rayjob",
-                "-l",
-                f"app.kubernetes.io/instance={name}",
-                "-o",
-                "json",
-            ),
-            dry_run,
-        )
-        items = json.loads(out)["items"] if out else []
+        selector = f"app.kubernetes.io/instance={name}"
         first: dict[str, dict[str, Any]] = {}
-        for item in items:
-            first.setdefault(item.get("kind"), item)
+        for item in get_items(namespace, "raycluster,rayjob", "-l", selector, dry_run=dry_run):
+            first.setdefault(str(item.get("kind")), item)
         return cls(name, namespace, first.get("RayCluster"), first.get("RayJob"))
+
+    def owners(self) -> set[str]:
+        """The names of its RayCluster and RayJob (what Kueue's workloads name as owners)."""
+        return {o["metadata"]["name"] for o in (self.raycluster, self.rayjob) if o is not None}
 
     def cluster(self) -> dict[str, Any]:
         """The release's RayCluster; refused with the fix when it has none."""

@@ -58,8 +58,8 @@ def act_on_job(
         from launcher.client.helm_release import Release, rayjob_state
         from launcher.client.jobs.pending_reasons import why_not_running
 
-        pending = why_not_running(release, namespace) if command == "status" else None
         read = Release.read(release, namespace)
+        pending = why_not_running(read) if command == "status" else None
         if (rayjob := read.rayjob) is not None:
             if command == "stop":
                 raise UsageError(

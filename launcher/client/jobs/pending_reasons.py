@@ -13,9 +13,12 @@ import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+
+if TYPE_CHECKING:
+    from launcher.client.helm_release import Release
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 GROUP_LABEL = "ray.io/group"  # KubeRay: the worker group a pod belongs to
@@ -199,10 +202,11 @@ class ReleaseState:
                 print("\n".join(reason.lines()))
 
 
-def why_not_running(release: str, namespace: str) -> ReleaseState:
+def why_not_running(release: Release) -> ReleaseState:
     """The reasons the release's objects give (none when every pod runs), and whether its Ray
     head runs."""
-    selector = f"{INSTANCE_LABEL}={release}"
+    namespace = release.namespace
+    selector = f"{INSTANCE_LABEL}={release.name}"
     pods = _kubectl_items(namespace, "pods", "-l", selector)
     head_running = any(
         (p["metadata"].get("labels") or {}).get(NODE_TYPE_LABEL) == "head"
@@ -210,10 +214,7 @@ def why_not_running(release: str, namespace: str) -> ReleaseState:
         for p in pods
     )
     events = _kubectl_items(namespace, "events")
-    owners = {
-        o["metadata"]["name"]
-        for o in _kubectl_items(namespace, "rayjobs,rayclusters", "-l", selector)
-    }
+    owners = release.owners()
     workloads = [
         w
         for w in _kubectl_items(namespace, "workloads.kueue.x-k8s.io", optional=True)
@@ -230,12 +231,12 @@ def _kubectl_items(
     (Kueue's, where Kueue is not installed): none."""
     import subprocess
 
-    from launcher.client.helm_release import _get, _kubectl
+    from launcher.client.helm_release import _kubectl, get_items
 
-    argv = _kubectl(namespace, "get", kind, *args, "-o", "json")
-    if optional:
-        proc = subprocess.run(argv, capture_output=True, text=True)
-        out = proc.stdout if proc.returncode == 0 else ""
-    else:
-        out = _get(f"read the release's {kind}", argv, dry_run=False)
+    if not optional:
+        return get_items(namespace, kind, *args)
+    proc = subprocess.run(
+        _kubectl(namespace, "get", kind, *args, "-o", "json"), capture_output=True, text=True
+    )
+    out = proc.stdout if proc.returncode == 0 else ""
     return json.loads(out).get("items", []) if out.strip() else []
