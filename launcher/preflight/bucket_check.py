@@ -49,6 +49,13 @@ def storage_client():
     return storage.Client()
 
 
+def child_prefixes(client, bucket: str, prefix: str) -> list[str]:
+    """The "directories" right under `prefix` (each ending in /), sorted."""
+    found = client.list_blobs(bucket, prefix=prefix, delimiter="/")
+    list(found)  # the iterator fills .prefixes as it pages
+    return sorted(found.prefixes)
+
+
 def check_bucket(url: str, run_name: str = "") -> BucketReport:
     from google.api_core import exceptions as gexc
 

@@ -91,15 +91,13 @@ def _storage():
 
 def _gcs_records(root: str) -> list[tuple[str, str]]:
     """(the record's gs:// URL, its text) for every <run>/jobs/<id>/job.json under root."""
-    from launcher.preflight.bucket_check import split_url
+    from launcher.preflight.bucket_check import child_prefixes, split_url
 
     bucket_name, prefix = split_url(root)
     client = _storage()
     base = f"{prefix}/" if prefix else ""
-    runs = client.list_blobs(bucket_name, prefix=base, delimiter="/")
-    list(runs)  # the iterator fills .prefixes as it pages
     found = []
-    for run in sorted(runs.prefixes):
+    for run in child_prefixes(client, bucket_name, base):
         for blob in client.list_blobs(bucket_name, prefix=f"{run}{JOBS_SUBDIR}/"):
             if blob.name.endswith(f"/{RECORD}") and blob.name.count("/") == run.count("/") + 2:
                 found.append((f"gs://{bucket_name}/{blob.name}", blob.download_as_text()))

@@ -49,9 +49,12 @@ class BucketMount:
 
 
 def _datasets_in(client: Any, bucket: str) -> list[str]:
-    found = client.list_blobs(bucket, prefix=f"{DATASETS_SUBDIR}/", delimiter="/")
-    list(found)  # the iterator fills .prefixes as it pages
-    return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in found.prefixes)
+    from launcher.preflight.bucket_check import child_prefixes
+
+    return [
+        p.rstrip("/").rsplit("/", 1)[-1]
+        for p in child_prefixes(client, bucket, f"{DATASETS_SUBDIR}/")
+    ]
 
 
 @contextlib.contextmanager
@@ -119,5 +122,6 @@ def _mirror(client: Any, bucket: str, name: str, manifest: str, into: Path) -> N
             path.touch()
         elif blob.name != prefix + MANIFEST:
             blob.download_to_filename(str(path))
-    (into / prefix / MANIFEST).parent.mkdir(parents=True, exist_ok=True)
-    (into / prefix / MANIFEST).write_text(manifest)
+    written = into / prefix / MANIFEST
+    written.parent.mkdir(parents=True, exist_ok=True)
+    written.write_text(manifest)
