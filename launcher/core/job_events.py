@@ -174,6 +174,13 @@ def format_full_log(path: object) -> str:
     return f"{_FULL_LOG}{path}"
 
 
+def last_step(log: str) -> tuple[int, int] | None:
+    """(step, total) of the job's last progress line in a log, or None."""
+    if progress := events(log, EventKind.PROGRESS):
+        return int(progress[-1].fields["step"]), int(progress[-1].fields["total"])
+    return None
+
+
 def last_result(log: str) -> dict[str, Any] | None:
     """The record of the job's last result line in a whole log, or None."""
     found = events(log, EventKind.RESULT)

@@ -19,7 +19,7 @@ import time
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.client.jobs.ray_api import JobInfo, RayJobs, check_reachable, resolve_address
-from launcher.core.job_events import EventKind, events, last_result
+from launcher.core.job_events import last_result, last_step
 from launcher.core.job_record import FIELDS, JobRecord
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
@@ -54,13 +54,6 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 3600}h{seconds % 3600 // 60:02d}m"
 
 
-def last_step(logs: str) -> tuple[int, int] | None:
-    """(step, total) of the job's last progress line, or None."""
-    if progress := events(logs, EventKind.PROGRESS):
-        return int(progress[-1].fields["step"]), int(progress[-1].fields["total"])
-    return None
-
-
 def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
     """One job's record, from what the dashboard says of it and its log."""
     metadata = job.metadata or {}
@@ -84,10 +77,10 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
 
 def format_rows(rows: list[JobRecord]) -> str:
     table = [HEADER, *(cells(r) for r in rows)]
-    widths = [max(len(cells[i]) for cells in table) for i in range(len(HEADER))]
+    widths = [max(len(line[i]) for line in table) for i in range(len(HEADER))]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(cells, widths, strict=True)).rstrip()
-        for cells in table
+        "  ".join(cell.ljust(w) for cell, w in zip(line, widths, strict=True)).rstrip()
+        for line in table
     )
 
 
