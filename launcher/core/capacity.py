@@ -99,12 +99,19 @@ FLEX_START_MIN_GKE = "1.33.0-gke.1712000"
 # when the node pool is created; its nodes are labelled and tainted cloud.google.com/gke-queued,
 # which the pods select and tolerate ("Mandatory for Queued Provisioning" in Google's
 # cluster-toolkit example dws-flex-start-queued-provisioning/gke-tpu-v6e). Without the pool
-# flag a request never provisions; without the toleration the pods never land.
+# flag a request never provisions; without the toleration the pods never land. GKE applies the
+# taint itself but not the label: the pool is made with it (cluster-toolkit adds it as a node
+# label by hand), else the pods' selector matches no node.
+QUEUED_LABEL = {"cloud.google.com/gke-queued": "true"}
 QUEUED_FLEX_START = Capacity(
     FLEX_START,
-    {"cloud.google.com/gke-queued": "true"},
+    QUEUED_LABEL,
     ({"key": "cloud.google.com/gke-queued", "value": "true", "effect": "NoSchedule"},),
-    (*CAPACITIES[FLEX_START].pool_flags, "--enable-queued-provisioning"),
+    (
+        *CAPACITIES[FLEX_START].pool_flags,
+        "--enable-queued-provisioning",
+        "--node-labels=" + ",".join(f"{k}={v}" for k, v in QUEUED_LABEL.items()),
+    ),
 )
 
 

@@ -51,6 +51,8 @@ class Generation:
     # GKE's flex-start (Dynamic Workload Scheduler) offers it: not TPU v3 or v4 ("About
     # flex-start provisioning mode").
     flex_start: bool = True
+    # The zones GKE offers it in on flex-start (FLEX_START_ZONES_SOURCE): fewer than `zones`.
+    flex_start_zones: tuple[str, ...] = ()
 
     @property
     def ray_accelerator_type(self) -> str:
@@ -75,6 +77,15 @@ class Generation:
 # supported region for that type." Single-tenant zones the page marks as such are left out.
 # `gke plan --allow-zone Z` takes a zone Google has added since.
 ZONES_SOURCE = "Cloud TPU: TPU regions and zones (docs.cloud.google.com/tpu/docs/regions-zones)"
+# GKE's "About flex-start provisioning mode" (docs.cloud.google.com/kubernetes-engine/docs/
+# concepts/dws, read 2026-11): "To run TPUs, use GKE version 1.33.0-gke.1712000 or later.
+# Flex-start supports the following version and zones": TPU v6e asia-northeast1-b, us-east5-a
+# and us-east5-b; TPU v5e us-west4-a; TPU v5p us-east5-a; "TPU v3 and v4 are not supported".
+# TPU7x is not listed: no zone is known to offer it on flex-start (`--allow-zone` takes one).
+FLEX_START_ZONES_SOURCE = (
+    "GKE: About flex-start provisioning mode (docs.cloud.google.com/kubernetes-engine/docs/"
+    "concepts/dws)"
+)
 
 GENERATIONS: dict[str, Generation] = {
     g.name: g
@@ -108,6 +119,7 @@ GENERATIONS: dict[str, Generation] = {
                 *("us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a"),
                 *("europe-west4-b", "asia-southeast1-b"),
             ),
+            flex_start_zones=("us-west4-a",),
         ),
         Generation(
             name="v5p",
@@ -125,6 +137,7 @@ GENERATIONS: dict[str, Generation] = {
             ),
             machines={4: "ct5p-hightpu-4t"},
             zones=("us-central1-a", "us-east5-a", "europe-west4-b"),
+            flex_start_zones=("us-east5-a",),
         ),
         Generation(
             name="v6e",
@@ -148,6 +161,7 @@ GENERATIONS: dict[str, Generation] = {
                 *("us-central1-ai1a", "us-south1-ai1b", "europe-west4-a", "asia-northeast1-b"),
                 "southamerica-west1-a",
             ),
+            flex_start_zones=("asia-northeast1-b", "us-east5-a", "us-east5-b"),
         ),
         # Ironwood. Cloud TPU's "TPU7x (Ironwood)" page: 2 TensorCores per chip, each a JAX
         # device (the pinned libtpu's get_topology_desc("tpu7x:2x2x2") gives 16 devices of
@@ -188,6 +202,26 @@ GENERATIONS: dict[str, Generation] = {
         ),
     )
 }
+
+
+# Every zone the table lists (on-demand and flex-start) -> its region. Compute Engine's
+# "Regions and zones": a zone's name is its region's and a suffix (us-east5-b is in us-east5);
+# "About AI zones": an AI zone is one of its region's too (us-central1-ai1a is in us-central1).
+TPU_ZONES: dict[str, str] = {
+    zone: zone.rsplit("-", 1)[0]
+    for g in GENERATIONS.values()
+    for zone in (*g.zones, *g.flex_start_zones)
+}
+
+
+def region_of_zone(location: str) -> str | None:
+    """The region a zone is in, None where `location` is a region. A zone the table does not
+    list (a CPU-only release's, --allow-zone) is told by its name: a region's name has one
+    hyphen (us-east5, northamerica-northeast1), a zone's one more (us-east5-b, us-south1-ai1b)."""
+    if location in TPU_ZONES:
+        return TPU_ZONES[location]
+    region, dash, _ = location.rpartition("-")
+    return region if dash and region.count("-") == 1 else None
 
 
 def gke_version(text: str) -> tuple[int, ...]:

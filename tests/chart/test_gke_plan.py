@@ -155,9 +155,12 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     named = {(c[1], c[2], c[3]): c for c in commands}
     create = named["container", "clusters", "create"]
     # The GKE tutorial's `clusters create --addons=RayOperator --addons GcsFuseCsiDriver
-    # --workload-pool=$PROJECT_ID.svc.id.goog`, labelled so `gke down` knows it made it.
+    # --workload-pool=$PROJECT_ID.svc.id.goog`, labelled so `gke down` knows it made it; GKE's
+    # default add-ons named too (gcloud: "The others will be disabled"), and Dataplane V2 so
+    # that the chart's NetworkPolicies are enforced.
     for flag in (
-        "--addons=RayOperator,GcsFuseCsiDriver",
+        "--addons=HttpLoadBalancing,HorizontalPodAutoscaling,RayOperator,GcsFuseCsiDriver",
+        "--enable-dataplane-v2",
         "--workload-pool=my-proj.svc.id.goog",
         "--workload-metadata=GKE_METADATA",
         "--labels=created-by=tpu-launcher",
@@ -521,7 +524,7 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     ]
     # The captured project number is substituted into the principal.
     assert "projects/123456789012/locations/global" in " ".join(ran[-3])
-    assert "done: 25 steps" in capsys.readouterr().out
+    assert "done: 26 steps" in capsys.readouterr().out
 
     before = len(_ran(fake_gcloud))
     assert _gke("up", "v6e-16-x2.yaml") == 0
@@ -537,27 +540,59 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     assert "done already, skipped" in capsys.readouterr().out
 
 
-def _a_cluster_made_elsewhere(state, *flags: str) -> None:
+def _a_cluster_made_elsewhere(state, *flags: str, dataplane_v2: bool = True) -> None:
     """The cluster `ml` as someone made it before, by hand (no label of ours)."""
     gke = fake_gcloud_module.Gcloud({})
     where = ["--project=my-proj", "--location=us-east5-b"]
+    flags += ("--enable-dataplane-v2",) if dataplane_v2 else ()
     gke.run(["services", "enable", "container.googleapis.com", "--project=my-proj"])
     gke.run(["container", "clusters", "create", "ml", *where, *flags])
     state.write_text(json.dumps(gke.state))
 
 
+def test_an_existing_cluster_that_enforces_no_network_policy_stops_gke_up(fake_gcloud, capsys):
+    """A cluster on GKE's legacy dataplane without network policy enforcement stores the
+    chart's NetworkPolicies and ignores them: gke up stops before changing anything and names
+    both ways out; the fix's two commands are the order gcloud accepts; without the policies
+    (said), the same cluster is taken."""
+    flags = ("--workload-pool=my-proj.svc.id.goog", "--workload-metadata=GKE_METADATA")
+    _a_cluster_made_elsewhere(fake_gcloud, *flags, dataplane_v2=False)
+    assert _gke("up", "v6e-16.yaml") == 2
+    err = capsys.readouterr().err
+    assert "the cluster enforces NetworkPolicy" in err and "networkPolicy.enabled=false" in err
+    assert not [r for r in _ran(fake_gcloud) if r[0] == "container"]
+    first, then = re.findall(r"`(gcloud container clusters update [^`]+)`", err)
+    gke = fake_gcloud_module.Gcloud(json.loads(fake_gcloud.read_text()))
+    with pytest.raises(fake_gcloud_module.Refused, match="addon must be enabled first"):
+        gke.run(shlex.split(then)[1:])
+    gke.run(shlex.split(first)[1:])
+    gke.run(shlex.split(then)[1:])
+    assert fake_gcloud_module.enforces_network_policy(
+        gke.state["clusters"]["my-proj/us-east5-b/ml"]
+    )
+
+    _a_cluster_made_elsewhere(fake_gcloud, *flags, dataplane_v2=False)
+    assert _gke("up", "v6e-16.yaml", "--set", "networkPolicy.enabled=false") == 0
+
+
 def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud, capsys):
     """A cluster made without the add-ons or Workload Identity (as most are). Its pools lack the
     GKE metadata server, and moving a pool recreates its nodes (running pods and slices), so gke
-    up first stops, names them and changes nothing; asked (--migrate-node-metadata), it turns on
-    the add-ons and Workload Identity and moves them."""
+    up turns on the add-ons and Workload Identity (no node changes), then stops and names the
+    pools, with a fix gcloud now accepts (it refuses to move a pool to the metadata server of a
+    cluster without Workload Identity: the order matters); asked (--migrate-node-metadata), it
+    moves them."""
     _a_cluster_made_elsewhere(fake_gcloud, "--machine-type=n1-standard-16")
     assert _gke("up", "v6e-16.yaml") == 2
     err = capsys.readouterr().err
     assert "every node pool of the cluster uses the GKE metadata server" in err
     assert "not so (default-pool)" in err
     assert "--migrate-node-metadata" in err
-    assert not [r for r in _ran(fake_gcloud) if r[:2] == ["container", "clusters"]]
+    changed = [r[:4] for r in _ran(fake_gcloud) if r[0] == "container"]
+    assert changed == [["container", "clusters", "update", "ml"]] * 2  # add-ons, then identity
+    fix = re.search(r"`(gcloud container node-pools update [^`]+)`", err)[1]
+    gke = fake_gcloud_module.Gcloud(json.loads(fake_gcloud.read_text()))
+    gke.run(shlex.split(fix.replace("POOL", "default-pool"))[1:])  # gcloud takes it now
 
     assert _gke("up", "v6e-16.yaml", "--migrate-node-metadata") == 0
     ran = [r[:4] for r in _ran(fake_gcloud) if r[0] == "container"]
@@ -573,6 +608,11 @@ def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud
     assert {p["config"]["workloadMetadataConfig"]["mode"] for p in pools.values()} == {
         "GKE_METADATA"
     }
+    # Asked in the other order, gcloud refuses: the fake holds gcloud's rule.
+    _a_cluster_made_elsewhere(fake_gcloud, "--machine-type=n1-standard-16")
+    gke = fake_gcloud_module.Gcloud(json.loads(fake_gcloud.read_text()))
+    with pytest.raises(fake_gcloud_module.Refused, match="Workload Identity is enabled"):
+        gke.run(shlex.split(fix.replace("POOL", "default-pool"))[1:])
 
 
 def test_a_cluster_older_than_the_slices_need_is_refused_before_anything_changes(
@@ -866,6 +906,17 @@ def test_flex_start_under_a_kueue_queue_makes_a_queued_provisioning_pool(capsys,
     assert "--enable-queued-provisioning" not in tpu_pool("--capacity=flex-start")
     pool = tpu_pool("--capacity=flex-start", "--values", str(queued))
     assert {"--flex-start", "--enable-queued-provisioning", "--total-max-nodes=4"} <= set(pool)
+    # GKE taints a queued pool's nodes but labels them only as the pool says (Google's
+    # cluster-toolkit adds the label by hand): the workers' gke-queued selector needs the label.
+    sets = ("ray.worker.tpu.capacity=flex-start", "kueue.queueName=team-a")
+    docs = render(REPO / "values" / "v6e-16.yaml", *(a for s in sets for a in ("--set", s)))
+    (cluster,) = [d for d in docs if d["kind"] == "RayCluster"]
+    selector = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]["nodeSelector"]
+    queued_selector = {k: v for k, v in selector.items() if k.endswith("gke-queued")}
+    labels = [f.removeprefix("--node-labels=") for f in pool if f.startswith("--node-labels=")]
+    assert queued_selector and labels
+    assert set(labels[0].split(",")) >= {f"{k}={v}" for k, v in queued_selector.items()}
+    assert "--node-labels" not in " ".join(tpu_pool("--capacity=flex-start"))
 
 
 def test_pools_of_slices_that_come_with_a_job_scale_from_zero(capsys, tmp_path):

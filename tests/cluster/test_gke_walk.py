@@ -132,6 +132,17 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     )
 
     # The world is consistent.
+    # The release's NetworkPolicies are enforced by the cluster gke up made (else stored and
+    # ignored), and GKE's default add-ons are still on beside the release's.
+    cluster = json.loads(state_file.read_text())["clusters"][f"{PROJECT}/{LOCATION}/{CLUSTER}"]
+    policies = subprocess.run(
+        [*release.kubectl(), "-n", release.namespace, "get", "networkpolicy", "-o", "name"],
+        text=True, capture_output=True, check=True,
+    ).stdout.split()  # fmt: skip
+    assert policies, "the release has NetworkPolicies"
+    assert fake_gcloud.enforces_network_policy(cluster), cluster
+    addons = {k for k, v in cluster["addonsConfig"].items() if v.get("enabled")}
+    assert {"httpLoadBalancingConfig", "horizontalPodAutoscalingConfig"} <= addons, addons
     rc = release.raycluster()
     head = rc["spec"]["headGroupSpec"]["template"]["spec"]
     ray_pods = release.pods(**{"ray.io/cluster": rc["metadata"]["name"]})

@@ -69,6 +69,15 @@ def _tpu_machine(machine: str) -> tuple[str, int] | None:
     return None
 
 
+def enforces_network_policy(cluster: dict) -> bool:
+    """Whether GKE enforces NetworkPolicy in this cluster: Dataplane V2 ("About Dataplane V2":
+    built-in network policy enforcement) or network policy enforcement turned on ("Creating a
+    cluster network policy": --enable-network-policy). Otherwise a NetworkPolicy is stored and
+    ignored."""
+    datapath = cluster.get("networkConfig", {}).get("datapathProvider")
+    return datapath == "ADVANCED_DATAPATH" or bool(cluster.get("networkPolicy", {}).get("enabled"))
+
+
 class Refused(Exception):
     """What the real command prints to stderr and exits 1 with."""
 
@@ -92,30 +101,58 @@ def _lookup(obj: dict, dotted: str) -> object:
     return obj
 
 
+def _split_outside_parentheses(expression: str, operator: str) -> list[str]:
+    parts, depth, start, i = [], 0, 0, 0
+    while i < len(expression):
+        if expression[i] in "()":
+            depth += 1 if expression[i] == "(" else -1
+        elif depth == 0 and expression.startswith(operator, i):
+            parts.append(expression[start:i])
+            i += len(operator)
+            start = i
+            continue
+        i += 1
+    return [*parts, expression[start:]]
+
+
 def matches(obj: dict, expression: str) -> bool:
-    """gcloud's --filter, the part the launcher uses: terms joined by AND, each `key=value`,
-    `key~regex` or `NOT term`; booleans compare as true/false."""
-    for term in expression.split(" AND "):
-        negate = term.startswith("NOT ")
-        term = term.removeprefix("NOT ")
-        if ":" in term and "=" not in term:  # `key:value`: a list holds it, or a string
-            key, _, wanted = term.partition(":")
-            value = _lookup(obj, key)
-            ok = value is not None and (
-                wanted in value if isinstance(value, list) else wanted in str(value)
-            )
-        elif "~" in term:
-            key, _, pattern = term.partition("~")
-            value = _lookup(obj, key)
-            ok = value is not None and re.search(pattern.strip("/"), str(value)) is not None
-        else:
-            key, _, expected = term.partition("=")
-            value = _lookup(obj, key)
-            shown = str(value).lower() if isinstance(value, bool) else str(value)
-            ok = value is not None and shown == expected
-        if ok == negate:
-            return False
-    return True
+    """gcloud's --filter, the part the launcher uses: terms joined by AND, a parenthesised
+    group of terms joined by OR, each term `key=value`, `key~regex`, `key:value` or
+    `NOT term`; booleans compare as true/false. AND and OR side by side unparenthesised is
+    refused (`gcloud topic filters` gives them an order few readers remember)."""
+    expression = expression.strip()
+    ands = _split_outside_parentheses(expression, " AND ")
+    ors = _split_outside_parentheses(expression, " OR ")
+    if len(ands) > 1 and len(ors) > 1:
+        raise Refused(f"ERROR: this fake refuses AND beside OR without parentheses: {expression}")
+    if len(ands) > 1:
+        return all(matches(obj, part) for part in ands)
+    if len(ors) > 1:
+        return any(matches(obj, part) for part in ors)
+    if expression.startswith("(") and expression.endswith(")"):
+        return matches(obj, expression[1:-1])
+    return _term(obj, expression)
+
+
+def _term(obj: dict, term: str) -> bool:
+    negate = term.startswith("NOT ")
+    term = term.removeprefix("NOT ")
+    if ":" in term and "=" not in term:  # `key:value`: a list holds it, or a string
+        key, _, wanted = term.partition(":")
+        value = _lookup(obj, key)
+        ok = value is not None and (
+            wanted in value if isinstance(value, list) else wanted in str(value)
+        )
+    elif "~" in term:
+        key, _, pattern = term.partition("~")
+        value = _lookup(obj, key)
+        ok = value is not None and re.search(pattern.strip("/"), str(value)) is not None
+    else:
+        key, _, expected = term.partition("=")
+        value = _lookup(obj, key)
+        shown = str(value).lower() if isinstance(value, bool) else str(value)
+        ok = value is not None and shown == expected
+    return ok != negate
 
 
 def _value(obj: dict, fmt: str) -> str:
@@ -172,7 +209,14 @@ class Gcloud:
         if verb == "create":
             if key in self.state["clusters"]:
                 raise Refused(f"ERROR: (gcloud.container.clusters.create) Already exists: {name}")
-            addons = [a for a in flags.get("addons", "").split(",") if a]
+            # gcloud: "Addons specified by this flag will be enabled. The others will be
+            # disabled. Default addons: HttpLoadBalancing, HorizontalPodAutoscaling."
+            given = flags.get("addons")
+            addons = (
+                [a for a in given.split(",") if a]
+                if given is not None
+                else ["HttpLoadBalancing", "HorizontalPodAutoscaling"]
+            )
             labels = dict(kv.split("=", 1) for kv in flags.get("labels", "").split(",") if kv)
             self.state["clusters"][key] = {
                 "name": name,
@@ -180,6 +224,13 @@ class Gcloud:
                 "location": flags["location"],
                 "addonsConfig": {f"{a[0].lower()}{a[1:]}Config": {"enabled": True} for a in addons},
                 "workloadIdentityConfig": {"workloadPool": flags.get("workload-pool")},
+                # The API's Cluster: Dataplane V2 is chosen at creation (ADVANCED_DATAPATH).
+                "networkConfig": {
+                    "datapathProvider": "ADVANCED_DATAPATH"
+                    if "enable-dataplane-v2" in flags
+                    else "LEGACY_DATAPATH"
+                },
+                "networkPolicy": {"enabled": "enable-network-policy" in flags},
                 "resourceLabels": labels,
                 "currentMasterVersion": flags.get("cluster-version")
                 or self.state.get("gke_version", GKE_VERSION),
@@ -207,6 +258,15 @@ class Gcloud:
                     addon, _, state = item.partition("=")
                     cfg = f"{addon[0].lower()}{addon[1:]}Config"
                     cluster["addonsConfig"][cfg] = {"enabled": state == "ENABLED"}
+            if "enable-network-policy" in flags:
+                # gcloud: "the network policy addon must first be enabled on the master by
+                # using --update-addons=NetworkPolicy=ENABLED flag".
+                if not cluster["addonsConfig"].get("networkPolicyConfig", {}).get("enabled"):
+                    raise Refused(
+                        "ERROR: (gcloud.container.clusters.update) ResponseError: code=400, "
+                        "message=Network policy addon must be enabled first."
+                    )
+                cluster["networkPolicy"] = {"enabled": True}
             if "workload-pool" in flags:
                 # Existing pools keep their metadata mode (GKE's Workload Identity how-to:
                 # "migrate existing node pools" with --workload-metadata=GKE_METADATA).
@@ -240,6 +300,15 @@ class Gcloud:
         if verb == "describe":
             return _value(pools[name], flags.get("format", "json"))
         if verb == "update":
+            if "workload-metadata" in flags and not cluster["workloadIdentityConfig"].get(
+                "workloadPool"
+            ):
+                # gcloud's own refusal (container node-pools update, GKE_METADATA).
+                raise Refused(
+                    "ERROR: (gcloud.container.node-pools.update) ResponseError: code=400, "
+                    "message=Workload Identity metadata can only be enabled if Workload "
+                    "Identity is enabled at the cluster level."
+                )
             if "workload-metadata" in flags:
                 pools[name]["config"]["workloadMetadataConfig"]["mode"] = flags["workload-metadata"]
             return ""

@@ -44,6 +44,15 @@ from launcher.core.tpu_table import gke_version
 
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"
+# gcloud's `container clusters create --addons`: "Addons specified by this flag will be enabled.
+# The others will be disabled. Default addons: HttpLoadBalancing, HorizontalPodAutoscaling."
+# Named beside the release's own, so a cluster gke up makes keeps GKE's defaults.
+DEFAULT_ADDONS = ("HttpLoadBalancing", "HorizontalPodAutoscaling")
+# What enforces NetworkPolicy on GKE: Dataplane V2 (GKE: "About Dataplane V2": "built-in network
+# policy enforcement"; chosen at creation only) or network policy enforcement (Calico) turned on.
+ENFORCES_NETWORK_POLICY = (
+    "(networkConfig.datapathProvider=ADVANCED_DATAPATH OR networkPolicy.enabled=true)"
+)
 
 
 def _cluster_filter(target: GkeTarget, condition: str) -> Check:
@@ -100,7 +109,9 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 "create",
                 target.cluster,
                 *location_flags(target),
-                *([f"--addons={','.join(addons)}"] if addons else []),
+                *([f"--addons={','.join([*DEFAULT_ADDONS, *addons])}"] if addons else []),
+                # The release's NetworkPolicies do nothing where nothing enforces them.
+                *(["--enable-dataplane-v2"] if need.network_policies else []),
                 f"--workload-pool={pool}",
                 "--workload-metadata=GKE_METADATA",
                 f"--machine-type={SYSTEM_MACHINE}",
@@ -129,8 +140,23 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 "later, then its node pools), or name a newer cluster",
             )
         )
-    if not target.migrate_metadata:
-        steps.append(metadata_check(target))
+    if need.network_policies:
+        update = " ".join(
+            gcloud("container", "clusters", "update", target.cluster, *location_flags(target))
+        )
+        steps.append(
+            Step(
+                "the cluster enforces NetworkPolicy (Dataplane V2, or network policy "
+                "enforcement): else the release's NetworkPolicies admit everything",
+                [],
+                done_if=_cluster_filter(target, ENFORCES_NETWORK_POLICY),
+                required=True,
+                mismatch_fix=f"turn enforcement on (`{update} --update-addons=NetworkPolicy="
+                f"ENABLED`, then `{update} --enable-network-policy`: GKE recreates every node "
+                "pool's nodes), or go without the policies, said: --set "
+                "networkPolicy.enabled=false",
+            )
+        )
     if addons:
         why = {"RayOperator": "KubeRay and its TPU webhook", "GcsFuseCsiDriver": "the bucket"}
         condition = " AND ".join(
@@ -163,7 +189,10 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
             ),
             done_if=_cluster_filter(target, f"workloadIdentityConfig.workloadPool={pool}"),
         ),
-        *([metadata_migration(target)] if target.migrate_metadata else []),
+        # After Workload Identity: gcloud moves a pool to the metadata server only on a cluster
+        # that has it ("can only be enabled if Workload Identity is enabled at the cluster
+        # level"), so the check's fix, and the migration, work only from here.
+        metadata_migration(target) if target.migrate_metadata else metadata_check(target),
         Step(
             "kubectl's credentials for the cluster",
             gcloud(

@@ -12,14 +12,14 @@ from launcher.client.gke.release import CpuPool, NodePool
 from launcher.client.gke.steps import Check, Step, gcloud, location_flags
 from launcher.client.gke.target import GkeTarget
 from launcher.client.workspace import GKE_FILES
-from launcher.core.capacity import AUTOSCALED_FROM_ZERO, RESERVATION_NAME, SPOT
+from launcher.core.capacity import AUTOSCALED_FROM_ZERO, FLEX_START, RESERVATION_NAME, SPOT
 from launcher.core.errors import UsageError
 from launcher.core.preemption import (
     SPOT_CRITICAL_PODS_S,
     SPOT_POD_SHUTDOWN_S,
     SPOT_SHUTDOWN_MAX_S,
 )
-from launcher.core.tpu_table import ZONES_SOURCE
+from launcher.core.tpu_table import FLEX_START_ZONES_SOURCE, ZONES_SOURCE
 
 # GKE node pool names: lowercase letters, digits and hyphens, a letter first, at most 40.
 POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -189,18 +189,30 @@ def resource_policies(verb: str, *words: str, target: GkeTarget) -> list[str]:
 
 
 def require_offered(pool: NodePool, target: GkeTarget) -> None:
-    """Refuses, before anything is made, a zone that does not offer the slice's generation:
-    the cluster and its CPU pool would bill and the TPU pool fail last."""
+    """Refuses, before anything is made, a zone that does not offer the slice's generation (on
+    flex-start: on flex-start, a shorter list): the cluster and its CPU pool would bill and the
+    TPU pool fail last."""
     gen, zone = pool.slices.shape.generation, target.zone
-    if zone.startswith("${") or zone in gen.zones or zone == target.allow_zone:
+    flex = pool.capacity.name == FLEX_START
+    zones, source = (
+        (gen.flex_start_zones, FLEX_START_ZONES_SOURCE) if flex else (gen.zones, ZONES_SOURCE)
+    )
+    if zone.startswith("${") or zone in zones or zone == target.allow_zone:
         return
     where = "--node-zone" if target.node_zone else "--location"
+    offered = f"lists {', '.join(zones)}" if zones else "lists no zone for it"
+    how = " on flex-start" if flex else ""
     raise UsageError(
         where,
-        f"TPU {gen.name} ({pool.slices.shape.name}) is not offered in {zone}: {ZONES_SOURCE} "
-        f"lists {', '.join(gen.zones)}",
-        f"{where} one of those (LOCATION=<zone>, or NODE_ZONE for a regional cluster in that "
-        f"region); if Cloud TPU offers {gen.name} in {zone} now, --allow-zone {zone}",
+        f"TPU {gen.name} ({pool.slices.shape.name}) is not offered{how} in {zone}: {source} "
+        f"{offered}",
+        (
+            f"{where} one of those (LOCATION=<zone>, or NODE_ZONE for a regional cluster in that "
+            "region); "
+            if zones
+            else "another capacity (--capacity), or "
+        )
+        + f"if GKE offers {gen.name}{how} in {zone} now, --allow-zone {zone}",
     )
 
 

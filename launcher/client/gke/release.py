@@ -99,6 +99,7 @@ class ReleaseNeeds:
     jobset: bool
     launcher_image: str | None  # what the Ray pods pull (None: no Ray in this release)
     bucket: str | None  # what the pods mount (None: gcsfuse off)
+    network_policies: bool = False  # it has NetworkPolicies (networkPolicy.enabled)
 
 
 def render(
@@ -304,6 +305,7 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
         jobset,
         image,
         bucket,
+        any(d.get("kind") == "NetworkPolicy" for d in docs),
     )
 
 

@@ -88,9 +88,15 @@ FLAGS = {
         "Return the services which the consumer project has enabled",
     ),
     "--addons": Source(
-        "GKE: Train an LLM using JAX, Ray Train, and TPU Trillium",
-        "--addons=RayOperator,GcsFuseCsiDriver: the Ray operator and the Cloud Storage FUSE CSI "
-        "driver",
+        REFERENCE + "container/clusters/create",
+        "Addons specified by this flag will be enabled. The others will be disabled. Default "
+        "addons: HttpLoadBalancing, HorizontalPodAutoscaling (and GKE's Ray/TPU Trillium "
+        "tutorial: --addons=RayOperator,GcsFuseCsiDriver)",
+    ),
+    "--enable-dataplane-v2": Source(
+        "GKE: About Dataplane V2",
+        "GKE Dataplane V2 comes with built-in network policy enforcement ... you can only "
+        "enable it when you create a new cluster",
     ),
     "--update-addons": Source(
         REFERENCE + "container/clusters/update", "Cluster addons to enable or disable"
@@ -158,6 +164,11 @@ FLAGS = {
         "GKE: Run a large-scale workload with flex-start with queued provisioning",
         "To use flex-start with queued provisioning, you have to add the --flex-start and "
         "--enable-queued-provisioning flags",
+    ),
+    "--node-labels": Source(
+        "Google's cluster-toolkit: dws-flex-start-queued-provisioning/gke-tpu-v6e",
+        "cloud.google.com/gke-queued: true ... Mandatory for Queued Provisioning (GKE taints "
+        "the nodes; the label the pods select is the pool's to give)",
     ),
     "--enable-autoscaling": Source(
         "GKE: About cluster autoscaling",

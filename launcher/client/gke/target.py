@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from launcher.core.capacity import CAPACITIES
 from launcher.core.errors import UsageError
+from launcher.core.tpu_table import region_of_zone
 from launcher.core.values_file import TPU_BLOCKS
 
 # The Artifact Registry repository `gke up` creates; the image is <repo>/launcher in it.
@@ -50,14 +51,15 @@ def gcloud_config(prop: str) -> str | None:
 
 
 def is_zone(location: str) -> bool:
-    return re.fullmatch(r"[a-z]+-[a-z]+\d+-[a-z]", location) is not None
+    return not location.startswith("${") and region_of_zone(location) is not None
 
 
 def region(location: str) -> str:
-    """us-east5-b -> us-east5; a region stays as it is; a placeholder becomes ${REGION}."""
+    """us-east5-b -> us-east5, us-central1-ai1a -> us-central1 (the TPU table's zones); a region
+    stays as it is; a placeholder becomes ${REGION}."""
     if location.startswith("${"):
         return "${REGION}"
-    return location[:-2] if is_zone(location) else location
+    return region_of_zone(location) or location
 
 
 @dataclass(frozen=True)
