@@ -488,10 +488,11 @@ def _gke(action: str, values: str, *flags: str, helm_bin: str = "helm") -> int:
 
 
 def _ran(state) -> list[list[str]]:
-    """What changed something: every call but the checks and reads (describe, list; helm's
-    template and show)."""
+    """What changed something: every call but the checks and reads (describe, list, --help;
+    helm's template and show)."""
     calls = json.loads(state.read_text())["calls"]
-    return [c[1:] for c in calls if not {"describe", "list", "template", "show"} & set(c)]
+    reads = {"describe", "list", "template", "show", "--help"}
+    return [c[1:] for c in calls if not reads & set(c)]
 
 
 def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, capsys):
@@ -1080,3 +1081,78 @@ def test_a_shared_reservation_is_selected_by_its_name_and_its_owner(capsys):
     # A reservation in no form GKE takes is the chart's refusal, at its key.
     err = refused(*shared, "--set", "ray.worker.tpu.reservation=projects/p/tpu-res-1")
     assert "reservation" in err, err
+
+
+def test_an_ai_zone_is_a_zone_of_its_region(capsys):
+    """Cloud TPU lists AI zones beside standard ones (us-central1-ai1a for tpu7x and v6e);
+    Compute Engine's "About AI zones": an AI zone belongs to its region, us-central1. What is
+    regional (the image repository, the bucket, Ironwood's workload policy) goes there; the
+    TPU pools go in the AI zone itself, with no NODE_ZONE left to set."""
+    where = (
+        "--project=my-proj",
+        "--cluster=ml",
+        "--location=us-central1-ai1a",
+        "--bucket=my-ckpts",
+    )
+    script = _plan(capsys, "tpu7x-16.yaml", *where)
+    assert "NODE_ZONE" not in script
+    named = {tuple(c[1:4]): c for c in _commands(script)}
+    assert "--location=us-central1" in named["artifacts", "repositories", "create"]
+    assert "--location=us-central1" in named["storage", "buckets", "create"]
+    assert "--region=us-central1" in named["compute", "resource-policies", "create"]
+    pools = [c for c in _commands(script) if c[1:4] == ["container", "node-pools", "create"]]
+    assert all("--node-locations=us-central1-ai1a" in p for p in pools), pools
+    assert "--location=us-central1-ai1a" in named["container", "clusters", "create"]
+
+
+def test_flex_start_is_refused_in_a_zone_that_offers_the_generation_only_on_demand(capsys):
+    """GKE's flex-start page lists fewer zones per generation than Cloud TPU's zones page: v6e
+    on flex-start in asia-northeast1-b, us-east5-a and us-east5-b, not us-east1-d, where v6e
+    is on demand. The plan refuses before anything is made, naming the zones that offer it."""
+    where = ("--project=my-proj", "--cluster=ml", "--location=us-east1-d", "--bucket=my-ckpts")
+    _plan(capsys, "v6e-16.yaml", *where)  # on demand: offered there
+    args = ["gke", "plan", "--values", str(REPO / "values" / "v6e-16.yaml"), "--chart", str(CHART)]
+    assert cli.main([*args, "--helm", str(helm(3)), *where, "--capacity=flex-start"]) == 2
+    err = capsys.readouterr().err
+    assert "is not offered on flex-start in us-east1-d" in err, err
+    assert "asia-northeast1-b, us-east5-a, us-east5-b" in err and "About flex-start" in err
+    # A zone GKE has added since is the user's to name.
+    _plan(capsys, "v6e-16.yaml", *where, "--capacity=flex-start", "--allow-zone=us-east1-d")
+
+
+def test_gke_up_stops_before_any_step_where_gcloud_lacks_what_the_plan_uses(
+    fake_gcloud, capfd, monkeypatch, tmp_path
+):
+    """A Spot pool's node shutdown fields are newer than some gclouds (528.0.0's loader refuses
+    them), which would refuse them at the TPU pool's step, after the cluster bills: gke up asks
+    the installed gcloud's own help first and stops with the update command. The FAKE gcloud
+    plays an older one here (`gcloud_unknown`); the real one's help: the next test."""
+    monkeypatch.chdir(tmp_path)
+    older = ["shutdownGracePeriodSeconds", "shutdownGracePeriodCriticalPodsSeconds"]
+    fake_gcloud.write_text(json.dumps({"gcloud_unknown": older}))
+    assert _gke("up", "v6e-16.yaml", "--capacity=spot") == 2
+    err = capfd.readouterr().err
+    assert "does not know shutdownGracePeriodCriticalPodsSeconds, shutdownGracePeriodSeconds" in err
+    assert "gcloud components update" in err
+    assert _ran(fake_gcloud) == []  # nothing made
+    # Without the fields (on demand), the same gcloud is enough.
+    assert _gke("up", "v6e-16.yaml") == 0
+
+
+def test_the_gcloud_check_reads_the_installed_gclouds_own_help():
+    """The real gcloud's `node-pools create --help` lists the kubelet fields it takes: the check
+    finds podPidsLimit (old) there, and names exactly the shutdown fields gcloud 528.0.0 lacks."""
+    from launcher.client.gke.gcloud_check import NEWER, POOL_HELP, unknown_to_gcloud
+    from tests.support import installed_gcloud
+
+    root = installed_gcloud.where()
+    if root is None:
+        if os.environ.get("TPU_STACK_REQUIRE_GCLOUD"):
+            pytest.fail("no gcloud installed: CI's machines have Google's google-cloud-cli")
+        pytest.skip("no gcloud installed here (Google's google-cloud-cli; not on PyPI)")
+    shown = subprocess.run(POOL_HELP, capture_output=True, text=True, check=True).stdout
+    assert unknown_to_gcloud(["podPidsLimit", "cpuManagerPolicy"], shown) == []
+    lacks = unknown_to_gcloud(sorted(NEWER), shown)
+    print(f"gcloud {installed_gcloud.version(root)} lacks {lacks}")
+    if installed_gcloud.version(root) == "528.0.0":
+        assert lacks == sorted(NEWER)

@@ -38,12 +38,7 @@ def _release(values: str, flags: list[str]):
 
 
 def _argvs(plan: Plan) -> list[list[str]]:
-    """Every command a plan runs or checks with."""
-    found = []
-    for s in plan.steps:
-        found += [s.argv, s.for_each or [], s.shown_by or []]
-        found += [c.argv for c in (s.done_if, s.same_as, s.keep_if) if c is not None]
-    return [a for a in found if a and a[0] == "gcloud"]
+    return [a for a in plan.commands() if a[0] == "gcloud"]
 
 
 @pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.name)

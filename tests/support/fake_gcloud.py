@@ -415,6 +415,15 @@ class Gcloud:
             "queuedProvisioning": {"enabled": "enable-queued-provisioning" in flags},
         }
 
+    def _pool_help(self) -> str:
+        """`node-pools create --help`'s kubelet fields table: a gcloud as current as GKE's API
+        (the discovery document's NodeKubeletConfig), less what the state says this gcloud
+        lacks (`gcloud_unknown`: an older one)."""
+        lacks = set(self.state.get("gcloud_unknown", []))
+        known = gke_discovery.document()["schemas"]["NodeKubeletConfig"]["properties"]
+        rows = [f"          {name:<36} ..." for name in known if name not in lacks]
+        return "\n".join(["List of supported kubelet configs in 'kubeletConfig'.", *rows])
+
     def _kubelet_config(self, path: Path, cluster: dict, spot: bool) -> dict:
         """A node system configuration's kubeletConfig; a Spot pool's node shutdown (GKE's
         "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later, the
@@ -424,6 +433,12 @@ class Gcloud:
         if not path.is_file():
             raise Refused(f"ERROR: (gcloud.container.node-pools.create) No such file: {path}")
         kubelet = (yaml.safe_load(path.read_text()) or {}).get("kubeletConfig", {})
+        if unknown := sorted(set(kubelet) & set(self.state.get("gcloud_unknown", []))):
+            # An older gcloud's loader (528.0.0's api_lib/container/util.py), word for word.
+            raise Refused(
+                "ERROR: (gcloud.container.node-pools.create) Invalid node config: unknown "
+                f'fields: {unknown} in "kubeletConfig"'
+            )
         shutdown = kubelet.get("shutdownGracePeriodSeconds")
         critical = kubelet.get("shutdownGracePeriodCriticalPodsSeconds")
         # GKE's own rules on both fields, from its API's discovery document.
@@ -463,7 +478,10 @@ class Gcloud:
                 "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
                 f"message=workload policies are not supported for {machine}"
             )
-        region = re.sub(r"-[a-z]$", "", flags.get("location", ""))
+        # Compute Engine: a zone's name is its region's and a suffix, an AI zone's too
+        # (us-central1-ai1a is in us-central1); a region's name has one hyphen.
+        location = flags.get("location", "")
+        region = location.rsplit("-", 1)[0] if location.count("-") == 2 else location
         key = f"{flags.get('project')}/{region}/{flags['placement-policy']}"
         policy = self.state["policies"].get(key)
         if policy is None:
@@ -653,6 +671,8 @@ class Gcloud:
 
     def run(self, argv: list[str]) -> str:
         pos, flags = _flags(argv)
+        if "help" in flags and pos == ["container", "node-pools", "create"]:
+            return self._pool_help()
         group = pos[:2]
         if group == ["config", "get-value"]:  # gcloud prints nothing (and "(unset)" to stderr)
             return str(self.state.get("config", {}).get(pos[2], ""))

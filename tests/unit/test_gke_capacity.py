@@ -11,6 +11,7 @@ import pytest
 from launcher.client.gke.release import allocatable, cpu_pool, pod_requests
 from launcher.client.gke.target import GkeTarget, region
 from launcher.core.errors import UsageError
+from launcher.core.tpu_table import TPU_ZONES
 
 pytestmark = pytest.mark.unit
 
@@ -65,6 +66,12 @@ def test_requests_default_to_limits_as_kubernetes_does():
 def test_the_target_names_the_image_and_the_region_once():
     target = GkeTarget(project="p", location="us-east5-b", bucket="ck")
     assert region("us-east5-b") == "us-east5" and region("us-east5") == "us-east5"
+    # AI zones are zones of their region (Compute Engine: About AI zones), as the table lists.
+    assert region("us-central1-ai1a") == "us-central1" and region("us-south1-ai1b") == "us-south1"
+    assert region("northamerica-northeast1") == "northamerica-northeast1"
+    assert region("northamerica-northeast1-b") == "northamerica-northeast1"
+    assert all(region(zone) == home for zone, home in TPU_ZONES.items())
+    assert GkeTarget(location="us-central1-ai1a").zone == "us-central1-ai1a"
     assert target.helm_sets() == [
         "ray.image.registry=us-east5-docker.pkg.dev",
         "ray.image.repository=p/tpu-stack/launcher",

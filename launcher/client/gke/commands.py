@@ -28,6 +28,7 @@ import yaml
 from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import OCI, packaged_chart, pulled_chart
 from launcher.client.commands import run
+from launcher.client.gke.gcloud_check import require_gcloud_knows
 from launcher.client.gke.image import chart_push_steps, describe_image, image_build_step
 from launcher.client.gke.plan import down_plan, up_plan
 from launcher.client.gke.release import ReleaseNeeds, needs, render, user_secrets
@@ -155,7 +156,9 @@ def gke_plan(ns: argparse.Namespace) -> int:
 
 def gke_up(ns: argparse.Namespace) -> int:
     target, need = _read_release(ns)
-    code = execute(_up_plan(ns, target, need))
+    plan = _up_plan(ns, target, need)
+    require_gcloud_knows(plan)
+    code = execute(plan)
     if code == 0:
         argv = ["tpu-launcher", "install", *(w for v in ns.values for w in ("--values", v))]
         argv += ["--release", ns.release]
