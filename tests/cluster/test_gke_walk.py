@@ -123,6 +123,7 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     install = user("install", *where, "--chart", f"{CHART_REPO}/tpu-stack")
     assert install.returncode == 0, install.stdout + install.stderr
     assert "placeholder" not in install.stdout  # NOTES warn only about the chart's default
+    assert "enforced only where the cluster enforces NetworkPolicy" in install.stdout  # NOTES
     pushed_digest = json.loads(state_file.read_text())["images"][IMAGE]["image_summary"]["digest"]
     wait_for(
         "the RayCluster to become ready",

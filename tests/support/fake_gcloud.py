@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import os
 import re
 import shutil
@@ -23,22 +24,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-# Machine types -> chips per host, read from the launcher's TPU table (the machines GKE offers).
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from launcher.core.preemption import (
-    SPOT_CRITICAL_PODS_S,
-    SPOT_POD_SHUTDOWN_S,
-    SPOT_SHUTDOWN_MAX_S,
-    SPOT_SHUTDOWN_MIN_GKE,
-)
-from launcher.core.tpu_table import (
-    GENERATIONS,
-    GKE_ACCELERATOR_LABEL,
-    GKE_TOPOLOGY_LABEL,
-    ZONES_SOURCE,
-    gke_version,
-    topology_chips,
-)
 from tests.support import gke_discovery
 
 PROJECT_NUMBER = "123456789012"
@@ -60,13 +46,77 @@ SERVICES = {
 }
 
 
+# GKE's facts this fake holds the launcher to, from Google's pages (quoted, read 2026-11) or its
+# API's discovery document, never from the launcher's own TPU table: read from there, a wrong
+# entry would pass on both sides.
+#
+# GKE's "Plan TPUs in GKE": the TPU machine types, each a generation and its chips per VM, and
+# the node label of each generation (cloud.google.com/gke-tpu-accelerator).
+TPU_MACHINES = {
+    "ct4p-hightpu-4t": ("v4", 4),
+    "ct5lp-hightpu-1t": ("v5e", 1),
+    "ct5lp-hightpu-4t": ("v5e", 4),
+    "ct5lp-hightpu-8t": ("v5e", 8),
+    "ct5p-hightpu-4t": ("v5p", 4),
+    "ct6e-standard-1t": ("v6e", 1),
+    "ct6e-standard-4t": ("v6e", 4),
+    "ct6e-standard-8t": ("v6e", 8),
+    "tpu7x-standard-4t": ("tpu7x", 4),  # GKE: "About Ironwood (TPU7x) in GKE"
+}
+ACCELERATOR_LABEL, TOPOLOGY_LABEL = (
+    "cloud.google.com/gke-tpu-accelerator",
+    "cloud.google.com/gke-tpu-topology",
+)
+ACCELERATORS = {
+    "v4": "tpu-v4-podslice",
+    "v5e": "tpu-v5-lite-podslice",
+    "v5p": "tpu-v5p-slice",
+    "v6e": "tpu-v6e-slice",
+    "tpu7x": "tpu7x",
+}
+# Cloud TPU's "TPU regions and zones" (docs.cloud.google.com/tpu/docs/regions-zones): "You can
+# create TPU VMs in the zones shown in the following table" (single-tenant zones left out).
+ZONES_PAGE = "Cloud TPU: TPU regions and zones"
+TPU_ZONES = {
+    "v4": {"us-central2-b"},
+    "v5e": {"us-central1-a", "us-south1-a", "us-west1-c", "us-west4-a", "europe-west4-b",
+            "asia-southeast1-b"},
+    "v5p": {"us-central1-a", "us-east5-a", "europe-west4-b"},
+    "v6e": {"us-central1-b", "us-east1-d", "us-east5-a", "us-east5-b", "us-central1-ai1a",
+            "us-south1-ai1b", "europe-west4-a", "asia-northeast1-b", "southamerica-west1-a"},
+    "tpu7x": {"us-central1-c", "us-central1-ai1a"},
+}  # fmt: skip
+# GKE's "About flex-start provisioning mode": "Flex-start supports the following version and
+# zones": TPU v6e asia-northeast1-b, us-east5-a, us-east5-b; TPU v5e us-west4-a; TPU v5p
+# us-east5-a; "TPU v3 and v4 are not supported" (TPU7x not listed).
+FLEX_START_PAGE = "GKE: About flex-start provisioning mode"
+FLEX_START_ZONES = {
+    "v6e": {"asia-northeast1-b", "us-east5-a", "us-east5-b"},
+    "v5e": {"us-west4-a"},
+    "v5p": {"us-east5-a"},
+}
+# GKE's "About Ironwood (TPU7x) in GKE": a workload policy "replaces the --tpu-topology flag
+# used by other TPU versions".
+PLACED_BY_WORKLOAD_POLICY = {"tpu7x"}
+# GKE's "Spot VMs": GKE gives pods 15 seconds of the 30-second notice, critical system pods
+# the other 15; "You can extend the graceful termination period to up to 120 seconds" through
+# the node system configuration, with the control plane on 1.35.0-gke.1171000 or later.
+SPOT_POD_SHUTDOWN_S, SPOT_CRITICAL_PODS_S = 15, 15
+SPOT_SHUTDOWN_MIN_GKE = "1.35.0-gke.1171000"
+
+
 def _tpu_machine(machine: str) -> tuple[str, int] | None:
     """(generation, chips per host) of a TPU machine type, None for a CPU machine."""
-    for gen in GENERATIONS.values():
-        for chips, name in gen.machines.items():
-            if name == machine:
-                return gen.name, chips
-    return None
+    return TPU_MACHINES.get(machine)
+
+
+def _version(text: str) -> tuple[int, ...]:
+    """GKE's versions compare number by number (1.35.0-gke.1171000)."""
+    return tuple(int(n) for n in re.findall(r"\d+", text))
+
+
+def _chips(topology: str) -> int:
+    return math.prod(int(d) for d in topology.split("x"))
 
 
 def enforces_network_policy(cluster: dict) -> bool:
@@ -324,7 +374,7 @@ class Gcloud:
         topology = flags.get("tpu-topology")
         if tpu and "placement-policy" in flags:
             topology = self._placement_topology(flags, tpu[0], machine)
-        elif tpu and GENERATIONS[tpu[0]].workload_policy and topology:
+        elif tpu and tpu[0] in PLACED_BY_WORKLOAD_POLICY and topology:
             # GKE's "About Ironwood (TPU7x)": a workload policy "replaces the --tpu-topology
             # flag used by other TPU versions".
             raise Refused(
@@ -338,15 +388,20 @@ class Gcloud:
             # --tpu-topology and exactly chips / chips-per-host nodes; single-host pools take
             # no topology.
             zone = flags.get("node-locations") or flags.get("location", "")
-            if zone not in GENERATIONS[tpu[0]].zones:
-                # As Cloud TPU's zones page lists them (the launcher's TPU table holds them).
+            if zone not in TPU_ZONES[tpu[0]]:
                 raise Refused(
                     "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
                     f"message=Machine type {machine} is not available in zone {zone} "
-                    f"({ZONES_SOURCE})"
+                    f"({ZONES_PAGE})"
+                )
+            if "flex-start" in flags and zone not in FLEX_START_ZONES.get(tpu[0], ()):
+                raise Refused(
+                    "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
+                    f"message=Flex-start is not available for {machine} in zone {zone} "
+                    f"({FLEX_START_PAGE})"
                 )
             if topology:
-                hosts = topology_chips(topology) // chips_per_host
+                hosts = _chips(topology) // chips_per_host
                 if "enable-autoscaling" in flags:  # an empty pool; the slice is its ceiling
                     nodes = int(flags.get("total-max-nodes", 0))
                 if hosts <= 1:
@@ -426,8 +481,8 @@ class Gcloud:
 
     def _kubelet_config(self, path: Path, cluster: dict, spot: bool) -> dict:
         """A node system configuration's kubeletConfig; a Spot pool's node shutdown (GKE's
-        "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later, the
-        launcher's facts in launcher.core.preemption)."""
+        "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later; the
+        values GKE's API allows, from its discovery document)."""
         import yaml
 
         if not path.is_file():
@@ -461,19 +516,20 @@ class Gcloud:
                 "at most shutdownGracePeriodSeconds, and only with it"
             )
         if shutdown is not None:
-            old = gke_version(cluster["currentMasterVersion"]) < gke_version(SPOT_SHUTDOWN_MIN_GKE)
-            if not spot or shutdown > SPOT_SHUTDOWN_MAX_S or old:
+            old = _version(cluster["currentMasterVersion"]) < _version(SPOT_SHUTDOWN_MIN_GKE)
+            longest = max(allowed or (0,))
+            if not spot or shutdown > longest or old:
                 raise Refused(
                     "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
                     f"message=shutdownGracePeriodSeconds={shutdown}: only on Spot node pools, "
-                    f"at most {SPOT_SHUTDOWN_MAX_S}, with GKE {SPOT_SHUTDOWN_MIN_GKE} or later"
+                    f"at most {longest}, with GKE {SPOT_SHUTDOWN_MIN_GKE} or later"
                 )
         return kubelet
 
     def _placement_topology(self, flags: dict, generation: str, machine: str) -> str:
         """The topology a pool's workload policy names; the policy must exist in the pool's
         project and region, and only Ironwood's pools take one (GKE: About Ironwood (TPU7x))."""
-        if not GENERATIONS[generation].workload_policy:
+        if generation not in PLACED_BY_WORKLOAD_POLICY:
             raise Refused(
                 "ERROR: (gcloud.container.node-pools.create) ResponseError: code=400, "
                 f"message=workload policies are not supported for {machine}"
@@ -745,10 +801,9 @@ def queued_pool_for(state: dict, selector: dict, count: int) -> dict | None:
             queued = (pool.get("queuedProvisioning") or {}).get("enabled")
             if not (tpu and queued and pool["config"].get("flexStart")):
                 continue
-            gen = GENERATIONS[tpu[0]]
             if (
-                selector.get(GKE_ACCELERATOR_LABEL) == gen.gke_accelerator
-                and selector.get(GKE_TOPOLOGY_LABEL) == pool["placementPolicy"]["tpuTopology"]
+                selector.get(ACCELERATOR_LABEL) == ACCELERATORS[tpu[0]]
+                and selector.get(TOPOLOGY_LABEL) == pool["placementPolicy"]["tpuTopology"]
                 and pool["nodes"] >= count
             ):
                 return pool
