@@ -29,6 +29,7 @@ class EventKind(StrEnum):
     LAUNCHER = "launcher"  # the launcher's own messages (the plan, a refusal)
     FAILURE_POLICY = "failure policy"  # Ray Train's decision; its next lines say why
     FULL_LOG = "full log"  # written by submit, first: where the whole log goes
+    SCRIPT = "script"  # a line of a PyTorch script's own output (rank 0's)
 
 
 # The summaries a job ends with, by the job that writes them.
@@ -39,6 +40,7 @@ SUMMARY_TITLES = {
     "import": "== imported ==",
 }
 _RESULT = "LAUNCHER_RESULT "
+SCRIPT_MARK = "[script] "  # what marks a PyTorch script's own line (rank 0's) for the job's view
 # Ray prefixes a worker's lines with "(RayTrainWorker pid=123)" (coloured on a terminal).
 _RAY_PREFIX = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?P<who>[^)]*)\)(?:\x1b\[[0-9;]*m)?\s?")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -67,6 +69,7 @@ _PATTERNS: dict[EventKind, re.Pattern[str]] = {
     EventKind.LAUNCHER: re.compile(r"^(?:launcher:|tpu-launcher)"),
     EventKind.FAILURE_POLICY: re.compile(r"^\[FailurePolicy\]"),
     EventKind.FULL_LOG: re.compile("^" + re.escape(_FULL_LOG) + r"(?P<path>\S+)$"),
+    EventKind.SCRIPT: re.compile("^" + re.escape(SCRIPT_MARK) + r"(?P<text>.*)$"),
 }
 
 
@@ -185,3 +188,8 @@ def last_result(log: str) -> dict[str, Any] | None:
     """The record of the job's last result line in a whole log, or None."""
     found = events(log, EventKind.RESULT)
     return json.loads(found[-1].fields["json"]) if found else None
+
+
+def format_script(line: str) -> str:
+    """A line of a PyTorch script's own output (rank 0's), marked for the job's view."""
+    return SCRIPT_MARK + line

@@ -27,6 +27,10 @@ LABEL_WORKER_ID = "ray.io/tpu-worker-id"
 LABEL_TOPOLOGY = "ray.io/tpu-topology"
 LABEL_ACCELERATOR = "ray.io/accelerator-type"
 LABEL_POD_TYPE = "ray.io/tpu-pod-type"
+# On the local cluster's simulated TPU hosts only (CPUs stand in for the chips): a PyTorch job's
+# driver reads which process group the slice gives (gloo here, tpu_dist on TPU) before any
+# worker starts.
+LABEL_SIMULATED = "tpu-launcher/simulated-chips"
 # Set by the chart on the head of a release that gives idle slices back
 # (ray.worker.tpu.releaseIdleAfterSeconds): every slice of its worker group, as JSON
 # (generation, topology, chips_per_host, slices). A job there checks itself against these, not
@@ -325,3 +329,8 @@ def check_fits_cluster(
             "match --accelerator_type/--topology/--num_slices to the cluster, or install the "
             "chart with the values file for the slice you want",
         )
+
+
+def simulated_chips(nodes: list[dict[str, Any]]) -> bool:
+    """Whether the cluster's TPU hosts are the local cluster's simulated ones."""
+    return any(n.get("Labels", {}).get(LABEL_SIMULATED) == "true" for n in nodes if n.get("Alive"))

@@ -50,6 +50,9 @@ BORROWED: dict[tuple[str, str], str] = {
     ("ray.air._internal.device_manager", "_torch_device_manager_lock"): "the device swap's lock",
     ("ray.air._internal.device_manager", "_torch_device_manager"): "the worker's device manager",
     ("ray.air._internal.device_manager.cpu", "CPUTorchDeviceManager"): "the CPU as the device",
+    # Ray Train's per-rank INFO lines ("Reporting training result N ... from rank R"): kept in
+    # its session log files, left out of the console a job's log is made of.
+    ("ray.train.v2._internal.logging.logging", "SessionFileHandler"): "its log files' handler",
 }
 
 
@@ -187,3 +190,22 @@ def use_cpu_torch_device() -> None:
     cpu = borrowed(f"{module}.cpu", "CPUTorchDeviceManager")
     with borrowed(module, "_torch_device_manager_lock"):
         setattr(importlib.import_module(module), "_torch_device_manager", cpu())  # noqa: B010
+
+
+REPORT_LINE = "Reporting training result"  # Ray Train's worker context, one per rank and report
+
+
+def quiet_report_lines() -> None:
+    """Ray Train's per-rank report lines out of the worker's console (its session log files,
+    Ray's full record, keep them): on a PyTorch job they were one per rank per save in the
+    job's log."""
+    import logging
+
+    files = borrowed("ray.train.v2._internal.logging.logging", "SessionFileHandler")
+
+    def not_a_report(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(REPORT_LINE)
+
+    for handler in logging.getLogger("ray.train").handlers:
+        if not isinstance(handler, files) and not_a_report not in handler.filters:
+            handler.addFilter(not_a_report)

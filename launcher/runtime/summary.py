@@ -36,7 +36,14 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         f"run in {seconds:.0f}s)"
     )
     total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
-    print(f"steps done:   {metrics.get('last_step', -1) + 1} of {total}")
+    reported = bool(total or "last_step" in metrics)
+    if reported:
+        print(f"steps done:   {metrics.get('last_step', -1) + 1} of {total}")
+    else:  # a PyTorch script that reports no steps (run as torchrun runs it)
+        print(
+            "steps done:   not reported (the script calls no TorchJob.step_done: its wall "
+            "time and restarts are below, its output above)"
+        )
     if "final_loss" in metrics:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
     if evals := outcome.get("evals"):
@@ -49,8 +56,16 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
     print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
     if outcome.get("sparkline"):
         print(f"loss curve:   {outcome['sparkline']}")
-    for line in format_breakdown(outcome["goodput"]):
-        print(line)
+    if reported:
+        for line in format_breakdown(outcome["goodput"]):
+            print(line)
+    else:  # no step clock to split the time by: the script's own run against the wall time
+        ran = metrics.get("script_seconds", 0.0)
+        print(
+            f"goodput:      {100 * ran / max(seconds, 1e-9):.0f}% of {seconds:.0f}s wall time "
+            f"by wall time: the script ran {ran:.0f}s in the start that finished; start-up and "
+            "restarts the rest (TorchJob.step_done splits it by steps)"
+        )
     if maxtext:
         print(format_compile_cache(outcome["compile_cache"]))
     if len({start["slices"] for start in outcome["starts"]}) > 1:
@@ -84,10 +99,15 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
             "--steps_beyond_checkpoint=N; `tpu-launcher demo` does) to go on from the latest "
             "checkpoint"
         )
-    else:
+    elif reported:
         print(
             f"resume:       submit again with --run_name={plan.run_name}: the script's "
             "restore() goes on from the latest checkpoint"
+        )
+    else:
+        print(
+            "resume:       the script saves nothing through TorchJob: a resubmission runs it "
+            "again from its start (TorchJob.save and restore make it resumable)"
         )
     record = {
         "run_dir": str(run_dir.path),

@@ -14,13 +14,21 @@ from __future__ import annotations
 import json
 import os
 import time
+from pathlib import Path
 from typing import Any, cast
 
 from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import TORCH, check_image_runs
 from launcher.core.run_dir import output_dir
-from launcher.core.slices import cluster_slices
+from launcher.core.slices import cluster_slices, simulated_chips
 from launcher.core.torch_plan import TorchJobSpec, TorchPlan
+from launcher.core.torch_script import (
+    PLAIN_SCRIPT_NOTE,
+    SIMULATED_BACKEND,
+    TPU_BACKEND,
+    check_backends,
+    uses_torch_job,
+)
 from launcher.runtime import driver
 from launcher.runtime.torch_job import RUN_DIR_ENV
 
@@ -38,10 +46,16 @@ def plan_torch_job(spec: TorchJobSpec, nodes: list[dict]) -> TorchPlan:
 def train_torch(spec: TorchJobSpec) -> int:
     started_at = time.time()
     check_image_runs(TORCH)
-    plan = plan_torch_job(spec, driver.join_ray())
+    nodes = driver.join_ray()
+    plan = plan_torch_job(spec, nodes)
     script = os.path.abspath(spec.script)  # where Ray unpacked it, for every worker
+    # Before any worker starts: the group the script's own init_process_group names is the
+    # one this slice gives (launcher.runtime.torch_contract takes it on every chip).
+    check_backends(Path(script), (SIMULATED_BACKEND if simulated_chips(nodes) else TPU_BACKEND,))
     print(f"launcher: {plan.describe()}", flush=True)
     print(f"launcher: pytorch {' '.join([spec.script, *spec.script_args])}", flush=True)
+    if not uses_torch_job(Path(script).read_text()):
+        print(PLAIN_SCRIPT_NOTE.format(script=spec.script), flush=True)
     if spec.dry_run:
         print(json.dumps({"num_workers": plan.num_workers, "run_dir": str(plan.run_dir.path)}))
         return 0

@@ -7,8 +7,11 @@ from __future__ import annotations
 
 import runpy
 import sys
+import time
 
 from launcher.runtime import torch_job
+from launcher.runtime.ray_internals import quiet_report_lines
+from launcher.runtime.torch_contract import marked_output, torchrun_contract
 from launcher.runtime.worker import WorkerConfig, publish_summary, started
 
 
@@ -20,14 +23,20 @@ def torch_loop_per_worker(config: WorkerConfig) -> None:
     torch_job._notice.clear()
     with started(config, jax_compiles=False, deliver=lambda _: torch_job._notice.set()) as start:
         torch_job._tracker, torch_job._relay = start.tracker, start.relay
+        quiet_report_lines()
+        began = time.monotonic()
         try:
-            run_script(config.argv)
+            with torchrun_contract(config.argv[0]), marked_output(start.rank):
+                run_script(config.argv)
         finally:
             torch_job._tracker = torch_job._relay = None
     if start.rank == 0:
+        # The script's own time in the start that finished: a script that reports no steps is
+        # measured by it (the summary's goodput by wall time).
+        ran = {"script_seconds": time.monotonic() - began}
         publish_summary(
             config.summary_key,
-            {**start.tracker.summary(), "total_steps": start.tracker.total_steps},
+            {**start.tracker.summary(), "total_steps": start.tracker.total_steps, **ran},
         )
 
 

@@ -15,7 +15,10 @@ from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -29,6 +32,7 @@ from harness.job_control import (
     wait_until_done,
 )
 from harness.local_ray import launcher_result, run_name, tpu_launcher
+from harness.paths import REPO
 from harness.prometheus import last, restarts_by_cause, settled
 from launcher.client.jobs.torch_submit import EXAMPLE
 from launcher.client.local.layout import HOST_ENV
@@ -42,9 +46,9 @@ pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 STEPS, SAVE_EVERY = 80, 10
 NOTICE_S = 15  # half a Spot VM's 30 s: the save on it takes a second here
 WORKER = re.compile(
-    r"\(RayTrainWorker pid=(\d+)[^)]*\)\S* worker (\d+) of (\d+): local rank \d+, chip (\d+), "
-    r"device (\w+)"
-)
+    r"\(RayTrainWorker pid=(\d+)[^)]*\)\S* (?:\[script\] )?worker (\d+) of (\d+): local rank \d+, "
+    r"chip (\d+), device (\w+)"
+)  # rank 0's lines are marked as the script's, for the job's view
 
 
 def wait_for_progress(client, job_id: str, step: int, timeout: float = 300) -> str:
@@ -120,6 +124,8 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     assert "restarts:     1 preemption (--max_preemptions), 1 failure (--max_failures)" in logs
     assert result["first_step"] == notice["saved_step"] + 1, result
     assert result["final_loss"] < 3.0, result  # bytes: ln 256 = 5.5 untrained
+    # Ray Train's per-rank report lines (one per rank and save) stay in its own log files.
+    assert "Reporting training result" not in logs
 
     done = committed_steps(local_cluster.bucket / name)
     periodic = set(range(SAVE_EVERY - 1, STEPS, SAVE_EVERY))
@@ -140,3 +146,60 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
         f"notice: saved {notice['saved_step']}, resumed {notice['resumed_at']}; final loss "
         f"{result['final_loss']:.3f}"
     )
+
+
+DDP = REPO / "tests" / "support" / "torchrun_ddp.py"  # a team's torchrun script, unchanged
+LOSS = re.compile(r"^\[script\] step (\d+) loss (\S+)$", re.M)
+
+
+def test_a_torchrun_script_runs_unchanged_under_torchrun_on_one_machine():
+    """The script the next test submits is a torchrun script: torchrun runs it as it is."""
+    torchrun = Path(sys.executable).parent / "torchrun"
+    argv = [str(torchrun), "--nproc_per_node=2", str(DDP), "--steps", "20"]
+    ran = subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert {f"rank {r} of 2" for r in (0, 1)} <= set(re.findall(r"rank \d of 2", ran.stdout))
+    losses = [float(x) for x in re.findall(r"^step \d+ loss (\S+)$", ran.stdout, re.M)]
+    assert len(losses) == 4 and losses[-1] < losses[0] / 5, losses
+
+
+def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path):
+    """The same file, submitted as it is to the simulated v5p-16: its own init_process_group
+    (gloo) takes the group Ray Train made, torchrun's variables are there on all 8 ranks, the
+    loss falls; the job's view shows rank 0's output, says what a plain script gets, counts no
+    steps it was not told of, and shows none of Ray Train's per-rank report lines. A script
+    naming a backend the slice does not give is refused by the driver before any worker
+    starts, with the line to change."""
+    work = tmp_path / "team-project"
+    work.mkdir()
+    shutil.copy(DDP, work / "ddp.py")
+    client, name = jobs_client(), run_name("torchrun")
+    job_id = f"{name}-job"
+    submit_no_wait(
+        local_cluster, job_id, f"--run_name={name}", "ddp.py", "--steps", "30",
+        cwd=work, options=("--framework", "torch"),
+    )  # fmt: skip
+    assert wait_until_done(client, job_id, timeout=600) == "SUCCEEDED", client.logs(job_id)[-3000:]
+    whole = client.logs(job_id)
+    for rank in range(8):
+        assert re.search(rf"rank {rank} of 8: local rank \d of \d, master \S+:\d+", whole), rank
+    view = tpu_launcher("logs", job_id, cwd=work, timeout=120).stdout
+    losses = [float(loss) for _, loss in LOSS.findall(view)]
+    assert len(losses) == 6 and losses[-1] < losses[0] / 5, view
+    assert "ddp.py uses no TorchJob: it runs as torchrun runs it" in view
+    assert "steps done:   not reported" in view and "0 of 0" not in view
+    goodput = re.search(r"goodput: +(\d+)% of (\d+)s wall time by wall time: the script ran", view)
+    assert goodput and 0 < int(goodput[1]) < 100, view  # start-up is the rest
+    assert "Reporting training result" not in whole + view
+
+    (work / "ddp.py").write_text(DDP.read_text().replace('backend="gloo"', 'backend="tpu_dist"'))
+    refused = f"{name}-tpu"
+    submit_no_wait(
+        local_cluster, refused, f"--run_name={refused}", "ddp.py",
+        cwd=work, options=("--framework", "torch"),
+    )  # fmt: skip
+    assert wait_until_done(client, refused, timeout=300) == "FAILED"
+    said = client.logs(refused)
+    assert "ddp.py:17" in said and "the slice's process group is gloo" in said, said[-2000:]
+    assert "line 17: call init_process_group() without a backend" in said
+    assert "RayTrainWorker" not in said  # refused before any worker started

@@ -145,6 +145,7 @@ EVERY_EVENT = {
     EventKind.SUMMARY: job_events.format_summary_title("training"),
     EventKind.RESULT: job_events.format_result({"last_step": 1}),
     EventKind.FULL_LOG: job_events.format_full_log("/tmp/job.log"),
+    EventKind.SCRIPT: job_events.format_script("step 5 loss 4.3"),
 }
 HIDDEN = {EventKind.RESULT}  # machine-readable: the log file only
 WRITTEN_BY_SUBMIT = {EventKind.FULL_LOG}  # printed by submit itself, never fed from the job

@@ -88,3 +88,18 @@ def test_the_torch_demo_ships_the_example_as_train_py_with_its_resume_arguments(
     assert sent["run"] == torch_submit.DEMO_RUN
     assert [p.name for p in sent["files"]] == ["train.py"]
     assert sent["entrypoint"][-7:] == ["train.py", *torch_submit.DEMO_ARGS, "--lr", "1e-3"]
+
+
+def test_a_backend_no_slice_gives_is_refused_before_the_job_is_sent(project, capsys):
+    """A torchrun script written for GPUs names NCCL: no slice of ours gives it, so submit
+    refuses with the line to change, before Ray is asked anything (--dry-run or not)."""
+    (project / "train.py").write_text(
+        "import torch.distributed as dist\n\ndist.init_process_group(backend='nccl')\n"
+    )
+    code, out, err = tpu_launcher_here(
+        capsys, "submit", "--framework", "torch", "--dry-run", "--working-dir", "my-project",
+        "--", "--run_name=r", "my-project/train.py",
+    )  # fmt: skip
+    assert code == 2 and "ray job submit" not in out
+    assert "my-project/train.py:3: init_process_group(backend='nccl')" in err
+    assert "fix: line 3: call init_process_group() without a backend" in err

@@ -26,6 +26,7 @@ _SHOWN = {
     EventKind.HANG,
     EventKind.ELASTIC,
     EventKind.LAUNCHER,
+    EventKind.SCRIPT,  # a PyTorch script's own output (rank 0's): the job is the script's
 }
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 

@@ -17,6 +17,7 @@ from launcher.core.errors import UsageError
 from launcher.core.frameworks import TORCH
 from launcher.core.run_requests import TORCH_ENTRYPOINT
 from launcher.core.torch_plan import TorchJobSpec
+from launcher.core.torch_script import check_backends
 
 
 def submit_torch(request: SubmitRequest, spec: TorchJobSpec) -> int:
@@ -27,7 +28,8 @@ def submit_torch(request: SubmitRequest, spec: TorchJobSpec) -> int:
             "compiled ahead of time",
             "submit it to the release (--release NAME), whose slices it runs on",
         )
-    shipment = ship_script(spec.script, request.working_dir)
+    shipment = ship_script(spec.script, request.working_dir)  # the script is there
+    check_backends(Path(spec.script))  # a backend no slice gives: refused before it is sent
     for line in shipment.describe():
         print(line, flush=True)
     spec = dataclasses.replace(spec, script=shipment.job_args[0])

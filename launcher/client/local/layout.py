@@ -12,6 +12,7 @@ from launcher.core.errors import UsageError
 from launcher.core.slices import (
     LABEL_ACCELERATOR,
     LABEL_POD_TYPE,
+    LABEL_SIMULATED,
     LABEL_SLICE,
     LABEL_TOPOLOGY,
     LABEL_WORKER_ID,
@@ -88,6 +89,7 @@ def host_nodes(
                         LABEL_TOPOLOGY: shape.topology,
                         LABEL_ACCELERATOR: shape.generation.ray_accelerator_type,
                         LABEL_POD_TYPE: shape.pod_type,
+                        LABEL_SIMULATED: "true",
                     },
                     # What the GKE TPU webhook injects into a TPU pod; Ray reads the slice
                     # name here.
