@@ -39,7 +39,15 @@ KUBECONFIG = RUN / "kubeconfig"
 WEBHOOK_HOST = os.environ.get("JOBSET_WEBHOOK_HOST", "127.0.0.1")
 # GKE enables this admission plugin: pods that request google.com/tpu get the toleration for the
 # taint GKE puts on TPU nodes (google.com/tpu=present:NoSchedule). The fake nodes carry that taint.
-APISERVER_EXTRA_ARGS = ["kube-apiserver=enable-admission-plugins=ExtendedResourceToleration"]
+# One scheduler and one controller manager, so no leader election: with it, each exits for good
+# ("leaderelection lost") when the API server misses a lease renewal's 5 s deadline, as it does
+# on two cores while the e2e tier starts its Ray cluster beside the cluster tier; pods then stay
+# Pending and namespaces Terminating for the rest of the run (CI at 5683bf6, kube-scheduler.log).
+EXTRA_ARGS = [
+    "kube-apiserver=enable-admission-plugins=ExtendedResourceToleration",
+    "kube-scheduler=leader-elect=false",
+    "kube-controller-manager=leader-elect=false",
+]
 # GKE's gcsfuse CSI driver object (fake: no driver runs here, and under kwok no volume is mounted).
 GCSFUSE_CSI_DRIVER = {
     "apiVersion": "storage.k8s.io/v1",
@@ -82,8 +90,16 @@ def kubectl(bins: dict[str, Path], *args: str, stdin: str | None = None) -> str:
 
 
 def api_healthy(bins: dict[str, Path]) -> bool:
+    """The API server answers and every control loop kwokctl started still runs (a cluster
+    whose scheduler or controller manager died is made again, not reused)."""
     if not KUBECONFIG.exists():
         return False
+    pids = RUN / "kwok" / "clusters" / NAME / "pids"
+    for loop in ("kube-scheduler", "kube-controller-manager", "kwok-controller"):
+        try:
+            os.kill(int((pids / f"{loop}.pid").read_text()), 0)
+        except (OSError, ValueError):
+            return False
     try:
         kubectl(bins, "get", "--raw", "/readyz", "--request-timeout=5s")
         return True
@@ -127,7 +143,7 @@ def create_cluster(bins: dict[str, Path]) -> None:
             "--kwok-controller-binary",
             str(bins["kwok"] / "kwok"),
         ]
-    for extra in APISERVER_EXTRA_ARGS:
+    for extra in EXTRA_ARGS:
         args += ["--extra-args", extra]
     kwokctl(bins, *args)
 
