@@ -34,11 +34,19 @@ def _get(step: str, argv: list[str], dry_run: bool) -> str:
     return "" if dry_run else proc.stdout.strip()
 
 
-def get_items(namespace: str, kind: str, *args: str, dry_run: bool = False) -> list[dict[str, Any]]:
-    """`kubectl get KIND ... -o json` in the namespace, as its list of items (kubectl's own
-    error where it fails, as _get)."""
+def get_items(
+    namespace: str, kind: str, *args: str, dry_run: bool = False, optional: bool = False
+) -> list[dict[str, Any]]:
+    """`kubectl get KIND ... -o json` in the namespace, as its list of items: kubectl's own
+    error where it fails (as _get), except for an `optional` kind this cluster may not serve
+    (Kueue's, where Kueue is not installed): none."""
     argv = _kubectl(namespace, "get", kind, *args, "-o", "json")
-    out = _get(f"read the release's {kind}", argv, dry_run)
+    step = f"read the release's {kind}"
+    if optional and not dry_run:
+        proc = run(step, argv, capture=True, check=False)
+        out = proc.stdout if proc.returncode == 0 else ""
+    else:
+        out = _get(step, argv, dry_run)
     return list(json.loads(out).get("items", [])) if out.strip() else []
 
 

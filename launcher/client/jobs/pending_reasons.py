@@ -9,7 +9,6 @@ one `kubectl get` per kind."""
 
 from __future__ import annotations
 
-import json
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -205,38 +204,21 @@ class ReleaseState:
 def why_not_running(release: Release) -> ReleaseState:
     """The reasons the release's objects give (none when every pod runs), and whether its Ray
     head runs."""
+    from launcher.client.helm_release import get_items
+
     namespace = release.namespace
     selector = f"{INSTANCE_LABEL}={release.name}"
-    pods = _kubectl_items(namespace, "pods", "-l", selector)
+    pods = get_items(namespace, "pods", "-l", selector)
     head_running = any(
         (p["metadata"].get("labels") or {}).get(NODE_TYPE_LABEL) == "head"
         and p.get("status", {}).get("phase") == "Running"
         for p in pods
     )
-    events = _kubectl_items(namespace, "events")
+    events = get_items(namespace, "events")
     owners = release.owners()
     workloads = [
         w
-        for w in _kubectl_items(namespace, "workloads.kueue.x-k8s.io", optional=True)
+        for w in get_items(namespace, "workloads.kueue.x-k8s.io", optional=True)
         if any(o.get("name") in owners for o in w["metadata"].get("ownerReferences") or [])
     ]
     return ReleaseState(kueue_reasons(workloads) + pod_reasons(pods, events), head_running)
-
-
-def _kubectl_items(
-    namespace: str, kind: str, *args: str, optional: bool = False
-) -> list[dict[str, Any]]:
-    """`kubectl get KIND` in the namespace, as a list; kubectl's own error where it fails
-    (as every release command), except for an `optional` kind this cluster does not serve
-    (Kueue's, where Kueue is not installed): none."""
-    import subprocess
-
-    from launcher.client.helm_release import _kubectl, get_items
-
-    if not optional:
-        return get_items(namespace, kind, *args)
-    proc = subprocess.run(
-        _kubectl(namespace, "get", kind, *args, "-o", "json"), capture_output=True, text=True
-    )
-    out = proc.stdout if proc.returncode == 0 else ""
-    return json.loads(out).get("items", []) if out.strip() else []
