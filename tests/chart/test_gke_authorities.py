@@ -11,7 +11,6 @@ idle slices back, in a standard zone and an AI zone; `gke up`'s plan and `gke do
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import replace
 from functools import cache
@@ -22,6 +21,7 @@ import yaml
 from harness.helm import CHART, VALUES_FILES, helm
 from launcher import cli
 from launcher.client.gke import commands as gke_commands
+from launcher.client.gke.gcloud_check import NEWER
 from launcher.client.gke.plan import down_plan
 from launcher.client.gke.steps import Plan
 from launcher.core.errors import UsageError
@@ -58,20 +58,9 @@ RESOURCES = {
     ("builds", "get-default-service-account"): ("cloudbuild", "DefaultServiceAccount"),
 }
 
-# What the plans use that the installed gcloud may not know yet: (field or flag, its source).
-# gcloud 528.0.0's system-configuration loader (api_lib/container/util.py) knows no node
-# shutdown field and refuses the file; GKE's API has both (NodeKubeletConfig), and GKE's "Spot
-# VMs" page gives them to Standard pools on 1.35.0-gke.1171000 or later. The first gcloud
-# release whose loader takes them is in gcloud's release notes, which cannot be read here:
-# `gke up` asks the installed gcloud itself (gke/gcloud_check.py) before any step.
-NEWER_THAN_SOME_GCLOUDS = {
-    "shutdownGracePeriodSeconds": "GKE: Spot VMs; GKE API NodeKubeletConfig",
-    "shutdownGracePeriodCriticalPodsSeconds": "GKE: Spot VMs; GKE API NodeKubeletConfig",
-}
-
-
-def _argvs(plan: Plan) -> list[list[str]]:
-    return [a for a in plan.commands() if a[0] == "gcloud"]
+# What the plans use that some gclouds do not know yet, each with its source, is the launcher's
+# own list (gke/gcloud_check.NEWER: `gke up` asks the installed gcloud for these before any
+# step): gcloud 528.0.0's system-configuration loader refuses both Spot shutdown fields.
 
 
 @cache
@@ -127,7 +116,7 @@ def test_every_field_a_plan_reads_or_writes_is_in_googles_published_api():
     wrong: set[str] = set()
     fields = 0
     for what, plan in plans():
-        for argv in _argvs(plan):
+        for argv in plan.commands("gcloud"):
             read = _fields_read(argv)
             if not read:
                 continue
@@ -176,13 +165,9 @@ def _system_config_refusals(config: dict) -> list[str]:
 def test_every_printed_gcloud_command_is_one_the_installed_gcloud_parses(tmp_path):
     """gcloud's own parser (an unknown flag, a bad choice, a file it cannot read) and its node
     system-configuration loader take every command of every plan, but for what is listed as
-    newer than some gclouds (NEWER_THAN_SOME_GCLOUDS), each with its source. Under .ci/run
+    newer than some gclouds (NEWER), each with its source. Under .ci/run
     (TPU_STACK_REQUIRE_GCLOUD=1) a machine without gcloud fails here instead of skipping."""
-    root = installed_gcloud.where()
-    if root is None:
-        if os.environ.get("TPU_STACK_REQUIRE_GCLOUD"):
-            pytest.fail("no gcloud installed: CI's machines have Google's google-cloud-cli")
-        pytest.skip("no gcloud installed here (Google's google-cloud-cli; not on PyPI)")
+    root = installed_gcloud.required()
     argvs: dict[tuple[str, ...], str] = {}
     for what, plan in plans():
         files = {}
@@ -191,7 +176,7 @@ def test_every_printed_gcloud_command_is_one_the_installed_gcloud_parses(tmp_pat
                 path = tmp_path / str(len(list(tmp_path.iterdir())))
                 path.write_text(step.writes[1])
                 files[step.writes[0]] = str(path)
-        for argv in _argvs(plan):
+        for argv in plan.commands("gcloud"):
             words = tuple(_with_files(w, files) for w in argv[1:])
             argvs.setdefault(words, what)
     said = installed_gcloud.refusals(root, [list(a) for a in argvs])
@@ -199,14 +184,14 @@ def test_every_printed_gcloud_command_is_one_the_installed_gcloud_parses(tmp_pat
     for (argv, what), refusal in zip(argvs.items(), said, strict=True):
         if refusal is None:
             continue
-        known = {n for n in NEWER_THAN_SOME_GCLOUDS if n in refusal}
+        known = {n for n in NEWER if n in refusal}
         if known:
             newer |= known
         else:
             wrong.append(f"{what}: gcloud {' '.join(argv)}\n  {refusal}")
     print(f"gcloud {installed_gcloud.version(root)} parsed {len(argvs)} distinct commands")
     for name in sorted(newer):
-        print(f"  newer than this gcloud: {name} ({NEWER_THAN_SOME_GCLOUDS[name]})")
+        print(f"  newer than this gcloud: {name} ({NEWER[name]})")
     assert len(argvs) > 100, len(argvs)
     assert not wrong, "\n".join(wrong)
 
@@ -218,9 +203,7 @@ def _with_files(word: str, files: dict[str, str]) -> str:
 
 def test_the_parser_check_refuses_what_gcloud_refuses():
     """The check is gcloud's, not a stub: an unknown flag and a bad choice are refused."""
-    root = installed_gcloud.where()
-    if root is None:
-        pytest.skip("no gcloud installed here")
+    root = installed_gcloud.required()
     create = ["container", "node-pools", "create", "p", "--cluster=c", "--location=us-east5-a"]
     said = installed_gcloud.refusals(
         root, [[*create, "--tpu-topologie=4x4"], [*create, "--placement-type=TIGHT"], create]

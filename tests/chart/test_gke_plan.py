@@ -1145,11 +1145,7 @@ def test_the_gcloud_check_reads_the_installed_gclouds_own_help():
     from launcher.client.gke.gcloud_check import NEWER, POOL_HELP, unknown_to_gcloud
     from tests.support import installed_gcloud
 
-    root = installed_gcloud.where()
-    if root is None:
-        if os.environ.get("TPU_STACK_REQUIRE_GCLOUD"):
-            pytest.fail("no gcloud installed: CI's machines have Google's google-cloud-cli")
-        pytest.skip("no gcloud installed here (Google's google-cloud-cli; not on PyPI)")
+    root = installed_gcloud.required()
     shown = subprocess.run(POOL_HELP, capture_output=True, text=True, check=True).stdout
     assert unknown_to_gcloud(["podPidsLimit", "cpuManagerPolicy"], shown) == []
     lacks = unknown_to_gcloud(sorted(NEWER), shown)

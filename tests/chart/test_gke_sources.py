@@ -13,7 +13,6 @@ from launcher.client.gke import commands as gke_commands
 from launcher.client.gke.plan import down_plan
 from launcher.client.gke.queue import queue_objects
 from launcher.client.gke.sources import COMMANDS, FLAGS, KUEUE_FIELDS, unsourced
-from launcher.client.gke.steps import Plan
 from launcher.core.errors import UsageError
 
 pytestmark = pytest.mark.chart
@@ -37,10 +36,6 @@ def _release(values: str, flags: list[str]):
     return ns, target, need
 
 
-def _argvs(plan: Plan) -> list[list[str]]:
-    return [a for a in plan.commands() if a[0] == "gcloud"]
-
-
 @pytest.mark.parametrize("values", VALUES_FILES, ids=lambda p: p.name)
 def test_every_gcloud_command_and_flag_of_a_plan_names_its_source(values):
     missing: set[str] = set()
@@ -52,7 +47,7 @@ def test_every_gcloud_command_and_flag_of_a_plan_names_its_source(values):
             continue
         up = gke_commands._up_plan(ns, target, need)
         down = down_plan(need, target, ns.release, ns.namespace, ns.helm)
-        for argv in _argvs(up) + _argvs(down):
+        for argv in up.commands("gcloud") + down.commands("gcloud"):
             missing.update(unsourced(argv))
     assert not missing, f"rules without a source in gke/sources.py: {sorted(missing)}"
 

@@ -61,6 +61,19 @@ def where() -> Path | None:
     return root if (root / "lib" / "googlecloudsdk").is_dir() else None
 
 
+def required() -> Path:
+    """The installed Cloud SDK's root; where none is installed the test skips, or fails under
+    `.ci/run` (TPU_STACK_REQUIRE_GCLOUD=1: CI's machines have Google's google-cloud-cli)."""
+    import pytest
+
+    root = where()
+    if root is None:
+        if os.environ.get("TPU_STACK_REQUIRE_GCLOUD"):
+            pytest.fail("no gcloud installed: CI's machines have Google's google-cloud-cli")
+        pytest.skip("no gcloud installed here (Google's google-cloud-cli; not on PyPI)")
+    return root
+
+
 def version(root: Path) -> str:
     return (root / "VERSION").read_text().strip()
 

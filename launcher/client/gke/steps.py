@@ -75,13 +75,14 @@ class Plan:
     notes: list[str] = field(default_factory=list)
     stays: list[str] = field(default_factory=list)  # what `gke down` leaves, said before
 
-    def commands(self) -> list[list[str]]:
-        """Every command the plan runs or checks with (its steps', their checks', listings')."""
+    def commands(self, program: str) -> list[list[str]]:
+        """Every command of `program` the plan runs or checks with (its steps', their checks',
+        listings')."""
         found = []
         for s in self.steps:
             found += [s.argv, s.for_each or [], s.shown_by or []]
             found += [c.argv for c in (s.done_if, s.same_as, s.keep_if) if c is not None]
-        return [a for a in found if a]
+        return [a for a in found if a and a[0] == program]
 
 
 def gcloud(*words: str) -> list[str]:
