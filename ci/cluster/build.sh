@@ -3,6 +3,7 @@
 # (a version's directory is the cache; Go's module and build caches make a rebuild after a bump fast).
 #   etcd, kube-apiserver, -controller-manager, -scheduler, kubectl, the KubeRay operator, the JobSet
 #     and Kueue controllers: from the pinned tools modules in ci/cluster/*/ (see pin.sh), versions stamped in;
+#   LeaderWorkerSet's CRD (no controller): from its module;
 #   kwok, kwokctl: `go install module@version`.
 # Usage: ci/cluster/build.sh [component ...]   (default: all); prints the bin directory of each.
 set -euo pipefail
@@ -102,8 +103,14 @@ build_kueue() {
   cp -r "$src/config/components/webhook" "$1/webhook" && chmod -R u+w "$1"
 }
 
+build_lws() {  # the CRD only: no controller runs here (the chart's LeaderWorkerSet is admitted, not run)
+  local src
+  src=$(module_dir "sigs.k8s.io/lws@$LWS_VERSION")
+  mkdir -p "$1/crds" && cp "$src"/config/crd/bases/*.yaml "$1/crds/" && chmod u+w "$1"/crds/*
+}
+
 components=("$@")
-[ ${#components[@]} -gt 0 ] || components=(etcd kwok kubernetes kuberay jobset kueue)
+[ ${#components[@]} -gt 0 ] || components=(etcd kwok kubernetes kuberay jobset kueue lws)
 for c in "${components[@]}"; do
   case $c in
     etcd) done_or_build etcd "$ETCD_VERSION" build_etcd ;;
@@ -112,6 +119,7 @@ for c in "${components[@]}"; do
     kuberay) done_or_build kuberay "$KUBERAY_VERSION" build_kuberay ;;
     jobset) done_or_build jobset "$JOBSET_VERSION" build_jobset ;;
     kueue) done_or_build kueue "$KUEUE_VERSION" build_kueue ;;
-    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset kueue)" >&2; exit 2 ;;
+    lws) done_or_build lws "$LWS_VERSION" build_lws ;;
+    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset kueue lws)" >&2; exit 2 ;;
   esac
 done

@@ -66,7 +66,7 @@ GCSFUSE_CSI_DRIVER = {
 
 def build() -> dict[str, Path]:
     """Builds (or finds cached) every binary; returns component -> bin dir."""
-    names = ["etcd", "kwok", "kubernetes", "kuberay", "jobset", "kueue"]
+    names = ["etcd", "kwok", "kubernetes", "kuberay", "jobset", "kueue", "lws"]
     out = subprocess.run(
         ["bash", str(HERE / "build.sh"), *names], check=True, stdout=subprocess.PIPE, text=True
     ).stdout.split()
@@ -149,7 +149,7 @@ def create_cluster(bins: dict[str, Path]) -> None:
 
 
 def apply_crds(bins: dict[str, Path]) -> None:
-    for component in ("kuberay", "jobset", "kueue"):
+    for component in ("kuberay", "jobset", "kueue", "lws"):
         kubectl(
             bins, "apply", "--server-side", "--force-conflicts", "-f", str(bins[component] / "crds")
         )

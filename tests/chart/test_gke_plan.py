@@ -50,6 +50,8 @@ POOLS = {
     "tpu7x-16.yaml": [("tpu-ray-tpu7x-16-0", "tpu7x-standard-4t", None, "2")],
     "tpu7x-128.yaml": [("tpu-ray-tpu7x-128-0", "tpu7x-standard-4t", None, "16")],
     "tpu7x-8-vllm.yaml": [("tpu-vllm-tpu7x-8", "tpu7x-standard-4t", None, "1")],
+    # vLLM on a multi-host slice: the RayService's worker group, one pool per slice
+    "v6e-16-vllm.yaml": [("tpu-vllm-v6e-16-0", "ct6e-standard-4t", "4x4", "4")],
     "cpu.yaml": [],
 }
 
@@ -114,6 +116,8 @@ CPU_POOLS = {
     # vLLM's pods all hold TPUs: helm test's pod runs on the cluster's own node, no pool for it.
     "v6e-8-vllm.yaml": None,
     "tpu7x-8-vllm.yaml": None,
+    # The RayService's head: 2 CPU and 8 GiB beside the bucket's sidecar.
+    "v6e-16-vllm.yaml": ("n2-standard-4", "1"),
 }
 
 

@@ -277,11 +277,24 @@ CASES = [
         "--set saxml.stateBucket=<bucket>",
     ),
     (
-        "vllm on a multi-host slice",
-        ["serving.engine=vllm", "vllm.model=/data/m", "vllm.tpu.type=v6e-16"],
-        "vllm.tpu.type",
-        "use a single-host slice such as v6e-8",
+        "vllm as a Deployment on a multi-host slice",
+        [*VLLM, "vllm.tpu.type=v6e-16", "vllm.controller=deployment"],
+        "vllm.controller",
+        "--set vllm.controller=rayservice",
     ),
+    (
+        "vllm serve flags on a RayService",
+        [*VLLM, "vllm.tpu.type=v6e-16", "vllm.extraArgs={--max-num-seqs=64}"],
+        "vllm.extraArgs",
+        "move them to vllm.engineKwargs",
+    ),
+    (
+        "vllm engine kwargs the chart sets",
+        [*VLLM, "vllm.tpu.type=v6e-16", "vllm.engineKwargs.tensor_parallel_size=4"],
+        "vllm.engineKwargs",
+        "tensor_parallel_size is the chart's",
+    ),
+    ("unknown vllm controller", [*VLLM, "vllm.controller=statefulset"], "vllm.controller", "lws"),
     (
         "vllm slices instead of replicas",
         ["serving.engine=vllm", "vllm.model=/data/m", "vllm.tpu.slices=2"],

@@ -39,6 +39,10 @@ def _pods(docs: list[dict]) -> list[tuple[str, dict, int]]:
         spec = cluster["spec"]
         pods.append(("ray head", spec["headGroupSpec"]["template"], 8080))
         pods += [("ray worker", g["template"], 8080) for g in spec["workerGroupSpecs"]]
+    for service in by_kind(docs, "RayService"):  # vLLM on Ray Serve LLM: Ray's port
+        spec = service["spec"]["rayClusterConfig"]
+        pods.append(("vllm head", spec["headGroupSpec"]["template"], 8080))
+        pods += [("vllm host", g["template"], 8080) for g in spec["workerGroupSpecs"]]
     for deployment in by_kind(docs, "Deployment"):
         template = deployment["spec"]["template"]
         if template["metadata"]["labels"].get("app.kubernetes.io/component") == "vllm":
@@ -83,7 +87,7 @@ def test_every_values_file_renders_its_scrape_objects_and_the_dashboard(values):
         (endpoint,) = scrape["spec"]["endpoints"]
         # Ray's port is the one KubeRay adds to each Ray container by name (the cluster tests
         # read it off the live pods); vLLM's is the chart's own.
-        expected = "metrics" if what.startswith("ray") else "http"
+        expected = "metrics" if port == 8080 else "http"
         assert (endpoint["port"], endpoint["path"]) == (expected, "/metrics"), what
         assert GMP_COLLECTORS in _admitted(policies, template, port), what
     boards = [c for c in by_kind(docs, "ConfigMap") if c["metadata"]["name"].endswith("-dashboard")]

@@ -7,6 +7,7 @@ import pytest
 
 from ci.cluster.gke_nodes import merged_values
 from harness.helm import VALUES_FILES, render
+from launcher.core.tpu_table import tpu_type
 from tests.support.k8s_schemas import validate
 
 pytestmark = pytest.mark.chart
@@ -30,8 +31,33 @@ def test_rendered_objects_satisfy_their_schemas(values, engine):
     kind, *sets = ENGINES[engine]
     docs = render(values, "--set", f"serving.engine={engine}", *sets)
     kinds = {d["kind"] for d in docs}
+    if kind == "Deployment" and tpu_type(merged_values(values)["vllm"]["tpu"]["type"]).multi_host:
+        kind = "RayService"  # vLLM on a multi-host slice: Ray Serve LLM
     assert kind in kinds
     assert ("RayCluster" in kinds) == merged_values(values)["ray"]["enabled"]
+    for doc in docs:
+        errors = validate(doc)
+        assert not errors, f"{doc['kind']} {doc['metadata']['name']}:\n" + "\n".join(errors)
+
+
+@pytest.mark.parametrize("controller", ["rayservice", "lws"])
+@pytest.mark.parametrize("tpu", ["v6e-16", "v5p-16", "tpu7x-16"])
+def test_multi_host_vllm_satisfies_its_crd(tpu, controller):
+    sets = ENGINES["vllm"][1:]
+    docs = render(
+        None,
+        *sets,
+        "--set",
+        "serving.engine=vllm",
+        "--set",
+        f"vllm.tpu.type={tpu}",
+        "--set",
+        f"vllm.controller={controller}",
+        "--set",
+        "ray.enabled=false",
+    )
+    (server,) = [d for d in docs if d["kind"] in ("RayService", "LeaderWorkerSet")]
+    assert server["kind"] == {"rayservice": "RayService", "lws": "LeaderWorkerSet"}[controller]
     for doc in docs:
         errors = validate(doc)
         assert not errors, f"{doc['kind']} {doc['metadata']['name']}:\n" + "\n".join(errors)

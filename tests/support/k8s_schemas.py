@@ -1,9 +1,9 @@
 """Validators for rendered objects: the CRDs the pinned operators ship (KubeRay's ray-operator
-module at KUBERAY_VERSION, JobSet's at JOBSET_VERSION, the scrape objects' at GMP_VERSION and
-PROMETHEUS_OPERATOR_VERSION) and core Kubernetes kinds from the OpenAPI
-spec in the k8s.io/kubernetes module at K8S_VERSION (ci/versions.env: the same pins the test
-control plane builds). Go's module cache holds them once `make cluster-build` ran; otherwise
-`go mod download` fetches them from the Go module proxy.
+module at KUBERAY_VERSION, JobSet's at JOBSET_VERSION, LeaderWorkerSet's at LWS_VERSION, the
+scrape objects' at GMP_VERSION and PROMETHEUS_OPERATOR_VERSION) and core Kubernetes kinds from
+the OpenAPI spec in the k8s.io/kubernetes module at K8S_VERSION (ci/versions.env: the same pins
+the test control plane builds). Go's module cache holds them once `make cluster-build` ran;
+otherwise `go mod download` fetches them from the Go module proxy.
 
 Both are made strict: an object schema that lists its properties rejects any other field, the
 way a structural CRD prunes (silently loses) it. x-kubernetes-preserve-unknown-fields keeps its
@@ -26,6 +26,7 @@ from harness.paths import pins
 
 KUBERAY_MODULE = f"github.com/ray-project/kuberay/ray-operator@{pins()['KUBERAY_VERSION']}"
 JOBSET_MODULE = f"sigs.k8s.io/jobset@{pins()['JOBSET_VERSION']}"
+LWS_MODULE = f"sigs.k8s.io/lws@{pins()['LWS_VERSION']}"
 KUBERNETES_MODULE = f"k8s.io/kubernetes@{pins()['K8S_VERSION']}"
 # The scrape objects' CRDs: GKE managed Prometheus' operator chart and prometheus-operator's.
 GMP_MODULE = f"github.com/GoogleCloudPlatform/prometheus-engine@{pins()['GMP_VERSION']}"
@@ -36,6 +37,11 @@ PROMETHEUS_OPERATOR_MODULE = (
 CRD_FILES = {
     ("ray.io", "RayCluster"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayclusters.yaml"),
     ("ray.io", "RayJob"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayjobs.yaml"),
+    ("ray.io", "RayService"): (KUBERAY_MODULE, "config/crd/bases/ray.io_rayservices.yaml"),
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): (
+        LWS_MODULE,
+        "config/crd/bases/leaderworkerset.x-k8s.io_leaderworkersets.yaml",
+    ),
     ("jobset.x-k8s.io", "JobSet"): (
         JOBSET_MODULE,
         "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml",

@@ -21,8 +21,10 @@ def declared_ray_version() -> str:
         *project["dependencies"],
         *(d for e in project["optional-dependencies"].values() for d in e),
     ]
-    (ray,) = [d for d in deps if re.match(r"ray\b", d)]
-    return re.fullmatch(r"ray\[[\w,]+\]==([\d.]+)", ray)[1]
+    rays = [d for d in deps if re.match(r"ray\b", d)]
+    (pinned,) = [d for d in rays if "==" in d]  # one pin; the other extras follow it
+    assert all(re.fullmatch(r"ray\[[\w,]+\]", d) for d in rays if d != pinned), rays
+    return re.fullmatch(r"ray\[[\w,]+\]==([\d.]+)", pinned)[1]
 
 
 def test_every_place_that_names_ray_follows_pyproject():
@@ -35,7 +37,10 @@ def test_every_place_that_names_ray_follows_pyproject():
         rf"^ARG RAY_IMAGE=rayproject/ray:{re.escape(version)}-py312-tpu$", dockerfile, re.M
     ), "the image's Ray base is another Ray"
     chart = REPO / "charts" / "tpu-stack"
-    assert yaml.safe_load((chart / "values.yaml").read_text())["ray"]["rayVersion"] == version
+    values = yaml.safe_load((chart / "values.yaml").read_text())
+    assert values["ray"]["rayVersion"] == version
+    # vLLM's RayService: the Ray Serve LLM the tests check its config with.
+    assert values["vllm"]["rayService"]["rayVersion"] == version
 
 
 def test_the_tests_torch_is_the_torch_images():

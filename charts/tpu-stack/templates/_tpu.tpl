@@ -85,7 +85,7 @@ devicesPerHost (JAX devices: two per chip on tpu7x), hosts, machineType, slices,
           {{- $name = $n -}}
         {{- end -}}
       {{- end -}}
-      {{- $_ := merge $out (dict "name" $name "generation" $gen "gkeAccelerator" $g.gkeAccelerator "topology" $topo "chips" (int $shape.chips) "chipsPerHost" $cph "devicesPerHost" (mul $cph (int $g.devicesPerChip)) "hosts" (int $host.hosts) "machineType" $host.machineType) -}}
+      {{- $_ := merge $out (dict "name" $name "generation" $gen "gkeAccelerator" $g.gkeAccelerator "topology" $topo "chips" (int $shape.chips) "chipsPerHost" $cph "devicesPerHost" (mul $cph (int $g.devicesPerChip)) "hosts" (int $host.hosts) "machineType" $host.machineType "rayAcceleratorType" $g.rayAcceleratorType "devices" (mul (int $shape.chips) (int $g.devicesPerChip))) -}}
     {{- end -}}
   {{- end -}}
 {{- end -}}

@@ -321,6 +321,11 @@ def up_plan(
             "Saxml's model servers are a JobSet: the JobSet controller (v0.12 or newer) must run "
             "in the cluster (kubernetes-sigs/jobset releases)."
         )
+    if need.leader_worker_set:
+        notes.append(
+            "vLLM runs as a LeaderWorkerSet: the LWS controller (v0.7 or newer) must run in the "
+            "cluster (kubernetes-sigs/lws releases; GKE installs none)."
+        )
     return Plan(steps, notes)
 
 

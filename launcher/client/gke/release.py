@@ -100,6 +100,7 @@ class ReleaseNeeds:
     launcher_image: str | None  # what the Ray pods pull (None: no Ray in this release)
     bucket: str | None  # what the pods mount (None: gcsfuse off)
     network_policies: bool = False  # it has NetworkPolicies (networkPolicy.enabled)
+    leader_worker_set: bool = False  # vLLM as a LeaderWorkerSet: LWS must run in the cluster
 
 
 def render(
@@ -221,6 +222,13 @@ def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
     if kind == "RayJob":  # the cluster it creates while it runs, and its submitter
         submitter = [(spec["submitterPodTemplate"], 1)] if "submitterPodTemplate" in spec else []
         return submitter + _pod_templates({"kind": "RayCluster", "spec": spec["rayClusterSpec"]})
+    if kind == "RayService":  # vLLM on Ray Serve LLM: its cluster
+        return _pod_templates({"kind": "RayCluster", "spec": spec["rayClusterConfig"]})
+    if kind == "LeaderWorkerSet":  # per replica a leader and size - 1 workers
+        group = spec["leaderWorkerTemplate"]
+        replicas, size = spec.get("replicas", 1), group.get("size", 1)
+        leader = group.get("leaderTemplate", group["workerTemplate"])
+        return [(leader, replicas), (group["workerTemplate"], replicas * (size - 1))]
     if kind == "RayCluster":
         found = [(spec["headGroupSpec"]["template"], 1)]
         for group in spec.get("workerGroupSpecs", []):
@@ -241,16 +249,16 @@ def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
 
 
 def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) -> ReleaseNeeds:
-    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster),
-    per replicated Job (Saxml's JobSet) and per TPU Deployment (vLLM), CPU for the rest, the
-    account the pods run as, the add-ons."""
+    """What the rendered objects ask GKE for: a node pool per TPU worker group (RayCluster,
+    vLLM's RayService), per replicated Job (Saxml's JobSet) and per TPU Deployment or
+    LeaderWorkerSet (vLLM), CPU for the rest, the account the pods run as, the add-ons."""
     pools: list[NodePool] = []
     cpu_pods: list[tuple[float, float]] = []
     test_pods: list[tuple[float, float]] = []  # helm test's, minutes long
     gsas: dict[str, str] = {}  # Kubernetes account -> its Workload Identity annotation
     writers: dict[str, bool] = {}  # account of pods that use the bucket -> any writes it
     image = None
-    ray = jobset = False
+    ray = jobset = leader_worker_set = False
     for doc in docs:
         kind = doc.get("kind")
         hook = "helm.sh/hook" in doc["metadata"].get("annotations", {})
@@ -294,6 +302,16 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
                 pools.append(NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod))
+        elif kind == "RayService":  # vLLM on Ray Serve LLM: a slice per replica
+            ray = True
+            for slices, pod in worker_group_slices(doc["spec"]["rayClusterConfig"]):
+                pools.append(NodePool.of(f"{release}-vllm-{slices.shape.name}", slices, pod))
+        elif kind == "LeaderWorkerSet":  # vLLM: each group (leader and workers) one slice
+            leader_worker_set = True
+            pod = doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
+            found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
+            if found:
+                pools.append(NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod))
     # helm test's pod rides in the release's CPU pool; a release with no other pod without TPUs
     # (vLLM) makes no pool for it: it runs for seconds on the cluster's own node.
     return ReleaseNeeds(
@@ -306,6 +324,7 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
         image,
         bucket,
         any(d.get("kind") == "NetworkPolicy" for d in docs),
+        leader_worker_set,
     )
 
 

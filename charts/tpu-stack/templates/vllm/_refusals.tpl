@@ -6,8 +6,19 @@
 {{- $v := .Values.vllm -}}
 {{- $slice := include "tpu-stack.slice" (dict "tpu" $v.tpu "path" "vllm.tpu" "ctx" $) | fromYaml -}}
 {{- $msgs = concat $msgs $slice.errors -}}
-{{- if and (not $slice.errors) (ne (int $slice.hosts) 1) -}}
-{{- $msgs = append $msgs (printf "vllm.tpu.type: %s is %d hosts; vLLM's TPU backend on GKE serves from a single host (GKE: Serve an LLM using TPU Trillium on GKE with vLLM); use a single-host slice such as v6e-8, v6e-4 or v5litepod-8, or Saxml (serving.engine=saxml) for multi-host serving." $slice.name (int $slice.hosts)) -}}
+{{- $controller := include "tpu-stack.vllmController" . -}}
+{{- if and (not $slice.errors) (ne (int $slice.hosts) 1) (eq $controller "deployment") -}}
+{{- $msgs = append $msgs (printf "vllm.controller: a Deployment's pod is one host and %s is %d hosts; --set vllm.controller=rayservice (Ray Serve LLM over the whole slice; the default for a multi-host slice) or lws (a LeaderWorkerSet), or a single-host slice such as v6e-8." $slice.name (int $slice.hosts)) -}}
+{{- end -}}
+{{- if eq $controller "rayservice" -}}
+{{- with $v.extraArgs -}}
+{{- $msgs = append $msgs "vllm.extraArgs: a RayService passes vLLM's arguments as Ray Serve LLM's engine_kwargs; move them to vllm.engineKwargs (max_num_seqs: 64, not --max-num-seqs=64)." -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $owner := dict "tensor_parallel_size" "the slice's devices" "distributed_executor_backend" "Ray, over the slice's hosts" "max_model_len" "vllm.maxModelLen" -}}
+{{- if hasKey $v.engineKwargs $key -}}
+{{- $msgs = append $msgs (printf "vllm.engineKwargs: %s is the chart's (from %s); remove it and set that instead." $key $owner) -}}
+{{- end -}}
 {{- end -}}
 {{- if $v.tpu.minSlices -}}
 {{- $msgs = append $msgs "vllm.tpu.minSlices: only the Ray worker group's slices are elastic (training); drop vllm.tpu.minSlices." -}}
@@ -34,7 +45,7 @@
 {{- $msgs = append $msgs "vllm.env: VLLM_API_KEY is set from vllm.apiKey (a Secret), never from a literal in the values; remove it and --set vllm.apiKey.secretName=<Secret>." -}}
 {{- end -}}
 {{- end -}}
-{{- $msgs = concat $msgs (include "tpu-stack.flagErrors" (dict "key" "vllm.extraArgs" "args" $v.extraArgs "owned" (dict "--host" "its --host=0.0.0.0, every address of the pod" "--port" "vllm.containerPort" "--served-model-name" "vllm.servedModelName" "--tensor-parallel-size" "the slice's devices per host" "--max-model-len" "vllm.maxModelLen" "--api-key" "vllm.apiKey")) | fromYamlArray) -}}
+{{- $msgs = concat $msgs (include "tpu-stack.flagErrors" (dict "key" "vllm.extraArgs" "args" $v.extraArgs "owned" (dict "--host" "its --host=0.0.0.0, every address of the pod" "--port" "vllm.containerPort" "--served-model-name" "vllm.servedModelName" "--tensor-parallel-size" "the slice's devices" "--distributed-executor-backend" "Ray, over a multi-host slice's hosts" "--max-model-len" "vllm.maxModelLen" "--api-key" "vllm.apiKey")) | fromYamlArray) -}}
 {{- $msgs = concat $msgs (include "tpu-stack.serviceErrors" (dict "key" "vllm.service" "service" $v.service "what" "the model (and the TPUs)") | fromYamlArray) -}}
 {{- end -}}
 {{- toYaml $msgs -}}
