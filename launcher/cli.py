@@ -67,7 +67,7 @@ def _dashboard(ns: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from launcher.client import completion, saxml_http
+    from launcher.client import completion, saxml_http, serve_fit
     from launcher.client.data import commands as data_commands
     from launcher.client.gke import commands as gke_commands
     from launcher.client.jobs import commands as job_commands
@@ -87,6 +87,7 @@ def _parser() -> argparse.ArgumentParser:
     job_list.add_parser(sub)
     data_commands.add_parsers(sub)
     saxml_http.add_parser(sub)
+    serve_fit.add_parser(sub)
     local_commands.add_parsers(sub)
     gke_commands.add_parsers(sub)
     p = sub.add_parser("tpu-table", help="print the TPU table (--json: the chart's copy)")

@@ -254,8 +254,10 @@ def _create_if_missing(name: str, key: str, namespace: str, dry_run: bool) -> No
 
 def install(ns: argparse.Namespace) -> int:
     """`helm upgrade --install` with the image `image`/`gke up` pushed and the target's bucket;
-    a RayJob's job is checked first, as `submit` checks one."""
+    a RayJob's job is checked first, as `submit` checks one, and a vLLM server's model against
+    its slice."""
     from launcher.client.jobs.rayjob_check import check_rayjobs
+    from launcher.client.serve_fit import check_release
 
     target = _target(ns)
     target.require_image_name()
@@ -263,6 +265,7 @@ def install(ns: argparse.Namespace) -> int:
     chart = Path(ns.chart)
     docs, bucket = render(chart, ns.values, ns.release, ns.namespace, target, ns.helm, ns.set)
     check_rayjobs(docs)
+    check_release(docs)  # a vLLM release: its model against its slice
     image = needs(docs, ns.namespace, ns.release, bucket).launcher_image
     pinned = load_values(chart / "values.yaml", *ns.values)["ray"]["image"].get("digest")
     pinned = pinned or any(v.startswith(DIGEST) for v in ns.set)
