@@ -2,8 +2,9 @@
 own patterns, values for the keys a user types by hand (names, quantities, ports, tags, labels,
 env, the bucket); each draw is rendered, and either the chart's own checks refuse it with a
 message naming a key, or every object it renders passes a server-side dry-run create in the
-control plane (the API server's validation, KubeRay's and JobSet's CRD schemas, JobSet's
-webhooks). Invalid values are the refusal table's (tests/chart/test_invalid_values.py)."""
+control plane (the API server's validation, KubeRay's, JobSet's and LeaderWorkerSet's CRD
+schemas, JobSet's webhooks). Invalid values are the refusal table's
+(tests/chart/test_invalid_values.py)."""
 
 from __future__ import annotations
 
@@ -98,6 +99,8 @@ def values(draw) -> dict:
         "vllm": {
             "model": "/data/" + draw(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True)),
             "servedModelName": draw(schema_strings("vllm.servedModelName")),
+            "tpu": {"type": draw(st.sampled_from(["v6e-8", "v6e-16"]))},
+            "controller": draw(st.sampled_from(["", "lws"])),
             "apiKey": {"secretName": draw(schema_strings("vllm.apiKey.secretName"))},
             "serviceAccount": {"name": draw(schema_strings("vllm.serviceAccount.name"))},
             "service": {"port": draw(st.integers(min_value=1, max_value=65535))},
@@ -137,3 +140,35 @@ def test_what_the_chart_accepts_the_api_server_accepts(release: Release, tmp_pat
         + yaml.safe_dump(drawn)
         + created.stderr
     )
+
+
+@pytest.mark.parametrize("controller", ["rayservice", "lws"])
+@pytest.mark.parametrize("tpu", ["v6e-16", "v5p-16", "tpu7x-16"])
+def test_multi_host_vllm_is_admitted(release: Release, tpu: str, controller: str):
+    """vLLM on a multi-host slice, as a RayService (KubeRay's CRD) and a LeaderWorkerSet
+    (LWS's CRD, sigs.k8s.io/lws at LWS_VERSION): every object passes a server-side dry run."""
+    sets = {
+        "serving.engine": "vllm",
+        "ray.enabled": "false",
+        "global.gcsfuse.bucketName": "ckpt",
+        "vllm.model": "/data/models/m",
+        "vllm.apiKey.secretName": "k",
+        "vllm.tpu.type": tpu,
+        "vllm.controller": controller,
+    }
+    argv = [str(helm(3)), "template", release.name, str(CHART), "-n", release.namespace]
+    rendered = subprocess.run(
+        [*argv, "--skip-tests", *(w for k, v in sets.items() for w in ("--set", f"{k}={v}"))],
+        capture_output=True,
+        text=True,
+    )
+    assert rendered.returncode == 0, rendered.stderr
+    kinds = {d["kind"] for d in yaml.safe_load_all(rendered.stdout) if d}
+    assert {"rayservice": "RayService", "lws": "LeaderWorkerSet"}[controller] in kinds
+    created = subprocess.run(
+        [*release.kubectl(), "create", "--dry-run=server", "-n", release.namespace, "-f", "-"],
+        input=rendered.stdout,
+        capture_output=True,
+        text=True,
+    )
+    assert created.returncode == 0, created.stderr
