@@ -50,6 +50,20 @@ def get_items(
     return list(json.loads(out).get("items", [])) if out.strip() else []
 
 
+# KubeRay labels the RayCluster a RayService makes with the RayService's labels (the release's
+# instance too) and this one (ray-operator controllers/ray/utils/constant.go).
+ORIGINATED_FROM = "ray.io/originated-from-crd"
+
+
+def secret_value(namespace: str, name: str, key: str, step: str, dry_run: bool = False) -> str:
+    """One key of a Secret, decoded ("" where the Secret has no such key); kubectl's own error
+    where it cannot be read. The value is never printed or put in the environment."""
+    path = key.replace(".", "\\.")  # a dot in a key name is escaped in kubectl's JSONPath
+    argv = _kubectl(namespace, "get", "secret", name, "-o", f"jsonpath={{.data.{path}}}")
+    encoded = _get(step, argv, dry_run)
+    return base64.b64decode(encoded).decode() if encoded else ""
+
+
 @dataclass(frozen=True)
 class Release:
     """An installed release as its KubeRay objects say it, read with one kubectl call: its
@@ -66,6 +80,9 @@ class Release:
         selector = f"app.kubernetes.io/instance={name}"
         first: dict[str, dict[str, Any]] = {}
         for item in get_items(namespace, "raycluster,rayjob", "-l", selector, dry_run=dry_run):
+            labels = item.get("metadata", {}).get("labels", {})
+            if labels.get(ORIGINATED_FROM) == "RayService":  # vLLM's: serves, runs no jobs
+                continue
             first.setdefault(str(item.get("kind")), item)
         return cls(name, namespace, first.get("RayCluster"), first.get("RayJob"))
 
@@ -125,19 +142,8 @@ def forwarded(
     auth, token = cluster["spec"].get("authOptions") or {}, ""
     if auth.get("mode") == "token":
         # KubeRay names the Secret it creates after the cluster; a user's is named in the spec.
-        token = _get(
-            "read the Ray token",
-            _kubectl(
-                namespace,
-                "get",
-                "secret",
-                auth.get("secretName") or name,
-                "-o",
-                "jsonpath={.data.auth_token}",
-            ),
-            dry_run,
-        )
-        token = base64.b64decode(token).decode() if token else ""
+        secret = auth.get("secretName") or name
+        token = secret_value(namespace, secret, "auth_token", "read the Ray token", dry_run)
     image = "" if dry_run else release.image()
     if image and (differs := client_skew(image)):
         print(f"note: {differs}", flush=True)

@@ -25,9 +25,14 @@ def job_args(values: list[str]) -> list[str]:
     return values[1:] if values[:1] == ["--"] else values
 
 
-def add_run_options(p: argparse.ArgumentParser) -> None:
+def add_run_options(p: argparse.ArgumentParser, run_required: bool = True) -> None:
     """Which trained run and checkpoint, and the model keys over the run's own."""
-    p.add_argument("--run", required=True, help="the run_name it was trained with")
+    p.add_argument(
+        "--run",
+        required=run_required,
+        help="the run_name it was trained with"
+        + ("" if run_required else " (without it, --release asks a serving release's vLLM)"),
+    )
     p.add_argument("--step", type=int, help="the checkpoint (default: the latest committed)")
     p.add_argument(
         "maxtext_args",
@@ -46,9 +51,9 @@ def add_generation_options(p: argparse.ArgumentParser) -> None:
         "--chat",
         action="store_true",
         help="ask as a user: the prompt rendered by the run's tokenizer's chat template, the "
-        "format a fine-tuned (--trainer=sft) run learned",
+        "format a fine-tuned (--trainer=sft) run learned (a served model: the chat API)",
     )
-    add_run_options(p)
+    add_run_options(p, run_required=False)
 
 
 @dataclass(frozen=True)

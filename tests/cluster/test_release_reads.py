@@ -5,6 +5,7 @@ hands it to the real one, against the test control plane's KubeRay."""
 
 from __future__ import annotations
 
+import json
 import shlex
 import subprocess
 import sys
@@ -63,3 +64,64 @@ def test_submit_to_a_release_makes_three_kubectl_calls(release: Release, tmp_pat
     assert "get raycluster,rayjob -l" in calls[0]
     assert f"get secret {cluster}" in calls[1]
     assert "port-forward" in calls[2]
+
+
+def test_generate_asks_a_serving_release_with_the_key_its_pods_read(release: Release, tmp_path):
+    """`generate --release` of a vLLM release: its server pods (which Secret holds the key),
+    that Secret's key, its Service, the port-forward; the key itself never printed."""
+    key = "not-printed-7d1f"
+    subprocess.run(
+        [*release.kubectl(), "-n", release.namespace, "create", "secret", "generic",
+         "vllm-api-key", f"--from-literal=api-key={key}"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    release.install(REPO / "values" / "v6e-8-vllm.yaml")
+    wait_for(
+        "the vLLM Deployment's pod",
+        lambda: release.pods(**{"app.kubernetes.io/component": "vllm"}),
+        60,
+    )
+    log = tmp_path / "kubectl.log"
+    env = counting_kubectl(release, tmp_path / "bin", log)
+    proc = subprocess.run(
+        [sys.executable, "-m", "launcher", "generate", "--release", release.name,
+         "--namespace", release.namespace, "--prompt", "The capital of France is"],
+        text=True, capture_output=True, env=env, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    # No container runs in the control plane: the port-forward is what fails, last.
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert "kubectl port-forward to service/tpu-vllm failed" in proc.stderr
+    calls = log.read_text().splitlines()
+    assert len(calls) == 4, calls
+    assert "get secret vllm-api-key -o jsonpath={.data.api-key}" in calls[1]
+    assert key not in proc.stdout + proc.stderr
+
+
+def test_a_rayservice_release_reports_its_server_not_a_job_cluster(release: Release):
+    """KubeRay makes a RayService's RayCluster with the release's labels: `status --release`
+    reads the server (its pods on the slice, KubeRay's status), and `submit --release` does not
+    take that cluster for a training release's."""
+    values = REPO / "values" / "v6e-16-vllm.yaml"
+    release.install(values)  # no TPU nodes: the slice's hosts stay Pending
+    wait_for(
+        "KubeRay's pods of the RayService",
+        lambda: len(release.pods(**{"app.kubernetes.io/component": "vllm-worker"})) == 4,
+        120,
+        explain=release.events,
+    )
+    env = release.kubectl_env()
+    where = ["--release", release.name, "--namespace", release.namespace]
+    status = subprocess.run(
+        [sys.executable, "-m", "launcher", "status", *where, "--json"],
+        text=True, capture_output=True, env=env, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert status.returncode == 0, status.stdout + status.stderr
+    found = json.loads(status.stdout.strip().splitlines()[-1])
+    assert (found["kind"], found["stage"], found["pods"]) == ("RayService", "pending", 5)
+    submit = subprocess.run(
+        [sys.executable, "-m", "launcher", "submit", *where, "--skip-preflight", "--no-wait",
+         "--", "tiny-llama.yml", "run_name=r"],
+        text=True, capture_output=True, env=env, cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert submit.returncode == 2, submit.stdout + submit.stderr
+    assert "no RayCluster of release" in submit.stderr

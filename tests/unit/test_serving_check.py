@@ -5,68 +5,12 @@ request without `Authorization: Bearer <key>` gets 401 (vLLM's api_server: its a
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import ClassVar
-
 import pytest
 
 from launcher.runtime.serving_check import PROMPT, check
+from tests.support.fake_vllm import KEY, FakeVllm
 
 pytestmark = pytest.mark.unit
-
-
-KEY = "s3cret"
-
-
-class FakeVllm(BaseHTTPRequestHandler):
-    model = "demo"
-    completion = " Paris"
-    api_key: str | None = KEY  # None: a server started without --api-key
-    requests: ClassVar[list[dict]] = []
-
-    def _authorized(self) -> bool:
-        if self.api_key is None or self.headers.get("Authorization") == f"Bearer {self.api_key}":
-            return True
-        self._reply({"error": "Unauthorized"}, 401)
-        return False
-
-    def _reply(self, body: dict, status: int = 200) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def do_GET(self) -> None:  # http.server's name
-        if not self._authorized():
-            return
-        if self.path == "/v1/models":
-            self._reply({"object": "list", "data": [{"id": self.model, "object": "model"}]})
-        else:
-            self._reply({"error": "not found"}, 404)
-
-    def do_POST(self) -> None:
-        if not self._authorized():
-            return
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        type(self).requests.append(body)
-        choice = {"index": 0, "text": self.completion, "finish_reason": "length"}
-        self._reply({"object": "text_completion", "model": body["model"], "choices": [choice]})
-
-    def log_message(self, *_: object) -> None:
-        pass
-
-
-@pytest.fixture
-def fake_vllm():
-    FakeVllm.requests = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), FakeVllm)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
 
 
 @pytest.fixture(autouse=True)

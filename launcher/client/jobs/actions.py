@@ -59,6 +59,14 @@ def act_on_job(
         from launcher.client.jobs.pending_reasons import why_not_running
 
         read = Release.read(release, namespace)
+        if command == "status" and read.raycluster is None and read.rayjob is None:
+            from launcher.client import serving_status
+            from launcher.client.helm_release import get_items
+
+            if (serving := serving_status.read(release, namespace, get_items)) is not None:
+                shown = [json.dumps(serving.as_json())] if as_json else serving.lines()
+                print("\n".join(shown), flush=True)
+                return 0 if serving.stage != "failed" else 1
         pending = why_not_running(read) if command == "status" else None
         if (rayjob := read.rayjob) is not None:
             if command == "stop":

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
 from launcher.client.values_presets import add_values_option
 from launcher.client.workspace import LOCAL_BUCKET
+from launcher.core.errors import UsageError
 from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.package_version import doc
 from launcher.core.run_requests import (
@@ -148,6 +149,18 @@ def run_about_run(ns: argparse.Namespace) -> int:
         None, address=ns.address, release=ns.release, namespace=ns.namespace, verbose=ns.verbose
     )
     request: GenerateRequest | ExportRequest | ImportRequest
+    if ns.command == "generate" and ns.run is None:
+        if not ns.release:
+            raise UsageError(
+                "--run",
+                "names no trained run",
+                "--run RUN (the run_name it was trained with), or --release R to ask a "
+                "serving release's vLLM server",
+            )
+        from launcher.client.served_model import Ask, generate
+
+        ask = Ask(ns.prompt, ns.max_tokens, ns.temperature, ns.seed, ns.chat)
+        return generate(ns.release, ns.namespace, ask)
     if ns.command == "generate":
         request = GenerateRequest.from_args(ns)
     elif ns.command == "export":
