@@ -800,23 +800,39 @@ def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
     assert script.count("/subject/ns/default/sa/trainer-ksa") == 1
 
 
-def test_serving_may_only_read_the_bucket_and_training_may_write_it(capsys, tmp_path):
+@pytest.mark.parametrize("cache_on_bucket", [True, False])
+def test_serving_may_only_read_the_bucket_and_training_may_write_it(
+    capsys, tmp_path, cache_on_bucket
+):
     """One identity per part: vLLM mounts the bucket read-only, so its account gets
-    objectViewer and nothing that writes; training's gets objectUser."""
+    objectViewer, and objectUser only on objects under its compile cache's prefix (an IAM
+    condition) when the cache is on the bucket; training's gets objectUser."""
     both = tmp_path / "train-and-serve.yaml"
     both.write_text(
         "serving:\n  engine: vllm\nvllm:\n  model: /data/m\n  apiKey:\n    secretName: k\n"
+        f"  compileCache:\n    onBucket: {str(cache_on_bucket).lower()}\n"
     )
     grants = [
         c
         for c in _commands(_plan(capsys, "v6e-16.yaml", "--values", str(both)))
         if c[:4] == ["gcloud", "storage", "buckets", "add-iam-policy-binding"]
     ]
-    roles = {c[5].rsplit("/", 1)[1]: c[6] for c in grants}
-    assert roles == {
-        "tpu-ray": "--role=roles/storage.objectUser",
-        "tpu-vllm": "--role=roles/storage.objectViewer",
-    }
+    roles = sorted((c[5].rsplit("/", 1)[1], *c[6:]) for c in grants)
+    bucket = grants[0][4].removeprefix("gs://")  # the plan's (a variable here)
+    cache = [
+        (
+            "tpu-vllm",
+            "--role=roles/storage.objectUser",
+            "--condition=expression=resource.name.startsWith("
+            f'"projects/_/buckets/{bucket}/objects/vllm-xla-cache/"),title=tpu-launcher '
+            "vllm-xla-cache",
+        )
+    ]
+    assert roles == [
+        ("tpu-ray", "--role=roles/storage.objectUser"),
+        *(cache if cache_on_bucket else []),
+        ("tpu-vllm", "--role=roles/storage.objectViewer"),
+    ]
 
 
 def test_saxml_which_keeps_its_state_through_gcs_may_write_the_bucket(capsys):

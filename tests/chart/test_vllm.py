@@ -133,3 +133,40 @@ def test_helm_test_asks_the_served_model_for_a_completion():
 def test_no_serving_objects_unless_an_engine_is_named():
     docs = render(None)
     assert not by_kind(docs, "Deployment") and not by_kind(docs, "JobSet")
+
+
+def _cache(docs: list[dict]) -> tuple[str, str]:
+    """(VLLM_XLA_CACHE_PATH, the bucket directory mounted there) of the vLLM server."""
+    deployment, _ = _serving(docs)
+    pod = deployment["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    mounted = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    found = [v for v in pod["volumes"] if mounted.get(v["name"]) == env["VLLM_XLA_CACHE_PATH"]]
+    if not found:
+        return env["VLLM_XLA_CACHE_PATH"], ""
+    (volume,) = found
+    options = dict(
+        o.split("=", 1)
+        for o in volume["csi"]["volumeAttributes"]["mountOptions"].split(",")
+        if "=" in o
+    )
+    assert not volume["csi"].get("readOnly")  # the one directory the server writes
+    return env["VLLM_XLA_CACHE_PATH"], options["only-dir"]
+
+
+def test_the_compile_cache_is_a_bucket_directory_of_this_model_slice_and_image():
+    """A restart loads what the last start compiled: the same model, slice and vLLM image find
+    the same directory; any of them changed finds another (programs never cross)."""
+    path, directory = _cache(render(VLLM_VALUES))
+    assert path == "/xla-cache"
+    assert directory.startswith("vllm-xla-cache/llama3-8b-") and directory.endswith(
+        "_v6e-8_v0.32.0"
+    )
+    assert directory.count("/") == 1  # one segment under the prefix gke plan grants
+    again = _cache(render(VLLM_VALUES))[1]
+    other_model = _cache(render(VLLM_VALUES, "--set", "vllm.model=/data/models/other"))[1]
+    other_image = _cache(render(VLLM_VALUES, "--set", "vllm.image.tag=v0.33.0"))[1]
+    assert again == directory and len({directory, other_model, other_image}) == 3
+    off = _cache(render(VLLM_VALUES, "--set", "vllm.compileCache.onBucket=false"))
+    assert off == ("/tmp/vllm_xla_cache", "")

@@ -680,6 +680,7 @@ class Gcloud:
             self.state["buckets"][bucket] = {
                 "location": location,
                 "hns": "enable-hierarchical-namespace" in flags,
+                "uniform": "uniform-bucket-level-access" in flags,
             }
             return ""
         if bucket not in self.state["buckets"]:
@@ -689,13 +690,23 @@ class Gcloud:
         if verb == "add-iam-policy-binding":
             if "${" in flags["member"]:
                 raise Refused(f"ERROR: invalid member {flags['member']}")
-            self._bind(f"gs://{bucket}", flags["member"], flags["role"])
+            condition = flags.get("condition")
+            if (
+                condition
+                and condition != "None"
+                and not self.state["buckets"][bucket].get("uniform", True)
+            ):
+                # Cloud Storage: IAM Conditions need uniform bucket-level access.
+                raise Refused("ERROR: HTTPError 400: IAM conditions need uniform access")
+            self._bind(f"gs://{bucket}", flags["member"], flags["role"], condition)
             return ""
         raise Refused(f"ERROR: unknown command {verb}")
 
-    def _bind(self, resource: str, member: str, role: str) -> None:
-        """An IAM policy holds each (member, role) once, however often it is added."""
+    def _bind(self, resource: str, member: str, role: str, condition: str | None = None) -> None:
+        """An IAM policy holds each (member, role, condition) once, however often it is added."""
         binding = {"resource": resource, "member": member, "role": role}
+        if condition and condition != "None":
+            binding["condition"] = condition
         if binding not in self.state["bindings"]:
             self.state["bindings"].append(binding)
 

@@ -231,26 +231,58 @@ def bucket_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
 def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
     """The bucket for one part's identity: objectUser where its pods write (training's
     checkpoints, Saxml's state), objectViewer where they only read (serving), so a compromised
-    model server cannot rewrite checkpoints."""
+    model server cannot rewrite checkpoints; and objectUser under the prefixes a reader still
+    writes (vLLM's compile cache) only."""
     role, may = (
         ("roles/storage.objectUser", "read and write")
         if identity.writes
         else ("roles/storage.objectViewer", "read")
     )
     account = identity.account
-    if gsa := identity.gcp_service_account:
-        return [
+    gsa = identity.gcp_service_account
+    member = (
+        f"serviceAccount:{gsa}"
+        if gsa
+        else "principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/"
+        f"locations/global/workloadIdentityPools/{target.project}.svc.id.goog/"
+        f"subject/ns/{need.namespace}/sa/{account}"
+    )
+    who = gsa or f"the release's service account {account}"
+    steps = [
+        Step(
+            f"{who} may {may} gs://{need.bucket}",
+            gcloud(
+                "storage",
+                "buckets",
+                "add-iam-policy-binding",
+                f"gs://{need.bucket}",
+                f"--member={member}",
+                f"--role={role}",
+            ),
+        )
+    ]
+    for prefix in identity.write_prefixes:
+        # Cloud Storage IAM conditions on object names (the bucket has uniform bucket-level
+        # access): objectUser on objects under the prefix only; listing stays the viewer's.
+        steps.append(
             Step(
-                f"{gsa} may {may} gs://{need.bucket}",
+                f"{who} may write gs://{need.bucket}/{prefix} only (its compile cache)",
                 gcloud(
                     "storage",
                     "buckets",
                     "add-iam-policy-binding",
                     f"gs://{need.bucket}",
-                    f"--member=serviceAccount:{gsa}",
-                    f"--role={role}",
+                    f"--member={member}",
+                    "--role=roles/storage.objectUser",
+                    "--condition=expression=resource.name.startsWith("
+                    f'"projects/_/buckets/{need.bucket}/objects/{prefix}"),'
+                    f"title=tpu-launcher {prefix.rstrip('/')}",
                 ),
-            ),
+            )
+        )
+    if gsa:
+        return [
+            *steps,
             Step(
                 f"the release's service account {account} may act as it",
                 gcloud(
@@ -265,21 +297,7 @@ def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> l
                 ),
             ),
         ]
-    return [
-        Step(
-            f"the release's service account {account} may {may} gs://{need.bucket}",
-            gcloud(
-                "storage",
-                "buckets",
-                "add-iam-policy-binding",
-                f"gs://{need.bucket}",
-                "--member=principal://iam.googleapis.com/projects/${PROJECT_NUMBER}/"
-                f"locations/global/workloadIdentityPools/{target.project}.svc.id.goog/"
-                f"subject/ns/{need.namespace}/sa/{account}",
-                f"--role={role}",
-            ),
-        )
-    ]
+    return steps
 
 
 def up_plan(

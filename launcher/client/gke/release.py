@@ -85,6 +85,8 @@ class Identity:
     account: str
     gcp_service_account: str | None
     writes: bool
+    # Where an account that only reads the bucket still writes (vLLM's compile cache): prefixes.
+    write_prefixes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -188,10 +190,23 @@ def pod_requests(pod: dict) -> tuple[float, float]:
     return cpu, mem
 
 
-def _bucket_use(pod: dict, bucket: str | None) -> str | None:
-    """ "rw" or "ro" where a pod mounts the gcsfuse bucket (read-only when the volume or every
-    container's mount says so) or names it in its args or env (Saxml's GSBUCKET and SAX_ROOT: its
-    servers keep their state there through GCS's API), None where it uses no bucket."""
+def _only_dir(volume: dict) -> str | None:
+    """The one directory of the bucket a gcsfuse volume mounts (its only-dir option), or None."""
+    options = volume["csi"].get("volumeAttributes", {}).get("mountOptions", "")
+    for option in str(options).split(","):
+        key, _, value = option.partition("=")
+        if key.strip() == "only-dir" and value.strip():
+            return value.strip().strip("/")
+    return None
+
+
+def _bucket_use(pod: dict, bucket: str | None) -> tuple[str, frozenset[str]] | None:
+    """ "rw" or "ro" where a pod uses the bucket, with the prefixes a read-only pod still
+    writes; None where it uses none. A gcsfuse volume is read-only when the volume or every
+    container's mount of it says so; a read-write one that mounts one directory (only-dir:
+    vLLM's compile cache) writes under that directory's parent only. A pod that mounts none
+    but names the bucket in its args or env (Saxml's GSBUCKET and SAX_ROOT: its servers keep
+    their state there through GCS's API) writes it."""
     volumes = [
         v for v in pod.get("volumes", []) if v.get("csi", {}).get("driver") == GCSFUSE_DRIVER
     ]
@@ -202,18 +217,22 @@ def _bucket_use(pod: dict, bucket: str | None) -> str | None:
             for word in [*c.get("args", []), *(e.get("value", "") for e in c.get("env", []))]
         ]
         named = bucket and any(w == bucket or f"gs://{bucket}/" in w for w in said)
-        return "rw" if named else None
-    names = {v["name"] for v in volumes}
-    mounts = [
-        m
-        for c in pod.get("containers", [])
-        for m in c.get("volumeMounts", [])
-        if m["name"] in names
-    ]
-    read_only = all(v["csi"].get("readOnly") for v in volumes) or (
-        bool(mounts) and all(m.get("readOnly") for m in mounts)
-    )
-    return "ro" if read_only else "rw"
+        return ("rw", frozenset()) if named else None
+    mounts = [m for c in pod.get("containers", []) for m in c.get("volumeMounts", [])]
+
+    def read_only(volume: dict) -> bool:
+        of_it = [m for m in mounts if m["name"] == volume["name"]]
+        return bool(volume["csi"].get("readOnly")) or (
+            bool(of_it) and all(m.get("readOnly") for m in of_it)
+        )
+
+    writing = [v for v in volumes if not read_only(v)]
+    dirs = [_only_dir(v) for v in writing]
+    if not writing:
+        return "ro", frozenset()
+    if all(dirs):
+        return "ro", frozenset(f"{d.rpartition('/')[0] or d}/" for d in dirs if d)
+    return "rw", frozenset()
 
 
 def _pod_templates(doc: dict) -> list[tuple[dict, int]]:
@@ -257,6 +276,7 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
     test_pods: list[tuple[float, float]] = []  # helm test's, minutes long
     gsas: dict[str, str] = {}  # Kubernetes account -> its Workload Identity annotation
     writers: dict[str, bool] = {}  # account of pods that use the bucket -> any writes it
+    prefixes: dict[str, frozenset[str]] = {}  # account -> where a read-only one still writes
     image = None
     ray = jobset = leader_worker_set = False
     for doc in docs:
@@ -272,7 +292,8 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
                 (test_pods if hook else cpu_pods).extend([(cpu, mem)] * count)
             if not hook and (use := _bucket_use(template["spec"], bucket)) is not None:
                 account = template["spec"].get("serviceAccountName", "default")
-                writers[account] = writers.get(account, False) or use == "rw"
+                writers[account] = writers.get(account, False) or use[0] == "rw"
+                prefixes[account] = prefixes.get(account, frozenset()) | use[1]
         if hook:
             continue  # helm test's objects are not the release's
         if kind == "ServiceAccount":
@@ -318,7 +339,10 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
         pools,
         cpu_pods + test_pods if cpu_pods else [],
         namespace,
-        [Identity(a, gsas.get(a), writes) for a, writes in sorted(writers.items())],
+        [
+            Identity(a, gsas.get(a), writes, () if writes else tuple(sorted(prefixes[a])))
+            for a, writes in sorted(writers.items())
+        ],
         ray,
         jobset,
         image,

@@ -203,8 +203,11 @@ FLAGS = {
         "IAM: roles", "storage.objectUser, storage.objectViewer, artifactregistry.reader, ..."
     ),
     "--condition": Source(
-        COMMANDS["projects add-iam-policy-binding"].page,
-        "None: a binding without a condition, asked for where the policy has conditions",
+        COMMANDS["projects add-iam-policy-binding"].page + "; Cloud Storage: IAM Conditions",
+        "None: a binding without a condition, asked for where the policy has conditions; "
+        "expression=EXPR,title=TITLE: a conditional binding; Cloud Storage grants on objects "
+        'whose name starts with a prefix: resource.name.startsWith("projects/_/buckets/'
+        'BUCKET/objects/PREFIX") (the bucket has uniform bucket-level access)',
     ),
 }
 

@@ -101,14 +101,28 @@ spec:
         {{- include "tpu-stack.resources" (dict "resources" .resources "chips" (dig "chipsPerHost" 0 (default dict .tpu))) | trim | nindent 8 }}
       securityContext:
         {{- include "tpu-stack.containerSecurityContext" (dict "readOnlyRootFilesystem" $v.readOnlyRootFilesystem) | nindent 8 }}
+      {{- $cache := include "tpu-stack.vllmCompileCache" $ctx }}
       volumeMounts:
         {{- include "tpu-stack.volumeMounts" (dict "ctx" $ctx "readOnly" true) | nindent 8 }}
         - name: tmp
           mountPath: /tmp
+        {{- if ne $cache "/tmp/vllm_xla_cache" }}
+        - name: xla-cache
+          mountPath: {{ $cache }}
+        {{- end }}
   volumes:
     {{- include "tpu-stack.volumes" (dict "ctx" $ctx "readOnly" true) | nindent 4 }}
     - name: tmp
       emptyDir: {}
+    {{- if ne $cache "/tmp/vllm_xla_cache" }}
+    # The compile cache: the one directory of the bucket the server writes (gcsfuse only-dir).
+    - name: xla-cache
+      csi:
+        driver: gcsfuse.csi.storage.gke.io
+        volumeAttributes:
+          bucketName: {{ $ctx.Values.global.gcsfuse.bucketName | quote }}
+          mountOptions: {{ printf "%s,only-dir=%s" $ctx.Values.global.gcsfuse.mountOptions (include "tpu-stack.vllmCompileCacheDir" $ctx) | quote }}
+    {{- end }}
 {{- end -}}
 
 {{/* tpu-stack.vllmSelectorLabels: what selects the vLLM pods of a component. A RayService's
@@ -136,8 +150,27 @@ Deployment for one host, a RayService (Ray Serve LLM) for a multi-host slice. */
 {{- end -}}
 {{- end -}}
 
-{{/* tpu-stack.vllmCompileCache: XLA's compile cache. On the pod's disk (the GKE samples keep it
-there: gcsfuse races when several hosts write one file), a restart compiles again. */}}
+{{/* tpu-stack.vllmCompileCache: where vLLM keeps XLA's compile cache (VLLM_XLA_CACHE_PATH): with
+vllm.compileCache.onBucket, a directory of the bucket of its own for this model, slice and image
+(tpu-stack.vllmCompileCacheDir), so a restarted server loads its programs instead of compiling
+them again; else the pod's disk, compiled again on each start. */}}
 {{- define "tpu-stack.vllmCompileCache" -}}
+{{- if and .Values.vllm.compileCache.onBucket .Values.global.gcsfuse.enabled -}}
+/xla-cache
+{{- else -}}
 /tmp/vllm_xla_cache
+{{- end -}}
+{{- end -}}
+
+{{/* tpu-stack.vllmCompileCacheDir: the cache's directory in the bucket, one path segment under
+vllm.compileCache.prefix: the model's directory name and a hash of its path, the slice, the
+image's tag (or digest): programs compiled for another of these never load. `tpu-launcher gke
+plan` lets the server's account write under the prefix only (an IAM condition). */}}
+{{- define "tpu-stack.vllmCompileCacheDir" -}}
+{{- $v := .Values.vllm -}}
+{{- $t := include "tpu-stack.slice" (dict "tpu" $v.tpu "path" "vllm.tpu" "ctx" .) | fromYaml -}}
+{{- $image := $v.image.digest | default $v.image.tag | trimPrefix "sha256:" | trunc 16 -}}
+{{- $model := printf "%s-%s" (base $v.model) (sha256sum $v.model | trunc 8) -}}
+{{- $key := regexReplaceAll "[^A-Za-z0-9._-]" (printf "%s_%s_%s" $model (toString $t.name) $image) "_" -}}
+{{- printf "%s/%s" (trimSuffix "/" $v.compileCache.prefix) $key -}}
 {{- end -}}
