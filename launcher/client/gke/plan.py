@@ -248,36 +248,31 @@ def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> l
         f"subject/ns/{need.namespace}/sa/{account}"
     )
     who = gsa or f"the release's service account {account}"
-    steps = [
-        Step(
-            f"{who} may {may} gs://{need.bucket}",
-            gcloud(
-                "storage",
-                "buckets",
-                "add-iam-policy-binding",
-                f"gs://{need.bucket}",
-                f"--member={member}",
-                f"--role={role}",
-            ),
+
+    def bind(role: str, *condition: str) -> list[str]:
+        return gcloud(
+            "storage",
+            "buckets",
+            "add-iam-policy-binding",
+            f"gs://{need.bucket}",
+            f"--member={member}",
+            f"--role={role}",
+            *condition,
         )
-    ]
+
+    steps = [Step(f"{who} may {may} gs://{need.bucket}", bind(role))]
     for prefix in identity.write_prefixes:
         # Cloud Storage IAM conditions on object names (the bucket has uniform bucket-level
         # access): objectUser on objects under the prefix only; listing stays the viewer's.
+        condition = (
+            "--condition=expression=resource.name.startsWith("
+            f'"projects/_/buckets/{need.bucket}/objects/{prefix}"),'
+            f"title=tpu-launcher {prefix.rstrip('/')}"
+        )
         steps.append(
             Step(
                 f"{who} may write gs://{need.bucket}/{prefix} only (its compile cache)",
-                gcloud(
-                    "storage",
-                    "buckets",
-                    "add-iam-policy-binding",
-                    f"gs://{need.bucket}",
-                    f"--member={member}",
-                    "--role=roles/storage.objectUser",
-                    "--condition=expression=resource.name.startsWith("
-                    f'"projects/_/buckets/{need.bucket}/objects/{prefix}"),'
-                    f"title=tpu-launcher {prefix.rstrip('/')}",
-                ),
+                bind("roles/storage.objectUser", condition),
             )
         )
     if gsa:
