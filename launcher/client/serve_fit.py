@@ -11,13 +11,12 @@ from typing import Any
 
 import yaml
 
+from launcher.client.jobs.release_data import BucketMount
+from launcher.client.serving_status import COMPONENT, SERVER
 from launcher.core import serving_fit
 from launcher.core.errors import UsageError
 from launcher.core.slices import from_pod_spec, worker_group_slices
 from launcher.core.tpu_table import GENERATIONS, SliceShape, tpu_type
-
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
-COMPONENT = "app.kubernetes.io/component"
 
 
 @dataclass(frozen=True)
@@ -30,38 +29,28 @@ class Server:
     max_model_len: int
     max_num_seqs: int | None
     utilization: float
-    bucket: str | None
-    mount: str | None
+    where: BucketMount | None  # the bucket behind the mount
 
     @property
     def config_url(self) -> str | None:
         """gs://BUCKET/<model>/config.json, where the pods see <mount>/<model>."""
-        if not (self.bucket and self.mount) or not self.model.startswith(self.mount.rstrip("/")):
+        if self.where is None:
             return None
-        inside = self.model[len(self.mount.rstrip("/")) :].strip("/")
-        return f"gs://{self.bucket}/{inside}/config.json"
+        mount = self.where.mount.rstrip("/")
+        if not self.model.startswith(mount):
+            return None
+        inside = self.model[len(mount) :].strip("/")
+        return f"gs://{self.where.bucket}/{inside}/config.json"
 
 
 def _flags(args: list[str]) -> dict[str, str]:
     return dict(a[2:].split("=", 1) for a in args if a.startswith("--") and "=" in a)
 
 
-def _bucket_of(pod: dict[str, Any]) -> tuple[str | None, str | None]:
-    for volume in pod.get("volumes") or []:
-        csi = volume.get("csi") or {}
-        if csi.get("driver") != GCSFUSE_DRIVER:
-            continue
-        for container in pod.get("containers") or []:
-            for mount in container.get("volumeMounts") or []:
-                if mount.get("name") == volume.get("name"):
-                    return csi["volumeAttributes"]["bucketName"], mount["mountPath"]
-    return None, None
-
-
 def _from_args(args: list[str], pod: dict[str, Any], shape: SliceShape) -> Server:
     """A `vllm serve MODEL --flag=value ...` command line (the Deployment's, the leader's)."""
     flags = _flags(args)
-    bucket, mount = _bucket_of(pod)
+    where = BucketMount.of_pod(pod)
     positional = [a for a in args if not a.startswith("-")]
     return Server(
         model=positional[0],
@@ -69,8 +58,7 @@ def _from_args(args: list[str], pod: dict[str, Any], shape: SliceShape) -> Serve
         max_model_len=int(flags.get("max-model-len", 4096)),
         max_num_seqs=int(flags["max-num-seqs"]) if "max-num-seqs" in flags else None,
         utilization=float(flags.get("gpu-memory-utilization", serving_fit.DEFAULT_UTILIZATION)),
-        bucket=bucket,
-        mount=mount,
+        where=where,
     )
 
 
@@ -78,7 +66,7 @@ def server_of(docs: list[dict[str, Any]]) -> Server | None:
     """The vLLM server a rendered release runs (Deployment, RayService or LeaderWorkerSet)."""
     for doc in docs:
         kind, spec = doc.get("kind"), doc.get("spec", {})
-        if doc.get("metadata", {}).get("labels", {}).get(COMPONENT) != "vllm":
+        if doc.get("metadata", {}).get("labels", {}).get(COMPONENT) != SERVER:
             continue
         if kind == "Deployment":
             pod = spec["template"]["spec"]
@@ -97,7 +85,7 @@ def server_of(docs: list[dict[str, Any]]) -> Server | None:
             slices, pod = groups[0]
             (llm,) = yaml.safe_load(spec["serveConfigV2"])["applications"][0]["args"]["llm_configs"]
             engine = llm.get("engine_kwargs", {})
-            bucket, mount = _bucket_of(pod)
+            where = BucketMount.of_pod(pod)
             return Server(
                 model=llm["model_loading_config"]["model_source"],
                 shape=slices.shape,
@@ -106,8 +94,7 @@ def server_of(docs: list[dict[str, Any]]) -> Server | None:
                 utilization=float(
                     engine.get("gpu_memory_utilization", serving_fit.DEFAULT_UTILIZATION)
                 ),
-                bucket=bucket,
-                mount=mount,
+                where=where,
             )
     return None
 

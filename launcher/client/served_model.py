@@ -10,9 +10,9 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.client.serving_status import SERVER as COMPONENT
 from launcher.core.errors import UsageError
 
-COMPONENT = "vllm"  # the chart's app.kubernetes.io/component of the server pods and Service
 API_KEY_ENV = "VLLM_API_KEY"  # what the chart sets from vllm.apiKey's Secret
 
 
@@ -49,7 +49,7 @@ def _call(url: str, key: str, body: dict | None = None, timeout: float = 300) ->
             "the Secret the pods read holds another key than the server was started with: "
             "restart the server's pods after changing it"
             if e.code == 401
-            else "see the server's log: kubectl logs -l app.kubernetes.io/component=vllm"
+            else f"see the server's log: kubectl logs -l app.kubernetes.io/component={COMPONENT}"
         )
         raise UsageError(url, f"answered HTTP {e.code} {detail}", fix) from None
 

@@ -10,8 +10,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from launcher.client.jobs.pending_reasons import unschedulable
+
 COMPONENT = "app.kubernetes.io/component"
-SERVER, HOST = "vllm", "vllm-worker"  # the chart's components: the API's pods, the other hosts
+# The chart's components of a vLLM server: the pods that answer the API (and its Service), and
+# the other hosts of a multi-host slice (templates/vllm/_pod.tpl).
+SERVER, HOST = "vllm", "vllm-worker"
 # Set-based selectors: every pod of the server, whatever the kind that made it.
 PODS = f"{COMPONENT} in ({SERVER},{HOST})"
 
@@ -69,7 +73,7 @@ class ServingState:
             f"ready, {len(self.waiting)} Pending"
         ]
         for pod in self.waiting[:3]:
-            reason = _pending_reason(pod)
+            reason = unschedulable(pod) or "scheduled, its containers starting"
             lines.append(f"  {pod['metadata']['name']} Pending: {reason}")
         for app, (status, message) in sorted(self.applications.items()):
             said = f"  Ray Serve application {app}: {status}"
@@ -93,13 +97,6 @@ def _condition(obj: dict[str, Any], kind: str) -> str | None:
         if c.get("type") == kind:
             return str(c.get("status"))
     return None
-
-
-def _pending_reason(pod: dict[str, Any]) -> str:
-    for c in pod.get("status", {}).get("conditions") or []:
-        if c.get("type") == "PodScheduled" and c.get("status") == "False":
-            return str(c.get("message") or c.get("reason") or "not scheduled")
-    return "scheduled, its containers starting"
 
 
 def read(

@@ -14,6 +14,7 @@ import yaml
 
 from launcher.client.commands import run
 from launcher.client.gke.target import GkeTarget
+from launcher.client.jobs.release_data import GCSFUSE_DRIVER
 from launcher.core.capacity import (
     CAPACITIES,
     FLEX_START,
@@ -42,7 +43,6 @@ CPU_MACHINES = ("n2-standard-4", "n2-standard-8", "n2-standard-16", "n2-standard
 # (GKE's defaults: 250m CPU, 256 MiB).
 NODE_SYSTEM = (0.5, 1.0)
 GCSFUSE_SIDECAR = (0.25, 0.25)
-GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 
 
 @dataclass(frozen=True)

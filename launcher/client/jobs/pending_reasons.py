@@ -65,7 +65,8 @@ def kueue_reasons(workloads: Iterable[dict[str, Any]]) -> list[Reason]:
     return found
 
 
-def _unschedulable(pod: dict[str, Any]) -> str | None:
+def unschedulable(pod: dict[str, Any]) -> str | None:
+    """The scheduler's reason a pod is not placed (its PodScheduled condition), or None."""
     for c in (pod.get("status") or {}).get("conditions", []):
         if c.get("type") == "PodScheduled" and c.get("status") == "False":
             return str(c.get("message") or c.get("reason") or "unschedulable")
@@ -114,7 +115,7 @@ def pod_reasons(pods: list[dict[str, Any]], events: Iterable[dict[str, Any]]) ->
     found: list[Reason] = []
     unscheduled: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for pod in pods:
-        if pod.get("status", {}).get("phase") == "Pending" and (why := _unschedulable(pod)):
+        if pod.get("status", {}).get("phase") == "Pending" and (why := unschedulable(pod)):
             unscheduled[why].append(pod)
     found += [_scheduling_reason(group, message) for message, group in unscheduled.items()]
     found += _autoscaler_reasons(pods, events)

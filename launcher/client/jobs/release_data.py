@@ -13,11 +13,13 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, SHARD_SUFFIX, check_dataset_name
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import Job
+
+if TYPE_CHECKING:  # the plan (MaxText's config rules) is not imported to read a mount
+    from launcher.core.job_plan import Job
 
 # The Cloud Storage FUSE CSI driver's name (GKE: "Access Cloud Storage buckets with the Cloud
 # Storage FUSE CSI driver"), as the chart's volumes name it.
@@ -35,7 +37,11 @@ class BucketMount:
     @classmethod
     def of_cluster(cls, spec: dict[str, Any]) -> BucketMount | None:
         """The gcsfuse volume of a RayCluster spec's head (a RayJob's rayClusterSpec too)."""
-        pod = spec.get("headGroupSpec", {}).get("template", {}).get("spec", {})
+        return cls.of_pod(spec.get("headGroupSpec", {}).get("template", {}).get("spec", {}))
+
+    @classmethod
+    def of_pod(cls, pod: dict[str, Any]) -> BucketMount | None:
+        """The bucket a pod spec's gcsfuse volume mounts, and where its container sees it."""
         for volume in pod.get("volumes") or []:
             csi = volume.get("csi") or {}
             bucket = (csi.get("volumeAttributes") or {}).get("bucketName")
