@@ -19,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.core.capacity import Capacity, release_capacity  # noqa: E402
+from launcher.core.capacity import Capacity, release_capacities  # noqa: E402
 from launcher.core.machines import CPU_POOL_MACHINE, MACHINES, node_vcpus  # noqa: E402
 from launcher.core.slices import Slices  # noqa: E402
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL  # noqa: E402
@@ -71,20 +71,26 @@ def node(
 
 
 def tpu_pools(
-    prefix: str, slices: Slices, suffix: str, capacity: Capacity, block: dict
+    prefix: str,
+    slices: Slices,
+    suffix: str,
+    capacity: Capacity,
+    reservation: str | None,
+    tag: str = "",
 ) -> list[dict]:
-    """The pools of one slice group, labelled (and tainted) as GKE makes its capacity's nodes."""
+    """The pools of one slice group, labelled (and tainted) as GKE makes its capacity's nodes;
+    a fallback's item's pools are named after it."""
     shape = slices.shape
     assert shape is not None
     gen = shape.generation
     labels = {
         GKE_ACCELERATOR_LABEL: gen.gke_accelerator,
         GKE_TOPOLOGY_LABEL: shape.topology,
-        **capacity.labels_for(block.get("reservation")),
+        **capacity.labels_for(reservation),
     }
     nodes = []
     for s in range(slices.num_slices):
-        pool = f"{prefix}-{shape.generation.name}-{shape.topology}-{s}{suffix}"
+        pool = f"{prefix}-{shape.generation.name}-{shape.topology}{tag}-{s}{suffix}"
         nodes += [
             node(
                 f"{pool}-{h}",
@@ -111,8 +117,13 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
     for component, slices in tpu_slices(values).items():
         path = ".".join(TPU_BLOCKS[component])
         block = blocks[component]
-        capacity = release_capacity(values, component, block, path, slices.shape.generation)
-        nodes += tpu_pools(prefixes[component], slices, suffix, capacity, block)
+        items = release_capacities(values, component, block, path, slices.shape.generation)
+        for item in items:
+            # A fallback's items each have their pools (launcher.client.gke.release.NodePool).
+            tag = "-" + item.word.replace(":", "-") if len(items) > 1 else ""
+            nodes += tpu_pools(
+                prefixes[component], slices, suffix, item.capacity, item.reservation, tag
+            )
     return nodes
 
 

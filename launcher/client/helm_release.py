@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from launcher.client.commands import run, start
+from launcher.core.capacity import items_of_pod
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
 from launcher.core.ray_auth import DASHBOARD_PORT
@@ -111,6 +112,12 @@ class Release:
             return None, None
         found, pod = groups[0]
         return found, pod_grace_seconds(pod)
+
+    def capacities(self) -> tuple[str, ...]:
+        """The TPU workers' capacity items, in order, as the chart tells the hosts (() for a
+        release without TPUs, or from a chart that did not)."""
+        groups = worker_group_slices(self.cluster()["spec"])
+        return tuple(i.word for i in items_of_pod(groups[0][1])) if groups else ()
 
     def image(self) -> str:
         """The launcher image the release's head runs."""

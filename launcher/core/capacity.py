@@ -140,16 +140,20 @@ def capacity_of(block: dict[str, Any], path: str, generation: str, flex_start: b
     return CAPACITIES[name]
 
 
-def release_capacity(
+def release_capacities(
     values: dict[str, Any], component: str, block: dict[str, Any], path: str, generation: Any
-) -> Capacity:
+) -> list[CapacityItem]:
     """What a release's slice group gets, as the chart renders it (templates/_tpu.tpl): its
-    capacity, or queued provisioning for the Ray workers on flex-start under a Kueue queue."""
-    capacity = capacity_of(block, path, generation.name, generation.flex_start)
+    capacity items, flex-start as queued provisioning for the Ray workers under a Kueue
+    queue."""
+    items = capacity_items(block, path, generation.name, generation.flex_start)
     queue = (values.get("kueue") or {}).get("queueName")
-    if capacity.name == FLEX_START and component == "ray" and queue:
-        return QUEUED_FLEX_START
-    return capacity
+    return [
+        CapacityItem(QUEUED_FLEX_START)
+        if i.capacity.name == FLEX_START and component == "ray" and queue
+        else i
+        for i in items
+    ]
 
 
 def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | None]:
@@ -183,3 +187,137 @@ def shared_reservation_json() -> dict[str, str]:
 def queued_json() -> dict[str, Any]:
     """The chart's copy of flex-start under a Kueue queue (`queuedProvisioning`)."""
     return _json(QUEUED_FLEX_START)
+
+
+# -- An ordered fallback: `capacity: [reservation:NAME, on-demand, spot, flex-start]` --------
+# The first item GKE (or Kueue) can give is what the slice gets. An item is a capacity's name,
+# `reservation` (the block's `reservation` names it) or `reservation:NAME` (it names its own).
+RESERVATION_ITEM = re.compile(rf"{RESERVATION}:(.+)")
+# Who walks the list: GKE's custom ComputeClass (its `priorities`, in order: GKE makes the first
+# rule's nodes it can get; "About custom compute classes") or Kueue (a ResourceFlavor per item,
+# the ClusterQueue's flavors in that order, the next one tried when one's quota is used up:
+# Kueue's "Flavor fungibility"). Kueue is the default where the release names a queue.
+COMPUTE_CLASS, KUEUE = "computeclass", "kueue"
+FALLBACKS = (COMPUTE_CLASS, KUEUE)
+# The pods select a ComputeClass by this node label; GKE's nodes of a class carry it, and the
+# pools `gke plan` makes for one are labelled and tainted with it (GKE's "About custom compute
+# classes": manually created node pools join a class by this label and a NoSchedule taint).
+COMPUTE_CLASS_LABEL = "cloud.google.com/compute-class"
+# The TPU pods' env that carries their capacity's items, in order (one item: the capacity),
+# to the host itself (launcher.runtime.node_capacity) and to what reads the render (`gke plan`,
+# `gke queue`, `gke compute-class`): a fallback's pods select none of them.
+CAPACITY_ENV = "TPU_CAPACITY"
+
+
+@dataclass(frozen=True)
+class CapacityItem:
+    """One item of a slice group's capacity: what, and the reservation it consumes."""
+
+    capacity: Capacity
+    reservation: str | None = None
+
+    @property
+    def word(self) -> str:
+        """As the values (and the pods' CAPACITY_ENV) write it."""
+        name = self.capacity.name
+        return f"{name}:{self.reservation}" if self.reservation else name
+
+    @property
+    def preemptible(self) -> bool:
+        """Taken back by GKE with a notice (Spot; flex-start at its run duration's end): a
+        notice is a preemption. On on-demand or reserved nodes it is a maintenance event or a
+        scale-down, and a restart after it a failure."""
+        return self.capacity.name in (SPOT, FLEX_START)
+
+
+def capacity_items(
+    block: dict[str, Any], path: str, generation: str, flex_start: bool
+) -> list[CapacityItem]:
+    """A TPU block's capacity as an ordered list (one item: a single capacity), checked as
+    `capacity_of` checks one."""
+    value = block.get("capacity") or ON_DEMAND
+    words = value if isinstance(value, list) else [value]
+    if not words:
+        raise UsageError(f"{path}.capacity", "an empty list", f"--set {path}.capacity=on-demand")
+    items = []
+    for word in words:
+        named = RESERVATION_ITEM.fullmatch(str(word))
+        name = RESERVATION if named else str(word)
+        reservation = named[1] if named else None
+        if name == RESERVATION and not named:
+            reservation = block.get("reservation")
+        capacity = capacity_of(
+            {"capacity": name, "reservation": reservation}, path, generation, flex_start
+        )
+        items.append(CapacityItem(capacity, reservation))
+    if len({i.word for i in items}) != len(items):
+        raise UsageError(
+            f"{path}.capacity",
+            f"{[i.word for i in items]} names one item twice",
+            "name each capacity once, in the order to try them",
+        )
+    return items
+
+
+def parse_items(words: str) -> list[CapacityItem]:
+    """The pods' CAPACITY_ENV back into items."""
+    items = []
+    for word in words.split(","):
+        named = RESERVATION_ITEM.fullmatch(word.strip())
+        name = RESERVATION if named else word.strip()
+        items.append(CapacityItem(CAPACITIES[name], named[1] if named else None))
+    return items
+
+
+def items_of_pod(pod: dict[str, Any]) -> list[CapacityItem]:
+    """A rendered TPU pod's capacity items, in order ([] where its containers name none);
+    flex-start as the pods tolerate it (queued provisioning under a Kueue queue)."""
+    for container in pod.get("containers", []):
+        for env in container.get("env", []):
+            if env.get("name") == CAPACITY_ENV and env.get("value"):
+                items = parse_items(env["value"])
+                # Flex-start under a Kueue queue: its pods tolerate gke-queued, or, in a
+                # fallback Kueue walks (no class selected), the flavor adds it.
+                by_kueue = len(items) > 1 and COMPUTE_CLASS_LABEL not in (
+                    pod.get("nodeSelector") or {}
+                )
+                queued = by_kueue or any(
+                    t.get("key") in QUEUED_FLEX_START.node_labels
+                    for t in pod.get("tolerations", [])
+                )
+                return [
+                    CapacityItem(QUEUED_FLEX_START)
+                    if queued and i.capacity.name == FLEX_START
+                    else i
+                    for i in items
+                ]
+    return []
+
+
+def capacity_of_node(labels: dict[str, str]) -> CapacityItem:
+    """What capacity a node is, from the labels GKE gives its nodes (the same ones the pods
+    select: CAPACITIES, QUEUED_FLEX_START): what a host of a fallback learns it got."""
+    if all(labels.get(k) == v for k, v in QUEUED_FLEX_START.node_labels.items()):
+        return CapacityItem(CAPACITIES[FLEX_START])
+    for capacity in CAPACITIES.values():
+        wanted = capacity.node_labels
+        if not wanted or not all(k in labels for k in wanted):
+            continue
+        if any(v != RESERVATION_NAME and labels[k] != v for k, v in wanted.items()):
+            continue
+        named = [labels[k] for k, v in wanted.items() if v == RESERVATION_NAME]
+        reservation = named[0] if named else None
+        if reservation and (owner := labels.get(RESERVATION_PROJECT_LABEL)):
+            reservation = f"projects/{owner}/reservations/{reservation}"
+        return CapacityItem(capacity, reservation)
+    return CapacityItem(CAPACITIES[ON_DEMAND])
+
+
+def fallback_json() -> dict[str, Any]:
+    """The chart's copy of the fallback's words (`capacityFallback`)."""
+    return {
+        "itemPattern": RESERVATION_ITEM.pattern,
+        "fallbacks": list(FALLBACKS),
+        "computeClassLabel": COMPUTE_CLASS_LABEL,
+        "env": CAPACITY_ENV,
+    }

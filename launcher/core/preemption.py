@@ -73,10 +73,19 @@ class Restart:
     recomputed: int  # steps computed before the restart and again after it
     # HUNG: what the hosts' watchdogs recorded ({"rank", "step", "gap", "frozen"}), first first.
     hang: dict[str, Any] | None = None
+    # FAILED after a notice on capacity GKE does not take back (on-demand, a reservation): the
+    # capacity, as the host recorded it (launcher.runtime.node_capacity).
+    noticed_on: str | None = None
 
     def describe(self) -> str:
         resumed = f"resumed at step {self.resumed_at}" if self.resumed_at is not None else "no step"
         again = f"{self.recomputed} step{'' if self.recomputed == 1 else 's'} computed again"
+        if self.cause == FAILED and self.noticed_on is not None:
+            saved = f"step {self.saved_step} saved on it; " if self.saved_step is not None else ""
+            return (
+                f"start {self.start}: a failure: a notice on {self.noticed_on} capacity (a "
+                f"maintenance event or a scale-down, not a reclaim); {saved}{resumed}, {again}"
+            )
         if self.cause == FAILED:
             return f"start {self.start}: a failure; {resumed} from the last checkpoint, {again}"
         if self.cause == HUNG and self.hang is not None:
@@ -164,10 +173,14 @@ def restarts(
         # in it that no hang record explains.
         drained = any(attempt.started_at <= d < nxt.started_at for d in drains)
         preempted = notice is not None or (drained and not hung)
+        # A notice on capacity that is not taken back (the host said so): no preemption. The
+        # notice's save still counts; the restart is charged as a failure.
+        not_reclaimed = notice is not None and notice.get("preemptible") is False
+        cause = PREEMPTED if preempted else HUNG if hung else FAILED
         found.append(
             Restart(
                 start=n,
-                cause=PREEMPTED if preempted else HUNG if hung else FAILED,
+                cause=FAILED if not_reclaimed else cause,
                 notice_seconds=max(0.0, notice["deadline"] - notice["at"])
                 if notice and notice.get("deadline")
                 else None,
@@ -175,6 +188,7 @@ def restarts(
                 resumed_at=resumed,
                 recomputed=max(0, done - resumed + 1),
                 hang=hung[0] if hung and not preempted else None,
+                noticed_on=notice.get("capacity") if not_reclaimed and notice else None,
             )
         )
     return found

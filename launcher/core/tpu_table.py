@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import reduce
 from typing import Any
 
+from launcher.core.capacity import fallback_json as capacity_fallback_json
 from launcher.core.capacity import queued_json as capacity_queued_json
 from launcher.core.capacity import shared_reservation_json
 from launcher.core.capacity import table_json as capacity_table_json
@@ -464,6 +465,7 @@ def as_json_table() -> dict[str, Any]:
     return {
         "capacities": capacity_table_json(),
         "queuedProvisioning": capacity_queued_json(),
+        "capacityFallback": capacity_fallback_json(),
         "sharedReservation": shared_reservation_json(),
         "generations": generations,
         "names": names,

@@ -146,3 +146,16 @@ def worker_grace_seconds(values: dict[str, Any]) -> int | None:
     worker = _block(values, ("ray", "worker")) or {}
     grace = worker.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
     return None if grace is None else int(grace)
+
+
+def worker_capacities(values: dict[str, Any]) -> tuple[str, ...]:
+    """The training workers' capacity items, in order, as the values write them
+    (ray.worker.tpu.capacity: one word or a fallback's list; a bare `reservation` with its
+    name)."""
+    tpu = _block(values, ("ray", "worker", "tpu")) or {}
+    value = tpu.get("capacity") or "on-demand"
+    words = [str(w) for w in (value if isinstance(value, list) else [value])]
+    reservation = tpu.get("reservation")
+    return tuple(
+        f"reservation:{reservation}" if w == "reservation" and reservation else w for w in words
+    )

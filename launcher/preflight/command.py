@@ -45,6 +45,7 @@ class PreflightRequest:
     max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' to save on a notice (None: none)
+    capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (() : not known)
 
 
 def _names_data(job: Job) -> bool:
@@ -106,7 +107,7 @@ def preflight(request: PreflightRequest) -> int:
     )
     print(report.render())
     grace_source = request.target_source or "the chart's default"
-    save = estimate_save(report, slices, request.grace_seconds, grace_source)
+    save = estimate_save(report, slices, request.grace_seconds, grace_source, request.capacities)
     if save is not None:
         print(save.render())
     if request.advise:

@@ -14,8 +14,14 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from launcher.core.capacity import FLEX_START, SPOT
 from launcher.core.package_version import doc
-from launcher.core.preemption import PRESTOP_MARGIN_S, SPOT_POD_SHUTDOWN_S
+from launcher.core.preemption import (
+    PRESTOP_MARGIN_S,
+    SPOT_CRITICAL_PODS_S,
+    SPOT_POD_SHUTDOWN_S,
+    SPOT_SHUTDOWN_MAX_S,
+)
 from launcher.core.slices import TpuSlices
 from launcher.preflight.memory_report import MemoryReport
 
@@ -29,6 +35,7 @@ class SaveEstimate:
     gib_total: float  # one copy of the state: the checkpoint's size
     grace_seconds: int | None  # None: the worker pods send no notice
     grace_source: str  # where the grace period was read
+    capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (a fallback: several)
 
     @property
     def write_seconds(self) -> float:
@@ -74,11 +81,38 @@ class SaveEstimate:
                     f"GKE's {SPOT_POD_SHUTDOWN_S}s of a reclaim's notice ({doc('jobs.md')})"
                 )
         lines.append(f"  verdict: {verdict}")
+        if len(self.capacities) > 1 and self.fits:
+            lines.append("  per capacity, in the fallback's order:")
+            lines += [f"    {word:<38} {self.on(word)}" for word in self.capacities]
         return "\n".join(lines)
+
+    def on(self, word: str) -> str:
+        """What a notice on one capacity item gives the save (the grace period fits)."""
+        name = word.partition(":")[0]
+        if name == SPOT:
+            most = SPOT_SHUTDOWN_MAX_S - SPOT_CRITICAL_PODS_S
+            if self.needed_grace <= SPOT_POD_SHUTDOWN_S:
+                return "covers it"
+            if self.needed_grace <= most:
+                return (
+                    f"covers it where the pool's shutdown is {SPOT_SHUTDOWN_MAX_S}s (gke plan "
+                    f"makes it so; GKE's default gives {SPOT_POD_SHUTDOWN_S}s)"
+                )
+            return f"TOO SHORT: a Spot reclaim gives pods at most {most}s"
+        if name == FLEX_START:
+            return "covers it (a reclaim: counted as a preemption)"
+        return (
+            "covers it; a notice here is a maintenance event or a scale-down, counted as a "
+            "failure (--max_failures)"
+        )
 
 
 def estimate_save(
-    report: MemoryReport, slices: TpuSlices, grace_seconds: int | None, grace_source: str
+    report: MemoryReport,
+    slices: TpuSlices,
+    grace_seconds: int | None,
+    grace_source: str,
+    capacities: tuple[str, ...] = (),
 ) -> SaveEstimate | None:
     """None where the compile stopped before it measured the state (XLA's overflow report)."""
     if report.arguments_gib <= 0:
@@ -89,4 +123,5 @@ def estimate_save(
         gib_total=per_host * slices.hosts_per_slice,
         grace_seconds=grace_seconds,
         grace_source=grace_source,
+        capacities=capacities,
     )

@@ -34,12 +34,19 @@ class Notice:
     at: float
     deadline: float | None
     source: str  # "ray drain" or "SIGTERM"
+    # The host's capacity (launcher.runtime.node_capacity; None: not known) and whether it is
+    # taken back with notices (Spot, flex-start): on other capacity a notice is no preemption.
+    capacity: str | None = None
+    preemptible: bool | None = None
 
     def seconds_left(self, now: float | None = None) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - (now or time.time()))
 
     def to_json(self) -> dict:
-        return {"at": self.at, "deadline": self.deadline, "source": self.source}
+        found = {"at": self.at, "deadline": self.deadline, "source": self.source}
+        if self.capacity is not None:
+            found |= {"capacity": self.capacity, "preemptible": self.preemptible}
+        return found
 
     def describe(self) -> str:
         left = self.seconds_left(self.at)

@@ -8,18 +8,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from absl import flags as absl_flags
 
+from launcher.core.capacity import CapacityItem
 from launcher.core.deferred_imports import maxtext_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
 from launcher.core.hangs import HangBound
 from launcher.core.job_events import format_elastic, format_preempted, format_restart
 from launcher.runtime import job_kv
+from launcher.runtime.node_capacity import capacity_here
 from launcher.runtime.periodic import every
 from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
 
@@ -172,7 +174,10 @@ def started(
             _count_compile_time(tracker.attempt)
         beacon = _keep_last_step(keys.last_step(begun), tracker)
     watchdog = _watch_for_hangs(config, tracker, rank)
-    on_notice = lambda notice: _on_notice(config.summary_key, rank, notice, tracker)  # noqa: E731
+    capacity = capacity_here()  # read now: a notice leaves no time for the API server
+    on_notice = lambda notice: _on_notice(  # noqa: E731
+        config.summary_key, rank, replace(notice, **_capacity_fields(capacity)), tracker
+    )
     node = ray.get_runtime_context().get_node_id()
     relay = (
         NoticeRelay(_train_context(), node, on_notice, deliver, ready=lambda: True)
@@ -287,6 +292,13 @@ def _preemption_line(summary_key: str, tracker) -> Callable[[int], None] | None:
     first = notices[0]
     left = max(0.0, first["deadline"] - first["at"]) if first.get("deadline") else None
     return lambda step: tracker.say(format_preempted(step, left))
+
+
+def _capacity_fields(capacity: CapacityItem | None) -> dict:
+    """What a notice records of the host's capacity."""
+    if capacity is None:
+        return {}
+    return {"capacity": capacity.word, "preemptible": capacity.preemptible}
 
 
 def _on_notice(summary_key: str, rank: int, notice: Notice, tracker) -> None:

@@ -41,6 +41,13 @@ WAYS = {
         "--capacity=reservation",
         "--reservation=projects/other-proj/reservations/r1",
     ],
+    # A capacity fallback: a pool per item, walked by a ComputeClass or by Kueue's flavors.
+    "fallback-computeclass": ["--capacity=reservation:r1,on-demand,spot"],
+    "fallback-kueue": [
+        "--capacity=reservation:r1,on-demand,spot,flex-start",
+        "--set",
+        "kueue.queueName=q",
+    ],
     "rayjob": ["--set", "ray.job.enabled=true", "--set", "ray.job.args={base.yml,run_name=r}"],
     "idle-release": ["--set", "ray.worker.tpu.releaseIdleAfterSeconds=1800"],
     "migrating": ["--migrate-node-metadata"],
@@ -75,8 +82,10 @@ def plans() -> tuple[tuple[str, Plan], ...]:
             ns = cli._parser().parse_args(args)
             try:
                 target, need = gke_commands._read_release(ns)
-            except UsageError as e:  # what the chart refuses: flex-start on v4; no Ray job
-                assert re.search(r"no flex-start for TPU v4|ray\.job", str(e)), (values, way, e)
+            except UsageError as e:  # what the chart refuses: flex-start on v4; no Ray job;
+                # flex-start in a ComputeClass (vLLM's and Saxml's slices wait in no queue)
+                refused = r"no flex-start for TPU v4|ray\.job|flex-start in a ComputeClass"
+                assert re.search(refused, str(e)), (values, way, e)
                 continue
             for zone in ZONES:
                 at = replace(target, location=zone, allow_zone=zone)

@@ -61,12 +61,25 @@ def schema_strings(path: str) -> st.SearchStrategy[str]:
     return _strings(_node(path))
 
 
+# A slice group's capacity: one, or a fallback's list (its ComputeClass, its node reader).
+CAPACITIES = st.one_of(
+    st.sampled_from(["on-demand", "spot"]),
+    st.lists(
+        st.sampled_from(["on-demand", "spot", "reservation:res-a", "reservation:res-b"]),
+        min_size=2,
+        max_size=3,
+        unique=True,
+    ),
+)
+
+
 @st.composite
 def values(draw) -> dict:
     """Values the schema accepts for the keys users type by hand."""
     return {
         "ray": {
             "worker": {
+                "tpu": {"capacity": draw(CAPACITIES)},
                 "groupName": draw(schema_strings("ray.worker.groupName")),
                 "env": [{"name": draw(schema_strings("ray.worker.env.items.name")), "value": "x"}],
                 "resources": {
@@ -99,7 +112,10 @@ def values(draw) -> dict:
         "vllm": {
             "model": "/data/" + draw(st.from_regex(r"[a-zA-Z0-9._-]{1,20}", fullmatch=True)),
             "servedModelName": draw(schema_strings("vllm.servedModelName")),
-            "tpu": {"type": draw(st.sampled_from(["v6e-8", "v6e-16"]))},
+            "tpu": {
+                "type": draw(st.sampled_from(["v6e-8", "v6e-16"])),
+                "capacity": draw(CAPACITIES),
+            },
             "controller": draw(st.sampled_from(["", "lws"])),
             "apiKey": {"secretName": draw(schema_strings("vllm.apiKey.secretName"))},
             "serviceAccount": {"name": draw(schema_strings("vllm.serviceAccount.name"))},

@@ -335,3 +335,102 @@ def test_flex_start_admits_the_job_once_gke_provisions_its_slice(
     subprocess.run(
         [*release.kubectl(), "delete", "clusterqueue", f"{queue}-tpu"], capture_output=True
     )
+
+
+def flavor_of(release: Release) -> str | None:
+    """The flavor Kueue admitted the release's RayJob's TPU hosts on (None: not admitted)."""
+    workloads = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "Workload")
+    for w in workloads.objects(release.api).filter(namespace=release.namespace):
+        owners = [o["name"] for o in w.obj["metadata"].get("ownerReferences", [])]
+        if f"{release.name}-ray" in owners:
+            for pod_set in (
+                (w.obj.get("status") or {}).get("admission", {}).get("podSetAssignments", [])
+            ):
+                if TPU in pod_set.get("flavors", {}):
+                    return pod_set["flavors"][TPU]
+    return None
+
+
+def worker_nodes(release: Release) -> set[str]:
+    pods = release.pods(**WORKER, **{"app.kubernetes.io/instance": release.name})
+    return {p.obj["spec"].get("nodeName", "") for p in pods}
+
+
+def test_a_capacity_fallback_takes_the_first_flavor_with_quota_and_returns_to_it(
+    release: Release, tmp_path
+):
+    """`capacity: [reservation:NAME, on-demand, spot]` under a queue: what `gke queue` prints
+    for it (a flavor per item, in order, quota for one slice each) in the real Kueue, with kwok
+    TPU nodes labelled as GKE labels each capacity's. The first job gets the reservation; the
+    next, with the reservation's quota taken, on-demand (its hosts on the on-demand nodes, as
+    Kueue adds the flavor's labels to its pods); the first gone, the next job gets the
+    reservation again. `status --release` names each one's flavor and what was passed over."""
+    suffix = release.namespace.rsplit("-", 1)[1]
+    queue = f"fb-{suffix}"
+    fallback = tmp_path / "fallback.yaml"
+    fallback.write_text(
+        "ray:\n  worker:\n    tpu:\n      capacity: [reservation:res-a, on-demand, spot]\n"
+        f"kueue:\n  queueName: {queue}\n"
+    )
+    nodes = release.add_nodes_for(V6E_16, fallback)
+    by_pool: dict[str, set[str]] = {}
+    for node in nodes:
+        pool = node["metadata"]["labels"].get("cloud.google.com/gke-nodepool", "")
+        by_pool.setdefault(pool, set()).add(node["metadata"]["name"])
+    # GKE's labels on each item's nodes: a reservation's name, Spot's label and taint.
+    labelled = {n["metadata"]["name"]: n["metadata"]["labels"] for n in nodes}
+    assert (
+        sum(v.get("cloud.google.com/reservation-name") == "res-a" for v in labelled.values()) == 4
+    )
+    assert sum(v.get("cloud.google.com/gke-spot") == "true" for v in labelled.values()) == 4
+    printed = queue_for(release, queue, fallback)
+    kubectl_apply(release, printed)
+    flavors = [f"tpu-v6e-4x4-{w}" for w in ("reservation-res-a", "on-demand", "spot")]
+    first = Release(release.api, release.kubeconfig, release.namespace, name="fb-a")
+    second = Release(release.api, release.kubeconfig, release.namespace, name="fb-b")
+    third = Release(release.api, release.kubeconfig, release.namespace, name="fb-c")
+
+    jobs = pykube.object_factory(release.api, "ray.io/v1", "RayJob")
+
+    def explain() -> str:
+        found = [j.obj for j in jobs.objects(release.api).filter(namespace=release.namespace)]
+        return dump(found) + release.events()
+
+    def on(job: Release, flavor: str) -> None:
+        wait_for(f"{job.name} admitted whole", lambda: admitted(job), ADMIT_S, explain)
+        assert flavor_of(job) == flavor, explain()
+        pools = {p for p, names in by_pool.items() if worker_nodes(job) & names}
+        assert len(pools) == 1 and flavor.rsplit("-4x4-", 1)[1] in next(iter(pools)), pools
+
+    install_job(first, queue, "", fallback)
+    on(first, flavors[0])
+    install_job(second, queue, "", fallback)
+    on(second, flavors[1])
+    where = ("--release", second.name, "--namespace", release.namespace)
+    status = launcher(release, "status", *where)
+    said = f"on flavor {flavors[1]} (choice 2 of 3: {', '.join(flavors)})"
+    assert said in status.stdout, status.stdout + status.stderr
+    assert f"passed over, their quota taken: {flavors[0]}: 16 of 16 chips in use" in status.stdout
+    # KubeRay names the job it would submit; kwok's pods run no Ray to ask about it.
+    assert "no Ray dashboard answers" in status.stderr, status.stderr
+
+    first.helm("uninstall", first.name, "--wait")
+    queues = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "ClusterQueue")
+
+    def reservation_free() -> bool:
+        status = queues.objects(release.api).get(name=f"{queue}-tpu").obj.get("status", {})
+        used = {
+            f["name"]: sum(int(r["total"]) for r in f["resources"] if r["name"] == TPU)
+            for f in status.get("flavorsReservation", [])
+        }
+        return used.get(flavors[0], 0) == 0
+
+    # Kueue gives the quota back when it sees the workload go, a moment after Helm's uninstall.
+    wait_for("the reservation's quota given back", reservation_free, ADMIT_S, explain)
+    install_job(third, queue, "", fallback)
+    on(third, flavors[0])  # the reservation first again
+    for job in (second, third):
+        job.helm("uninstall", job.name, "--wait")
+    subprocess.run(
+        [*release.kubectl(), "delete", "clusterqueue", f"{queue}-tpu"], capture_output=True
+    )

@@ -30,7 +30,7 @@ def _complete(*words: str) -> list[str]:
 
 def test_commands_actions_and_options_complete():
     assert _complete("gk") == ["gke"]
-    assert _complete("gke", "") == ["-h", "--help", "plan", "up", "down", "queue"]
+    assert _complete("gke", "") == ["-h", "--help", "plan", "up", "down", "queue", "compute-class"]
     assert "--values" in _complete("gke", "plan", "--va")
     assert _complete("status", "--wa") == ["--wait"]
     # An option's value does not end the command: the next option still completes.

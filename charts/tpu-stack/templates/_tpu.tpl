@@ -89,42 +89,107 @@ devicesPerHost (JAX devices: two per chip on tpu7x), hosts, machineType, slices,
     {{- end -}}
   {{- end -}}
 {{- end -}}
-{{- /* How the TPUs are obtained: the capacity's node labels and tolerations, from the table. */ -}}
-{{- $cap := toString (default "on-demand" $t.capacity) -}}
-{{- $capacity := get $table.capacities $cap -}}
-{{- if not $capacity -}}
-  {{- $errs = append $errs (printf "%s.capacity: unknown capacity %q; one of %s (--set %s.capacity=spot)." $p $cap (keys $table.capacities | sortAlpha | join ", ") $p) -}}
-{{- else if and (eq $cap "reservation") (not $t.reservation) -}}
-  {{- $errs = append $errs (printf "%s.reservation: capacity: reservation names no reservation; --set %s.reservation=<name> (gcloud compute reservations list)." $p $p) -}}
-{{- else if and (eq $cap "flex-start") $gen (not (get (get $table.generations $gen) "flexStart")) -}}
-  {{- $errs = append $errs (printf "%s.capacity: GKE offers no flex-start for TPU %s; --set %s.capacity=spot (or on-demand, or a reservation)." $p $gen $p) -}}
-{{- else if and $t.reservation (ne $cap "reservation") -}}
-  {{- $errs = append $errs (printf "%s.reservation: %q is set but capacity is %s; --set %s.capacity=reservation, or remove the reservation." $p (toString $t.reservation) $cap $p) -}}
+{{- /* How the TPUs are obtained: each capacity item's node labels and tolerations, from the
+table. `capacity` is one word or an ordered list of them (a fallback: launcher.core.capacity,
+capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
+{{- $fb := $table.capacityFallback -}}
+{{- $words := list -}}
+{{- if kindIs "slice" $t.capacity -}}
+  {{- $words = $t.capacity -}}
+{{- else -}}
+  {{- $words = list (toString (default "on-demand" $t.capacity)) -}}
 {{- end -}}
-{{- /* Flex-start under a Kueue queue is GKE's queued provisioning (its ProvisioningRequest
-check, `tpu-launcher gke queue`): the nodes are labelled and tainted gke-queued instead
-(launcher.core.capacity.QUEUED_FLEX_START). The queue holds the Ray part's workers. */ -}}
-{{- if and (eq $cap "flex-start") (eq $p "ray.worker.tpu") .ctx.Values.kueue.queueName -}}
-  {{- $capacity = $table.queuedProvisioning -}}
-{{- end -}}
-{{- if $capacity -}}
-  {{- $labels := dict -}}
-  {{- /* A shared reservation (projects/OWNER/reservations/NAME): the name, and its owner in
-  a label of its own (launcher.core.capacity.Capacity.labels_for). */ -}}
-  {{- $reservation := toString $t.reservation -}}
-  {{- $shared := $table.sharedReservation -}}
-  {{- $owner := "" -}}
-  {{- if regexMatch (printf "^%s$" $shared.pattern) $reservation -}}
-    {{- $owner = index (splitList "/" $reservation) 1 -}}
-    {{- $reservation = index (splitList "/" $reservation) 3 -}}
+{{- $items := list -}}
+{{- $bare := false -}}
+{{- range $word := $words -}}
+  {{- $word = toString $word -}}
+  {{- $cap := $word -}}
+  {{- $res := "" -}}
+  {{- if regexMatch (printf "^%s$" $fb.itemPattern) $word -}}
+    {{- $cap = "reservation" -}}
+    {{- $res = trimPrefix "reservation:" $word -}}
+  {{- else if eq $word "reservation" -}}
+    {{- $bare = true -}}
+    {{- $res = toString (default "" $t.reservation) -}}
   {{- end -}}
-  {{- range $k, $v := $capacity.nodeSelector -}}
-    {{- $_ := set $labels $k (replace "{reservation}" $reservation $v) -}}
-    {{- if and $owner (contains "{reservation}" $v) -}}
-      {{- $_ := set $labels $shared.projectLabel $owner -}}
+  {{- $capacity := get $table.capacities $cap -}}
+  {{- if not $capacity -}}
+    {{- $errs = append $errs (printf "%s.capacity: unknown capacity %q; one of %s (--set %s.capacity=spot)." $p $cap (keys $table.capacities | sortAlpha | join ", ") $p) -}}
+  {{- else if and (eq $cap "reservation") (not $res) -}}
+    {{- $errs = append $errs (printf "%s.reservation: capacity: reservation names no reservation; --set %s.reservation=<name> (gcloud compute reservations list)." $p $p) -}}
+  {{- else if and (eq $cap "flex-start") $gen (not (get (get $table.generations $gen) "flexStart")) -}}
+    {{- $errs = append $errs (printf "%s.capacity: GKE offers no flex-start for TPU %s; --set %s.capacity=spot (or on-demand, or a reservation)." $p $gen $p) -}}
+  {{- else -}}
+    {{- /* Flex-start under a Kueue queue is GKE's queued provisioning (its ProvisioningRequest
+    check, `tpu-launcher gke queue`): the nodes are labelled and tainted gke-queued instead
+    (launcher.core.capacity.QUEUED_FLEX_START). The queue holds the Ray part's workers. */ -}}
+    {{- if and (eq $cap "flex-start") (eq $p "ray.worker.tpu") $.ctx.Values.kueue.queueName -}}
+      {{- $capacity = $table.queuedProvisioning -}}
+    {{- end -}}
+    {{- $labels := dict -}}
+    {{- /* A shared reservation (projects/OWNER/reservations/NAME): the name, and its owner in
+    a label of its own (launcher.core.capacity.Capacity.labels_for). */ -}}
+    {{- $reservation := $res -}}
+    {{- $shared := $table.sharedReservation -}}
+    {{- $owner := "" -}}
+    {{- if regexMatch (printf "^%s$" $shared.pattern) $reservation -}}
+      {{- $owner = index (splitList "/" $reservation) 1 -}}
+      {{- $reservation = index (splitList "/" $reservation) 3 -}}
+    {{- end -}}
+    {{- range $k, $v := $capacity.nodeSelector -}}
+      {{- $_ := set $labels $k (replace "{reservation}" $reservation $v) -}}
+      {{- if and $owner (contains "{reservation}" $v) -}}
+        {{- $_ := set $labels $shared.projectLabel $owner -}}
+      {{- end -}}
+    {{- end -}}
+    {{- $items = append $items (dict "word" (ternary (printf "reservation:%s" $res) $cap (eq $cap "reservation")) "capacity" $cap "nodeSelector" $labels "tolerations" (default list $capacity.tolerations)) -}}
+  {{- end -}}
+{{- end -}}
+{{- if and $t.reservation (not $bare) -}}
+  {{- $errs = append $errs (printf "%s.reservation: %q is set but capacity is %s; --set %s.capacity=reservation, or remove the reservation." $p (toString $t.reservation) (join ", " $words) $p) -}}
+{{- end -}}
+{{- if ne (len $words) (len (uniq $words)) -}}
+  {{- $errs = append $errs (printf "%s.capacity: %s names one item twice; name each capacity once, in the order to try them." $p (join ", " $words)) -}}
+{{- end -}}
+{{- $fallback := toString (default "" $t.capacityFallback) -}}
+{{- if and (eq (len $items) (len $words)) (eq (len $items) 1) -}}
+  {{- $item := first $items -}}
+  {{- $_ := merge $out (dict "capacity" $item.capacity "capacityNodeSelector" $item.nodeSelector "capacityTolerations" $item.tolerations "capacityWords" $item.word "capacityEnv" $fb.env) -}}
+{{- else if eq (len $items) (len $words) -}}
+  {{- /* A fallback: Kueue's flavors (the pods select no capacity; Kueue adds the admitting
+  flavor's labels) or GKE's ComputeClass (the pods select the class). */ -}}
+  {{- $queue := and (eq $p "ray.worker.tpu") .ctx.Values.kueue.queueName -}}
+  {{- if not $fallback -}}
+    {{- $fallback = ternary "kueue" "computeclass" (not (empty $queue)) -}}
+  {{- end -}}
+  {{- $tolerations := list -}}
+  {{- $selector := dict -}}
+  {{- $itemWords := list -}}
+  {{- range $items -}}
+    {{- $itemWords = append $itemWords .word -}}
+    {{- range .tolerations -}}
+      {{- if not (has . $tolerations) -}}{{- $tolerations = append $tolerations . -}}{{- end -}}
     {{- end -}}
   {{- end -}}
-  {{- $_ := merge $out (dict "capacity" $cap "capacityNodeSelector" $labels "capacityTolerations" $capacity.tolerations) -}}
+  {{- if eq $fallback "kueue" -}}
+    {{- /* Kueue adds the admitting flavor's labels and tolerations to the pods: tolerating
+    every item's taint here would let a job admitted on-demand land on Spot nodes. */ -}}
+    {{- $tolerations = list -}}
+    {{- if not $queue -}}
+      {{- $errs = append $errs (printf "%s.capacityFallback: kueue walks the list with a Kueue queue's flavors, and only the Ray workers wait in one; --set kueue.queueName=<LocalQueue> (tpu-launcher gke queue makes it), or --set %s.capacityFallback=computeclass." $p $p) -}}
+    {{- end -}}
+  {{- else -}}
+    {{- range $items -}}
+      {{- if eq .capacity "flex-start" -}}
+        {{- $errs = append $errs (printf "%s.capacity: flex-start in a ComputeClass fallback is not offered here (GKE's ComputeClass reference, as read for this chart, has no flex-start rule for TPU slices); put flex-start last under a Kueue queue (--set kueue.queueName=<LocalQueue>, %s.capacityFallback=kueue), or drop it." $p $p) -}}
+      {{- end -}}
+    {{- end -}}
+    {{- $class := printf "%s-%s-%s" .ctx.Release.Namespace .ctx.Release.Name (index (splitList "." $p) 0) | trunc 63 | trimSuffix "-" -}}
+    {{- $_ := set $selector $fb.computeClassLabel $class -}}
+    {{- $tolerations = append $tolerations (dict "key" $fb.computeClassLabel "operator" "Equal" "value" $class "effect" "NoSchedule") -}}
+    {{- $_ := set $out "computeClass" $class -}}
+  {{- end -}}
+  {{- $_ := merge $out (dict "capacity" (first $items).capacity "capacityFallback" $fallback "capacityNodeSelector" $selector "capacityTolerations" $tolerations "capacityWords" (join "," $itemWords) "capacityEnv" $fb.env) -}}
 {{- end -}}
 {{- $_ := set $out "errors" $errs -}}
 {{- toYaml $out -}}
@@ -167,6 +232,23 @@ cloud.google.com/gke-tpu-topology: {{ .topology }}
 {{- with .capacityNodeSelector }}
 {{ toYaml . }}
 {{- end }}
+{{- end -}}
+
+{{/* tpu-stack.capacityEnv: what a slice's host is told of its capacity: the item, or the
+fallback's items in order and its node's name to read which one it got (TPU_CAPACITY,
+launcher.core.capacity.CAPACITY_ENV); `gke plan` reads a fallback's from the render. The Ray
+workers get it always (a notice's meaning depends on it); vLLM's and Saxml's with a fallback. */}}
+{{- define "tpu-stack.capacityEnv" -}}
+{{- if .capacityEnv -}}
+- name: {{ .capacityEnv }}
+  value: {{ .capacityWords | quote }}
+{{- if .capacityFallback }}
+- name: NODE_NAME
+  valueFrom:
+    fieldRef:
+      fieldPath: spec.nodeName
+{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/* tpu-stack.tpuTolerations: what a slice's pods tolerate for its capacity (a Spot pool's

@@ -342,6 +342,28 @@ def gke_queue(ns: argparse.Namespace) -> int:
     return 0
 
 
+def gke_compute_class(ns: argparse.Namespace) -> int:
+    """Prints the ComputeClass a capacity fallback walks, as YAML for kubectl apply."""
+    from launcher.client.gke.compute_class import compute_classes
+
+    _chart_option(ns)
+    target = GkeTarget.from_args(ns)
+    docs, bucket = render(
+        Path(ns.chart), ns.values, ns.release, ns.namespace, target, ns.helm, ns.set
+    )
+    objects = compute_classes(needs(docs, ns.namespace, ns.release, bucket).pools)
+    if not objects:
+        raise UsageError(
+            "--values",
+            "no slice group of the release falls back through a ComputeClass",
+            'give a capacity list: --set-json \'ray.worker.tpu.capacity=["reservation:NAME",'
+            '"on-demand","spot"]\' (without kueue.queueName, or with '
+            "ray.worker.tpu.capacityFallback=computeclass)",
+        )
+    print(yaml.safe_dump_all(objects, sort_keys=False), end="")
+    return 0
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
     gke = sub.add_parser(
         "gke",
@@ -371,6 +393,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         help="slices of each shape the queue may run at once (default: the release's count)",
     )
     p.set_defaults(func=gke_queue)
+    what = (
+        "print the ComputeClass a capacity fallback walks, its priorities in the list's order "
+        "(kubectl apply -f -)"
+    )
+    p = actions.add_parser("compute-class", help=what, description=what)
+    _release_options(p)
+    add_target_options(p, pools=False)
+    p.set_defaults(func=gke_compute_class)
 
     p = sub.add_parser(
         "image",

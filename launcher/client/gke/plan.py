@@ -334,6 +334,17 @@ def up_plan(
             "Saxml's model servers are a JobSet: the JobSet controller (v0.12 or newer) must run "
             "in the cluster (kubernetes-sigs/jobset releases)."
         )
+    if classes := sorted({p.compute_class for p in need.pools if p.compute_class}):
+        notes.append(
+            f"The TPU pools fall back through ComputeClass {', '.join(classes)}: apply it "
+            "before `helm install` (`tpu-launcher gke compute-class` with these values "
+            "| kubectl apply -f -); without it the pods select a class no node joins."
+        )
+    elif any(p.fallback for p in need.pools):
+        notes.append(
+            "The TPU pools fall back through the Kueue queue's flavors, in the capacity list's "
+            "order: `tpu-launcher gke queue` with these values prints them (| kubectl apply -f -)."
+        )
     if need.leader_worker_set:
         notes.append(
             "vLLM runs as a LeaderWorkerSet: the LWS controller (v0.7 or newer) must run in the "

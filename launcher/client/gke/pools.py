@@ -12,7 +12,13 @@ from launcher.client.gke.release import CpuPool, NodePool
 from launcher.client.gke.steps import Check, Step, gcloud, location_flags
 from launcher.client.gke.target import GkeTarget
 from launcher.client.workspace import GKE_FILES
-from launcher.core.capacity import AUTOSCALED_FROM_ZERO, FLEX_START, RESERVATION_NAME, SPOT
+from launcher.core.capacity import (
+    AUTOSCALED_FROM_ZERO,
+    COMPUTE_CLASS_LABEL,
+    FLEX_START,
+    RESERVATION_NAME,
+    SPOT,
+)
 from launcher.core.errors import UsageError
 from launcher.core.preemption import (
     SPOT_CRITICAL_PODS_S,
@@ -255,6 +261,18 @@ def _system_config_step(name: str, shutdown: int, grace: int) -> tuple[Step, str
     return Step(what, [], writes=(path, content)), path
 
 
+def _fallback_place(pool: NodePool) -> str:
+    """Where a fallback's pool stands in its list, and who walks it."""
+    words = [i.word for i in pool.fallback]
+    mine = next(
+        n
+        for n, i in enumerate(pool.fallback, 1)
+        if i.capacity.name == pool.capacity.name and i.reservation == pool.reservation
+    )
+    who = f"ComputeClass {pool.compute_class}" if pool.compute_class else "the Kueue queue"
+    return f"choice {mine} of {len(words)} ({', '.join(words)}; {who} picks)"
+
+
 def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     shape = pool.slices.shape
     steps = []
@@ -266,6 +284,11 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
     ]
     # How the TPUs are obtained, as the release's pods ask (ray.worker.tpu.capacity).
     flags += [f.replace(RESERVATION_NAME, pool.reservation or "") for f in pool.capacity.pool_flags]
+    if pool.compute_class:
+        # A ComputeClass's pool made by hand joins the class by its label and taint (GKE's
+        # "About custom compute classes"); the class's priorities say which pool scales first.
+        joins = f"{COMPUTE_CLASS_LABEL}={pool.compute_class}"
+        flags += [f"--node-labels={joins}", f"--node-taints={joins}:NoSchedule"]
     also = None
     if shutdown := spot_shutdown(pool):
         step, path = _system_config_step(pool.name, shutdown, pool.grace_seconds or 0)
@@ -315,6 +338,7 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
             flags,
             f"node pool {name}: {pool.slices.describe()}"
             + (f", slice {i} of {len(names)}" if len(names) > 1 else "")
+            + (f", {_fallback_place(pool)}" if pool.fallback else "")
             + (", empty until a job's pods ask for it" if pool.autoscaled else ""),
             also,
         )

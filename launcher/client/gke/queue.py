@@ -35,7 +35,11 @@ CPU_QUOTA, MEMORY_QUOTA = "1000", "4000Gi"
 
 def flavor_name(pool: NodePool) -> str:
     shape = pool.slices.shape
-    return f"tpu-{shape.generation.name}-{shape.topology}-{pool.capacity.name}"
+    name = f"tpu-{shape.generation.name}-{shape.topology}-{pool.capacity.name}"
+    # Two reservations in one fallback are two flavors.
+    if pool.fallback and pool.reservation:
+        return f"{name}-{pool.reservation.rsplit('/', 1)[-1]}"
+    return name
 
 
 def resource_flavor(pool: NodePool) -> dict[str, Any]:
@@ -93,7 +97,16 @@ def queue_objects(
             {"coveredResources": [TPU], "flavors": tpu_flavors},
         ],
     }
-    if any(p.capacity.name == FLEX_START for p in pools):
+    if any(p.fallback for p in pools):
+        # A capacity fallback: the flavors in the list's order, and where one's quota is used
+        # up Kueue tries the next before it would borrow or preempt (Kueue's "Flavor
+        # fungibility"; its defaults borrow and preempt in the first flavor instead).
+        spec["flavorFungibility"] = {
+            "whenCanBorrow": "TryNextFlavor",
+            "whenCanPreempt": "TryNextFlavor",
+        }
+    flex = [name for name, p in flavors.items() if p.capacity.name == FLEX_START]
+    if flex:
         check = f"{queue}-flex-start"
         objects += [
             {
@@ -119,7 +132,14 @@ def queue_objects(
                 },
             },
         ]
-        spec["admissionChecks"] = [check]
+        if len(flavors) > len(flex):
+            # GKE's provisioning for the flex-start flavor only: a job admitted on another
+            # flavor must not wait for a ProvisioningRequest (Kueue's admissionChecksStrategy).
+            spec["admissionChecksStrategy"] = {
+                "admissionChecks": [{"name": check, "onFlavors": flex}]
+            }
+        else:
+            spec["admissionChecks"] = [check]
     objects += [
         {
             "apiVersion": API,

@@ -17,10 +17,15 @@ from launcher.client.gke.target import GkeTarget
 from launcher.client.jobs.release_data import GCSFUSE_DRIVER
 from launcher.core.capacity import (
     CAPACITIES,
+    COMPUTE_CLASS_LABEL,
     FLEX_START,
     ON_DEMAND,
+    RESERVATION,
+    SPOT,
     Capacity,
+    CapacityItem,
     capacity_from_selector,
+    items_of_pod,
 )
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.machines import MACHINES, node_vcpus
@@ -56,15 +61,49 @@ class NodePool:
     while_job_runs: bool = False
     grace_seconds: int | None = None  # what its pods have to save on a notice (None: no notice)
 
+    # A capacity fallback: the class its nodes join (GKE's ComputeClass walks the list; None:
+    # Kueue's flavors do), and the group's items in order, this pool's among them.
+    compute_class: str | None = None
+    fallback: tuple[CapacityItem, ...] = ()
+
     @classmethod
-    def of(cls, name: str, slices: TpuSlices, pod: dict, while_job_runs: bool = False) -> NodePool:
-        capacity, reservation = capacity_from_selector(pod.get("nodeSelector") or {})
-        return cls(name, slices, capacity, reservation, while_job_runs, pod_grace_seconds(pod))
+    def of(
+        cls, name: str, slices: TpuSlices, pod: dict, while_job_runs: bool = False
+    ) -> list[NodePool]:
+        """The pools a group of slices needs: one, or with a capacity fallback one per item
+        (each scales from zero: only the one GKE or Kueue picks holds nodes)."""
+        grace = pod_grace_seconds(pod)
+        items = items_of_pod(pod)
+        if len(items) < 2:
+            capacity, reservation = capacity_from_selector(pod.get("nodeSelector") or {})
+            return [cls(name, slices, capacity, reservation, while_job_runs, grace)]
+        compute_class = (pod.get("nodeSelector") or {}).get(COMPUTE_CLASS_LABEL)
+        reservations = [i for i in items if i.capacity.name == RESERVATION]
+        return [
+            cls(
+                f"{name}-{_item_suffix(item, reservations)}",
+                slices,
+                item.capacity,
+                item.reservation,
+                True,
+                grace,
+                compute_class,
+                tuple(items),
+            )
+            for item in items
+        ]
 
     @property
     def autoscaled(self) -> bool:
         """Nodes only while pods ask for them: a RayJob's pool, and every flex-start pool."""
         return self.while_job_runs or self.capacity.name == FLEX_START
+
+
+def _item_suffix(item: CapacityItem, reservations: list[CapacityItem]) -> str:
+    """A fallback pool's name after its group's: short, as GKE allows 40 characters."""
+    if item.capacity.name == RESERVATION:
+        return f"res{reservations.index(item)}" if len(reservations) > 1 else "res"
+    return {ON_DEMAND: "od", SPOT: "spot", FLEX_START: "flex"}[item.capacity.name]
 
 
 @dataclass(frozen=True)
@@ -310,29 +349,29 @@ def needs(docs: list[dict], namespace: str, release: str, bucket: str | None) ->
             asked_for = any("replicas" not in g for g in cluster["workerGroupSpecs"])
             for slices, pod in worker_group_slices(cluster):
                 name = f"{release}-ray-{slices.shape.name}"
-                pools.append(NodePool.of(name, slices, pod, kind == "RayJob" or asked_for))
+                pools += NodePool.of(name, slices, pod, kind == "RayJob" or asked_for)
         elif kind == "JobSet":
             jobset = True
             for rj in doc["spec"]["replicatedJobs"]:
                 pod = rj["template"]["spec"]["template"]["spec"]
                 found = from_pod_spec(pod, rj.get("replicas", 1))
                 if found:
-                    pools.append(NodePool.of(f"{release}-sax-{found.shape.name}", found, pod))
+                    pools += NodePool.of(f"{release}-sax-{found.shape.name}", found, pod)
         elif kind == "Deployment":  # vLLM: each replica one single-host slice
             pod = doc["spec"]["template"]["spec"]
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
-                pools.append(NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod))
+                pools += NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod)
         elif kind == "RayService":  # vLLM on Ray Serve LLM: a slice per replica
             ray = True
             for slices, pod in worker_group_slices(doc["spec"]["rayClusterConfig"]):
-                pools.append(NodePool.of(f"{release}-vllm-{slices.shape.name}", slices, pod))
+                pools += NodePool.of(f"{release}-vllm-{slices.shape.name}", slices, pod)
         elif kind == "LeaderWorkerSet":  # vLLM: each group (leader and workers) one slice
             leader_worker_set = True
             pod = doc["spec"]["leaderWorkerTemplate"]["workerTemplate"]["spec"]
             found = from_pod_spec(pod, doc["spec"].get("replicas", 1))
             if found:
-                pools.append(NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod))
+                pools += NodePool.of(f"{release}-vllm-{found.shape.name}", found, pod)
     # helm test's pod rides in the release's CPU pool; a release with no other pod without TPUs
     # (vLLM) makes no pool for it: it runs for seconds on the cluster's own node.
     return ReleaseNeeds(

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from launcher.core.capacity import CAPACITIES
+from launcher.core.capacity import CAPACITIES, RESERVATION_ITEM
 from launcher.core.errors import UsageError
 from launcher.core.tpu_table import region_of_zone
 from launcher.core.values_file import TPU_BLOCKS
@@ -140,8 +140,10 @@ class GkeTarget:
             sets.append(f"ray.image.tag={self.image_tag}")
         if self.bucket:
             sets.append(f"global.gcsfuse.bucketName={self.bucket}")
-        for block in TPU_BLOCKS.values() if self.capacity else ():  # every slice group alike
-            sets.append(f"{'.'.join(block)}.capacity={self.capacity}")
+        words = self.capacity.split(",") if self.capacity else []  # a fallback: Helm's {a,b}
+        for block in TPU_BLOCKS.values() if words else ():  # every slice group alike
+            value = words[0] if len(words) == 1 else "{" + ",".join(words) + "}"
+            sets.append(f"{'.'.join(block)}.capacity={value}")
             if self.reservation:
                 sets.append(f"{'.'.join(block)}.reservation={self.reservation}")
         return sets
@@ -155,6 +157,16 @@ class GkeTarget:
                 for m in re.findall(r"\$\{(\w+)\}", v)
             }
         )
+
+
+def _capacity_words(text: str) -> str:
+    """--capacity's value: known capacities, comma-separated (the chart checks the rest)."""
+    for word in text.split(","):
+        if word not in CAPACITIES and not RESERVATION_ITEM.fullmatch(word):
+            raise argparse.ArgumentTypeError(
+                f"unknown capacity {word!r}: one of {', '.join(CAPACITIES)} or reservation:NAME"
+            )
+    return text
 
 
 def add_target_options(p: argparse.ArgumentParser, *, pools: bool = True) -> None:
@@ -177,9 +189,12 @@ def add_target_options(p: argparse.ArgumentParser, *, pools: bool = True) -> Non
     # The pods ask for the capacity the pools are made of: plan, up and install take it alike.
     p.add_argument(
         "--capacity",
-        choices=list(CAPACITIES),
-        help="how the TPUs are obtained, for every slice of the release (default: the "
-        "values' ray.worker.tpu.capacity, on-demand)",
+        type=_capacity_words,
+        metavar="CAPACITY[,CAPACITY...]",
+        help="how the TPUs are obtained, for every slice of the release: "
+        f"{', '.join(CAPACITIES)}, or reservation:NAME; several, comma-separated, are a "
+        "fallback tried in order (reservation:NAME,on-demand,spot) (default: the values' "
+        "ray.worker.tpu.capacity, on-demand)",
     )
     p.add_argument(
         "--reservation", help="consume this specific reservation (--capacity reservation)"

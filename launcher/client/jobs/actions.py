@@ -80,6 +80,8 @@ def act_on_job(
             print(state, flush=True)
             if job_id is None and pending is not None and not as_json:
                 pending.print()
+            elif pending is not None and pending.admissions and not as_json:
+                print("\n".join(pending.admissions), flush=True)
             while job_id is None and wait and rayjob is not None:  # queued, or starting
                 time.sleep(WAIT_POLL_S)
                 read = Release.read(release, namespace)
@@ -124,7 +126,10 @@ def act_on_job(
 def _pending_json(pending) -> dict:
     """`status --json`'s reasons a release's job is not running (empty when none)."""
     reasons = pending.reasons if pending is not None else []
-    return {"pending": [{"reason": r.what, "fix": r.fix} for r in reasons]}
+    found: dict = {"pending": [{"reason": r.what, "fix": r.fix} for r in reasons]}
+    if pending is not None and pending.admissions:
+        found["capacity"] = pending.admissions
+    return found
 
 
 # `status --wait`'s exit code per end state, as a script reads it.

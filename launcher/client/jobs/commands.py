@@ -113,7 +113,9 @@ def run_preflight(ns: argparse.Namespace) -> int:
         use_cache=not ns.no_cache,
     )
     if target is not None:
-        request = dataclasses.replace(request, grace_seconds=target.grace_seconds)
+        request = dataclasses.replace(
+            request, grace_seconds=target.grace_seconds, capacities=target.capacities
+        )
     elif ns.data_dir is None:
         # A job for no release: the local cluster's, whose hosts see this directory's bucket
         # where it is.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
@@ -63,6 +63,66 @@ def kueue_reasons(workloads: Iterable[dict[str, Any]]) -> list[Reason]:
             )
         )
     return found
+
+
+TPU = "google.com/tpu"
+
+
+def _tpu_quantity(value: Any) -> int:
+    return int(str(value or 0))
+
+
+def kueue_admissions(
+    workloads: Iterable[dict[str, Any]], cluster_queues: Iterable[dict[str, Any]]
+) -> list[str]:
+    """Where Kueue admitted each Workload's TPU hosts: the flavor (a capacity item of the
+    release's fallback: launcher.client.gke.queue), its place in the ClusterQueue's order, and
+    why the flavors before it were passed over: their google.com/tpu quota in use."""
+    queues = {q["metadata"]["name"]: q for q in cluster_queues}
+    lines = []
+    for w in workloads:
+        admission = (w.get("status") or {}).get("admission") or {}
+        flavors = [
+            a["flavors"][TPU]
+            for a in admission.get("podSetAssignments", [])
+            if TPU in a.get("flavors", {})
+        ]
+        if not flavors:
+            continue
+        flavor, name = flavors[0], w["metadata"]["name"]
+        queue = queues.get(admission.get("clusterQueue", ""))
+        if queue is None:  # not readable by this user, or gone
+            lines.append(f"capacity: Kueue admitted workload {name} on flavor {flavor}")
+            continue
+        order = [
+            f
+            for g in queue["spec"].get("resourceGroups", [])
+            if TPU in g.get("coveredResources", [])
+            for f in g.get("flavors", [])
+        ]
+        names = [f["name"] for f in order]
+        used = {
+            f["name"]: sum(
+                _tpu_quantity(r.get("total")) for r in f.get("resources", []) if r["name"] == TPU
+            )
+            for f in (queue.get("status") or {}).get("flavorsReservation", [])
+        }
+        place = names.index(flavor) + 1 if flavor in names else 0
+        line = f"capacity: Kueue admitted workload {name} on flavor {flavor}" + (
+            f" (choice {place} of {len(names)}: {', '.join(names)})" if place else ""
+        )
+        passed = []
+        for f in order[: max(place - 1, 0)]:
+            quota = sum(
+                _tpu_quantity(r.get("nominalQuota"))
+                for r in f.get("resources", [])
+                if r["name"] == TPU
+            )
+            passed.append(f"{f['name']}: {used.get(f['name'], 0)} of {quota} chips in use")
+        if passed:
+            line += "; passed over, their quota taken: " + "; ".join(passed)
+        lines.append(line)
+    return lines
 
 
 def unschedulable(pod: dict[str, Any]) -> str | None:
@@ -194,8 +254,11 @@ def _partial_slices(pods: list[dict[str, Any]]) -> list[Reason]:
 class ReleaseState:
     reasons: list[Reason]
     head_running: bool  # False: there is no Ray to ask yet
+    admissions: list[str] = field(default_factory=list)  # kueue_admissions: where it landed
 
     def print(self) -> None:
+        for line in self.admissions:
+            print(line)
         if self.reasons:
             print("why it is not running:")
             for reason in self.reasons:
@@ -222,4 +285,10 @@ def why_not_running(release: Release) -> ReleaseState:
         for w in get_items(namespace, "workloads.kueue.x-k8s.io", optional=True)
         if any(o.get("name") in owners for o in w["metadata"].get("ownerReferences") or [])
     ]
-    return ReleaseState(kueue_reasons(workloads) + pod_reasons(pods, events), head_running)
+    admitted = [w for w in workloads if (w.get("status") or {}).get("admission")]
+    queues = get_items(namespace, "clusterqueues.kueue.x-k8s.io", optional=True) if admitted else []
+    return ReleaseState(
+        kueue_reasons(workloads) + pod_reasons(pods, events),
+        head_running,
+        kueue_admissions(admitted, queues),
+    )

@@ -23,6 +23,7 @@ class SliceTarget:
     source: str  # where it came from, for messages: "values/v6e-16.yaml", "release tpu"
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' (None: they send no notice)
     release: Release | None = None  # the release read, when it came from one (read once)
+    capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (() : not known)
 
 
 def resolve_target(
@@ -34,11 +35,18 @@ def resolve_target(
     template` and `gke plan`)."""
     if values:
         from launcher.client.chart_source import packaged_chart
-        from launcher.core.values_file import load_values, training_slices, worker_grace_seconds
+        from launcher.core.values_file import (
+            load_values,
+            training_slices,
+            worker_capacities,
+            worker_grace_seconds,
+        )
 
         merged = load_values(packaged_chart() / "values.yaml", *values)
         source = " + ".join(values)
-        return SliceTarget(training_slices(merged, source), source, worker_grace_seconds(merged))
+        slices = training_slices(merged, source)
+        grace = worker_grace_seconds(merged)
+        return SliceTarget(slices, source, grace, capacities=worker_capacities(merged))
     if release:
         from launcher.client.helm_release import Release
 
@@ -52,8 +60,8 @@ def resolve_target(
                 "--set 'ray.job.args={base.yml,...}'), or submit to a standing cluster's release",
             )
 
-        slices, grace = read.workers()
-        return SliceTarget(slices, f"release {release}", grace, read)
+        found, grace = read.workers()
+        return SliceTarget(found, f"release {release}", grace, read, read.capacities())
     return None
 
 

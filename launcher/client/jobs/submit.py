@@ -148,6 +148,7 @@ def submit(request: SubmitRequest) -> int:
                     target=target.slices,
                     target_source=target.source,
                     grace_seconds=target.grace_seconds,
+                    capacities=target.capacities,
                 )
             )
             if code:

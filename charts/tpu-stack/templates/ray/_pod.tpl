@@ -24,6 +24,10 @@ spec:
   # The idle check and a job's driver set the worker group's replicas with the head's token
   # (its Role: get and patch this RayCluster, nothing else).
   automountServiceAccountToken: true
+  {{- else if and .tpu (dig "capacityFallback" "" (default dict .tpu)) }}
+  # A capacity fallback: each host reads its own node's labels to learn what it got (its
+  # ClusterRole: get nodes, nothing else).
+  automountServiceAccountToken: true
   {{- else }}
   # Ray reaches nothing of the Kubernetes API (no in-tree autoscaler); gcsfuse and Workload
   # Identity get their tokens without the pod's own.
@@ -63,6 +67,9 @@ spec:
             secretKeyRef:
               name: {{ . | quote }}
               key: {{ $v.hfToken.secretKey | quote }}
+        {{- end }}
+        {{- with .tpu }}
+        {{- include "tpu-stack.capacityEnv" . | nindent 8 }}
         {{- end }}
         {{- with .env }}
         {{- toYaml . | nindent 8 }}

@@ -51,6 +51,9 @@ spec:
         {{- end }}
       {{- end }}
       env:
+        {{- if dig "capacityFallback" "" (default dict .tpu) }}
+        {{- include "tpu-stack.capacityEnv" .tpu | nindent 8 }}
+        {{- end }}
         # The model comes from the bucket, never from the Hub.
         - name: HF_HUB_OFFLINE
           value: "1"
