@@ -129,6 +129,15 @@ def is_preemption_failure(error: BaseException) -> bool:
     return bool(borrowed(f"{_HANDLING}.default", "_is_preemption_failure")(error))
 
 
+def charge_as_failure(policy: Any) -> tuple[int, float]:
+    """Charges a restart Ray would take for a preemption to the worker-group failures of its
+    default policy instead (Ray 2.60 counts them in `_worker_group_failures`, against
+    FailureConfig.max_failures): the new count and its limit."""
+    policy._worker_group_failures += 1
+    limit = policy.failure_config.max_failures
+    return policy._worker_group_failures, float("inf") if limit == -1 else limit
+
+
 def failure_policy_logger() -> str:
     """The logger Ray's default policy says its decisions on (which `submit` shows)."""
     return f"{_HANDLING}.default"

@@ -232,3 +232,36 @@ def test_the_trainer_builds_the_hang_policy_only_inside_the_fit():
     assert not isinstance(
         data_parallel_trainer.create_failure_policy(FailureConfig()), HangBudgetPolicy
     )
+
+
+def test_a_notice_on_capacity_gke_does_not_reclaim_is_charged_to_the_failures():
+    """Ray charges a host drained for preemption to --max_preemptions; a notice the hosts
+    recorded on on-demand capacity (launcher.runtime.node_capacity) goes to --max_failures,
+    one on Spot stays a preemption."""
+    from ray.train.v2._internal.execution.failure_handling import FailureDecision
+    from ray.train.v2.api.config import FailureConfig
+    from ray.train.v2.api.exceptions import PreemptionError
+    from ray.train.v2.api.preemption import PreemptionInfo
+
+    from launcher.runtime.hang_policy import HangBudgetPolicy
+
+    notices: dict[str, dict] = {}
+    policy = HangBudgetPolicy(
+        FailureConfig(max_failures=1, max_preemption_failures=5),
+        0,
+        "s",
+        lambda key: set(),
+        lambda key: dict(notices),
+    )
+    preempted = PreemptionError(PreemptionInfo(None, {"node-0": [0]}))
+    spot = {"at": 1.0, "capacity": "spot", "preemptible": True}
+    on_demand = {"at": 2.0, "capacity": "on-demand", "preemptible": False}
+    notices["s/notices/1-0"] = spot
+    assert policy.make_decision(preempted) is FailureDecision.RETRY  # a preemption
+    notices["s/notices/2-0"] = on_demand
+    assert policy.make_decision(preempted) is FailureDecision.RETRY  # failure 1 of 1
+    notices["s/notices/3-0"] = on_demand
+    assert policy.make_decision(preempted) is FailureDecision.RAISE  # failure 2: over
+    # No notice recorded (a host not told), or no capacity known: Ray's own preemption.
+    fresh = HangBudgetPolicy(FailureConfig(max_failures=0), 0, "s", lambda k: set(), lambda k: {})
+    assert fresh.make_decision(preempted) is FailureDecision.RETRY
