@@ -6,6 +6,7 @@ going admits the second; a higher priority preempts a lower one, which resumes a
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
@@ -356,6 +357,46 @@ def worker_nodes(release: Release) -> set[str]:
     return {p.obj["spec"].get("nodeName", "") for p in pods}
 
 
+def host_capacity(release: Release, job: Release, tmp_path) -> tuple[str, bool] | None:
+    """launcher.runtime.node_capacity.capacity_here for one of `job`'s TPU hosts, with the
+    pod's env (TPU_CAPACITY, NODE_NAME, the API server's address) and its account's token."""
+    from urllib.parse import urlparse
+
+    from launcher.runtime.node_capacity import capacity_here
+
+    (pod, *_) = release.pods(**WORKER, **{"app.kubernetes.io/instance": job.name})
+    spec = pod.obj["spec"]
+    env = {e["name"]: e.get("value", "") for e in spec["containers"][0]["env"]}
+    env["NODE_NAME"] = spec["nodeName"]
+    config = yaml.safe_load(Path(release.kubeconfig).read_text())
+    (cluster,) = config["clusters"]
+    server = urlparse(cluster["cluster"]["server"])
+    env |= {"KUBERNETES_SERVICE_HOST": server.hostname, "KUBERNETES_SERVICE_PORT": str(server.port)}
+    account = tmp_path / "account"
+    account.mkdir()
+    token = subprocess.run(
+        [
+            *release.kubectl(),
+            "-n",
+            release.namespace,
+            "create",
+            "token",
+            spec["serviceAccountName"],
+        ],
+        text=True,
+        capture_output=True,
+    )
+    assert token.returncode == 0, token.stderr
+    (account / "token").write_text(token.stdout.strip())
+    ca = cluster["cluster"].get("certificate-authority-data")
+    if ca:
+        (account / "ca.crt").write_bytes(base64.b64decode(ca))
+    elif path := cluster["cluster"].get("certificate-authority"):
+        (account / "ca.crt").write_bytes(Path(path).read_bytes())
+    item = capacity_here(env, account)
+    return (item.word, item.preemptible) if item else None
+
+
 def test_a_capacity_fallback_takes_the_first_flavor_with_quota_and_returns_to_it(
     release: Release, tmp_path
 ):
@@ -413,6 +454,10 @@ def test_a_capacity_fallback_takes_the_first_flavor_with_quota_and_returns_to_it
     assert f"passed over, their quota taken: {flavors[0]}: 16 of 16 chips in use" in status.stdout
     # KubeRay names the job it would submit; kwok's pods run no Ray to ask about it.
     assert "no Ray dashboard answers" in status.stderr, status.stderr
+    # What a host of the second job learns it got, as it would in its pod: its own node's
+    # labels, read from this API server with a token of the workers' account (the chart's
+    # ClusterRole: get nodes), over the cluster's TLS.
+    assert host_capacity(release, second, tmp_path) == ("on-demand", False)
 
     first.helm("uninstall", first.name, "--wait")
     queues = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "ClusterQueue")
