@@ -257,3 +257,14 @@ def test_the_queue_tries_the_flavors_in_order_and_asks_gke_only_for_flex_start(c
         flavors["tpu-v6e-4x4-flex-start"]["spec"]["nodeLabels"]["cloud.google.com/gke-queued"]
         == "true"
     )
+
+
+def test_one_reservation_item_on_the_command_line_is_the_single_capacity(capsys):
+    plan = _printed(capsys, "plan", "--capacity", "reservation:res-z").replace(" \\\n    ", " ")
+    (create,) = [
+        ln
+        for ln in plan.splitlines()
+        if ln.strip().startswith("gcloud container node-pools create tpu-ray")
+    ]
+    assert "tpu-ray-v6e-16-0 " in create  # one pool, named as before
+    assert "--reservation-affinity=specific --reservation=res-z" in create

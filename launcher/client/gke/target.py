@@ -141,11 +141,14 @@ class GkeTarget:
         if self.bucket:
             sets.append(f"global.gcsfuse.bucketName={self.bucket}")
         words = self.capacity.split(",") if self.capacity else []  # a fallback: Helm's {a,b}
+        reservation = self.reservation
+        if len(words) == 1 and (named := RESERVATION_ITEM.fullmatch(words[0])):
+            words, reservation = ["reservation"], named[1]  # one item: the values' own form
         for block in TPU_BLOCKS.values() if words else ():  # every slice group alike
             value = words[0] if len(words) == 1 else "{" + ",".join(words) + "}"
             sets.append(f"{'.'.join(block)}.capacity={value}")
-            if self.reservation:
-                sets.append(f"{'.'.join(block)}.reservation={self.reservation}")
+            if reservation:
+                sets.append(f"{'.'.join(block)}.reservation={reservation}")
         return sets
 
     def unset(self) -> list[str]:
