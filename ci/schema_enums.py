@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the TPU table's derived names into values.schema.json, so the schema never lists a
 generation, node label or machine type the table does not have (nor misses one it has: the
-hand-kept pattern once refused Ironwood's real label, tpu7x).
+hand-kept pattern once refused Ironwood's real label, tpu7x); and the launcher's own words for
+a choice (a capacity fallback's walkers, launcher.core.capacity.FALLBACKS).
 
 ci/schema_enums.py charts/tpu-stack/values.schema.json --check  # exit 1 if it is stale
 ci/schema_enums.py charts/tpu-stack/values.schema.json --write  # rewrite it
@@ -16,6 +17,7 @@ import json
 import sys
 from pathlib import Path
 
+from launcher.core.capacity import FALLBACKS
 from launcher.core.tpu_table import GENERATIONS
 
 
@@ -36,6 +38,17 @@ WHAT = {
 }
 
 
+# Choices a user makes, from the launcher's own words: key -> (values, description).
+CHOICES = {
+    "capacityFallback": (
+        ["", *FALLBACKS],
+        "with a capacity list: who walks it: a GKE ComputeClass (computeclass) or the Kueue "
+        "queue's flavors (kueue); empty: kueue where kueue.queueName is set (Ray workers), else "
+        "computeclass",
+    ),
+}
+
+
 def with_enums(schema: dict) -> dict:
     props = schema["definitions"]["tpuSlice"]["properties"]
     for key, values in enums().items():
@@ -44,6 +57,8 @@ def with_enums(schema: dict) -> dict:
             "enum": values,
             "description": f"{WHAT[key]} (empty, or checked against it when set)",
         }
+    for key, (values, what) in CHOICES.items():
+        props[key] = {"type": "string", "enum": values, "description": what}
     return schema
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -120,7 +121,7 @@ def nodes_for(values: dict, suffix: str = "") -> list[dict]:
         items = release_capacities(values, component, block, path, slices.shape.generation)
         for item in items:
             # A fallback's items each have their pools (launcher.client.gke.release.NodePool).
-            tag = "-" + item.word.replace(":", "-") if len(items) > 1 else ""
+            tag = "-" + re.sub(r"[^a-z0-9-]", "-", item.word) if len(items) > 1 else ""
             nodes += tpu_pools(
                 prefixes[component], slices, suffix, item.capacity, item.reservation, tag
             )

@@ -148,12 +148,7 @@ def release_capacities(
     queue."""
     items = capacity_items(block, path, generation.name, generation.flex_start)
     queue = (values.get("kueue") or {}).get("queueName")
-    return [
-        CapacityItem(QUEUED_FLEX_START)
-        if i.capacity.name == FLEX_START and component == "ray" and queue
-        else i
-        for i in items
-    ]
+    return _queued(items) if component == "ray" and queue else items
 
 
 def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | None]:
@@ -219,8 +214,7 @@ class CapacityItem:
     @property
     def word(self) -> str:
         """As the values (and the pods' CAPACITY_ENV) write it."""
-        name = self.capacity.name
-        return f"{name}:{self.reservation}" if self.reservation else name
+        return _word(self.capacity.name, self.reservation)
 
     @property
     def preemptible(self) -> bool:
@@ -230,22 +224,43 @@ class CapacityItem:
         return self.capacity.name in (SPOT, FLEX_START)
 
 
+def _word(name: str, reservation: str | None) -> str:
+    return f"{name}:{reservation}" if reservation else name
+
+
+def _split(word: str, reservation: str | None = None) -> tuple[str, str | None]:
+    """An item's capacity name and reservation: `reservation:NAME` names its own; a bare
+    `reservation` takes `reservation` (the block's)."""
+    if named := RESERVATION_ITEM.fullmatch(word):
+        return RESERVATION, named[1]
+    return word, reservation if word == RESERVATION else None
+
+
+def block_words(block: dict[str, Any]) -> list[str]:
+    """A TPU block's capacity items as words, in order, unchecked (one item: a single
+    capacity; a bare `reservation` with the block's name)."""
+    value = block.get("capacity") or ON_DEMAND
+    words = [str(w) for w in (value if isinstance(value, list) else [value])]
+    return [_word(*_split(w, block.get("reservation"))) for w in words]
+
+
+def _queued(items: list[CapacityItem]) -> list[CapacityItem]:
+    """The items as GKE obtains them for Ray workers under a Kueue queue: flex-start as its
+    queued provisioning (QUEUED_FLEX_START)."""
+    return [CapacityItem(QUEUED_FLEX_START) if i.capacity.name == FLEX_START else i for i in items]
+
+
 def capacity_items(
     block: dict[str, Any], path: str, generation: str, flex_start: bool
 ) -> list[CapacityItem]:
     """A TPU block's capacity as an ordered list (one item: a single capacity), checked as
     `capacity_of` checks one."""
-    value = block.get("capacity") or ON_DEMAND
-    words = value if isinstance(value, list) else [value]
+    words = block_words(block)
     if not words:
         raise UsageError(f"{path}.capacity", "an empty list", f"--set {path}.capacity=on-demand")
     items = []
     for word in words:
-        named = RESERVATION_ITEM.fullmatch(str(word))
-        name = RESERVATION if named else str(word)
-        reservation = named[1] if named else None
-        if name == RESERVATION and not named:
-            reservation = block.get("reservation")
+        name, reservation = _split(word)
         capacity = capacity_of(
             {"capacity": name, "reservation": reservation}, path, generation, flex_start
         )
@@ -263,9 +278,8 @@ def parse_items(words: str) -> list[CapacityItem]:
     """The pods' CAPACITY_ENV back into items."""
     items = []
     for word in words.split(","):
-        named = RESERVATION_ITEM.fullmatch(word.strip())
-        name = RESERVATION if named else word.strip()
-        items.append(CapacityItem(CAPACITIES[name], named[1] if named else None))
+        name, reservation = _split(word.strip())
+        items.append(CapacityItem(CAPACITIES[name], reservation))
     return items
 
 
@@ -281,16 +295,11 @@ def items_of_pod(pod: dict[str, Any]) -> list[CapacityItem]:
                 by_kueue = len(items) > 1 and COMPUTE_CLASS_LABEL not in (
                     pod.get("nodeSelector") or {}
                 )
-                queued = by_kueue or any(
+                by_queue = by_kueue or any(
                     t.get("key") in QUEUED_FLEX_START.node_labels
                     for t in pod.get("tolerations", [])
                 )
-                return [
-                    CapacityItem(QUEUED_FLEX_START)
-                    if queued and i.capacity.name == FLEX_START
-                    else i
-                    for i in items
-                ]
+                return _queued(items) if by_queue else items
     return []
 
 
@@ -314,10 +323,10 @@ def capacity_of_node(labels: dict[str, str]) -> CapacityItem:
 
 
 def fallback_json() -> dict[str, Any]:
-    """The chart's copy of the fallback's words (`capacityFallback`)."""
+    """The chart's copy of a fallback's facts (`capacityFallback`; the schema's enum of who walks
+    it is FALLBACKS, written there by ci/schema_enums.py)."""
     return {
         "itemPattern": RESERVATION_ITEM.pattern,
-        "fallbacks": list(FALLBACKS),
         "computeClassLabel": COMPUTE_CLASS_LABEL,
         "env": CAPACITY_ENV,
     }

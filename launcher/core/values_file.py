@@ -9,6 +9,7 @@ from typing import Any
 
 import yaml
 
+from launcher.core.capacity import block_words
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
@@ -150,12 +151,5 @@ def worker_grace_seconds(values: dict[str, Any]) -> int | None:
 
 def worker_capacities(values: dict[str, Any]) -> tuple[str, ...]:
     """The training workers' capacity items, in order, as the values write them
-    (ray.worker.tpu.capacity: one word or a fallback's list; a bare `reservation` with its
-    name)."""
-    tpu = _block(values, ("ray", "worker", "tpu")) or {}
-    value = tpu.get("capacity") or "on-demand"
-    words = [str(w) for w in (value if isinstance(value, list) else [value])]
-    reservation = tpu.get("reservation")
-    return tuple(
-        f"reservation:{reservation}" if w == "reservation" and reservation else w for w in words
-    )
+    (ray.worker.tpu.capacity: one word or a fallback's list)."""
+    return tuple(block_words(_block(values, ("ray", "worker", "tpu")) or {}))

@@ -39,7 +39,9 @@ def notice_records(summary_key: str) -> dict[str, dict]:
 
 class HangBudgetPolicy(ray_internals.default_failure_policy()):  # type: ignore[misc]
     """Ray's default policy, except for a worker group error that follows new hang records: a
-    hang restart, retried while the hangs so far are within `max_hangs` (-1: no limit)."""
+    hang restart, retried while the hangs so far are within `max_hangs` (-1: no limit); and
+    for a preemption whose new notices all came from capacity GKE does not take back: a
+    failure, within max_failures."""
 
     def __init__(
         self,

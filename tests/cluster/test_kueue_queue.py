@@ -58,18 +58,21 @@ def waiting(release: Release) -> bool:
     return bool(rayjob(release)["spec"].get("suspend")) and running_workers(release) == 0
 
 
-def workload_conditions(release: Release) -> dict[str, str]:
-    """Kueue's Workload for the release's RayJob: its conditions, type -> reason."""
+def workload_of(release: Release) -> dict | None:
+    """Kueue's Workload for the release's RayJob (None: none yet)."""
     workloads = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "Workload")
     for w in workloads.objects(release.api).filter(namespace=release.namespace):
         if any(
             o["name"] == f"{release.name}-ray" for o in w.obj["metadata"].get("ownerReferences", [])
         ):
-            return {
-                c["type"]: c.get("reason", "")
-                for c in w.obj.get("status", {}).get("conditions", [])
-            }
-    return {}
+            return w.obj
+    return None
+
+
+def workload_conditions(release: Release) -> dict[str, str]:
+    """Kueue's Workload for the release's RayJob: its conditions, type -> reason."""
+    w = workload_of(release) or {}
+    return {c["type"]: c.get("reason", "") for c in w.get("status", {}).get("conditions", [])}
 
 
 def install_job(
@@ -340,15 +343,10 @@ def test_flex_start_admits_the_job_once_gke_provisions_its_slice(
 
 def flavor_of(release: Release) -> str | None:
     """The flavor Kueue admitted the release's RayJob's TPU hosts on (None: not admitted)."""
-    workloads = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "Workload")
-    for w in workloads.objects(release.api).filter(namespace=release.namespace):
-        owners = [o["name"] for o in w.obj["metadata"].get("ownerReferences", [])]
-        if f"{release.name}-ray" in owners:
-            for pod_set in (
-                (w.obj.get("status") or {}).get("admission", {}).get("podSetAssignments", [])
-            ):
-                if TPU in pod_set.get("flavors", {}):
-                    return pod_set["flavors"][TPU]
+    admission = ((workload_of(release) or {}).get("status") or {}).get("admission") or {}
+    for pod_set in admission.get("podSetAssignments", []):
+        if TPU in pod_set.get("flavors", {}):
+            return pod_set["flavors"][TPU]
     return None
 
 

@@ -99,6 +99,8 @@ capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
 {{- else -}}
   {{- $words = list (toString (default "on-demand" $t.capacity)) -}}
 {{- end -}}
+{{- /* The Ray workers wait in the release's Kueue queue, if it names one. */ -}}
+{{- $queue := and (eq $p "ray.worker.tpu") .ctx.Values.kueue.queueName -}}
 {{- $items := list -}}
 {{- $bare := false -}}
 {{- range $word := $words -}}
@@ -123,7 +125,7 @@ capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
     {{- /* Flex-start under a Kueue queue is GKE's queued provisioning (its ProvisioningRequest
     check, `tpu-launcher gke queue`): the nodes are labelled and tainted gke-queued instead
     (launcher.core.capacity.QUEUED_FLEX_START). The queue holds the Ray part's workers. */ -}}
-    {{- if and (eq $cap "flex-start") (eq $p "ray.worker.tpu") $.ctx.Values.kueue.queueName -}}
+    {{- if and (eq $cap "flex-start") $queue -}}
       {{- $capacity = $table.queuedProvisioning -}}
     {{- end -}}
     {{- $labels := dict -}}
@@ -158,7 +160,6 @@ capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
 {{- else if eq (len $items) (len $words) -}}
   {{- /* A fallback: Kueue's flavors (the pods select no capacity; Kueue adds the admitting
   flavor's labels) or GKE's ComputeClass (the pods select the class). */ -}}
-  {{- $queue := and (eq $p "ray.worker.tpu") .ctx.Values.kueue.queueName -}}
   {{- if not $fallback -}}
     {{- $fallback = ternary "kueue" "computeclass" (not (empty $queue)) -}}
   {{- end -}}

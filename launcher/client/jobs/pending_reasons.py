@@ -68,8 +68,9 @@ def kueue_reasons(workloads: Iterable[dict[str, Any]]) -> list[Reason]:
 TPU = "google.com/tpu"
 
 
-def _tpu_quantity(value: Any) -> int:
-    return int(str(value or 0))
+def _tpu(resources: list[dict[str, Any]], key: str) -> int:
+    """A flavor's google.com/tpu `key` (nominalQuota, total) among its resources."""
+    return sum(int(str(r.get(key) or 0)) for r in resources if r["name"] == TPU)
 
 
 def kueue_admissions(
@@ -102,9 +103,7 @@ def kueue_admissions(
         ]
         names = [f["name"] for f in order]
         used = {
-            f["name"]: sum(
-                _tpu_quantity(r.get("total")) for r in f.get("resources", []) if r["name"] == TPU
-            )
+            f["name"]: _tpu(f.get("resources", []), "total")
             for f in (queue.get("status") or {}).get("flavorsReservation", [])
         }
         place = names.index(flavor) + 1 if flavor in names else 0
@@ -113,11 +112,7 @@ def kueue_admissions(
         )
         passed = []
         for f in order[: max(place - 1, 0)]:
-            quota = sum(
-                _tpu_quantity(r.get("nominalQuota"))
-                for r in f.get("resources", [])
-                if r["name"] == TPU
-            )
+            quota = _tpu(f.get("resources", []), "nominalQuota")
             passed.append(f"{f['name']}: {used.get(f['name'], 0)} of {quota} chips in use")
         if passed:
             line += "; passed over, their quota taken: " + "; ".join(passed)
