@@ -106,7 +106,7 @@ def merge_histograms(parts: list[dict[str, list[int]]]) -> dict[str, list[int]]:
 class Manifest:
     name: str
     source: str  # the input as given
-    source_sha256: str  # of the input files' names and bytes, in order: a changed input is new
+    source_sha256: str  # of the input files' names and sha256s, in order: a changed input is new
     tokenizer: str  # as given: a path or one of MaxText's tokenizer assets
     tokenizer_type: str  # MaxText's tokenizer_type: sentencepiece, huggingface, tiktoken
     tokenizer_path: str  # the dataset's copy, relative to its directory: the job's tokenizer_path
@@ -120,6 +120,8 @@ class Manifest:
     checksum: str = ""  # sha256 of the shards' bytes, train then eval, in name order
     fields: list[str] = field(default_factory=lambda: [TEXT_FEATURE])  # each record's features
     version: int = MANIFEST_VERSION
+    near_duplicates_dropped: int = 0
+    near_duplicate_threshold: float | None = None  # MinHash's Jaccard threshold; None: not asked
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"

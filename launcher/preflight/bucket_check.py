@@ -4,12 +4,12 @@ the job's own credentials (Workload Identity in the cluster, STORAGE_EMULATOR_HO
 
 from __future__ import annotations
 
-import re
 import uuid
 from dataclasses import dataclass
 
 from launcher.core.checkpoints import committed_steps_in_listing
 from launcher.core.errors import UsageError
+from launcher.core.gcs import split_url, storage_client
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR
 
 
@@ -25,28 +25,6 @@ class BucketReport:
             else "no checkpoint yet: a run starts at 0"
         )
         return f"preflight: {self.url} exists, is writable and listable; {resume}"
-
-
-def split_url(url: str) -> tuple[str, str]:
-    m = re.fullmatch(r"gs://([a-z0-9][a-z0-9._-]{1,220}[a-z0-9])(/.*)?", url)
-    if not m:
-        raise UsageError(
-            "bucket",
-            f"{url!r} is not a gs://bucket[/prefix] URL",
-            "pass --bucket=gs://my-bucket/some/prefix",
-        )
-    return m[1], (m[2] or "/").strip("/")
-
-
-def storage_client():
-    import os
-
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud import storage
-
-    if os.environ.get("STORAGE_EMULATOR_HOST"):
-        return storage.Client(project="preflight", credentials=AnonymousCredentials())
-    return storage.Client()
 
 
 def child_prefixes(client, bucket: str, prefix: str) -> list[str]:

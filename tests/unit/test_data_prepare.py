@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from launcher.client.data import prepare as data_prepare
+from launcher.core import dataset_shards
 from launcher.client.data.prepare import STATE, PrepareRequest, prepare
 from launcher.core.datasets import MANIFEST, Manifest, maxtext_keys, read_manifest, work_dir
 from launcher.core.errors import UsageError
@@ -100,7 +100,7 @@ def test_a_run_cut_short_resumes_and_leaves_nothing_that_looks_complete(
     whole = prepare(_request(corpus, tmp_path / "whole", **small))
     assert len(whole.train.shards) > 3
     written = []
-    real_write = data_prepare.write_shard
+    real_write = dataset_shards.write_shard
 
     def write_two_then_die(path, texts, features):
         if len(written) == 2:
@@ -108,7 +108,7 @@ def test_a_run_cut_short_resumes_and_leaves_nothing_that_looks_complete(
         real_write(path, texts, features)
         written.append(path)
 
-    monkeypatch.setattr(data_prepare, "write_shard", write_two_then_die)
+    monkeypatch.setattr(dataset_shards, "write_shard", write_two_then_die)
     out = tmp_path / "cut"
     with pytest.raises(KeyboardInterrupt):
         prepare(_request(corpus, out, **small))
@@ -118,7 +118,7 @@ def test_a_run_cut_short_resumes_and_leaves_nothing_that_looks_complete(
     with pytest.raises(UsageError, match="did not finish"):
         read_manifest(where, "test")
     kept = {p.name: p.stat().st_mtime_ns for p in written}
-    monkeypatch.setattr(data_prepare, "write_shard", real_write)
+    monkeypatch.setattr(dataset_shards, "write_shard", real_write)
     resumed = prepare(_request(corpus, out, **small))
     again = {name: (where / name).stat().st_mtime_ns for name in kept}
     assert again == kept, "finished shards written again"

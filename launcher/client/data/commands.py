@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from launcher.client.data.prepare import DEFAULT_SHARD_MB
+from launcher.core.dataset_shards import DEFAULT_SHARD_MB
 from launcher.client.workspace import DATA_STAGING, LOCAL_BUCKET
 from launcher.core.byte_tokenizer import BYTES
 from launcher.core.datasets import (
@@ -52,7 +52,7 @@ def _has_storage_client() -> bool:
 
 
 def run_prepare(ns: argparse.Namespace) -> int:
-    from launcher.client.data.prepare import PrepareRequest, prepare
+    from launcher.client.data.prepare import PrepareRequest, prepare  # noqa: I001
 
     check_dataset_name(ns.name)
     if not 0 <= ns.eval_fraction < 1:
