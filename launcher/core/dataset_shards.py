@@ -51,6 +51,17 @@ class PrepareRequest:
         the fields' own names for an instruction set (what its SFT pipeline matches)."""
         return (TEXT_FEATURE,) if len(self.fields) == 1 else self.fields
 
+    def to_json(self) -> str:
+        """The request as the cluster's job receives it (one argument, never a shell's)."""
+        raw = asdict(self)
+        raw.update(source=str(self.source), output_dir=str(self.output_dir))
+        return json.dumps(raw, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> PrepareRequest:
+        raw = json.loads(text)
+        return cls(**{**raw, "fields": tuple(raw["fields"])})
+
 
 @dataclass(frozen=True)
 class Settings:

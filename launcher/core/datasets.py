@@ -134,6 +134,30 @@ class Manifest:
         return cls(**raw)
 
 
+def describe_manifest(manifest: Manifest, where: object) -> str:
+    """What `data prepare` and `data show` print of a dataset."""
+    t, e = manifest.train, manifest.eval
+    return (
+        f"dataset {manifest.name}: {where}\n"
+        f"  source     {manifest.source} (sha256 {manifest.source_sha256[:12]})\n"
+        f"  tokenizer  {manifest.tokenizer} ({manifest.tokenizer_type}, "
+        f"vocabulary {manifest.vocab_size})\n"
+        f"  train      {t.examples} examples, {t.tokens} tokens, {len(t.shards)} shard(s)\n"
+        f"  eval       {e.examples} examples, {e.tokens} tokens, {len(e.shards)} shard(s) "
+        f"({manifest.eval_fraction:g} of the documents, seed {manifest.split_seed})\n"
+        f"  dropped    {manifest.duplicates_dropped} exact duplicates, "
+        f"{manifest.empty_dropped} empty"
+        + (
+            f", {manifest.near_duplicates_dropped} near duplicates (MinHash, Jaccard "
+            f"{manifest.near_duplicate_threshold:g})"
+            if manifest.near_duplicate_threshold
+            else ""
+        )
+        + "\n"
+        f"  checksum   {manifest.checksum[:16]}"
+    )
+
+
 def dataset_dir(output_dir: str, name: str) -> str:
     # Joined as text: in the cluster it is the bucket's mount, from a workstation it may be gs://.
     return f"{output_dir.rstrip('/')}/{DATASETS_SUBDIR}/{name}"

@@ -38,6 +38,7 @@ SUMMARY_TITLES = {
     "generate": "== generated ==",
     "export": "== exported ==",
     "import": "== imported ==",
+    "prepare": "== prepared ==",
 }
 _RESULT = "LAUNCHER_RESULT "
 SCRIPT_MARK = "[script] "  # what marks a PyTorch script's own line (rank 0's) for the job's view
@@ -66,7 +67,8 @@ _PATTERNS: dict[EventKind, re.Pattern[str]] = {
         "^(?P<title>" + "|".join(map(re.escape, SUMMARY_TITLES.values())) + ")$"
     ),
     EventKind.RESULT: re.compile("^" + re.escape(_RESULT) + r"(?P<json>\{.*\})$"),
-    EventKind.LAUNCHER: re.compile(r"^(?:launcher:|tpu-launcher)"),
+    # The launcher's own lines; `data:` the prepare job's (its progress, its refusals).
+    EventKind.LAUNCHER: re.compile(r"^(?:launcher:|tpu-launcher|data:)"),
     EventKind.FAILURE_POLICY: re.compile(r"^\[FailurePolicy\]"),
     EventKind.FULL_LOG: re.compile("^" + re.escape(_FULL_LOG) + r"(?P<path>\S+)$"),
     EventKind.SCRIPT: re.compile("^" + re.escape(SCRIPT_MARK) + r"(?P<text>.*)$"),
@@ -165,7 +167,7 @@ def format_elastic(
 
 
 def format_summary_title(job: str) -> str:
-    """`job`: training, generate, export or import."""
+    """`job`: training, generate, export, import or prepare."""
     return SUMMARY_TITLES[job]
 
 

@@ -41,6 +41,25 @@ def run_hf_import(ns: argparse.Namespace) -> int:
     return import_model(ImportRequest(ns.name, ns.source))
 
 
+def run_prepare_data(ns: argparse.Namespace) -> int:
+    from launcher.core.dataset_shards import PrepareRequest
+    from launcher.core.datasets import describe_manifest
+    from launcher.core.job_events import format_summary_title
+    from launcher.runtime.prepare_on_ray import prepare_on_ray
+
+    request = PrepareRequest.from_json(ns.request)
+    if not request.source:  # the project's own corpus, where this host has the package
+        from dataclasses import replace
+
+        from launcher.corpus import shipped
+
+        request = replace(request, source=str(shipped(len(request.fields) > 1)))
+    manifest = prepare_on_ray(request, ns.parallelism, ns.on_tpu_hosts)
+    print("\n" + format_summary_title("prepare"), flush=True)
+    print(describe_manifest(manifest, f"{request.output_dir}/datasets/{request.name}"), flush=True)
+    return 0
+
+
 def run_cluster_check(ns: argparse.Namespace) -> int:
     from launcher.runtime.cluster_check import check
 
@@ -106,6 +125,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", required=True, help="the import's name under imports/")
     p.add_argument("--source", required=True, help="the Hugging Face model directory")
     p.set_defaults(func=run_hf_import)
+
+    p = sub.add_parser(
+        "prepare-data",
+        description=IN_CLUSTER + "data prepare's job: Ray Data over the cluster's CPU hosts",
+    )
+    p.add_argument("--request", required=True, help="the prepare request, as JSON")
+    p.add_argument("--parallelism", type=int, help="tasks at once (default: as many as fit)")
+    p.add_argument("--on-tpu-hosts", action="store_true", help="TPU slices' hosts work too")
+    p.set_defaults(func=run_prepare_data)
 
     p = sub.add_parser(
         NOTICE_COMMAND,

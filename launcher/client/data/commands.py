@@ -6,21 +6,23 @@ import argparse
 import sys
 from pathlib import Path
 
-from launcher.core.dataset_shards import DEFAULT_SHARD_MB
+from launcher.client.cluster_options import add_where_options
 from launcher.client.workspace import DATA_STAGING, LOCAL_BUCKET
 from launcher.core.byte_tokenizer import BYTES
+from launcher.core.dataset_shards import DEFAULT_SHARD_MB, PrepareRequest
 from launcher.core.datasets import (
     DATASETS_SUBDIR,
     TEXT_FEATURE,
     check_dataset_name,
+    describe_manifest,
     read_manifest,
 )
 from launcher.core.errors import UsageError
 from launcher.core.tokenizers import TOKENIZER_TYPES
 from launcher.core.trainers import SFT_FIELDS
+from launcher.corpus import TINY, shipped
 
-SHIPPED_CORPUS = Path(__file__).parents[2] / "corpus" / "tiny"
-SHIPPED_INSTRUCTIONS = Path(__file__).parents[2] / "corpus" / "tiny-sft"  # with --fields
+SHIPPED_CORPUS = TINY
 
 
 def default_output_dir() -> Path:
@@ -42,6 +44,17 @@ def _positive_mb(text: str) -> float:
     return value
 
 
+def _threshold(text: str) -> float:
+    """--near-duplicates: a Jaccard similarity in (0, 1)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"{text}: a Jaccard similarity between 0 and 1, e.g. 0.8")
+    return value
+
+
 def _has_storage_client() -> bool:
     from importlib.util import find_spec
 
@@ -51,14 +64,48 @@ def _has_storage_client() -> bool:
         return False
 
 
-def run_prepare(ns: argparse.Namespace) -> int:
-    from launcher.client.data.prepare import PrepareRequest, prepare  # noqa: I001
+def _request(ns: argparse.Namespace, source: Path | str, output: Path | str) -> PrepareRequest:
+    return PrepareRequest(
+        source=source,
+        name=ns.name,
+        output_dir=output,
+        tokenizer=ns.tokenizer,
+        tokenizer_type=ns.tokenizer_type,
+        eval_fraction=ns.eval_fraction,
+        split_seed=ns.split_seed,
+        fields=tuple(ns.fields.split(",")) if ns.fields else (ns.text_field,),
+        shard_mb=ns.shard_mb,
+        overwrite=ns.overwrite,
+        progress=not ns.no_progress,
+        near_duplicates=ns.near_duplicates,
+    )
 
+
+def run_prepare(ns: argparse.Namespace) -> int:
     check_dataset_name(ns.name)
     if not 0 <= ns.eval_fraction < 1:
         raise UsageError(
             "--eval-fraction", f"must be in [0, 1), got {ns.eval_fraction}", "e.g. 0.05"
         )
+    if ns.address or ns.release:
+        from launcher.client.data.on_cluster import prepare_on_cluster
+
+        return prepare_on_cluster(ns, lambda output: _request(ns, ns.source or "", output))
+    if ns.parallelism or ns.on_tpu_hosts:
+        raise UsageError(
+            "--parallelism" if ns.parallelism else "--on-tpu-hosts",
+            "is for a preparation on a cluster's hosts",
+            "add --release NAME (or --address URL), or leave it out to prepare here",
+        )
+    if ns.source and ns.source.startswith("gs://"):
+        raise UsageError(
+            "SOURCE",
+            f"{ns.source}: this machine prepares files it has; a corpus in the bucket is read "
+            "where it is by the cluster's hosts",
+            f"add --release NAME (or --address URL): data prepare {ns.source} --release NAME",
+        )
+    from launcher.client.data.prepare import prepare
+
     url = ns.output_dir if ns.output_dir and ns.output_dir.startswith("gs://") else None
     if url:
         if not _has_storage_client():  # said before the corpus is read, not after
@@ -75,21 +122,7 @@ def run_prepare(ns: argparse.Namespace) -> int:
     else:
         output = Path(ns.output_dir) if ns.output_dir else default_output_dir()
     manifest = prepare(
-        PrepareRequest(
-            source=Path(ns.source)
-            if ns.source
-            else (SHIPPED_INSTRUCTIONS if ns.fields else SHIPPED_CORPUS),
-            name=ns.name,
-            output_dir=output,
-            tokenizer=ns.tokenizer,
-            tokenizer_type=ns.tokenizer_type,
-            eval_fraction=ns.eval_fraction,
-            split_seed=ns.split_seed,
-            fields=tuple(ns.fields.split(",")) if ns.fields else (ns.text_field,),
-            shard_mb=ns.shard_mb,
-            overwrite=ns.overwrite,
-            progress=not ns.no_progress,
-        )
+        _request(ns, Path(ns.source) if ns.source else shipped(bool(ns.fields)), output)
     )
     where = f"{output}/{DATASETS_SUBDIR}/{ns.name}"
     if url:
@@ -98,33 +131,17 @@ def run_prepare(ns: argparse.Namespace) -> int:
         sent = upload(output, url, ns.name)
         where = f"{url.rstrip('/')}/{DATASETS_SUBDIR}/{ns.name}"
         print(f"data: {sent} file(s) sent to {where} (prepared in {output})", file=sys.stderr)
-    print(describe(manifest, where))
+    print(describe_manifest(manifest, where))
     how = f"--trainer=sft --from=MODEL --data={ns.name}" if ns.fields else f"--data={ns.name}"
     print(f"train on it: tpu-launcher submit ... -- {how} <config.yml> key=value ...")
     return 0
-
-
-def describe(manifest, where: object) -> str:
-    t, e = manifest.train, manifest.eval
-    return (
-        f"dataset {manifest.name}: {where}\n"
-        f"  source     {manifest.source} (sha256 {manifest.source_sha256[:12]})\n"
-        f"  tokenizer  {manifest.tokenizer} ({manifest.tokenizer_type}, "
-        f"vocabulary {manifest.vocab_size})\n"
-        f"  train      {t.examples} examples, {t.tokens} tokens, {len(t.shards)} shard(s)\n"
-        f"  eval       {e.examples} examples, {e.tokens} tokens, {len(e.shards)} shard(s) "
-        f"({manifest.eval_fraction:g} of the documents, seed {manifest.split_seed})\n"
-        f"  dropped    {manifest.duplicates_dropped} exact duplicates, "
-        f"{manifest.empty_dropped} empty\n"
-        f"  checksum   {manifest.checksum[:16]}"
-    )
 
 
 def run_show(ns: argparse.Namespace) -> int:
     check_dataset_name(ns.name, "NAME")
     output = Path(ns.output_dir) if ns.output_dir else default_output_dir()
     where = output / DATASETS_SUBDIR / ns.name
-    print(describe(read_manifest(where, "data show"), where))
+    print(describe_manifest(read_manifest(where, "data show"), where))
     return 0
 
 
@@ -191,8 +208,35 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         default=DEFAULT_SHARD_MB,
         help=f"text per shard (default {DEFAULT_SHARD_MB} MB)",
     )
+    p.add_argument(
+        "--near-duplicates",
+        type=_threshold,
+        metavar="JACCARD",
+        help="also drop near duplicates: documents whose word 5-grams' Jaccard similarity with "
+        "an earlier one is about JACCARD or more (MinHash, 128 permutations, LSH bands), e.g. "
+        "0.8; the manifest counts them",
+    )
     p.add_argument("--overwrite", action="store_true", help="replace a dataset of this name")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    cluster = p.add_argument_group(
+        "on a cluster's hosts",
+        "with --release or --address, a Ray job prepares it there with Ray Data: SOURCE and "
+        "--output-dir are as the cluster's hosts see them (gs://BUCKET/prefix, or a path under "
+        "the bucket's mount; the default output: the release's bucket mount)",
+    )
+    add_where_options(cluster)
+    cluster.add_argument(
+        "--parallelism",
+        type=int,
+        metavar="N",
+        help="tasks at once (default: as many as the hosts' CPUs fit)",
+    )
+    cluster.add_argument(
+        "--on-tpu-hosts",
+        action="store_true",
+        help="let the TPU slices' hosts work too (default: the head and CPU hosts only; use it "
+        "while the slices are idle)",
+    )
     p.set_defaults(func=run_prepare)
 
     what = "print a prepared dataset's manifest: examples, tokens, shards, tokenizer"

@@ -201,6 +201,7 @@ def submit_entrypoint(
     entrypoint: list[str],
     title: str = "training",
     working_dir: Path | None = None,
+    env_vars: dict[str, str] | None = None,
 ) -> int:
     """Submits `entrypoint` as `ray job submit --no-wait -- entrypoint` would (Ray's job API,
     ray_jobs_api), then follows the job; `working_dir` is uploaded and becomes the job's
@@ -226,6 +227,8 @@ def submit_entrypoint(
                 "working_dir": jobs.upload_directory(working_dir, SKIPPED_DIRS),
                 "config": {"eager_install": False},
             }
+        if env_vars:
+            runtime_env = {**(runtime_env or {}), "env_vars": env_vars}
         jobs.submit(entrypoint, job_id, metadata, runtime_env)
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         STATE_FILE.write_text(f"{job_id}\n{address}\n")
