@@ -80,7 +80,8 @@ class GcsFile:
     def open(self) -> BinaryIO:
         from launcher.core.gcs import storage_client
 
-        return storage_client().bucket(self.bucket).blob(self.object_name).open("rb")
+        reader: BinaryIO = storage_client().bucket(self.bucket).blob(self.object_name).open("rb")
+        return reader
 
     def __str__(self) -> str:
         return f"gs://{self.bucket}/{self.object_name}"

@@ -132,8 +132,8 @@ def file_sha256(path: Path) -> str:
 
 
 def make_shard(
-    path: Path, docs: list[tuple[str, ...]], features: tuple[str, ...], tokenizer
-) -> dict:
+    path: Path, docs: list[tuple[str, ...]], features: tuple[str, ...], tokenizer: Any
+) -> dict[str, Any]:
     """Writes a shard and returns its record in the state: examples, tokens, the longest, the
     lengths' histogram and the file's sha256."""
     lengths = [sum(len(tokenizer.encode(t)) for t in doc) for doc in docs]
@@ -169,7 +169,9 @@ def checksum_of(shard_sha256s: list[str]) -> str:
     return hashlib.sha256("".join(shard_sha256s).encode()).hexdigest()
 
 
-def split_counts(state: dict[str, Any], names: list[str]) -> tuple[int, int, int, dict]:
+def split_counts(
+    state: dict[str, Any], names: list[str]
+) -> tuple[int, int, int, dict[str, list[int]]]:
     """A split's examples, tokens, longest and merged lengths from its shards' records."""
     from launcher.core.datasets import merge_histograms
 
@@ -222,7 +224,7 @@ def same_settings(existing: Manifest, request: PrepareRequest, digest: str, kind
 def manifest_of(
     request: PrepareRequest,
     settings: Settings,
-    state: dict,
+    state: dict[str, Any],
     names: dict[str, list[str]],
     tokenizer_path: str,
     vocab_size: int,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import Any
 
 from launcher.core.errors import UsageError
 
@@ -30,10 +31,11 @@ def split_url(url: str, field: str = "bucket") -> tuple[str, str]:
     return m[1], (m[2] or "/").strip("/")
 
 
-def storage_client():
+def storage_client() -> Any:  # a google.cloud.storage.Client
     from google.auth.credentials import AnonymousCredentials
     from google.cloud import storage
 
     if os.environ.get("STORAGE_EMULATOR_HOST"):
-        return storage.Client(project="emulated", credentials=AnonymousCredentials())
+        anonymous = AnonymousCredentials()  # type: ignore[no-untyped-call]
+        return storage.Client(project="emulated", credentials=anonymous)
     return storage.Client()

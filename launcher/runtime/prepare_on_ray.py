@@ -249,7 +249,8 @@ def scan_file(
     }
 
 
-def _scan_batch(batch: dict[str, np.ndarray], files, request: PrepareRequest) -> dict:
+def _scan_batch(batch: dict[str, np.ndarray], **kwargs: Any) -> dict[str, np.ndarray]:
+    files, request = kwargs["files"], kwargs["request"]
     rows = []
     for index in batch["file"]:
         found = scan_file(
@@ -414,7 +415,7 @@ def _tokenizer(tokenizer_path: str, kind: str):
     return load_tokenizer(str(copied), kind, field="--tokenizer")
 
 
-def _write_batch(batch: dict[str, np.ndarray], **kwargs) -> dict:
+def _write_batch(batch: dict[str, np.ndarray], **kwargs: Any) -> dict[str, np.ndarray]:
     plans, records = [], []
     for text in batch["plan"]:
         raw = json.loads(text)
@@ -460,9 +461,8 @@ def cpu_hosts_selector(tpu_hosts: bool) -> dict[str, Any]:
             fix="give the head CPUs, add a CPU worker group, or pass --on-tpu-hosts while the "
             "slices are idle",
         )
-    return {
-        "label_selector": {ray._raylet.RAY_NODE_ID_KEY: f"in({','.join(n['NodeID'] for n in cpu)})"}
-    }
+    node_id_label = ray._raylet.RAY_NODE_ID_KEY  # type: ignore[attr-defined]
+    return {"label_selector": {node_id_label: f"in({','.join(n['NodeID'] for n in cpu)})"}}
 
 
 def where_it_ran(node_ids: set[str]) -> str:
@@ -536,10 +536,10 @@ def prepare_on_ray(
     target = f"{str(request.output_dir).rstrip('/')}/{DATASETS_SUBDIR}/{request.name}"
     store = Store(target)
     tokenizer_path, kind = tokenizer_of(request)
-    tasks = {"concurrency": parallelism} if parallelism else {}
+    pool = ray.data.TaskPoolStrategy(size=parallelism) if parallelism else None
     print(
         f"data: {len(files)} file(s) under {request.source} -> {target}, "
-        f"{f"{parallelism} task(s)" if parallelism else "as many tasks as fit"} at once, on "
+        f"{f'{parallelism} task(s)' if parallelism else 'as many tasks as fit'} at once, on "
         f"{'every host' if tpu_hosts else 'the head and CPU hosts'}",
         flush=True,
     )
@@ -553,7 +553,7 @@ def prepare_on_ray(
         _scan_batch,
         batch_size=1,
         fn_kwargs={"files": files, "request": request},
-        **tasks,
+        compute=pool,
         **placement,
     )
     scans: list[Scan] = []
@@ -622,7 +622,7 @@ def prepare_on_ray(
                 "tokenizer_path": tokenizer_path,
                 "kind": kind,
             },
-            **tasks,
+            compute=pool,
             **placement,
         )
         sizes = {p.name: p for p in todo}

@@ -12,8 +12,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from launcher.core import dataset_shards
 from launcher.client.data.prepare import STATE, PrepareRequest, prepare
+from launcher.core import dataset_shards
 from launcher.core.datasets import MANIFEST, Manifest, maxtext_keys, read_manifest, work_dir
 from launcher.core.errors import UsageError
 from launcher.corpus import generate
