@@ -2,13 +2,18 @@
 over its nodes, gives the dataset the workstation's path gives (the same shards, byte for byte,
 and the same manifest checksum) with one task at a time and with four; a corpus in Cloud Storage
 (the GCS emulator: a stand-in, Cloud Storage cannot run here) is read and written there, nothing
-of it on this machine's disk; and the tasks keep off the simulated TPU slice's hosts unless told.
+of it on this machine's disk, and a second run does nothing; a job stopped midway resumes at its
+first unfinished shard; and the tasks keep off the simulated TPU slice's hosts unless told.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -20,12 +25,13 @@ from harness.local_ray import LocalCluster, tpu_launcher
 from harness.paths import REPO
 from launcher.client.jobs.ray_api import default_address
 from launcher.client.workspace import DATA_STAGING
+from launcher.core.child_process import ends_with_this_process
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, SPLITS, Manifest
 from launcher.corpus import TINY
 
 pytestmark = pytest.mark.e2e
 
-SHARD_MB = "0.02"  # about 20 kB of text a shard: a dozen shards from this corpus
+SHARD_MB = "0.004"  # about 4 kB of text a shard: some 60 shards from this corpus
 
 
 @pytest.fixture(scope="module")
@@ -55,30 +61,6 @@ def here(corpus, tmp_path_factory) -> tuple[Manifest, Path]:
 
 def _shards(manifest: Manifest) -> list[str]:
     return [name for split in SPLITS for name in getattr(manifest, split).shards]
-
-
-def test_one_task_at_a_time_on_the_head_gives_the_workstation_dataset(
-    local_cluster: LocalCluster, corpus, here, tmp_path
-):
-    expected, local = here
-    assert expected.duplicates_dropped == 50 + 60 and expected.empty_dropped == 1
-    assert len(_shards(expected)) > 5
-    done = local_cluster.launcher(
-        "data", "prepare", str(corpus), "--name", "d", "--output-dir", str(tmp_path),
-        "--shard-mb", SHARD_MB, "--address", default_address(), "--parallelism", "1",
-        timeout=400,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "1 task(s) at once, on the head and CPU hosts" in done.stdout
-    assert "the tasks ran on 1 node(s): the head; 0 of them TPU hosts" in done.stdout
-    assert "== prepared ==" in done.stdout and "data: wrote" in done.stdout
-    target = tmp_path / DATASETS_SUBDIR / "d"
-    made = Manifest.from_json((target / MANIFEST).read_text())
-    assert made.checksum == expected.checksum
-    assert (made.source_sha256, _shards(made)) == (expected.source_sha256, _shards(expected))
-    for name in _shards(made):
-        assert (target / name).read_bytes() == (local / name).read_bytes(), name
-    assert not (target / ".prepare-state.json").exists()
 
 
 def test_a_corpus_in_the_bucket_is_prepared_there_by_four_tasks(
@@ -117,3 +99,59 @@ def test_a_corpus_in_the_bucket_is_prepared_there_by_four_tasks(
     # Nothing of it on this machine: no staging copy, no dataset in the local bucket.
     assert not (REPO / DATA_STAGING / "corpora").exists()  # where the launcher ran
     assert not (local_cluster.bucket / DATASETS_SUBDIR / "d").exists()
+
+
+def test_one_task_at_a_time_stopped_midway_resumes_to_the_workstation_dataset(
+    local_cluster: LocalCluster, corpus, here, tmp_path
+):
+    """One task at a time on the head; stopped (`tpu-launcher stop`) once its state records two
+    shards, then run again: the finished shards are kept, not written again, and the dataset is
+    the workstation's, byte for byte."""
+    expected, local = here
+    assert expected.duplicates_dropped == 50 + 60 and expected.empty_dropped == 1
+    argv = (
+        "data", "prepare", str(corpus), "--name", "d", "--output-dir", str(tmp_path),
+        "--shard-mb", SHARD_MB, "--address", default_address(), "--parallelism", "1",
+    )  # fmt: skip
+    env = {**os.environ, "LAUNCHER_STATE_DIR": str(local_cluster.bucket / ".state")}
+    target = tmp_path / DATASETS_SUBDIR / "d"
+    state = target / ".prepare-state.json"
+    with subprocess.Popen(
+        ends_with_this_process([sys.executable, "-m", "launcher", *argv]),
+        cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    ) as first:  # fmt: skip
+        deadline = time.monotonic() + 300
+        while len(_recorded(state)) < 2:
+            assert first.poll() is None, first.stdout.read() if first.stdout else ""
+            assert time.monotonic() < deadline, "no shard recorded in 300 s"
+            time.sleep(0.2)
+        stopped = local_cluster.launcher("stop", "--address", default_address())
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        out, _ = first.communicate(timeout=120)
+    assert first.returncode != 0 and not (target / MANIFEST).exists(), out
+    kept = _recorded(state)
+    before = {n: (target / n).stat().st_mtime_ns for n in kept}
+    planned = sum(json.loads(state.read_text())["settings"]["shards"].values())
+    assert 2 <= len(kept) < planned, f"{len(kept)} of {planned} shards before the stop"
+
+    again = local_cluster.launcher(*argv, timeout=400)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"data: resuming: {len(kept)} shard(s) already written" in again.stdout
+    assert {n: (target / n).stat().st_mtime_ns for n in kept} == before  # not written again
+    assert "1 task(s) at once, on the head and CPU hosts" in again.stdout
+    assert "the tasks ran on 1 node(s): the head; 0 of them TPU hosts" in again.stdout
+    assert "== prepared ==" in again.stdout and "data: wrote" in again.stdout
+    made = Manifest.from_json((target / MANIFEST).read_text())
+    assert made.checksum == expected.checksum
+    assert (made.source_sha256, _shards(made)) == (expected.source_sha256, _shards(expected))
+    for name in _shards(made):
+        assert (target / name).read_bytes() == (local / name).read_bytes(), name
+    assert not state.exists()
+
+
+def _recorded(state: Path) -> dict:
+    """The shards a state file records as finished (none while it is absent or being replaced)."""
+    try:
+        return json.loads(state.read_text())["shards"]
+    except (OSError, ValueError):
+        return {}
