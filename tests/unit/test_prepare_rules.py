@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -174,3 +175,33 @@ def test_the_request_reaches_the_job_as_one_argument_and_back(tmp_path):
     assert words[words.index("--request") + 1] == request.to_json()
     assert words[-3:] == ["--parallelism", "4", "--on-tpu-hosts"]
     assert PrepareRequest.from_json(request.to_json()) == request
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["gs://b/raw"], "read where it is by the cluster's hosts"),
+        (["--parallelism", "4"], "is for a preparation on a cluster's hosts"),
+        (["--on-tpu-hosts"], "add --release NAME"),
+        (["--address", "http://127.0.0.1:1"], "--output-dir"),
+    ],
+)
+def test_what_only_a_cluster_does_is_refused_here_with_the_fix(argv, said, capsys):
+    from launcher.cli import main
+
+    assert main(["data", "prepare", "--name", "d", *argv]) == 2  # before anything is read
+    assert said in capsys.readouterr().err
+
+
+def test_a_release_reads_the_bucket_or_its_mount_never_this_machine():
+    from launcher.client.data.on_cluster import _check_source_is_theirs
+    from launcher.core.errors import UsageError
+
+    _check_source_is_theirs("gs://b/raw", "/data", "tpu")
+    _check_source_is_theirs("/data/raw/corpus", "/data", "tpu")
+    with pytest.raises(
+        UsageError, match=re.escape("gcloud storage cp -r ./corpus gs://BUCKET/raw/")
+    ):
+        _check_source_is_theirs("./corpus", "/data", "tpu")
+    with pytest.raises(UsageError, match="their bucket mount, /data"):
+        _check_source_is_theirs("/database/x", "/data", "tpu")

@@ -36,7 +36,15 @@ def prepare_on_cluster(ns: argparse.Namespace, request_for: Callable[[str], Prep
             from launcher.client.helm_release import Release, forwarded
 
             read = Release.read(ns.release, ns.namespace)
-            output = ns.output_dir or _bucket_mount(read, ns.release)
+            mount = _bucket_mount(read)
+            _check_source_is_theirs(ns.source, mount, ns.release)
+            output = ns.output_dir or mount
+            if not output:
+                raise UsageError(
+                    "--output-dir",
+                    f"release {ns.release}'s head mounts no bucket (no gcsfuse volume)",
+                    "say where its hosts write: --output-dir gs://BUCKET[/prefix]",
+                )
             address = stack.enter_context(forwarded(read, ns.namespace))
         else:
             from launcher.client.jobs.ray_api import resolve_address
@@ -68,14 +76,23 @@ def prepare_on_cluster(ns: argparse.Namespace, request_for: Callable[[str], Prep
         )
 
 
-def _bucket_mount(read, release: str) -> str:
+def _check_source_is_theirs(source: str | None, mount: str | None, release: str) -> None:
+    """A release's hosts read gs:// or their bucket mount, never a path on this machine."""
+    if not source or source.startswith("gs://"):
+        return
+    if mount and source.startswith(mount.rstrip("/") + "/"):
+        return
+    raise UsageError(
+        "SOURCE",
+        f"{source} is not where release {release}'s hosts can read: they read gs://..."
+        + (f" or their bucket mount, {mount}" if mount else ""),
+        f"copy it to the bucket first (gcloud storage cp -r {source} gs://BUCKET/raw/) and "
+        "name it there, or prepare it here without --release",
+    )
+
+
+def _bucket_mount(read) -> str | None:  # read: a helm_release.Release
     from launcher.client.jobs.release_data import BucketMount
 
     mount = BucketMount.of_cluster(read.raycluster["spec"]) if read.raycluster else None
-    if mount is None:
-        raise UsageError(
-            "--output-dir",
-            f"release {release}'s head mounts no bucket (no gcsfuse volume)",
-            "say where its hosts write: --output-dir gs://BUCKET[/prefix]",
-        )
-    return mount.mount
+    return mount.mount if mount else None
