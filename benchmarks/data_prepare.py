@@ -2,7 +2,8 @@
 """How fast `data prepare` goes per core: the workstation's path (one process) and the cluster's
 (Ray Data tasks, launcher.runtime.prepare_on_ray, on an in-process Ray with this machine's
 cores), on the same generated corpus, measured side by side in one run; both datasets must
-have the same checksum. Then the wall time 100 GB would take on a v6e-16 release's hosts at the
+have the same checksum; the head's memory a document while it builds the index. Then the wall
+time 100 GB would take on a v6e-16 release's hosts at the
 Ray path's rate per core, with the CPUs the chart gives Ray (its values' requests: the head's,
 and each TPU host's with --on-tpu-hosts) and with every vCPU of the TPU hosts
 (launcher.core.machines).
@@ -59,6 +60,43 @@ def chart_cpus() -> tuple[int, int]:
     return head, int(values["worker"]["resources"]["requests"]["cpu"])
 
 
+def index_bytes_per_document(documents: int = 2_000_000, files: int = 20) -> tuple[float, float]:
+    """The cluster road's driver memory a document: its scans' rows, and what building the
+    index adds at its peak (this process's maximum resident size before and after), on
+    generated hashes, as many as a 4 GB corpus of 2 kB documents has."""
+    import resource
+
+    import numpy as np
+
+    from launcher.core.dataset_shards import PrepareRequest
+    from launcher.runtime.prepare_on_ray import KEY_BYTES, Scan, build_index
+
+    rng, per = np.random.default_rng(0), documents // files
+    scans = [
+        Scan(
+            i,
+            "",
+            0,
+            rng.integers(0, 256, (per, KEY_BYTES), dtype=np.uint8),
+            rng.integers(0, 2, per).astype(np.int8),
+            np.full(per, 2000, np.int64),
+            np.zeros(per, bool),
+            np.zeros((per, 0), np.uint64),
+            np.arange(per, dtype=np.int64) * 2000,
+        )
+        for i in range(files)
+    ]
+    held = sum(
+        s.keys.nbytes + s.splits.nbytes + s.sizes.nbytes + s.empty.nbytes + s.offsets.nbytes
+        for s in scans
+        if s.offsets is not None
+    )
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    build_index(scans, PrepareRequest("generated", "d", "nowhere"))
+    peak = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) * 1024  # KiB on Linux
+    return held / documents, peak / documents
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=24, help="corpus size, MB of JSONL")
@@ -80,6 +118,7 @@ def main() -> None:
     from launcher.runtime.prepare_on_ray import prepare_on_ray
 
     cores = os.cpu_count() or 1
+    held, peak = index_bytes_per_document()  # first: this process's peak is still low
     with tempfile.TemporaryDirectory(prefix="bench-prepare-") as tmp:
         src = Path(tmp) / "src"
         src.mkdir()
@@ -123,6 +162,12 @@ def main() -> None:
         "once per task process on a cluster"
     )
 
+    per_doc = held + peak
+    print(
+        f"\nthe Ray road's driver (the head): {held:.0f} bytes a document of scans, "
+        f"{peak:.0f} more at the index's peak: {per_doc * 50e6 / 1e9:.1f} GB for 50 million "
+        f"documents ({TARGET_GB} GB of 2 kB documents)"
+    )
     shape = tpu_type("v6e-16")
     head, worker = chart_cpus()
     per_core = ray_rate / cores * 1e6  # bytes/s

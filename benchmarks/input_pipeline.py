@@ -80,8 +80,8 @@ def main() -> int:
     from absl import flags
 
     flags.FLAGS.mark_as_parsed()  # Grain's own flags, at their defaults (as in the worker)
-    from launcher.client.data.commands import SHIPPED_CORPUS
     from launcher.client.data.prepare import PrepareRequest, prepare
+    from launcher.corpus import TINY as SHIPPED_CORPUS
 
     print(
         f"one v6e-16 host consumes {HOST_NEEDS:,.0f} tokens/s (the tutorial's "

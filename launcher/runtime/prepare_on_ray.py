@@ -5,12 +5,13 @@ directory the hosts mount, or gs://) and writing the shards where the job's host
 Three steps, the same rules as the workstation's path (launcher.core.dataset_shards), so the same
 input gives byte-identical shards and the same manifest checksum:
 
-1. scan, a task per file: its sha256 and, per document, the sha256 of its text, its split, its
-   size, whether it is empty (and its MinHash bands when near duplicates are asked for): 32-60
-   bytes a document come back, never the text;
+1. scan, a task per file: its sha256 and, per document, a hash of its text, its split, its
+   size, whether it is empty, where its line starts (and its MinHash bands when near duplicates
+   are asked for): 34 bytes a document come back (8 more a band), never the text;
 2. on the driver, the index: the first of each exact duplicate kept (numpy's unique over the
    documents in source order), near duplicates dropped, each split's shards and which documents
-   each holds: about 45 bytes a document in the driver's memory (2.2 GB for 50 million);
+   each holds: about 100 bytes a document at the peak besides the scans' 34, 6.8 GB for 50
+   million documents (100 GB of 2 kB documents; `benchmarks/data_prepare.py` measures it);
 3. write, a task per shard: it reads again only the files its documents are in (a JSONL file
    from its first document's line), tokenizes to count, writes the ArrayRecord shard and returns
    its record; the driver records each finished shard in the state file as it comes, so a job
@@ -74,6 +75,14 @@ from launcher.core.errors import UsageError
 from launcher.core.gcs import is_gcs_url, split_url
 
 PROGRESS_EVERY_S = 5.0
+# The state file is written at most this often: Cloud Storage takes about one write a second to
+# one object ("Maximum rate of writes to the same object name"); a shard finished since the last
+# write is written again by a resumed run.
+STATE_EVERY_S = 2.0
+# A document's text hash as the driver compares them: the first 128 bits of its SHA-256. Two
+# different documents among 10^9 share one with odds of about 10^-21 (the birthday bound); the
+# workstation compares all 256 bits, and the two agree unless that happens.
+KEY_BYTES = 16
 
 
 # --- where the dataset goes: a directory the hosts mount, or gs:// ---------------------------
@@ -229,7 +238,7 @@ def scan_file(
         blank = is_empty(doc)
         text = document_text(doc)
         empty.append(blank)
-        keys.append(b"\0" * 32 if blank else document_key(doc))
+        keys.append(b"\0" * KEY_BYTES if blank else document_key(doc)[:KEY_BYTES])
         splits.append(0 if blank else SPLITS.index(split_of(text, seed, eval_fraction)))
         sizes.append(document_size(doc))
         if near:
@@ -269,7 +278,7 @@ class Scan:
     file: int
     sha256: str
     bytes: int
-    keys: np.ndarray  # (documents, 32) uint8
+    keys: np.ndarray  # (documents, KEY_BYTES) uint8
     splits: np.ndarray  # 0 train, 1 eval
     sizes: np.ndarray
     empty: np.ndarray
@@ -283,7 +292,7 @@ class Scan:
             int(row["file"]),
             str(row["sha256"]),
             int(row["bytes"]),
-            np.frombuffer(row["keys"], dtype=np.uint8).reshape(n, 32),
+            np.frombuffer(row["keys"], dtype=np.uint8).reshape(n, KEY_BYTES),
             np.frombuffer(row["splits"], dtype=np.int8),
             np.frombuffer(row["sizes"], dtype=np.int64),
             np.frombuffer(row["empty"], dtype=bool),
@@ -297,15 +306,51 @@ class Scan:
 
 @dataclass(frozen=True)
 class ShardPlan:
+    """A shard's documents: file and document numbers, in source order (12 bytes each), and
+    where each of its JSONL files' first document starts (-1: read the file from its start)."""
+
     split: str
     index: int
     count: int
-    docs: dict[int, list[int]]  # file -> the documents of it in this shard, in order
+    files: np.ndarray  # int32, a document's file
+    docs: np.ndarray  # int64, its number in that file
+    starts: dict[int, int]  # file -> byte offset of its first document in this shard
     size: int  # the shard's text in bytes
 
     @property
     def name(self) -> str:
         return shard_name(self.split, self.index, self.count)
+
+    def by_file(self) -> list[tuple[int, np.ndarray]]:
+        """(file, its documents in this shard), files in order."""
+        cuts = np.flatnonzero(np.diff(self.files)) + 1
+        return [
+            (int(f[0]), d)
+            for f, d in zip(np.split(self.files, cuts), np.split(self.docs, cuts), strict=True)
+        ]
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "split": self.split,
+            "index": self.index,
+            "count": self.count,
+            "files": self.files.astype(np.int32).tobytes(),
+            "docs": self.docs.astype(np.int64).tobytes(),
+            "starts": json.dumps(self.starts),
+            "size": self.size,
+        }
+
+    @classmethod
+    def of_row(cls, row: dict[str, Any]) -> ShardPlan:
+        return cls(
+            str(row["split"]),
+            int(row["index"]),
+            int(row["count"]),
+            np.frombuffer(row["files"], dtype=np.int32),
+            np.frombuffer(row["docs"], dtype=np.int64),
+            {int(k): v for k, v in json.loads(row["starts"]).items()},
+            int(row["size"]),
+        )
 
 
 @dataclass(frozen=True)
@@ -323,12 +368,12 @@ def build_index(scans: list[Scan], request: PrepareRequest) -> Index:
     from launcher.core.near_duplicates import near_duplicate_mask
 
     counts = [len(s.empty) for s in scans]
-    file_of = np.repeat(np.arange(len(scans)), counts)
-    doc_of = np.concatenate([np.arange(c) for c in counts]) if counts else np.zeros(0, int)
+    file_of = np.repeat(np.arange(len(scans), dtype=np.int32), counts)
+    doc_of = np.concatenate([np.arange(c, dtype=np.int64) for c in counts])
     empty = np.concatenate([s.empty for s in scans])
     present = np.flatnonzero(~empty)
     keys = np.concatenate([s.keys for s in scans])[present]
-    _, first = np.unique(keys.view(np.dtype((np.void, 32))).ravel(), return_index=True)
+    _, first = np.unique(keys.view(np.dtype((np.void, KEY_BYTES))).ravel(), return_index=True)
     unique = np.sort(present[first])
     kept = unique
     near = 0
@@ -353,10 +398,12 @@ def build_index(scans: list[Scan], request: PrepareRequest) -> Index:
         shards[split] = count
         for k in range(count):
             part = members[k * n // count : (k + 1) * n // count]
-            docs: dict[int, list[int]] = {}
-            for i in part:
-                docs.setdefault(int(file_of[kept[i]]), []).append(int(doc_of[kept[i]]))
-            plans.append(ShardPlan(split, k, count, docs, int(sizes[part].sum())))
+            files, docs = file_of[kept[part]], doc_of[kept[part]]
+            plan = ShardPlan(split, k, count, files, docs, {}, int(sizes[part].sum()))
+            for f, wanted in plan.by_file():
+                offsets = scans[f].offsets
+                plan.starts[f] = int(offsets[wanted[0]]) if offsets is not None else -1
+            plans.append(plan)
     return Index(
         plans,
         shards,
@@ -373,7 +420,6 @@ def build_index(scans: list[Scan], request: PrepareRequest) -> Index:
 def write_planned_shard(
     plan: ShardPlan,
     files: list[SourceFile],
-    offsets: dict[int, list[int]],
     request: PrepareRequest,
     target: str,
     tokenizer_path: str,
@@ -382,11 +428,11 @@ def write_planned_shard(
     """Reads the plan's documents from their files, writes the shard into `target` and returns
     its record (what the state and the manifest keep)."""
     docs: list[tuple[str, ...]] = []
-    for file_index, wanted in plan.docs.items():  # each file's documents in file order
-        file, starts = files[file_index], offsets.get(file_index)
-        base = wanted[0] if starts else 0
-        source = FromOffset(file, starts[base]) if starts else file
-        picked, last = set(wanted), wanted[-1]
+    for file_index, wanted in plan.by_file():  # each file's documents in file order
+        file, start = files[file_index], plan.starts[file_index]
+        base = int(wanted[0]) if start >= 0 else 0
+        source = FromOffset(file, start) if start >= 0 else file
+        picked, last = set(wanted.tolist()), int(wanted[-1])
         for number, doc in enumerate(documents(source, request.fields), start=base):
             if number in picked:
                 docs.append(doc)
@@ -416,22 +462,15 @@ def _tokenizer(tokenizer_path: str, kind: str):
 
 
 def _write_batch(batch: dict[str, np.ndarray], **kwargs: Any) -> dict[str, np.ndarray]:
-    plans, records = [], []
-    for text in batch["plan"]:
-        raw = json.loads(text)
-        plan = ShardPlan(
-            raw["split"],
-            raw["index"],
-            raw["count"],
-            {int(k): v for k, v in raw["docs"].items()},
-            raw["size"],
-        )
-        plans.append(plan.name)
+    names, records = [], []
+    for i in range(len(batch["split"])):
+        plan = ShardPlan.of_row({k: v[i] for k, v in batch.items()})
+        names.append(plan.name)
         records.append(json.dumps(write_planned_shard(plan, **kwargs)))
     return {
-        "name": np.array(plans, dtype=object),
+        "name": np.array(names, dtype=object),
         "record": np.array(records, dtype=object),
-        "node": np.array([_node_id()] * len(plans), dtype=object),
+        "node": np.array([_node_id()] * len(names), dtype=object),
     }
 
 
@@ -603,20 +642,15 @@ def prepare_on_ray(
     # The write tasks load the tokenizer from where it was given: a path every host reads as
     # this one does (the image's assets, the bucket's mount), or the bytes one they make.
     todo = [p for p in index.plans if p.name not in done]
-    offsets = {
-        s.file: s.offsets.tolist()
-        for s in scans
-        if s.offsets is not None and any(s.file in p.docs for p in todo)
-    }
+    del scans  # the plans hold what the writes need
     if todo:
         written = ray.data.from_items(
-            [{"plan": json.dumps(_plan_json(p))} for p in todo], override_num_blocks=len(todo)
+            [p.to_row() for p in todo], override_num_blocks=len(todo)
         ).map_batches(
             _write_batch,
             batch_size=1,
             fn_kwargs={
                 "files": files,
-                "offsets": offsets,
                 "request": request,
                 "target": target,
                 "tokenizer_path": tokenizer_path,
@@ -627,11 +661,17 @@ def prepare_on_ray(
         )
         sizes = {p.name: p for p in todo}
         progress = Progress("wrote", len(todo), sum(p.size for p in todo), "shards")
-        for row in written.iter_rows():
-            worked.add(row["node"])
-            state["shards"][row["name"]] = json.loads(row["record"])
+        saved = time.monotonic()
+        try:
+            for row in written.iter_rows():
+                worked.add(row["node"])
+                state["shards"][row["name"]] = json.loads(row["record"])
+                progress.add(state["shards"][row["name"]]["examples"], sizes[row["name"]].size)
+                if time.monotonic() - saved >= STATE_EVERY_S:
+                    store.write(STATE, json.dumps(state, indent=1))
+                    saved = time.monotonic()
+        finally:  # a write that failed: what finished is kept for the next run
             store.write(STATE, json.dumps(state, indent=1))
-            progress.add(state["shards"][row["name"]]["examples"], sizes[row["name"]].size)
     print(f"data: {where_it_ran(worked)}", flush=True)
     names = {s: [p.name for p in index.plans if p.split == s] for s in SPLITS}
     manifest = manifest_of(
@@ -646,13 +686,3 @@ def prepare_on_ray(
     store.write(MANIFEST, manifest.to_json())  # the dataset is complete from here on
     store.delete(STATE)
     return manifest
-
-
-def _plan_json(plan: ShardPlan) -> dict:
-    return {
-        "split": plan.split,
-        "index": plan.index,
-        "count": plan.count,
-        "docs": {str(k): v for k, v in plan.docs.items()},
-        "size": plan.size,
-    }

@@ -25,6 +25,7 @@ from launcher.core.datasets import DATASETS_SUBDIR, SPLITS
 from launcher.core.near_duplicates import NearDuplicates, band_keys, near_duplicate_mask
 from launcher.runtime.prepare_on_ray import (
     Scan,
+    ShardPlan,
     _line_offsets,
     build_index,
     scan_file,
@@ -79,13 +80,16 @@ def _on_ray_steps(request: PrepareRequest, out: Path) -> dict[str, str]:
         source_digest(files)
     )
     index = build_index(scans, request)
-    offsets = {s.file: s.offsets.tolist() for s in scans if s.offsets is not None}
-    assert set(offsets) == {0}, "a.jsonl is read from offsets; b.jsonl's CRLF lines are not"
+    starts = {f: at >= 0 for plan in index.plans for f, at in plan.starts.items()}
+    assert starts == {0: True, 1: False, 2: False, 3: False}, (
+        "a.jsonl is read from its documents' lines; b.jsonl's CRLF lines, Parquet and text whole"
+    )
     out.mkdir(parents=True)
     tokenizer, kind = tokenizer_of(request)
     found = {}
     for plan in index.plans:
-        record = write_planned_shard(plan, files, offsets, request, str(out), tokenizer, kind)
+        plan = ShardPlan.of_row(plan.to_row())  # as the write task receives it
+        record = write_planned_shard(plan, files, request, str(out), tokenizer, kind)
         assert record["sha256"] == file_sha256(out / plan.name)
         found[plan.name] = record["sha256"]
     return found

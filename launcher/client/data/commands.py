@@ -20,9 +20,7 @@ from launcher.core.datasets import (
 from launcher.core.errors import UsageError
 from launcher.core.tokenizers import TOKENIZER_TYPES
 from launcher.core.trainers import SFT_FIELDS
-from launcher.corpus import TINY, shipped
-
-SHIPPED_CORPUS = TINY
+from launcher.corpus import shipped
 
 
 def default_output_dir() -> Path:
@@ -90,7 +88,10 @@ def run_prepare(ns: argparse.Namespace) -> int:
     if ns.address or ns.release:
         from launcher.client.data.on_cluster import prepare_on_cluster
 
-        return prepare_on_cluster(ns, lambda output: _request(ns, ns.source or "", output))
+        code = prepare_on_cluster(ns, lambda output: _request(ns, ns.source or "", output))
+        if code == 0:
+            _train_on_it(ns)
+        return code
     if ns.parallelism or ns.on_tpu_hosts:
         raise UsageError(
             "--parallelism" if ns.parallelism else "--on-tpu-hosts",
@@ -132,9 +133,13 @@ def run_prepare(ns: argparse.Namespace) -> int:
         where = f"{url.rstrip('/')}/{DATASETS_SUBDIR}/{ns.name}"
         print(f"data: {sent} file(s) sent to {where} (prepared in {output})", file=sys.stderr)
     print(describe_manifest(manifest, where))
+    _train_on_it(ns)
+    return 0
+
+
+def _train_on_it(ns: argparse.Namespace) -> None:
     how = f"--trainer=sft --from=MODEL --data={ns.name}" if ns.fields else f"--data={ns.name}"
     print(f"train on it: tpu-launcher submit ... -- {how} <config.yml> key=value ...")
-    return 0
 
 
 def run_show(ns: argparse.Namespace) -> int:
