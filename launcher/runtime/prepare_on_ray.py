@@ -500,8 +500,9 @@ def cpu_hosts_selector(tpu_hosts: bool) -> dict[str, Any]:
             fix="give the head CPUs, add a CPU worker group, or pass --on-tpu-hosts while the "
             "slices are idle",
         )
-    node_id_label = ray._raylet.RAY_NODE_ID_KEY  # type: ignore[attr-defined]
-    return {"label_selector": {node_id_label: f"in({','.join(n['NodeID'] for n in cpu)})"}}
+    from launcher.runtime.ray_internals import nodes_selector
+
+    return {"label_selector": nodes_selector([n["NodeID"] for n in cpu])}
 
 
 def where_it_ran(node_ids: set[str]) -> str:

@@ -53,6 +53,9 @@ BORROWED: dict[tuple[str, str], str] = {
     # Ray Train's per-rank INFO lines ("Reporting training result N ... from rank R"): kept in
     # its session log files, left out of the console a job's log is made of.
     ("ray.train.v2._internal.logging.logging", "SessionFileHandler"): "its log files' handler",
+    # The label every node carries with its id: a label selector of the CPU hosts' ids keeps
+    # data prepare's Ray Data tasks off the TPU slices (launcher.runtime.prepare_on_ray).
+    ("ray._raylet", "RAY_NODE_ID_KEY"): "the node-id label's key",
 }
 
 
@@ -88,6 +91,11 @@ def kv_list(prefix: str, namespace: str) -> list[str]:
         prefix, namespace=namespace
     )
     return [k.decode() if isinstance(k, bytes) else k for k in found]
+
+
+def nodes_selector(node_ids: list[str]) -> dict[str, str]:
+    """A task's label_selector that places it on one of these nodes."""
+    return {borrowed("ray._raylet", "RAY_NODE_ID_KEY"): f"in({','.join(node_ids)})"}
 
 
 def draining_nodes() -> dict[str, int]:
