@@ -121,7 +121,9 @@ def _gcs_files(url: str) -> list[SourceFile]:
     if exact is not None and exact.exists():  # one object: its name under its "directory"
         return [GcsFile(bucket, prefix, prefix.rsplit("/", 1)[0] if "/" in prefix else "")]
     under = f"{prefix}/" if prefix else ""
-    names = sorted(b.name for b in client.list_blobs(bucket, prefix=under))
+    # In the order a directory's files are (pathlib's: by path part), not by the whole name:
+    # "a/b.jsonl" before "a-c.jsonl" on either road, so their shards are the same.
+    names = sorted((b.name for b in client.list_blobs(bucket, prefix=under)), key=_path_parts)
     found: list[SourceFile] = [GcsFile(bucket, n, prefix) for n in names if _is_document(n)]
     if not found:
         raise UsageError(
@@ -130,6 +132,10 @@ def _gcs_files(url: str) -> list[SourceFile]:
             fix="point at the corpus's prefix; other objects are not read",
         )
     return found
+
+
+def _path_parts(name: str) -> list[str]:
+    return name.split("/")
 
 
 def digest_of(named_sha256s: list[tuple[str, str]]) -> str:

@@ -209,3 +209,16 @@ def test_a_release_reads_the_bucket_or_its_mount_never_this_machine():
         _check_source_is_theirs("./corpus", "/data", "tpu")
     with pytest.raises(UsageError, match="their bucket mount, /data"):
         _check_source_is_theirs("/database/x", "/data", "tpu")
+
+
+def test_objects_are_read_in_the_order_a_directory_files_are(tmp_path):
+    """pathlib sorts by path part: a/b.jsonl before a-c.jsonl, though '-' sorts before '/'."""
+    from launcher.core.corpus_sources import _path_parts
+
+    names = ["raw/a-c.jsonl", "raw/a/b.jsonl", "raw/a.jsonl", "raw/B.txt"]
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    here = [f.name for f in input_files(tmp_path / "raw")]
+    assert [n.removeprefix("raw/") for n in sorted(names, key=_path_parts)] == here
+    assert here == ["B.txt", "a/b.jsonl", "a-c.jsonl", "a.jsonl"]
