@@ -43,7 +43,7 @@ def run_hf_import(ns: argparse.Namespace) -> int:
 
 def run_prepare_data(ns: argparse.Namespace) -> int:
     from launcher.core.dataset_shards import PrepareRequest
-    from launcher.core.datasets import describe_manifest
+    from launcher.core.datasets import dataset_dir, describe_manifest
     from launcher.core.job_events import format_summary_title
     from launcher.runtime.prepare_on_ray import prepare_on_ray
 
@@ -56,7 +56,8 @@ def run_prepare_data(ns: argparse.Namespace) -> int:
         request = replace(request, source=str(shipped(len(request.fields) > 1)))
     manifest = prepare_on_ray(request, ns.parallelism, ns.on_tpu_hosts)
     print("\n" + format_summary_title("prepare"), flush=True)
-    print(describe_manifest(manifest, f"{request.output_dir}/datasets/{request.name}"), flush=True)
+    where = dataset_dir(str(request.output_dir), request.name)
+    print(describe_manifest(manifest, where), flush=True)
     return 0
 
 

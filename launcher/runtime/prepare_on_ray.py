@@ -64,11 +64,11 @@ from launcher.core.dataset_shards import (
     tokenizer_of,
 )
 from launcher.core.datasets import (
-    DATASETS_SUBDIR,
     MANIFEST,
     SPLITS,
     TOKENIZER_SUBDIR,
     Manifest,
+    dataset_dir,
     shard_name,
 )
 from launcher.core.errors import UsageError
@@ -573,7 +573,7 @@ def prepare_on_ray(
     ray.data.DataContext.get_current().enable_progress_bars = False  # ours say it in lines
     placement = cpu_hosts_selector(tpu_hosts)
     files = input_files(str(request.source))
-    target = f"{str(request.output_dir).rstrip('/')}/{DATASETS_SUBDIR}/{request.name}"
+    target = dataset_dir(str(request.output_dir), request.name)
     store = Store(target)
     tokenizer_path, kind = tokenizer_of(request)
     pool = ray.data.TaskPoolStrategy(size=parallelism) if parallelism else None

@@ -112,8 +112,8 @@ def shard_counts(corpus: Corpus, shard_mb: float) -> dict[str, int]:
 
 
 def _legacy_digest(files: list[SourceFile]) -> str:
-    """The source digest launchers before 0.2 wrote (names and bytes in one stream): a dataset
-    they prepared is still recognised as prepared from this source."""
+    """The source digest earlier builds of 0.1.0 wrote (names and bytes in one stream): a
+    dataset they prepared is still recognised as prepared from this source."""
     import hashlib
 
     digest = hashlib.sha256()
