@@ -102,19 +102,29 @@ def test_a_corpus_in_the_bucket_is_prepared_there_by_four_tasks(
 
 
 def test_one_task_at_a_time_stopped_midway_resumes_to_the_workstation_dataset(
-    local_cluster: LocalCluster, corpus, here, tmp_path
+    local_cluster: LocalCluster, corpus, tmp_path
 ):
     """One task at a time on the head; stopped (`tpu-launcher stop`) once its state records two
     shards, then run again: the finished shards are kept, not written again, and the dataset is
-    the workstation's, byte for byte."""
-    expected, local = here
+    the workstation's, byte for byte. Its shards are tiny (some 450) so that the job is still
+    writing when the stop comes: the state is saved every 2 s, a stop takes a few."""
+    shard_mb = "0.0003"
+    whole = tpu_launcher(
+        "data", "prepare", str(corpus), "--name", "d", "--output-dir", str(tmp_path / "here"),
+        "--shard-mb", shard_mb, "--no-progress", timeout=300,
+    )  # fmt: skip
+    assert whole.returncode == 0, whole.stdout + whole.stderr
+    local = tmp_path / "here" / DATASETS_SUBDIR / "d"
+    expected = Manifest.from_json((local / MANIFEST).read_text())
     assert expected.duplicates_dropped == 50 + 60 and expected.empty_dropped == 1
+    assert len(_shards(expected)) > 300
+    out_dir = tmp_path / "on-ray"
     argv = (
-        "data", "prepare", str(corpus), "--name", "d", "--output-dir", str(tmp_path),
-        "--shard-mb", SHARD_MB, "--address", default_address(), "--parallelism", "1",
+        "data", "prepare", str(corpus), "--name", "d", "--output-dir", str(out_dir),
+        "--shard-mb", shard_mb, "--address", default_address(), "--parallelism", "1",
     )  # fmt: skip
     env = {**os.environ, "LAUNCHER_STATE_DIR": str(local_cluster.bucket / ".state")}
-    target = tmp_path / DATASETS_SUBDIR / "d"
+    target = out_dir / DATASETS_SUBDIR / "d"
     state = target / ".prepare-state.json"
     with subprocess.Popen(
         ends_with_this_process([sys.executable, "-m", "launcher", *argv]),
