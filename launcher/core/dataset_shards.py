@@ -76,6 +76,21 @@ class Settings:
     shards: dict[str, int]  # split -> shard count
     near_duplicates: float | None = None
 
+    @classmethod
+    def of(
+        cls, request: PrepareRequest, digest: str, kind: str, shards: dict[str, int]
+    ) -> Settings:
+        return cls(
+            digest,
+            request.tokenizer,
+            kind,
+            request.eval_fraction,
+            request.split_seed,
+            list(request.fields),
+            shards,
+            request.near_duplicates,
+        )
+
 
 def split_of(text: str, seed: int, eval_fraction: float) -> str:
     """The same split for the same text on every run and every machine."""

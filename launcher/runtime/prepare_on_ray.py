@@ -165,12 +165,10 @@ class Store:
 # --- 1. scan: a task per file -------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class BytesFile:
-    """A file already read, parsed as its original (the same name, suffix and messages)."""
+class _ReadAs:
+    """A source file read another way, named and parsed as the original (its messages too)."""
 
     original: SourceFile
-    data: bytes
 
     @property
     def name(self) -> str:
@@ -180,35 +178,32 @@ class BytesFile:
     def suffix(self) -> str:
         return self.original.suffix
 
-    def open(self) -> BinaryIO:
-        return io.BytesIO(self.data)
-
     def __str__(self) -> str:
         return str(self.original)
 
 
 @dataclass(frozen=True)
-class FromOffset:
+class BytesFile(_ReadAs):
+    """A file already read."""
+
+    original: SourceFile
+    data: bytes
+
+    def open(self) -> BinaryIO:
+        return io.BytesIO(self.data)
+
+
+@dataclass(frozen=True)
+class FromOffset(_ReadAs):
     """A JSONL file read from a line's byte offset on: the documents from that line on."""
 
     original: SourceFile
     offset: int
 
-    @property
-    def name(self) -> str:
-        return self.original.name
-
-    @property
-    def suffix(self) -> str:
-        return self.original.suffix
-
     def open(self) -> BinaryIO:
         f = self.original.open()
         f.seek(self.offset)
         return f
-
-    def __str__(self) -> str:
-        return str(self.original)
 
 
 def _line_offsets(data: bytes) -> np.ndarray | None:
@@ -617,16 +612,7 @@ def prepare_on_ray(
         store.remove_all()
 
     index = build_index(scans, request)
-    settings = Settings(
-        digest,
-        request.tokenizer,
-        kind,
-        request.eval_fraction,
-        request.split_seed,
-        list(request.fields),
-        index.shards,
-        request.near_duplicates,
-    )
+    settings = Settings.of(request, digest, kind, index.shards)
     state = resumed_state(store.read(STATE), settings)
     done = {n for n, r in state["shards"].items() if store.intact(n, r)}
     if done:

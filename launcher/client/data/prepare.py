@@ -171,16 +171,7 @@ def _prepare_in(
 
     _say(f"data: reading {len(files)} file(s) under {request.source}")
     corpus = read_corpus(files, request)
-    settings = Settings(
-        digest,
-        request.tokenizer,
-        kind,
-        request.eval_fraction,
-        request.split_seed,
-        list(request.fields),
-        shard_counts(corpus, request.shard_mb),
-        request.near_duplicates,
-    )
+    settings = Settings.of(request, digest, kind, shard_counts(corpus, request.shard_mb))
     state = _load_state(target, settings)
     names: dict[str, list[str]] = {}
     total_docs = sum(len(d) for d in corpus.docs.values())
