@@ -245,8 +245,8 @@ def bare(args, out_dir: Path) -> Run:
                     f"base_output_directory={out_dir}",
                     f"steps={args.steps}",
                     "hardware=cpu",
-                    # The launcher's compilation cache, fresh in the run's directory, as submit's.
-                    f"jax_cache_dir={compile_cache_for(str(out_dir), run_name)}",
+                    # The launcher's compilation cache in the output directory, as submit's.
+                    f"jax_cache_dir={compile_cache_for(str(out_dir))}",
                 ],
                 env=env,
                 stdout=subprocess.PIPE,

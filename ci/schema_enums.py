@@ -2,7 +2,8 @@
 """Writes the TPU table's derived names into values.schema.json, so the schema never lists a
 generation, node label or machine type the table does not have (nor misses one it has: the
 hand-kept pattern once refused Ironwood's real label, tpu7x); and the launcher's own words for
-a choice (a capacity fallback's walkers, launcher.core.capacity.FALLBACKS).
+a choice (a capacity fallback's walkers, launcher.core.capacity.FALLBACKS; the generations and
+capacities cost.pricesPerChipHour is keyed by).
 
 ci/schema_enums.py charts/tpu-stack/values.schema.json --check  # exit 1 if it is stale
 ci/schema_enums.py charts/tpu-stack/values.schema.json --write  # rewrite it
@@ -17,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from launcher.core.capacity import FALLBACKS
+from launcher.core.capacity import CAPACITIES, FALLBACKS
 from launcher.core.tpu_table import GENERATIONS
 
 
@@ -49,7 +50,28 @@ CHOICES = {
 }
 
 
+# A Compute Engine region's name (us-east5, europe-west4, northamerica-northeast1).
+REGION = "[a-z]+-[a-z]+[0-9]+"
+
+
+def price_keys() -> dict:
+    """cost.pricesPerChipHour's keys: a generation of the table, then a capacity of the
+    launcher's (CAPACITIES), alone or after a region (`us-east5/spot`)."""
+    capacities = "|".join(sorted(CAPACITIES))
+    return {
+        "propertyNames": {"enum": sorted(g.name for g in GENERATIONS.values())},
+        "additionalProperties": {
+            "type": "object",
+            "propertyNames": {"pattern": f"^({REGION}/)?({capacities})$"},
+            "additionalProperties": {"type": "number", "minimum": 0},
+        },
+    }
+
+
 def with_enums(schema: dict) -> dict:
+    cost = schema["properties"]["cost"]["properties"]
+    cost["pricesPerChipHour"].update(price_keys())
+    cost["region"]["pattern"] = f"^({REGION})?$"
     props = schema["definitions"]["tpuSlice"]["properties"]
     for key, values in enums().items():
         props[key] = {

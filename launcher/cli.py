@@ -45,6 +45,19 @@ def _tpu_table(ns: argparse.Namespace) -> int:
     if ns.json:
         print(json.dumps(as_json_table(), indent=2, sort_keys=True))
         return 0
+    if ns.prices:
+        from launcher.core.tpu_prices import LIST_PRICES, PRICES_AS_OF, PRICES_SOURCE
+
+        print(f"{'GEN':>5} {'CAPACITY':<10} {'USD/CHIP-HOUR':>13}")
+        for gen_name, by_capacity in LIST_PRICES.items():
+            for capacity, usd in by_capacity.items():
+                print(f"{gen_name:>5} {capacity:<10} {usd:>13.2f}")
+        print(
+            f"list prices as of {PRICES_AS_OF} ({PRICES_SOURCE}); a reservation is billed as "
+            "on-demand; Spot, flex-start and a commitment's prices: the release's "
+            "cost.pricesPerChipHour or a job's --price_per_chip_hour"
+        )
+        return 0
     rows: list[tuple[object, ...]] = [tuple(name for name, _ in _TABLE_COLUMNS)]
     for gen in GENERATIONS.values():
         for topo in gen.topologies:
@@ -95,6 +108,11 @@ def _parser() -> argparse.ArgumentParser:
         "--json",
         action="store_true",
         help="the chart's copy (charts/tpu-stack/files/tpu-table.json)",
+    )
+    p.add_argument(
+        "--prices",
+        action="store_true",
+        help="the dated list prices per chip-hour a job's cost is computed from",
     )
     p.set_defaults(func=_tpu_table)
     p = sub.add_parser(

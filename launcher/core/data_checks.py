@@ -327,9 +327,7 @@ def _check_against_manifest(
 ) -> DataPlan:
     m = plan.manifest
     assert m is not None
-    per_device = float(args.get("per_device_batch_size"))
-    accumulation = int(args.get("gradient_accumulation_steps") or 1)
-    global_batch = max(1, round(per_device * devices * accumulation))
+    global_batch = args.global_batch(devices)
     length = int(args.get("max_target_length"))
     packing = bool(args.get("packing"))
     steps = int(args.get("steps"))
@@ -346,6 +344,7 @@ def _check_against_manifest(
         )
     eval_steps = int(args.get("eval_steps") or -1)
     if eval_on and eval_steps > 0:
+        per_device = float(args.get("per_device_batch_size"))
         eval_per_device = float(args.get("eval_per_device_batch_size") or 0) or per_device
         eval_batch = max(1, round(eval_per_device * devices))
         if eval_steps * eval_batch > m.eval.examples:

@@ -52,6 +52,9 @@ class Attempt:
     compile_cache_hits: int = 0
     compile_seconds_saved: float = 0.0
     ended_at: float | None = None
+    # How GKE provided rank 0's node (launcher.runtime.node_capacity; None: not known), which
+    # prices the start's chips.
+    capacity: str | None = None
     # The last step rank 0 logged, written twice a second apart from this record (which goes
     # every 10 s): a host reclaimed without notice leaves it, so the steps computed again after
     # the restart are counted in full.
@@ -73,6 +76,7 @@ class Attempt:
             compile_seconds=data.get("compile_seconds", 0.0),
             compile_cache_hits=data.get("compile_cache_hits", 0),
             compile_seconds_saved=data.get("compile_seconds_saved", 0.0),
+            capacity=data.get("capacity"),
             ended_at=data.get("ended_at"),
             last_step=data.get("last_step"),
         )
@@ -179,5 +183,6 @@ def format_compile_cache(cache: dict[str, Any]) -> str:
     hits = cache["hits"]
     return (
         f"compile cache: {cache['dir']} ({hits} program{'' if hits == 1 else 's'} loaded from "
-        f"it, {cache['saved_seconds']:.1f}s of compiling saved)"
+        f"it, {cache['saved_seconds']:.1f}s of compiling saved; shared by the runs of its "
+        "directory)"
     )

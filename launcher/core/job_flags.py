@@ -18,9 +18,9 @@ CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
 CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
 # The chart's ray.worker.tpu.minSlices, set on the head: jobs are elastic down to it by default.
 MIN_SLICES_ENV = "LAUNCHER_MIN_SLICES"
-# JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the run's directory on
-# the bucket (RunDir), next to the checkpoints: every restart, and every resubmission with the
-# same arguments, loads the compiled step instead of compiling it again. MaxText's own default
+# JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the output directory on
+# the bucket (run_dir.compile_cache_for), shared by its runs: every restart, and every run of
+# the same shapes, loads the compiled step instead of compiling it again. MaxText's own default
 # (base.yml) is a directory in the pod, which a restarted pod no longer has.
 MAXTEXT_DEFAULT_CACHE_DIR = "~/jax_cache"
 # The hang watchdog's least bound: longer than a synchronous save or an eval of a large model
@@ -108,6 +108,16 @@ POLICY_FLAGS: tuple[PolicyFlag, ...] = (
         "Export the job's figures (step, step time, tokens/s, MFU, loss, goodput, checkpoints, "
         "restarts) as Ray metrics, which the chart's scrape object and dashboard read; "
         "--nometrics: none.",
+    ),
+    PolicyFlag(
+        "price_per_chip_hour",
+        float,
+        0.0,
+        "USD per TPU chip-hour for the job's cost in its summary, `status` and `list --json` "
+        "(0: the release's cost.pricesPerChipHour, else the launcher's dated list price for "
+        "the slice's generation and capacity: `tpu-launcher tpu-table --prices`).",
+        0,
+        "0 (the table's price) or more",
     ),
     PolicyFlag("dry_run", bool, False, "Validate and print the plan as JSON; start no workers."),
 )
@@ -226,6 +236,7 @@ def define_flags(fv: flags.FlagValues) -> None:
         flag_values=fv,
     )
     define_policy_flag("metrics", fv)
+    define_policy_flag("price_per_chip_hour", fv)
     flags.DEFINE_string(
         "data",
         None,

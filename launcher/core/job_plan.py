@@ -69,6 +69,7 @@ class JobOptions:
     steps_beyond_checkpoint: int | None = None
     libtpu_init_args: str = ""
     metrics: bool = True
+    price_per_chip_hour: float = 0.0  # 0: the release's or the table's price
     data: str | None = None
     from_: str | None = None  # --from, a keyword in Python
     trainer: str = PRETRAIN
@@ -243,7 +244,7 @@ def plan_job(
         run_name = str(args.get("run_name"))
         args = resolve_steps(args, Path(out_dir) / run_name, options.steps_beyond_checkpoint)
         if args.get("jax_cache_dir") == MAXTEXT_DEFAULT_CACHE_DIR:  # unless the user chose one
-            args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir, run_name))
+            args = args.with_defaults(jax_cache_dir=compile_cache_for(out_dir))
     data = base = None
     # The datasets and imports are in the bucket the run writes to (base_output_directory).
     root = data_root or (str(args.get("base_output_directory")) if output_dir else None)

@@ -23,6 +23,9 @@ class JobRecord:
     duration_seconds: float | None = None  # so far, for a job that has not ended
     message: str | None = None  # Ray's word on the job (None where Ray is not asked)
     goodput: dict[str, Any] | None = None  # the result line's, or the figures so far
+    # What its chips cost (launcher.core.tpu_prices.JobCost's JSON): the result line's; None
+    # while it runs, or where no price is known.
+    cost: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -265,6 +265,16 @@ class MaxTextArgs:
             if not self.get(key):
                 raise UsageError(field=key, problem="is required and was not given", fix=fix)
 
+    def global_batch(self, devices: int) -> int:
+        """Sequences per optimizer step on `devices` (MaxText's global_batch_size_to_train_on)."""
+        per_device = float(self.get("per_device_batch_size"))
+        accumulation = int(self.get("gradient_accumulation_steps") or 1)
+        return max(1, round(per_device * devices * accumulation))
+
+    def tokens_per_step(self, devices: int) -> int:
+        """Token positions an optimizer step trains on (padding included)."""
+        return self.global_batch(devices) * int(self.get("max_target_length"))
+
     def parallelism(self, kind: str) -> dict[str, int]:
         """The `<kind>_*_parallelism` values (kind: ici or dcn) in effect, -1 meaning 'fill'."""
         keys = {k for k in [*self.config_values, *self.overrides] if _PARALLELISM.match(k)}

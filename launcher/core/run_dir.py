@@ -3,9 +3,9 @@ and what resume, `generate`, `export`, the bucket check and the summary read bac
 
     <output dir>/                  the bucket's mount in the cluster (LAUNCHER_OUTPUT_DIR)
       ray_results/                 Ray Train's own records of each job
+      jax_cache/                   JAX's persistent compilation cache, shared by every run
       <run_name>/
         checkpoints/<step>/        Orbax's saves (committed: <step>/commit_success.txt)
-        jax_cache/                 JAX's persistent compilation cache, shared by every start
         tpu-launcher-run.json      the MaxText config and arguments the run trained with
         hf/<step>/                 `export`: the checkpoint as a Hugging Face model
         tensorboard/launcher.png   the loss and throughput plot, beside MaxText's TensorBoard logs
@@ -35,9 +35,14 @@ def output_dir() -> str:
     return os.environ.get(OUTPUT_DIR_ENV, DEFAULT_OUTPUT_DIR)
 
 
-def compile_cache_for(output_dir: str, run_name: str) -> str:
+def compile_cache_for(output_dir: str) -> str:
+    """JAX's persistent compilation cache, one for every run in the output directory: JAX keys
+    each program by what decides its compiled code (jax/_src/cache_key.py: the program, jaxlib's
+    version, the backend and its version, so libtpu's, XLA_FLAGS and LIBTPU_INIT_ARGS, the
+    compile options and the devices' topology), so a run loads only what compiles the same on
+    the same chips, and a new run of the same shapes compiles nothing again."""
     # Joined as text: a gs:// directory is no local Path.
-    return f"{output_dir.rstrip('/')}/{run_name}/{COMPILE_CACHE_SUBDIR}"
+    return f"{output_dir.rstrip('/')}/{COMPILE_CACHE_SUBDIR}"
 
 
 @dataclass(frozen=True)

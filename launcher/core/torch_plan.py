@@ -70,6 +70,7 @@ class TorchJobSpec:
     hang_timeout_s: float = DEFAULT_HANG_TIMEOUT_S  # the hang watchdog's floor (0: off)
     hang_step_factor: float = DEFAULT_HANG_STEP_FACTOR
     metrics: bool = True
+    price_per_chip_hour: float = 0.0  # 0: the release's or the table's price
     dry_run: bool = False
 
     @classmethod

@@ -18,6 +18,7 @@ from launcher.core.capacity import queued_json as capacity_queued_json
 from launcher.core.capacity import shared_reservation_json
 from launcher.core.capacity import table_json as capacity_table_json
 from launcher.core.errors import UsageError
+from launcher.core.tpu_prices import table_json as prices_table_json
 
 
 @dataclass(frozen=True)
@@ -471,4 +472,5 @@ def as_json_table() -> dict[str, Any]:
         "names": names,
         "namesByPrefix": names_by_prefix(),
         "unknownNameFix": UNKNOWN_TPU_FIX,
+        "prices": prices_table_json(),
     }

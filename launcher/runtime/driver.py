@@ -27,6 +27,8 @@ class Policy(Protocol):
     def max_hangs(self) -> int: ...
     @property
     def metrics(self) -> bool: ...
+    @property
+    def price_per_chip_hour(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -38,6 +40,7 @@ class ReportFailures:
     max_preemptions: int = -1
     max_hangs: int = 0
     metrics: bool = False
+    price_per_chip_hour: float = 0.0
 
 
 def join_ray() -> list[dict[str, Any]]:
@@ -99,4 +102,6 @@ def drive(
 
     outcomes = JobOutcome(key, run_dir, started_at, compile_cache_dir).begin()
     budgets = RestartBudgets(policy.max_failures, policy.max_preemptions, policy.max_hangs)
-    return run_job(trainer, outcomes, budgets, labels, plan, total_steps)
+    return run_job(
+        trainer, outcomes, budgets, labels, plan, total_steps, policy.price_per_chip_hour
+    )

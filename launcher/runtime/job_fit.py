@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from launcher.core.goodput import format_breakdown
+from launcher.core.tpu_prices import format_cost
 from launcher.runtime.job_outcome import JobOutcome
 
 
@@ -39,9 +41,11 @@ def fit_job(
     budgets: RestartBudgets,
     labels: dict[str, str] | None,
     history: Any,
+    priced: Callable[[dict[str, Any]], tuple[dict[str, Any] | None, str]] | None = None,
 ) -> dict[str, Any] | None:
     """`trainer.fit()`; the run's outcome, or None once a failure is said (and the history
-    ended FAILED). `labels`: the job's Ray metrics labels (None: --nometrics)."""
+    ended FAILED). `labels`: the job's Ray metrics labels (None: --nometrics); `priced`: the
+    cost of an outcome, said on a failure too (the chips were paid for)."""
     from launcher.runtime.hang_policy import with_hang_budget
     from launcher.runtime.metrics import JobMetrics, JobReporter
 
@@ -63,6 +67,8 @@ def fit_job(
             print(line, flush=True)
         for restart in outcome["restarts"]:
             print(f"  {restart.describe()}", flush=True)
+        if priced is not None and (cost := priced(outcome)[0]) is not None:
+            print(format_cost(cost), flush=True)
         print(
             f"\nlauncher: training failed ({budgets.describe()}): {type(e).__name__}: {e}\n"
             f"  checkpoints so far are kept under {outcomes.run_dir.checkpoints}; fix the cause "
@@ -86,17 +92,22 @@ def run_job(
     labels: dict[str, str] | None,
     plan: Any,
     total_steps: int | None,
+    price_per_chip_hour: float = 0.0,
 ) -> int:
     """The driver's whole run of `trainer` (`fit_job`), its summary and its history's end:
     the job's exit code."""
+    from launcher.runtime.run_cost import run_cost
     from launcher.runtime.summary import print_summary
     from launcher.runtime.worker import read_summary
 
     history = outcomes.history(plan.run_name, total_steps)
     start = time.monotonic()
-    if (outcome := fit_job(trainer, outcomes, budgets, labels, history)) is None:
+    priced = lambda outcome: run_cost(plan, outcome, price_per_chip_hour)  # noqa: E731
+    if (outcome := fit_job(trainer, outcomes, budgets, labels, history, priced)) is None:
         return 1
+    cost, no_cost = priced(outcome)
     summary = read_summary(outcomes.summary_key)
+    outcome = {**outcome, "cost": cost, "no_cost": no_cost}
     record = print_summary(plan, summary, time.monotonic() - start, outcome)
     if history is not None:
         history.finish("SUCCEEDED", record)

@@ -86,6 +86,8 @@ class JobHistoryWriter:
                 # The summary's own figures once there is one; until then, the figures so far.
                 if (goodput := (self.result or {}).get("goodput") or self.outcome()) is not None:
                     self.job = dataclasses.replace(self.job, goodput=goodput)
+                if (cost := (self.result or {}).get("cost")) is not None:
+                    self.job = dataclasses.replace(self.job, cost=cost)
                 tmp = self.dir / f".{RECORD}.tmp"
                 tmp.write_text(json.dumps(self.record(), indent=1))
                 tmp.replace(self.dir / RECORD)  # never half a record

@@ -73,6 +73,7 @@ class JobOutcome:
                 else None,
                 "batch_tokens": sorted({p.total_weights for p in a.steps}),
                 "megascale": a.megascale,
+                "capacity": a.capacity,
             }
             for a in attempts
         ]
@@ -86,6 +87,12 @@ class JobOutcome:
         points = sorted(
             {p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step
         )
+        # What the chips' time bought: each step once, and the tokens MaxText counted in them
+        # (0 where it reports none: a PyTorch job).
+        outcome["trained"] = {
+            "steps": len(points),
+            "tokens": int(sum(p.total_weights for p in points)),
+        }
         outcome["evals"] = sorted({step: loss for a in attempts for step, loss in a.evals}.items())
         if points and plot:
             outcome["sparkline"] = loss_sparkline([p.loss for p in points])

@@ -13,6 +13,7 @@ from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import JobPlan
 from launcher.core.preemption import FAILED, HUNG, PREEMPTED
 from launcher.core.torch_plan import TorchPlan
+from launcher.core.tpu_prices import format_cost
 
 # The summary's restarts line: each cause, as it is named, and the flag that budgets it.
 RESTART_CAUSES = (
@@ -68,6 +69,8 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         )
     if maxtext:
         print(format_compile_cache(outcome["compile_cache"]))
+    cost = outcome.get("cost")
+    print(format_cost(cost) if cost else f"cost:         not known: {outcome.get('no_cost', '-')}")
     if len({start["slices"] for start in outcome["starts"]}) > 1:
         print(
             "slices:       "
@@ -115,6 +118,7 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         **metrics,
         "goodput": outcome["goodput"],
         "compile_cache": outcome["compile_cache"],
+        "cost": cost,
         "starts": outcome["starts"],
         "restarts": [asdict(r) for r in outcome["restarts"]],
         "evals": outcome.get("evals", []),

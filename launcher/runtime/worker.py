@@ -175,6 +175,8 @@ def started(
         beacon = _keep_last_step(keys.last_step(begun), tracker)
     watchdog = _watch_for_hangs(config, tracker, rank)
     capacity = capacity_here()  # read now: a notice leaves no time for the API server
+    if tracker.attempt is not None and capacity is not None:
+        tracker.attempt.capacity = capacity.word  # what prices the start's chips
     on_notice = lambda notice: _on_notice(  # noqa: E731
         config.summary_key, rank, replace(notice, **_capacity_fields(capacity)), tracker
     )

@@ -73,6 +73,7 @@ class TrainedRun:
 # The project's own corpus (launcher/corpus), prepared once into the session's bucket: the
 # trained run, the killed host and the preemption train on it.
 DATASET = "tiny"
+PRICE = 2.0  # USD per chip-hour, stated for the trained run: its cost is checked against it
 
 
 @pytest.fixture(scope="session")
@@ -88,12 +89,12 @@ def tiny_dataset(local_cluster: LocalCluster) -> Manifest:
 @pytest.fixture(scope="session")
 def trained_run(local_cluster: LocalCluster, tiny_dataset: Manifest) -> TrainedRun:
     """The tiny model trained 10 steps on the tiny corpus (checkpoints 0, 5 and 9; held-out loss
-    after steps 0, 3, 6 and 9), once per session: the train test checks this run and then
-    resumes it; the generate test generates and exports from it. (Each training its own cost a
-    CI run about two minutes.)"""
+    after steps 0, 3, 6 and 9), once per session, at a stated price per chip-hour: the train
+    test checks this run and then resumes it; the generate test generates and exports from it.
+    (Each training its own cost a CI run about two minutes.)"""
     name = run_name("e2e")
     code, out = local_cluster.submit(
-        f"--data={DATASET}", "tiny-llama.yml", f"run_name={name}", "steps=10",
-        "eval_interval=3", "eval_steps=2",
+        f"--data={DATASET}", f"--price_per_chip_hour={PRICE}", "tiny-llama.yml",
+        f"run_name={name}", "steps=10", "eval_interval=3", "eval_steps=2",
     )  # fmt: skip
     return TrainedRun(name, local_cluster.bucket / name, code, out)

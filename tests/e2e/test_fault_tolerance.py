@@ -135,11 +135,12 @@ def test_a_hung_host_is_caught_and_the_job_resumes_from_the_latest_checkpoint_lo
     # No part below zero: each step's end comes from the step clock, never from a late line.
     assert min(goodput["parts"].values()) >= -0.05 * goodput["wall_seconds"], goodput
     assert goodput["parts"]["restarts"] > 0, goodput
-    # The restarts loaded the train step JAX compiled the first time, from the run's directory.
+    # The restarts loaded the train step JAX compiled the first time, from the output
+    # directory's cache (shared by the session's runs: the first start may load some too).
     cache = result["compile_cache"]
-    assert cache["dir"] == f"{result['run_dir']}/{COMPILE_CACHE_SUBDIR}", cache
+    assert cache["dir"] == f"{Path(result['run_dir']).parent}/{COMPILE_CACHE_SUBDIR}", cache
     assert any(Path(cache["dir"]).iterdir()), cache
-    assert cache["hits_per_start"][0] == 0 and cache["hits_per_start"][-1] >= 1, cache
+    assert cache["hits_per_start"][-1] > cache["hits_per_start"][0], cache
     assert cache["saved_seconds"] > 0, cache
     # Mid-epoch (26 steps of 4 devices read a fraction of the corpus), each example once: the
     # steps computed again after each restore got the same examples, none was read twice.

@@ -23,6 +23,8 @@ from harness.local_ray import (
 )
 from launcher.client.local.instance import local_instance
 from launcher.core.checkpoints import committed_steps
+from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
+from tests.e2e.conftest import PRICE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 
@@ -75,6 +77,17 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     status = json.loads(local_cluster.launcher("status", "--json", job_id).stdout)
     assert (status["state"], status["run"], status["step"]) == ("SUCCEEDED", name, 10)
     assert status["goodput"] == first["goodput"]  # the result line's record, as a script reads
+    # What its chips cost at the stated price: the session's v5p-16 (8 chips) for its wall time.
+    cost = status["cost"]
+    assert cost == first["cost"] and cost["usd_per_chip_hour"] == PRICE and cost["chips"] == 8
+    wall = first["goodput"]["wall_seconds"]
+    assert cost["usd"] == pytest.approx(8 * wall / 3600 * PRICE, rel=1e-3)
+    assert cost["usd_per_useful_step"] == pytest.approx(cost["usd"] / 10, rel=1e-3)
+    assert cost["usd_not_productive"] == pytest.approx(
+        cost["usd"] * (1 - first["goodput"]["goodput"]), rel=1e-3
+    )
+    assert cost["usd_per_million_tokens"] > 0
+    assert f"cost:         ${cost['usd']:.2f} for" in out
     listed = local_cluster.launcher("list", "--json")
     assert listed.returncode == 0, listed.stderr
     (job,) = [j for j in json.loads(listed.stdout) if j["job_id"] == job_id]
@@ -132,9 +145,12 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert latest + 3 not in second["checkpoints"] and latest + 5 in second["checkpoints"]
     assert {0, 5, 9, 10} <= set(second["checkpoints"])
     assert second["final_loss"] < first["first_loss"]
-    # The resumed run loaded from the run's compilation cache what compiles the same (its train
-    # step compiles again: steps= is part of its learning-rate schedule).
-    assert first["compile_cache"]["hits"] == 0 and second["compile_cache"]["hits"] >= 1
+    # The resumed run loaded from the output directory's compilation cache what compiles the
+    # same (its train step compiles again: steps= is part of its learning-rate schedule).
+    assert (
+        second["compile_cache"]["dir"] == f"{Path(second['run_dir']).parent}/{COMPILE_CACHE_SUBDIR}"
+    )
+    assert second["compile_cache"]["hits"] >= 1
     assert "compile cache:" in out and "loaded from it" in out
 
 

@@ -144,6 +144,7 @@ def test_the_loss_sparkline_falls_with_the_loss():
 def test_the_compile_cache_line_counts_programs():
     cache = {"dir": "/b/run/jax_cache", "hits": 1, "saved_seconds": 7.84}
     assert format_compile_cache(cache) == (
-        "compile cache: /b/run/jax_cache (1 program loaded from it, 7.8s of compiling saved)"
+        "compile cache: /b/run/jax_cache (1 program loaded from it, 7.8s of compiling saved; "
+        "shared by the runs of its directory)"
     )
     assert "(0 programs loaded" in format_compile_cache({**cache, "hits": 0})

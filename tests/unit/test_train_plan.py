@@ -150,11 +150,16 @@ def test_a_job_whose_flags_name_another_slice_than_its_target_is_refused():
     assert plan_job(same, ["run_name=r"], target=target).slices == target
 
 
-def test_the_compilation_cache_lives_in_the_run_directory(tmp_path):
-    plan = plan_job(JobOptions(), ["tiny-llama.yml", "run_name=r"], output_dir=str(tmp_path))
-    assert plan.args.overrides["jax_cache_dir"] == f"{tmp_path}/r/{COMPILE_CACHE_SUBDIR}"
+def test_every_run_in_an_output_directory_shares_one_compilation_cache(tmp_path):
+    caches = {
+        plan_job(
+            JobOptions(), ["tiny-llama.yml", f"run_name={name}"], output_dir=str(tmp_path)
+        ).args.overrides["jax_cache_dir"]
+        for name in ("r", "another")
+    }
+    assert caches == {f"{tmp_path}/{COMPILE_CACHE_SUBDIR}"}
     # A bucket URL stays one: a Path would fold gs:// into gs:/.
-    assert compile_cache_for("gs://b/runs/", "r") == f"gs://b/runs/r/{COMPILE_CACHE_SUBDIR}"
+    assert compile_cache_for("gs://b/runs/") == f"gs://b/runs/{COMPILE_CACHE_SUBDIR}"
 
 
 def test_a_compilation_cache_the_user_chose_is_kept(tmp_path):

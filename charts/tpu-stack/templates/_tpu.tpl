@@ -295,3 +295,37 @@ WARNING: the KubeRay TPU webhook is v{{ $version }}; with KubeRay >= 1.6 version
 {{- end -}}
 {{- end -}}
 {{- end -}}
+
+{{/* tpu-stack.standingCost: what the release's TPU slices cost an hour while they are up, at
+the price launcher.core.tpu_prices.price_of gives a job (the same order: cost.pricesPerChipHour
+for the region, then for any region, then the table's dated list price, a reservation billed as
+on-demand). Call with (dict "slice" <resolved slice> "ctx" $). */}}
+{{- define "tpu-stack.standingCost" -}}
+{{- $s := .slice -}}
+{{- $cost := .ctx.Values.cost -}}
+{{- $prices := (include "tpu-stack.tpuTable" .ctx | fromJson).prices -}}
+{{- $given := get (default dict $cost.pricesPerChipHour) $s.generation | default dict -}}
+{{- $keys := list $s.capacity -}}
+{{- if $cost.region }}{{ $keys = prepend $keys (printf "%s/%s" $cost.region $s.capacity) }}{{ end -}}
+{{- $found := dict -}}
+{{- range $keys -}}
+{{- if and (not $found.price) (hasKey $given .) -}}
+{{- $_ := set $found "price" (printf "%v" (get $given .)) -}}
+{{- $_ := set $found "source" (printf "the release's cost.pricesPerChipHour for %s %s" $s.generation .) -}}
+{{- end -}}
+{{- end -}}
+{{- if not $found.price -}}
+{{- $billed := ternary "on-demand" $s.capacity (eq $s.capacity "reservation") -}}
+{{- $listed := get (get $prices.usdPerChipHour $s.generation | default dict) $billed -}}
+{{- if ne (toString $listed) "" -}}
+{{- $_ := set $found "price" (printf "%v" $listed) -}}
+{{- $_ := set $found "source" (printf "list price for %s %s%s, %s, %s" $s.generation $s.capacity (ternary ", billed as on-demand" "" (eq $s.capacity "reservation")) $prices.asOf $prices.source) -}}
+{{- end -}}
+{{- end -}}
+{{- $chips := mul $s.chips $s.slices -}}
+{{- if $found.price -}}
+Cost: {{ $chips }} chips x ${{ printf "%.2f" (float64 $found.price) }} per chip-hour = ${{ printf "%.2f" (mulf (float64 $found.price) $chips) }} an hour while the slices are up ({{ $found.source }}); a job's summary and `tpu-launcher status` give its own.
+{{- else -}}
+Cost: not known: no price for {{ $s.generation }} {{ $s.capacity }} in the launcher's table (`tpu-launcher tpu-table --prices`); set cost.pricesPerChipHour.{{ $s.generation }}.{{ $s.capacity }} for it.
+{{- end -}}
+{{- end -}}

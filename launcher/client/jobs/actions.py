@@ -14,6 +14,7 @@ from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache
 from launcher.core.job_events import EventKind, events, last_result
+from launcher.core.tpu_prices import format_cost
 
 
 def _last_job() -> tuple[str | None, str | None]:
@@ -223,3 +224,5 @@ def _print_goodput(address: str, job_id: str) -> None:
             print("\n".join(format_breakdown(result["goodput"])))
         if "compile_cache" in result:
             print(format_compile_cache(result["compile_cache"]))
+        if result.get("cost"):
+            print(format_cost(result["cost"]))

@@ -138,6 +138,7 @@ def act_on_recorded(
     """`logs` or `status` of a job from its history; `show_log(job_id, text, raw)` shows a
     log as `logs` does."""
     from launcher.core.goodput import format_breakdown
+    from launcher.core.tpu_prices import format_cost
 
     history = BucketHistory(root)
     recorded = history.job(job_id)
@@ -150,5 +151,7 @@ def act_on_recorded(
     print(source_line(recorded.where))
     if recorded.job.goodput:
         print("\n".join(format_breakdown(recorded.job.goodput)))
+    if recorded.job.cost:
+        print(format_cost(recorded.job.cost))
     print(f"job {job_id}: {state_of(recorded)}")
     return 0

@@ -62,6 +62,7 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
     )
     start = job.start_time or 0
     step, total = last_step(logs) or (None, None)
+    result = last_result(logs) or {}
     return JobRecord(
         job.submission_id or job.job_id or "-",
         job.status,
@@ -71,7 +72,8 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
         start / 1000 if start else None,
         ((job.end_time or now_ms) - start) / 1000 if start else None,
         job.message,
-        (last_result(logs) or {}).get("goodput"),
+        result.get("goodput"),
+        result.get("cost"),
     )
 
 

@@ -45,6 +45,13 @@ cluster lives only while its job runs). Call with the root context.
       {{- /* Jobs submitted here are elastic down to this many slices unless they say otherwise. */}}
       {{- $env = list (dict "name" "LAUNCHER_MIN_SLICES" "value" (toString $w.tpu.minSlices)) }}
       {{- end }}
+      {{- /* launcher.core.tpu_prices: the release's prices and region, for the jobs' cost. */}}
+      {{- with .Values.cost.pricesPerChipHour }}
+      {{- $env = append $env (dict "name" "LAUNCHER_PRICES" "value" (toJson .)) }}
+      {{- end }}
+      {{- with .Values.cost.region }}
+      {{- $env = append $env (dict "name" "LAUNCHER_REGION" "value" .) }}
+      {{- end }}
       {{- $sidecars := list }}
       {{- if and $w.tpu.enabled $w.tpu.releaseIdleAfterSeconds }}
       {{- /* launcher.core.idle_slices: which group gives its slices back, and after how long;

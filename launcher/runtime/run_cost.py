@@ -1,0 +1,48 @@
+"""What a finished (or failed) job's chips cost, for its summary: the slices it asked for, held
+for its wall time, at the price the job, its release or the launcher's dated table gives for
+their generation and the capacity GKE provided (launcher.core.tpu_prices)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from launcher.core.job_plan import JobPlan
+from launcher.core.slices import TpuSlices
+from launcher.core.tpu_prices import Price, job_cost, no_price_reason, price_from_env
+
+
+def capacity_of(outcome: Mapping[str, Any]) -> str | None:
+    """The capacity the latest start that knew one ran on (None: not known)."""
+    known = [s["capacity"] for s in outcome.get("starts", []) if s.get("capacity")]
+    return known[-1] if known else None
+
+
+def run_cost(
+    plan: Any,
+    outcome: Mapping[str, Any],
+    price_per_chip_hour: float,
+    env: Mapping[str, str] = os.environ,
+) -> tuple[dict[str, Any] | None, str]:
+    """The job's cost record (None: no price or no TPU chips) and why, in words, when none."""
+    slices = plan.slices
+    if not isinstance(slices, TpuSlices):
+        return None, "no TPU chips (a CPU slice)"
+    generation = slices.shape.generation.name
+    capacity = capacity_of(outcome)
+    price = (
+        Price(price_per_chip_hour, "the job's --price_per_chip_hour")
+        if price_per_chip_hour > 0
+        else price_from_env(generation, capacity, env)
+    )
+    if price is None:
+        return None, no_price_reason(generation, capacity)
+    goodput, trained = outcome["goodput"], outcome.get("trained", {})
+    steps = trained.get("steps", 0)
+    tokens = trained.get("tokens", 0)
+    if not tokens and isinstance(plan, JobPlan):  # MaxText reported no count: the batch's size
+        tokens = steps * plan.args.tokens_per_step(slices.num_devices)
+    chips = slices.shape.chips * slices.num_slices
+    cost = job_cost(price, chips, goodput["wall_seconds"], goodput["goodput"], steps, tokens)
+    return cost.to_json(), ""

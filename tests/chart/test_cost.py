@@ -1,0 +1,117 @@
+"""`cost`: the release's NOTES say what its slices cost an hour standing, at the price a job's
+summary would use (launcher.core.tpu_prices.price_of, the one rule, which the chart's
+tpu-stack.standingCost mirrors), and the head gets the release's prices for the jobs.
+
+NOTES are not rendered by `helm template`: the test renders the chart's own NOTES.txt through
+`tpl` in a copy of the chart (no cluster needed), the text `helm install` prints."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.helm import BUCKET, CHART, VALUES, by_kind, refused, render, run_helm
+from launcher.core.tpu_prices import PRICES_ENV, REGION_ENV, parse_overrides, price_of
+
+pytestmark = pytest.mark.chart
+
+NOTES_AS_CONFIGMAP = """apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: notes
+data:
+  notes: {{ tpl (.Files.Get "files/notes.txt") . | quote }}
+"""
+COST = re.compile(r"Cost: (\d+) chips x \$([\d.]+) per chip-hour = \$([\d.]+) an hour .*\((.*)\);")
+
+
+@pytest.fixture(scope="module")
+def chart_with_notes(tmp_path_factory) -> Path:
+    chart = tmp_path_factory.mktemp("chart") / "tpu-stack"
+    shutil.copytree(CHART, chart)
+    shutil.copy(CHART / "templates" / "NOTES.txt", chart / "files" / "notes.txt")
+    (chart / "templates" / "notes-as-configmap.yaml").write_text(NOTES_AS_CONFIGMAP)
+    return chart
+
+
+def notes(chart: Path, values: str, *sets: str) -> str:
+    proc = run_helm(
+        3, "template", "tpu", str(chart), "-f", str(VALUES / f"{values}.yaml"), *BUCKET, *sets,
+        "--show-only", "templates/notes-as-configmap.yaml",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    return yaml.safe_load(proc.stdout)["data"]["notes"]
+
+
+@pytest.mark.parametrize(
+    ("values", "sets", "generation", "capacity", "region", "chips"),
+    [
+        ("v6e-16", (), "v6e", "on-demand", "", 16),
+        ("v6e-16-x2", (), "v6e", "on-demand", "", 32),
+        ("v5p-16", (), "v5p", "on-demand", "", 8),
+        # A reservation is billed as on-demand; the release's own price wins, its region's first.
+        ("v6e-16", ("--set", "ray.worker.tpu.capacity=reservation",
+                    "--set", "ray.worker.tpu.reservation=res-a"), "v6e", "reservation", "", 16),
+        ("v6e-16", ("--set-json", 'cost.pricesPerChipHour={"v6e": {"spot": 1.1}}',
+                    "--set", "ray.worker.tpu.capacity=spot"), "v6e", "spot", "", 16),
+        ("v6e-16", ("--set", "cost.region=us-east5", "--set-json",
+                    'cost.pricesPerChipHour={"v6e": {"us-east5/on-demand": 2.5, "on-demand": 9}}'),
+         "v6e", "on-demand", "us-east5", 16),
+    ],
+)  # fmt: skip
+def test_the_notes_price_the_standing_slices_as_a_jobs_summary_would(
+    chart_with_notes, values, sets, generation, capacity, region, chips
+):
+    text = notes(chart_with_notes, values, *sets)
+    found = COST.search(text)
+    assert found, text
+    overrides = {}
+    if "--set-json" in sets:
+        overrides = parse_overrides(
+            json.dumps(json.loads(sets[sets.index("--set-json") + 1].split("=", 1)[1]))
+        )
+    price = price_of(generation, capacity, region, overrides)
+    assert price is not None
+    assert int(found[1]) == chips
+    assert float(found[2]) == pytest.approx(price.usd_per_chip_hour)
+    assert float(found[3]) == pytest.approx(chips * price.usd_per_chip_hour, abs=0.005)
+    assert found[4] == price.source
+
+
+def test_a_slice_with_no_price_says_how_to_give_it_one(chart_with_notes):
+    assert price_of("tpu7x", "on-demand") is None  # no list price published: the NOTES say so
+    text = notes(chart_with_notes, "tpu7x-16")
+    assert "Cost: not known: no price for tpu7x on-demand" in text
+    assert "set cost.pricesPerChipHour.tpu7x.on-demand" in text
+
+
+def test_the_head_gets_the_release_prices_and_region_for_its_jobs():
+    prices = {"v6e": {"spot": 1.1, "us-east5/on-demand": 2.5}}
+    docs = render(
+        VALUES / "v6e-16.yaml", "--set", "cost.region=us-east5",
+        "--set-json", f"cost.pricesPerChipHour={json.dumps(prices)}",
+    )  # fmt: skip
+    (cluster,) = by_kind(docs, "RayCluster")
+    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e.get("value") for e in head.get("env", [])}
+    assert parse_overrides(env[PRICES_ENV]) == prices
+    assert env[REGION_ENV] == "us-east5"
+    plain = by_kind(render(VALUES / "v6e-16.yaml"), "RayCluster")[0]
+    plain_env = plain["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].get("env", [])
+    assert not {PRICES_ENV, REGION_ENV} & {e["name"] for e in plain_env}
+
+
+@pytest.mark.parametrize(
+    "prices",
+    ['{"v6f": {"spot": 1}}', '{"v6e": {"spot": -1}}', '{"v6e": {"cheap": 1}}',
+     '{"v6e": {"US-East5/spot": 1}}', '{"v6e": {"spot": "1.1"}}'],
+)  # fmt: skip
+def test_prices_the_launcher_could_not_use_are_refused(prices):
+    refused(
+        *BUCKET, "--set-json", f"cost.pricesPerChipHour={prices}", values=VALUES / "v6e-16.yaml"
+    )
