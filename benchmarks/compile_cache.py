@@ -6,9 +6,10 @@ On the local Ray cluster (`tpu-launcher up`), each round takes a fresh output di
 fresh `<output dir>/jax_cache`) and submits the demo's job there twice under two run names: the
 first compiles every program (cold), the second is a new run that loads them from the cache the
 first wrote. Printed per run: the programs loaded from the cache and the compile time that saved
-(JAX's own measures, from the job's summary), the compile time left (JAX's), and the seconds from
-the worker group's start to its first step; then the median ratios new / cold (target: the new
-run's compile time <= 0.5 of the cold one's, at least one program loaded).
+(JAX's own measures, from the job's summary), the compile time left (JAX's), the seconds from
+the worker group's start to its first step, and the summary's start-up timeline; then the median
+ratios new / cold (target: the new run's compile time <= 0.5 of the cold one's, at least one
+program loaded).
 
     .venv/bin/python benchmarks/compile_cache.py [--runs 2] [--steps 40]
 """
@@ -37,6 +38,7 @@ class Start:
     saved_seconds: float
     compile_seconds: float
     to_first_step: float
+    timeline: dict  # the summary's start-up parts (workers, restore, compile, other)
 
 
 def train(cluster: LocalCluster, name: str, steps: int) -> Start:
@@ -50,6 +52,7 @@ def train(cluster: LocalCluster, name: str, steps: int) -> Start:
         cache["saved_seconds"],
         cache["compile_seconds_per_start"][0],
         result["starts"][0]["seconds_to_first_step"],
+        result["starts"][0]["timeline"],
     )
 
 
@@ -66,7 +69,8 @@ def main() -> None:
     )
     print(
         f"{'round':7}{'run':6}{'programs loaded':>17}{'saved':>9}{'compile':>10}"
-        f"{'to first step':>15}",
+        f"{'to first step':>15}   start-up: from the driver's start, workers up + restore + "
+        "compile + the rest",
         flush=True,
     )
     compile_ratios, first_step_ratios = [], []
@@ -78,7 +82,11 @@ def main() -> None:
         for label, start in (("cold", cold), ("new", new)):
             print(
                 f"{i:<7}{label:6}{start.programs_loaded:>17}{start.saved_seconds:>8.1f}s"
-                f"{start.compile_seconds:>9.1f}s{start.to_first_step:>14.1f}s",
+                f"{start.compile_seconds:>9.1f}s{start.to_first_step:>14.1f}s   "
+                + " + ".join(
+                    f"{start.timeline[k]:.1f}" for k in ("workers", "restore", "compile", "other")
+                )
+                + f" = {start.timeline['total']:.1f}s",
                 flush=True,
             )
         if new.programs_loaded < 1:

@@ -1,5 +1,6 @@
 """The Grafana dashboard of the job's metrics (launcher.core.job_metrics), by run and slice:
-progress, throughput, MFU, goodput and where the time went, checkpoint health, restarts.
+progress, throughput, MFU, goodput and where the time went, checkpoint health, restarts; and
+beside them what the TPU chips did, per host (launcher.core.device_metrics).
 
 `tpu-launcher dashboard` prints it; the chart ships the same JSON (files/grafana-dashboard.json,
 `make chart-dashboard`, checked by `make verify`) in a ConfigMap that Grafana's dashboard sidecar
@@ -12,6 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from launcher.core import device_metrics as dm
 from launcher.core import job_metrics as jm
 
 UID = "tpu-launcher-jobs"
@@ -21,6 +23,10 @@ SELECTOR = '{run=~"$run", slice=~"$slice"}'
 
 def _of(metric: jm.JobMetric, by: str = "run, slice", agg: str = "max") -> str:
     return f"{agg} by ({by}) ({metric.prometheus_name}{SELECTOR})"
+
+
+def _chips(name: str, agg: str = "avg") -> str:
+    return f"{agg} by (instance) ({dm.RAY_NAMES[name]})"
 
 
 # (title, unit, [(PromQL, legend)], description). Counters are summed over their series: each
@@ -79,6 +85,35 @@ PANELS: list[tuple[str, str, list[tuple[str, str]], str]] = [
         jm.RESTARTS.help,
     ),
     ("Steps computed", "none", [(_of(jm.STEPS, agg="sum"), "{{run}}")], jm.STEPS.help),
+    # The chips themselves, per TPU host (each node's agent is its own scrape `instance`):
+    # what Ray's agent scraped from the TPU device plugin (launcher.core.device_metrics). A
+    # node's series carry no run: beside the step time, they are the cluster's hosts.
+    (
+        "TPU duty cycle by host",
+        "percent",
+        [(_chips(dm.DUTY_CYCLE), "{{instance}}")],
+        "Per TPU host, the mean over its chips of the share of time they were executing (the "
+        "TPU device plugin's duty_cycle). Every host near 0 while steps stall: a hang in host "
+        "code; one host low while the others work: a straggler (the job's driver names it in "
+        "`tpu-launcher status`).",
+    ),
+    (
+        "TensorCore utilization by host",
+        "percent",
+        [(_chips(dm.TENSORCORE_UTILIZATION), "{{instance}}")],
+        "Per TPU host, the mean over its chips of the TensorCores' utilization (the device "
+        "plugin's tensorcore_utilization).",
+    ),
+    (
+        "HBM by host",
+        "bytes",
+        [
+            (_chips(dm.MEMORY_USED, "sum"), "{{instance}} in use"),
+            (_chips(dm.MEMORY_TOTAL, "sum"), "{{instance}} in all"),
+        ],
+        "Per TPU host, its chips' HBM in use and in all (the device plugin's memory_used and "
+        "memory_total).",
+    ),
 ]
 WIDTH, HEIGHT, PER_ROW = 8, 8, 3
 

@@ -51,6 +51,10 @@ class Attempt:
     # took when they were first compiled (JAX's own figures).
     compile_cache_hits: int = 0
     compile_seconds_saved: float = 0.0
+    # Of compile_seconds, what came before the start's first step; and Orbax's own measure of
+    # its restores (both for the start-up timeline).
+    startup_compile_seconds: float = 0.0
+    restore_seconds: float = 0.0
     ended_at: float | None = None
     # How GKE provided rank 0's node (launcher.runtime.node_capacity; None: not known), which
     # prices the start's chips.
@@ -76,6 +80,8 @@ class Attempt:
             compile_seconds=data.get("compile_seconds", 0.0),
             compile_cache_hits=data.get("compile_cache_hits", 0),
             compile_seconds_saved=data.get("compile_seconds_saved", 0.0),
+            startup_compile_seconds=data.get("startup_compile_seconds", 0.0),
+            restore_seconds=data.get("restore_seconds", 0.0),
             capacity=data.get("capacity"),
             ended_at=data.get("ended_at"),
             last_step=data.get("last_step"),
@@ -167,6 +173,56 @@ def _result(parts: dict[str, Any], wall: float) -> dict[str, Any]:
         "goodput": parts["productive"] / wall if wall > 0 else 0.0,
         "unaccounted_seconds": wall - accounted,
     }
+
+
+def startup_timeline(attempts: list[Attempt], started_at: float) -> list[dict[str, Any] | None]:
+    """Each start's way to its first step (None: it had none), from the job's own clock: the
+    worker group up (Ray scheduling the workers, their processes, jax.distributed: from the
+    driver's start, or the previous start's last sign, to rank 0's training function), Orbax's
+    restore and JAX's compiles before the first step (their own measures), and the rest (the
+    model's and the data pipeline's set-up, the first step's compute). The parts add up to the
+    start's time to its first step; the rest is what no clock of its own measures."""
+    found: list[dict[str, Any] | None] = []
+    anchor = started_at
+    for a in sorted(attempts, key=lambda a: a.started_at):
+        if a.steps:
+            total = a.steps[0].logged_at - anchor
+            workers = a.started_at - anchor
+            parts = {
+                "workers": workers,
+                "restore": a.restore_seconds,
+                "compile": a.startup_compile_seconds,
+                "other": total - workers - a.restore_seconds - a.startup_compile_seconds,
+            }
+            found.append(
+                {
+                    **{k: round(v, 2) for k, v in parts.items()},
+                    "total": round(total, 2),
+                    "programs_loaded": a.compile_cache_hits,
+                    "compile_saved": round(a.compile_seconds_saved, 2),
+                }
+            )
+        else:
+            found.append(None)
+        last_signs = [a.started_at, a.ended_at or 0.0, *(p.logged_at for p in a.steps[-1:])]
+        anchor = max(last_signs)
+    return found
+
+
+def format_timeline(timeline: list[dict[str, Any] | None]) -> list[str]:
+    """The summary's start-up lines, one a start."""
+    lines = []
+    for n, t in enumerate(timeline, 1):
+        if t is None:
+            lines.append(f"  start {n}: no step")
+            continue
+        lines.append(
+            f"  start {n}: {t['total']:.1f}s to its first step = workers up {t['workers']:.1f}s "
+            f"+ restore {t['restore']:.1f}s + compile {t['compile']:.1f}s "
+            f"({t['programs_loaded']} programs from the cache, {t['compile_saved']:.1f}s saved) "
+            f"+ model, data and first step {t['other']:.1f}s"
+        )
+    return ["start-up:", *lines] if lines else []
 
 
 def format_breakdown(result: dict[str, Any]) -> list[str]:

@@ -30,6 +30,7 @@ class EventKind(StrEnum):
     FAILURE_POLICY = "failure policy"  # Ray Train's decision; its next lines say why
     FULL_LOG = "full log"  # written by submit, first: where the whole log goes
     SCRIPT = "script"  # a line of a PyTorch script's own output (rank 0's)
+    DEVICES = "devices"  # the chips' verdict (a straggler, all idle) when it changes
 
 
 # The summaries a job ends with, by the job that writes them.
@@ -72,6 +73,10 @@ _PATTERNS: dict[EventKind, re.Pattern[str]] = {
     EventKind.FAILURE_POLICY: re.compile(r"^\[FailurePolicy\]"),
     EventKind.FULL_LOG: re.compile("^" + re.escape(_FULL_LOG) + r"(?P<path>\S+)$"),
     EventKind.SCRIPT: re.compile("^" + re.escape(SCRIPT_MARK) + r"(?P<text>.*)$"),
+    EventKind.DEVICES: re.compile(
+        r"^\[devices\] (?P<verdict>ok|straggler|idle):(?: (?P<hosts>[^ (;]+(?:, [^ (;]+)*) \()?"
+        r".*duty cycle by host: (?P<by_host>.*)$"
+    ),
 }
 
 
@@ -190,6 +195,24 @@ def last_result(log: str) -> dict[str, Any] | None:
     """The record of the job's last result line in a whole log, or None."""
     found = events(log, EventKind.RESULT)
     return json.loads(found[-1].fields["json"]) if found else None
+
+
+def format_devices(text: str) -> str:
+    """The chips' verdict (launcher.core.device_metrics.describe's text)."""
+    return f"[devices] {text}"
+
+
+def last_devices(log: str) -> dict[str, Any] | None:
+    """The job's last `[devices]` verdict in a whole log: {verdict, hosts, line}, or None."""
+    if not (found := events(log, EventKind.DEVICES)):
+        return None
+    event = found[-1]
+    hosts = event.fields.get("hosts") or ""
+    return {
+        "verdict": event.fields["verdict"],
+        "hosts": hosts.split(", ") if hosts else [],
+        "line": event.line,
+    }
 
 
 def format_script(line: str) -> str:

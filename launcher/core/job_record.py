@@ -26,6 +26,8 @@ class JobRecord:
     # What its chips cost (launcher.core.tpu_prices.JobCost's JSON): the result line's; None
     # while it runs, or where no price is known.
     cost: dict[str, Any] | None = None
+    # The chips' last verdict (job_events.last_devices: verdict, hosts, line); None before any.
+    devices: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

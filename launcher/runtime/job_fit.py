@@ -46,6 +46,7 @@ def fit_job(
     """`trainer.fit()`; the run's outcome, or None once a failure is said (and the history
     ended FAILED). `labels`: the job's Ray metrics labels (None: --nometrics); `priced`: the
     cost of an outcome, said on a failure too (the chips were paid for)."""
+    from launcher.runtime.device_watch import DeviceWatch
     from launcher.runtime.hang_policy import with_hang_budget
     from launcher.runtime.metrics import JobMetrics, JobReporter
 
@@ -56,10 +57,12 @@ def fit_job(
     )
     if reporter is not None:
         reporter.start()
+    watch = DeviceWatch(lambda: last_step(outcomes.summary_key)).start()
     try:
         with with_hang_budget(budgets.hangs, outcomes.summary_key):
             trainer.fit()  # Ray Train keeps metrics only with Ray checkpoints; ours are the run's
     except Exception as e:  # Ray wraps worker failures; show the cause, not Ray's internals
+        watch.stop()
         outcome = outcomes.read()
         if reporter is not None:
             reporter.stop(outcome)
@@ -79,10 +82,26 @@ def fit_job(
         if history is not None:
             history.finish("FAILED", None)
         return None
+    watch.stop()
     outcome = outcomes.read()
     if reporter is not None:  # the job's last figures are the summary's
         reporter.stop(outcome)
     return outcome
+
+
+def last_step(summary_key: str) -> int | None:
+    """The latest step the job's current start finished (None: none yet)."""
+    from launcher.runtime.worker import read_attempts
+
+    attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
+    if not attempts:
+        return None
+    latest = attempts[-1]
+    return (
+        latest.last_step
+        if latest.last_step is not None
+        else (latest.steps[-1].step if latest.steps else None)
+    )
 
 
 def run_job(

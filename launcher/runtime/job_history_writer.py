@@ -15,7 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from launcher.core.job_events import last_step
+from launcher.core.job_events import last_devices, last_step
 from launcher.core.job_history import HISTORY_EVERY_S, LOG, RECORD, job_dir
 from launcher.core.job_record import RUNNING, JobRecord
 from launcher.runtime.periodic import every
@@ -107,6 +107,8 @@ class JobHistoryWriter:
         whole, _, self._partial = text.rpartition("\n")
         if (last := last_step(whole)) is not None:
             self.job = dataclasses.replace(self.job, step=last[0], total_steps=last[1])
+        if (devices := last_devices(whole)) is not None:
+            self.job = dataclasses.replace(self.job, devices=devices)
 
     def record(self) -> dict[str, Any]:
         """job.json: the job's record, and the history's own keys beside it."""

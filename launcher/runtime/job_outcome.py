@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.goodput import breakdown
+from launcher.core.goodput import breakdown, startup_timeline
 from launcher.core.preemption import restarts
 from launcher.core.run_dir import RunDir
 
@@ -77,6 +77,10 @@ class JobOutcome:
             }
             for a in attempts
         ]
+        for start, timeline in zip(
+            outcome["starts"], startup_timeline(attempts, self.started_at), strict=True
+        ):
+            start["timeline"] = timeline
         outcome["restarts"] = restarts(
             attempts,
             read_notices(key),

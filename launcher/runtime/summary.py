@@ -8,7 +8,7 @@ import math
 from dataclasses import asdict
 
 from launcher.core.checkpoints import committed_steps
-from launcher.core.goodput import format_breakdown, format_compile_cache
+from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import JobPlan
 from launcher.core.preemption import FAILED, HUNG, PREEMPTED
@@ -69,6 +69,8 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         )
     if maxtext:
         print(format_compile_cache(outcome["compile_cache"]))
+    for line in format_timeline([start.get("timeline") for start in outcome["starts"]]):
+        print(line)
     cost = outcome.get("cost")
     print(format_cost(cost) if cost else f"cost:         not known: {outcome.get('no_cost', '-')}")
     if len({start["slices"] for start in outcome["starts"]}) > 1:

@@ -330,6 +330,11 @@ COMPILE_EVENTS = (
 )
 CACHE_HIT_EVENT = "/jax/compilation_cache/cache_hits"
 CACHE_SAVED_EVENT = "/jax/compilation_cache/compile_time_saved_sec"
+# Orbax's whole restore, on the primary host (orbax/checkpoint/_src/logging/event_tracking.py).
+RESTORE_EVENTS = (
+    "/jax/orbax/read/total_duration_secs",
+    "/jax/orbax/read/async/total_duration_secs",
+)
 
 
 def _count_compile_time(attempt: Attempt) -> None:
@@ -338,8 +343,12 @@ def _count_compile_time(attempt: Attempt) -> None:
     def duration(event: str, duration_secs: float, **_: str | int) -> None:
         if event in COMPILE_EVENTS:
             attempt.compile_seconds += duration_secs
+            if not attempt.steps:
+                attempt.startup_compile_seconds += duration_secs
         elif event == CACHE_SAVED_EVENT:
             attempt.compile_seconds_saved += duration_secs
+        elif event in RESTORE_EVENTS:
+            attempt.restore_seconds += duration_secs
 
     def count(event: str, **_: object) -> None:
         if event == CACHE_HIT_EVENT:

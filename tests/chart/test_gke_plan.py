@@ -161,10 +161,12 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     # The GKE tutorial's `clusters create --addons=RayOperator --addons GcsFuseCsiDriver
     # --workload-pool=$PROJECT_ID.svc.id.goog`, labelled so `gke down` knows it made it; GKE's
     # default add-ons named too (gcloud: "The others will be disabled"), and Dataplane V2 so
-    # that the chart's NetworkPolicies are enforced.
+    # that the chart's NetworkPolicies are enforced; image streaming, so a TPU host's pod starts
+    # before the launcher's image is all pulled (GKE: "Use Image streaming").
     for flag in (
         "--addons=HttpLoadBalancing,HorizontalPodAutoscaling,RayOperator,GcsFuseCsiDriver",
         "--enable-dataplane-v2",
+        "--enable-image-streaming",
         "--workload-pool=my-proj.svc.id.goog",
         "--workload-metadata=GKE_METADATA",
         "--labels=created-by=tpu-launcher",

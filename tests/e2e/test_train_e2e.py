@@ -21,8 +21,10 @@ from harness.local_ray import (
     run_name,
     tpu_launcher,
 )
+from harness.prometheus import settled
 from launcher.client.local.instance import local_instance
 from launcher.core.checkpoints import committed_steps
+from launcher.core.device_metrics import STRAGGLER
 from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
 from tests.e2e.conftest import PRICE
 
@@ -112,6 +114,13 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     # No part below zero: each step's end comes from the step clock, never from a late line.
     assert min(goodput["parts"].values()) >= -0.05 * goodput["wall_seconds"], goodput
     assert goodput["parts"]["productive"] > 0 and goodput["parts"]["compile"] > 0
+    # Start-up from the job's own clock: workers up, Orbax's restore and JAX's compiles (their
+    # own measures) and the rest add up to the time to the first step, none below zero.
+    (timeline,) = [start["timeline"] for start in first["starts"]]
+    parts = [timeline[k] for k in ("workers", "restore", "compile", "other")]
+    assert sum(parts) == pytest.approx(timeline["total"], abs=0.05) and min(parts) >= 0, timeline
+    assert timeline["workers"] > 0 and timeline["compile"] > 0 and timeline["restore"] == 0
+    assert "start-up:\n  start 1: " in out
 
     # Resumed, stopped mid-run, submitted again: the stopped job resumes from its latest
     # committed checkpoint, past a save torn by a kill mid-write (one job start fewer than
@@ -122,6 +131,17 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
         "num_epoch=2",
     )  # fmt: skip
     wait_for_step(client, job_id, 12)
+    # One host's chips go idle while the job runs (the local TPU device plugin stand-in holds
+    # them at 0; Ray's own agent scrapes it): the driver names that host the straggler.
+    local_cluster_command("idle-chips", "--host", "1")
+    try:
+        verdict = settled(lambda: _devices(job_id).get("verdict"), STRAGGLER, wait_s=120)
+        devices = _devices(job_id)
+    finally:
+        local_cluster_command("idle-chips", "--host", "1", "--off")
+    assert verdict == STRAGGLER and devices["hosts"] == ["local-slice-0/1"], devices
+    shown = tpu_launcher("status", job_id).stdout
+    assert "[devices] straggler: local-slice-0/1 (" in shown and "local-slice-0/1 0%" in shown
     stop = tpu_launcher("stop", job_id)
     assert stop.returncode == 0, stop.stderr
     assert wait_until_done(client, job_id) == "STOPPED"
@@ -141,6 +161,7 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert code == 0, out[-6000:]
     second = launcher_result(out)
     assert second["first_step"] == latest + 1, "did not resume from the latest committed step"
+    assert second["starts"][0]["timeline"]["restore"] > 0, second["starts"]  # Orbax's measure
     assert second["last_step"] == latest + 5
     assert latest + 3 not in second["checkpoints"] and latest + 5 in second["checkpoints"]
     assert {0, 5, 9, 10} <= set(second["checkpoints"])
@@ -152,6 +173,11 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     )
     assert second["compile_cache"]["hits"] >= 1
     assert "compile cache:" in out and "loaded from it" in out
+
+
+def _devices(job_id: str) -> dict:
+    """The job's chips' last verdict, as `status --json` gives it ({}: none yet)."""
+    return json.loads(tpu_launcher("status", "--json", job_id).stdout)["devices"] or {}
 
 
 def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):

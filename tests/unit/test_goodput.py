@@ -13,6 +13,8 @@ from launcher.core.goodput import (
     breakdown,
     format_breakdown,
     format_compile_cache,
+    format_timeline,
+    startup_timeline,
 )
 from launcher.runtime.plots import loss_sparkline
 
@@ -148,3 +150,29 @@ def test_the_compile_cache_line_counts_programs():
         "shared by the runs of its directory)"
     )
     assert "(0 programs loaded" in format_compile_cache({**cache, "hits": 0})
+
+
+def test_each_starts_timeline_adds_up_to_its_time_to_the_first_step():
+    first = Attempt(started_at=105.0, startup_compile_seconds=20.0, compile_seconds=25.0)
+    first.steps = [StepPoint(0, 1.0, 140.0, 5.0, 10.0), StepPoint(1, 1.0, 141.0, 4.9, 10.0)]
+    # A restart: its workers come up after the first start's last sign (step 1 at 141 s).
+    again = Attempt(
+        started_at=160.0, restore_seconds=3.0, startup_compile_seconds=2.0, compile_cache_hits=3
+    )
+    again.compile_seconds_saved = 18.0
+    again.steps = [StepPoint(2, 1.0, 170.0, 4.8, 10.0)]
+    never = Attempt(started_at=180.0)
+    first_t, again_t, never_t = startup_timeline([again, never, first], started_at=100.0)
+    assert first_t == {
+        "workers": 5.0, "restore": 0.0, "compile": 20.0, "other": 15.0, "total": 40.0,
+        "programs_loaded": 0, "compile_saved": 0.0,
+    }  # fmt: skip
+    assert (again_t["workers"], again_t["restore"], again_t["compile"]) == (19.0, 3.0, 2.0)
+    assert again_t["total"] == 29.0 and again_t["other"] == 5.0
+    assert never_t is None
+    lines = format_timeline([first_t, again_t, never_t])
+    assert lines[0] == "start-up:" and lines[3] == "  start 3: no step"
+    assert lines[2] == (
+        "  start 2: 29.0s to its first step = workers up 19.0s + restore 3.0s + compile 2.0s "
+        "(3 programs from the cache, 18.0s saved) + model, data and first step 5.0s"
+    )

@@ -146,6 +146,9 @@ EVERY_EVENT = {
     EventKind.RESULT: job_events.format_result({"last_step": 1}),
     EventKind.FULL_LOG: job_events.format_full_log("/tmp/job.log"),
     EventKind.SCRIPT: job_events.format_script("step 5 loss 4.3"),
+    EventKind.DEVICES: job_events.format_devices(
+        "straggler: s/1 (its chips idle); duty cycle by host: s/0 90%, s/1 0%"
+    ),
 }
 HIDDEN = {EventKind.RESULT}  # machine-readable: the log file only
 WRITTEN_BY_SUBMIT = {EventKind.FULL_LOG}  # printed by submit itself, never fed from the job

@@ -114,6 +114,10 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 *(["--enable-dataplane-v2"] if need.network_policies else []),
                 f"--workload-pool={pool}",
                 "--workload-metadata=GKE_METADATA",
+                # Image streaming (GKE's "Use Image streaming to pull container images"): the
+                # launcher's image (Artifact Registry) starts before it is all pulled, on every
+                # pool that does not turn it off; a TPU host's pod starts minutes sooner.
+                "--enable-image-streaming",
                 f"--machine-type={SYSTEM_MACHINE}",
                 "--num-nodes=1",
                 # GKE's default channel, said: new versions reach it after the rapid channel.

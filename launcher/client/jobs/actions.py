@@ -12,8 +12,8 @@ from launcher.client.jobs.output import JobOutput
 from launcher.client.jobs.ray_api import RayJobs, check_reachable, resolve_address
 from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
-from launcher.core.goodput import format_breakdown, format_compile_cache
-from launcher.core.job_events import EventKind, events, last_result
+from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
+from launcher.core.job_events import EventKind, events, last_devices, last_result
 from launcher.core.tpu_prices import format_cost
 
 
@@ -219,10 +219,14 @@ def _print_goodput(address: str, job_id: str) -> None:
     logs = RayJobs(address).logs(job_id)
     if preempted := events(logs, EventKind.PREEMPTED):
         print(f"preempted, resumed at step {preempted[-1].fields['step']}")
+    if devices := last_devices(logs):
+        print(devices["line"])
     if result := last_result(logs):
         if "goodput" in result:
             print("\n".join(format_breakdown(result["goodput"])))
         if "compile_cache" in result:
             print(format_compile_cache(result["compile_cache"]))
+        for line in format_timeline([s.get("timeline") for s in result.get("starts", [])]):
+            print(line)
         if result.get("cost"):
             print(format_cost(result["cost"]))

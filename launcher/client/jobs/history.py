@@ -151,6 +151,8 @@ def act_on_recorded(
     print(source_line(recorded.where))
     if recorded.job.goodput:
         print("\n".join(format_breakdown(recorded.job.goodput)))
+    if recorded.job.devices:
+        print(recorded.job.devices["line"])
     if recorded.job.cost:
         print(format_cost(recorded.job.cost))
     print(f"job {job_id}: {state_of(recorded)}")

@@ -19,7 +19,7 @@ import time
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options
 from launcher.client.jobs.ray_api import JobInfo, RayJobs, check_reachable, resolve_address
-from launcher.core.job_events import last_result, last_step
+from launcher.core.job_events import last_devices, last_result, last_step
 from launcher.core.job_record import FIELDS, JobRecord
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
@@ -74,6 +74,7 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
         job.message,
         result.get("goodput"),
         result.get("cost"),
+        last_devices(logs),
     )
 
 

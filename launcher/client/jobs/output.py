@@ -27,6 +27,7 @@ _SHOWN = {
     EventKind.ELASTIC,
     EventKind.LAUNCHER,
     EventKind.SCRIPT,  # a PyTorch script's own output (rank 0's): the job is the script's
+    EventKind.DEVICES,
 }
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
 

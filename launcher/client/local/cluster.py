@@ -32,9 +32,10 @@ from launcher.client.local.nodes import (
     wait_until_gone,
     wait_until_registered,
 )
+from launcher.core.device_metrics import DEVICE_PLUGIN_ADDR_ENV
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.core.slices import LABEL_SLICE
+from launcher.core.slices import LABEL_ACCELERATOR, LABEL_SLICE, LABEL_TOPOLOGY, LABEL_WORKER_ID
 
 # Token auth is on, as in the chart: anyone who reaches a dashboard can run code. In this mode
 # every process of the cluster, and every client of it here, reads Ray's token file (`up` makes
@@ -132,6 +133,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         _env({OUTPUT_DIR_ENV: str(bucket)}),
         spec.dry_run,
     )
+    start_device_plugins(nodes, spec.dry_run)
     for i, node in enumerate(nodes):
         start_host(i, node, bucket, spec.object_store_mb, spec.dry_run)
     if not spec.dry_run:  # what `slice-up` starts again
@@ -147,8 +149,74 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
         )
 
 
+def _simulated_chips(index: int, node: dict):
+    """What the device plugin stand-in serves for simulated host `index` (None: a CPU host)."""
+    from launcher.client.local.device_plugin import SimulatedChips
+    from launcher.core.tpu_table import generation
+
+    chips = node["resources"].get("TPU")
+    if not chips:
+        return None
+    gen = generation(node["labels"][LABEL_ACCELERATOR])
+    return SimulatedChips(
+        node["name"],
+        local_instance().device_plugin_port(index + 1),
+        int(node["labels"][LABEL_WORKER_ID]),
+        int(chips),
+        gen.gke_accelerator,
+        node["labels"][LABEL_TOPOLOGY],
+        gen.hbm_gib * 2**30,
+    )
+
+
+def start_device_plugins(nodes: list[dict], dry_run: bool) -> None:
+    """The device plugin stand-in (launcher.client.local.device_plugin) for the simulated TPU
+    hosts, serving before their agents first ask (an agent that cannot reach it stops asking);
+    it carries the slot, so `down` stops it."""
+    import subprocess
+
+    hosts = [c for i, n in enumerate(nodes) if (c := _simulated_chips(i, n)) is not None]
+    if not hosts or dry_run:
+        return
+    session = local_instance().ray_dir / "session_latest"
+    spec = json.dumps({"hosts": [h.to_json() for h in hosts], "ray_session": str(session)})
+    log = (session / "logs" / "tpu-launcher-device-plugin.log").open("ab")
+    subprocess.Popen(
+        [sys.executable, "-m", "launcher.client.local.device_plugin", spec],
+        env={**os.environ, **_env({})},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + 30
+    for host in hosts:
+        while not _answers(f"http://127.0.0.1:{host.port}/metrics"):
+            if time.monotonic() > deadline:
+                raise UsageError(
+                    "up",
+                    f"the TPU device plugin stand-in did not answer on port {host.port} within "
+                    "30 s",
+                    f"read {session / 'logs' / 'tpu-launcher-device-plugin.log'}; another "
+                    "program may hold the port: `tpu-launcher down`, then `tpu-launcher up`",
+                )
+            time.sleep(0.2)
+
+
+def _answers(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2).close()
+        return True
+    except OSError:
+        return False
+
+
 def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_run: bool) -> None:
     labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
+    chips = _simulated_chips(index, node)
+    # As the KubeRay TPU webhook names the node's device plugin to a TPU pod: Ray's agent
+    # scrapes it (launcher.core.device_metrics).
+    plugin = {DEVICE_PLUGIN_ADDR_ENV: f"127.0.0.1:{chips.port}"} if chips else {}
     _start_node(
         f"simulated host {index} ({node['name']})",
         node["name"],
@@ -166,7 +234,7 @@ def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_r
             *local_instance().node_ports(index + 1),
         ],
         # HOST_ENV names the host on each of its processes: `preempt` finds them by it.
-        _env({**node["env"], OUTPUT_DIR_ENV: str(bucket), HOST_ENV: node["name"]}),
+        _env({**node["env"], **plugin, OUTPUT_DIR_ENV: str(bucket), HOST_ENV: node["name"]}),
         dry_run,
     )
 
@@ -197,6 +265,35 @@ def _start_node(
         )
         wait_until_registered(name, timeout_s, raylet_of(name))
         print(f"{what} registered after {time.monotonic() - started:.0f} s", flush=True)
+
+
+def idle_chips(host: int, idle: bool) -> None:
+    """Holds simulated host `host`'s chips idle in the device plugin stand-in's figures (or
+    lets it go)."""
+    from launcher.client.local.device_plugin import holds_dir
+
+    record, _ = slice_hosts(0)
+    nodes = record["nodes"]
+    if not 0 <= host < len(nodes) or _simulated_chips(host, nodes[host]) is None:
+        tpu_hosts = [i for i, n in enumerate(nodes) if _simulated_chips(i, n) is not None]
+        raise UsageError(
+            "--host",
+            f"is {host}: the local cluster's simulated TPU hosts are "
+            f"{', '.join(map(str, tpu_hosts)) or 'none'}",
+            "pass one of them",
+        )
+    name = nodes[host]["name"]
+    holds = holds_dir(local_instance().ray_dir / "session_latest")
+    holds.mkdir(exist_ok=True)
+    if idle:
+        (holds / name).touch()
+        print(
+            f"{name}: its chips report a duty cycle of 0 (`tpu-launcher idle-chips --host "
+            f"{host} --off` ends it)"
+        )
+    else:
+        (holds / name).unlink(missing_ok=True)
+        print(f"{name}: its chips report their own figures")
 
 
 def slice_hosts(slice_index: int) -> tuple[dict, list[tuple[int, dict]]]:

@@ -1,5 +1,5 @@
-"""The local cluster's commands: up, down, local-status, slice-down, slice-up, preempt (a real
-Ray cluster on this machine whose simulated TPU hosts run on CPU)."""
+"""The local cluster's commands: up, down, local-status, slice-down, slice-up, preempt,
+idle-chips (a real Ray cluster on this machine whose simulated TPU hosts run on CPU)."""
 
 from __future__ import annotations
 
@@ -56,6 +56,13 @@ def run_slice(ns: argparse.Namespace) -> int:
         local_cluster.slice_down(ns.slice)
     else:
         local_cluster.slice_up(ns.slice)
+    return 0
+
+
+def run_idle_chips(ns: argparse.Namespace) -> int:
+    from launcher.client.local import cluster as local_cluster
+
+    local_cluster.idle_chips(ns.host, not ns.off)
     return 0
 
 
@@ -143,3 +150,15 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--stay-down", action="store_true", help="do not start the host(s) again after the kill"
     )
     p.set_defaults(func=run_preempt)
+
+    p = sub.add_parser(
+        "idle-chips",
+        help="hold a simulated host's chips idle in its device plugin's figures, or --off",
+        description="The local cluster's TPU device plugin stand-in reports the host's chips "
+        "at a duty cycle of 0 from now on, as a host whose chips are no longer fed does; a "
+        "job's driver names it as the straggler (`tpu-launcher status`). --off: its own "
+        "figures again.",
+    )
+    p.add_argument("--host", type=int, required=True, help="the host, by its index in the cluster")
+    p.add_argument("--off", action="store_true", help="report the host's own figures again")
+    p.set_defaults(func=run_idle_chips)

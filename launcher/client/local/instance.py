@@ -76,6 +76,10 @@ class LocalInstance:
             f"--runtime-env-agent-port={base + 3}",
         ]
 
+    def device_plugin_port(self, index: int) -> int:
+        """The device plugin stand-in's port for node `index` (a simulated TPU host)."""
+        return _AGENT_PORT_BASE + 100 * self.slot + 10 * index + 4
+
     @property
     def tmp_root(self) -> str:
         """Ray's RAY_TMPDIR for this slot: Ray's own default for slot 0 (its rule, in
