@@ -79,7 +79,7 @@ def test_the_policy_flags_are_declared_once_and_read_by_both_frameworks():
     names = [flag.name for flag in POLICY_FLAGS]
     assert names == [
         "max_failures", "max_preemptions", "hang_timeout_s", "hang_step_factor", "max_hangs",
-        "metrics", "dry_run",
+        "metrics", "price_per_chip_hour", "dry_run",
     ]  # fmt: skip
     fv = flags.FlagValues()
     define_flags(fv)

@@ -98,6 +98,12 @@ FLAGS = {
         "GKE Dataplane V2 comes with built-in network policy enforcement ... you can only "
         "enable it when you create a new cluster",
     ),
+    "--enable-image-streaming": Source(
+        "GKE: Use Image streaming to pull container images",
+        "Image streaming lets workloads start without waiting for the entire image to download "
+        "... gcloud container clusters create CLUSTER_NAME --zone=COMPUTE_ZONE "
+        "--image-type=\"COS_CONTAINERD\" --enable-image-streaming",
+    ),
     "--update-addons": Source(
         REFERENCE + "container/clusters/update", "Cluster addons to enable or disable"
     ),
