@@ -102,7 +102,7 @@ FLAGS = {
         "GKE: Use Image streaming to pull container images",
         "Image streaming lets workloads start without waiting for the entire image to download "
         "... gcloud container clusters create CLUSTER_NAME --zone=COMPUTE_ZONE "
-        "--image-type=\"COS_CONTAINERD\" --enable-image-streaming",
+        '--image-type="COS_CONTAINERD" --enable-image-streaming',
     ),
     "--update-addons": Source(
         REFERENCE + "container/clusters/update", "Cluster addons to enable or disable"
