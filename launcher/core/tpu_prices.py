@@ -4,7 +4,9 @@ and a job's `--price_per_chip_hour` override, and the cost of a run from its chi
 time, its goodput, its useful steps and its tokens.
 
 The list prices are Cloud TPU's public on-demand prices per chip-hour (PRICES_SOURCE, in the
-base region the page quotes: us-central1, for v4 us-central2), as of PRICES_AS_OF. Cloud TPU
+base region the page quotes: us-central1, for v4 us-central2), written into this table on
+PRICES_AS_OF from the page's published figures (not fetched: nothing here reaches the network;
+a release whose bill differs states its own). Cloud TPU
 bills a slice's chips for as long as its nodes are up, whatever runs on them. A reservation
 without a commitment is billed at on-demand rates; Spot and flex-start prices change often and
 differ by region, so the table has none: a job on them has no cost until its release states its
@@ -23,7 +25,7 @@ from typing import Any
 from launcher.core.capacity import ON_DEMAND, RESERVATION
 from launcher.core.errors import UsageError
 
-PRICES_AS_OF = "2025-10-01"
+PRICES_AS_OF = "2026-11-29"  # the day the figures below were written in
 PRICES_SOURCE = "https://cloud.google.com/tpu/pricing"
 # Generation -> capacity -> USD per chip-hour. Only what the page publishes as a list price.
 LIST_PRICES: dict[str, dict[str, float]] = {

@@ -8,6 +8,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from launcher.core.errors import UsageError
 from launcher.core.job_plan import JobPlan
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_prices import Price, job_cost, no_price_reason, price_from_env
@@ -31,11 +32,14 @@ def run_cost(
         return None, "no TPU chips (a CPU slice)"
     generation = slices.shape.generation.name
     capacity = capacity_of(outcome)
-    price = (
-        Price(price_per_chip_hour, "the job's --price_per_chip_hour")
-        if price_per_chip_hour > 0
-        else price_from_env(generation, capacity, env)
-    )
+    try:
+        price = (
+            Price(price_per_chip_hour, "the job's --price_per_chip_hour")
+            if price_per_chip_hour > 0
+            else price_from_env(generation, capacity, env)
+        )
+    except UsageError as e:  # the release's prices unreadable: said, never failing the job
+        return None, str(e)
     if price is None:
         return None, no_price_reason(generation, capacity)
     goodput, trained = outcome["goodput"], outcome.get("trained", {})

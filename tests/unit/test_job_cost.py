@@ -98,6 +98,11 @@ def test_the_driver_prices_the_capacity_the_latest_start_ran_on():
     assert cost["price_source"] == "the job's --price_per_chip_hour"
 
 
+def test_unreadable_release_prices_leave_the_cost_unknown_and_say_why():
+    cost, why = run_cost(_plan(), _outcome("spot"), 0.0, env={PRICES_ENV: "{not json"})
+    assert cost is None and PRICES_ENV in why and "is not JSON" in why
+
+
 def test_without_maxtexts_token_count_the_batch_size_counts_them():
     plan = _plan()
     cost, _ = run_cost(plan, _outcome("on-demand"), 1.0, env={})
