@@ -30,8 +30,8 @@ TENSORCORE_UTILIZATION = "tensorcore_utilization"  # % of the TensorCores' peak
 MEMORY_BANDWIDTH_UTILIZATION = "memory_bandwidth_utilization"  # % of HBM bandwidth
 MEMORY_USED = "memory_used"  # HBM bytes in use
 MEMORY_TOTAL = "memory_total"  # HBM bytes
+# Indexed by the host's chip; the plugin's other series by the chip's index in the slice.
 HOST_INDEXED = (TENSORCORE_UTILIZATION, MEMORY_BANDWIDTH_UTILIZATION)
-SLICE_INDEXED = (DUTY_CYCLE, MEMORY_USED, MEMORY_TOTAL)
 RAY_NAMES = {
     name: f"ray_tpu_{name}"
     for name in (DUTY_CYCLE, TENSORCORE_UTILIZATION, MEMORY_BANDWIDTH_UTILIZATION)

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from launcher.core.device_metrics import (
     DUTY_CYCLE,
+    HOST_INDEXED,
     MEMORY_BANDWIDTH_UTILIZATION,
     MEMORY_TOTAL,
     MEMORY_USED,
@@ -101,11 +102,7 @@ def metrics_text(chips: SimulatedChips, duty: float, rss_bytes: float) -> str:
     ):
         lines.append(f"# TYPE {name} gauge")
         for chip in range(chips.chips):
-            index = (
-                chip
-                if name in (TENSORCORE_UTILIZATION, MEMORY_BANDWIDTH_UTILIZATION)
-                else (chips.worker_id * chips.chips + chip)
-            )
+            index = chip if name in HOST_INDEXED else (chips.worker_id * chips.chips + chip)
             labels = (
                 f'accelerator_id="{accelerator}-{index}",make="cloud-tpu",'
                 f'model="{chips.model}",tpu_topology="{chips.topology}"'
