@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.client.commands import run, start
 from launcher.core.capacity import items_of_pod
+from launcher.core.checkpoint_tiers import BUCKET, MEMORY, MEMORY_VOLUME, HostMemory
 from launcher.core.errors import UsageError
 from launcher.core.preemption import pod_grace_seconds
+from launcher.core.quantities import quantity
 from launcher.core.ray_auth import DASHBOARD_PORT
 from launcher.core.slices import TpuSlices, worker_group_slices
 
@@ -112,6 +114,24 @@ class Release:
             return None, None
         found, pod = groups[0]
         return found, pod_grace_seconds(pod)
+
+    def host_memory(self) -> HostMemory:
+        """The release's checkpoint tier and what its TPU worker pods hold for the memory
+        tier: the chart's in-memory volume and the container's memory limit."""
+        groups = worker_group_slices(self.cluster()["spec"])
+        if not groups:
+            return HostMemory()
+        pod = groups[0][1]
+        volume = next((v for v in pod.get("volumes", []) if v.get("name") == MEMORY_VOLUME), None)
+        size = ((volume or {}).get("emptyDir") or {}).get("sizeLimit")
+        limits = [c.get("resources", {}).get("limits", {}) for c in pod.get("containers", [])[:1]]
+        limit = limits[0].get("memory") if limits else None
+        return HostMemory(
+            MEMORY if volume else BUCKET,
+            quantity(size, memory=True) if size else None,
+            quantity(limit, memory=True) if limit else None,
+            known=True,
+        )
 
     def capacities(self) -> tuple[str, ...]:
         """The TPU workers' capacity items, in order, as the chart tells the hosts (() for a

@@ -63,6 +63,10 @@ class Attempt:
     # every 10 s): a host reclaimed without notice leaves it, so the steps computed again after
     # the restart are counted in full.
     last_step: int | None = None
+    # The memory tier (launcher.core.checkpoint_tiers): the saves that went to memory only,
+    # and where this start's restore read its copy (None: no restore, or the bucket tier).
+    memory_saves: list[int] = field(default_factory=list)
+    restored_from: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -85,6 +89,8 @@ class Attempt:
             capacity=data.get("capacity"),
             ended_at=data.get("ended_at"),
             last_step=data.get("last_step"),
+            memory_saves=data.get("memory_saves", []),
+            restored_from=data.get("restored_from"),
         )
 
 
@@ -232,6 +238,43 @@ def format_breakdown(result: dict[str, Any]) -> list[str]:
         seconds = result["parts"][key]
         lines.append(f"  {label:<40} {seconds:7.1f}s {seconds / wall:6.1%}")
     return lines
+
+
+def saves_by_tier(attempts: list[Attempt]) -> dict[str, dict[str, Any]]:
+    """Each checkpoint tier's saves and the time they blocked training (what the step after
+    a save took beyond a steady step, as `breakdown` counts it), with the memory tier's saves
+    apart from the bucket's (launcher.core.checkpoint_tiers)."""
+    trained = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
+    if not trained:
+        return {}
+    steady = _steady_seconds(trained)
+    found: dict[str, dict[str, Any]] = {}
+    for attempt in trained:
+        memory = set(attempt.memory_saves)
+        after = {p.step - 1: p.seconds for p in attempt.steps}
+        for step, _ in attempt.checkpoints:
+            tier = found.setdefault(
+                "memory" if step in memory else "bucket", {"saves": 0, "blocked_seconds": 0.0}
+            )
+            tier["saves"] += 1
+            tier["blocked_seconds"] += max(0.0, after.get(step, steady) - steady)
+    for tier in found.values():
+        tier["blocked_seconds"] = round(tier["blocked_seconds"], 3)
+    return found
+
+
+def format_saves(saves: dict[str, dict[str, Any]], restored: list[str | None]) -> str | None:
+    """The summary's line on the checkpoint tiers (None for a job with one tier)."""
+    if "memory" not in saves and not any(restored):
+        return None
+    parts = []
+    for tier, name in (("memory", "to memory"), ("bucket", "to the bucket")):
+        if tier in saves:
+            n, blocked = saves[tier]["saves"], saves[tier]["blocked_seconds"]
+            parts.append(f"{n} {name} ({blocked:.1f}s blocked, {blocked / n:.2f}s a save)")
+    line = "saves:        " + ", ".join(parts)
+    restores = [f"start {i + 1} from {r}" for i, r in enumerate(restored) if r]
+    return line + (f"; restored: {', '.join(restores)}" if restores else "")
 
 
 def format_compile_cache(cache: dict[str, Any]) -> str:

@@ -55,7 +55,10 @@ _PATTERNS: dict[EventKind, re.Pattern[str]] = {
         r"(?P<seconds>\S+)s tokens/s/device (?P<tokens>\S+)(?: TFLOP/s/device (?P<tflops>\S+))?"
         r"(?: MFU (?P<mfu>\S+))?(?: ETA (?P<eta>\S+?)s?)?$"
     ),
-    EventKind.CHECKPOINT: re.compile(r"^\[checkpoint\] saved step (?P<step>\d+)$"),
+    EventKind.CHECKPOINT: re.compile(
+        r"^\[checkpoint\] (?:saved step (?P<step>\d+)(?: to (?P<tier>memory|the bucket))?"
+        r"|restored step (?P<restored>\d+) from (?P<source>.+))$"
+    ),
     EventKind.EVAL: re.compile(
         r"^\[eval\] after step (?P<step>\d+): eval loss (?P<loss>\S+) perplexity "
         r"(?P<perplexity>\S+)"
@@ -140,8 +143,16 @@ def format_eval(step: int, loss: float, perplexity: float) -> str:
     return f"[eval] after step {step}: eval loss {loss:.4f} perplexity {perplexity:.2f}"
 
 
-def format_checkpoint(step: int) -> str:
-    return f"[checkpoint] saved step {step}"
+def format_checkpoint(step: int, tier: str | None = None) -> str:
+    """`tier`: where the save went, for a job with more than one (launcher.core.checkpoint_tiers;
+    the bucket is said as such)."""
+    where = {None: "", "memory": " to memory", "bucket": " to the bucket"}[tier]
+    return f"[checkpoint] saved step {step}{where}"
+
+
+def format_restored(step: int, source: str) -> str:
+    """A start restored `step` from `source` (a slice's memory, or the bucket)."""
+    return f"[checkpoint] restored step {step} from {source}"
 
 
 def format_restart(start: int, workers: int, slices: int, per_chip: bool = False) -> str:

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from absl import flags
 
+from launcher.core.checkpoint_tiers import BUCKET, CONTINUOUS, CONTINUOUS_KEPT, TIER_ENV, TIERS
 from launcher.core.errors import UsageError
 from launcher.core.tpu_table import GENERATIONS
 from launcher.core.trainers import TRAINERS
@@ -237,6 +238,28 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
     define_policy_flag("metrics", fv)
     define_policy_flag("price_per_chip_hour", fv)
+    flags.DEFINE_enum(
+        "checkpoint_tier",
+        os.environ.get(TIER_ENV) or BUCKET,
+        list(TIERS),
+        "Where checkpoints go: bucket (every save, through gcsfuse), or memory (Orbax's "
+        "emergency checkpointing: every local_checkpoint_period steps to the TPU hosts' memory "
+        "volumes, every checkpoint_period to the bucket; a restart restores from the nearest "
+        "whole copy; two slices or more, a release with checkpoints.tier=memory). Default: the "
+        "release's checkpoints.tier.",
+        flag_values=fv,
+    )
+    flags.DEFINE_enum(
+        "continuous_checkpointing",
+        "auto",
+        list(CONTINUOUS),
+        "Save to the bucket as soon as the previous save finished (MaxText's "
+        "enable_continuous_checkpointing), keeping the last "
+        f"{CONTINUOUS_KEPT} (max_num_checkpoints_to_keep, unless given). auto: on where the "
+        "slices are Spot or flex-start (a reclaim loses the steps since the last save), off "
+        "elsewhere and on the memory tier (it saves every few steps already).",
+        flag_values=fv,
+    )
     flags.DEFINE_string(
         "data",
         None,

@@ -12,13 +12,15 @@ target slice of a values file or a release).
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
 from absl import flags
 
 from launcher.core import slices as slices_mod
+from launcher.core.capacity import parse_items
+from launcher.core.checkpoint_tiers import BUCKET, plan_continuous, plan_tier
 from launcher.core.checkpoints import resolve_steps
 from launcher.core.data_checks import DataPlan, check_data, check_elastic_data, resolve_data
 from launcher.core.datasets import DATASETS_SUBDIR
@@ -70,6 +72,8 @@ class JobOptions:
     libtpu_init_args: str = ""
     metrics: bool = True
     price_per_chip_hour: float = 0.0  # 0: the release's or the table's price
+    checkpoint_tier: str = BUCKET
+    continuous_checkpointing: str = "auto"
     data: str | None = None
     from_: str | None = None  # --from, a keyword in Python
     trainer: str = PRETRAIN
@@ -92,6 +96,13 @@ class JobOptions:
             self.cpu_devices_per_host,
             tpu=self.tpu,
         )
+
+
+def with_release_tier(job: Job, release_tier: str) -> JobOptions:
+    """The job's options, its checkpoint tier the release's (checkpoints.tier) where the job
+    names none: as the release's head defaults it (launcher.core.checkpoint_tiers.TIER_ENV)."""
+    given = any(w.startswith(("--checkpoint_tier", "--checkpoint-tier")) for w in job.words)
+    return job.options if given else replace(job.options, checkpoint_tier=release_tier)
 
 
 def spelled_as_defined(job_args: list[str], fv: flags.FlagValues) -> list[str]:
@@ -189,6 +200,7 @@ def plan_job(
     output_dir: str | None = None,
     data_root: str | None = None,
     hosts_data_root: str | None = None,
+    capacities: tuple[str, ...] = (),
 ) -> JobPlan:
     """Parses and checks everything that can be checked before training. Raises UsageError.
 
@@ -198,7 +210,9 @@ def plan_job(
       the job runs (the bucket mount), so the directory and the steps are checked there.
     data_root: where --data's datasets/ are (default: output_dir); with neither, the job's
       data is resolved and checked where it runs, not here;
-    hosts_data_root: where the job's hosts see data_root (preflight: /data, the bucket's mount).
+    hosts_data_root: where the job's hosts see data_root (preflight: /data, the bucket's mount);
+    capacities: the TPU workers' capacity items (launcher.core.capacity; (): not known), for
+      --continuous_checkpointing=auto.
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
@@ -257,6 +271,16 @@ def plan_job(
     args = args.with_defaults(**trainer_keys(options.trainer, args, fields))
     if root is not None:
         check_chat_template(args, view)
+    args = plan_tier(
+        options.checkpoint_tier,
+        args,
+        slices.num_slices if slices else None,
+        len(sized) > 1,
+    )
+    preemptible = (
+        any(item.preemptible for item in parse_items(",".join(capacities))) if capacities else False
+    )
+    args = plan_continuous(options.continuous_checkpointing, args, preemptible)
     return JobPlan(
         slices, args, options.libtpu_init_args, sized, options.resize_check_s, data, base
     )

@@ -10,8 +10,10 @@ from typing import Any
 import yaml
 
 from launcher.core.capacity import block_words
+from launcher.core.checkpoint_tiers import BUCKET, MEMORY, HostMemory
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
+from launcher.core.quantities import quantity
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
@@ -153,3 +155,18 @@ def worker_capacities(values: dict[str, Any]) -> tuple[str, ...]:
     """The training workers' capacity items, in order, as the values write them
     (ray.worker.tpu.capacity: one word or a fallback's list)."""
     return tuple(block_words(_block(values, ("ray", "worker", "tpu")) or {}))
+
+
+def worker_host_memory(values: dict[str, Any]) -> HostMemory:
+    """The release's checkpoint tier and what its TPU workers hold for the memory tier."""
+    checkpoints = _block(values, ("checkpoints",)) or {}
+    worker = _block(values, ("ray", "worker")) or {}
+    tier = str(checkpoints.get("tier") or BUCKET)
+    size = checkpoints.get("memorySize") if tier == MEMORY else None
+    limit = ((worker.get("resources") or {}).get("limits") or {}).get("memory")
+    return HostMemory(
+        tier,
+        quantity(size, memory=True) if size else None,
+        quantity(limit, memory=True) if limit else None,
+        known=True,
+    )

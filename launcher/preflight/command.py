@@ -17,10 +17,11 @@ fits, predicted by a step model calibrated on published runs (see sharding_advic
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from launcher.core.checkpoint_tiers import HostMemory, tier_plan
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import Job, JobPlan, plan_job
+from launcher.core.job_plan import Job, JobPlan, plan_job, with_release_tier
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.run_dir import DEFAULT_OUTPUT_DIR
 from launcher.core.slices import TpuSlices
@@ -46,6 +47,8 @@ class PreflightRequest:
     use_cache: bool = True
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' to save on a notice (None: none)
     capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (() : not known)
+    # The release's checkpoint tier and what its TPU pods hold for the memory tier.
+    host_memory: HostMemory = field(default_factory=HostMemory)
 
 
 def _names_data(job: Job) -> bool:
@@ -64,11 +67,12 @@ def preflight(request: PreflightRequest) -> int:
     plan = request.plan
     if plan is None:
         plan = plan_job(
-            request.job.options,
+            with_release_tier(request.job, request.host_memory.tier),
             list(request.job.maxtext_argv),
             target=target,
             data_root=request.data_dir,
             hosts_data_root=request.hosts_data_dir if request.data_dir else None,
+            capacities=request.capacities,
         )
     if request.data_dir:
         print(f"preflight: the job's data checked in {request.data_dir}")
@@ -108,8 +112,10 @@ def preflight(request: PreflightRequest) -> int:
     print(report.render())
     grace_source = request.target_source or "the chart's default"
     save = estimate_save(report, slices, request.grace_seconds, grace_source, request.capacities)
+    tiers = tier_plan(plan.args)
     if save is not None:
         print(save.render())
+        print(save.render_tiers(tiers, request.host_memory))
     if request.advise:
         from launcher.preflight import sharding_advice
         from launcher.preflight.advice_report import render as render_advice
@@ -124,4 +130,7 @@ def preflight(request: PreflightRequest) -> int:
         )
         print(render_advice(advice, request.job))
     refuse_if_too_big(report)
+    memory = save is not None and tiers.memory_period is not None
+    if memory and save and (refusal := request.host_memory.refusal(save.gib_per_host)):
+        raise refusal
     return 0

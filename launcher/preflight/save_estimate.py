@@ -15,6 +15,14 @@ import math
 from dataclasses import dataclass
 
 from launcher.core.capacity import FLEX_START, SPOT
+from launcher.core.checkpoint_tiers import (
+    BUCKET,
+    MEMORY,
+    HostMemory,
+    TierPlan,
+    memory_gib_per_host,
+    memory_volume_size,
+)
 from launcher.core.package_version import doc
 from launcher.core.preemption import (
     PRESTOP_MARGIN_S,
@@ -26,6 +34,11 @@ from launcher.core.slices import TpuSlices
 from launcher.preflight.memory_report import MemoryReport
 
 SAVE_GIB_PER_S = 1.0
+# The memory tier's write and read, per host: assumed, not measured either. A save copies the
+# host's shards from HBM to host memory (PCIe) into a tmpfs; a quarter of a PCIe 4.0 x16 link's
+# 32 GB/s, for the same reasons as above. A restore from memory also broadcasts the copy from
+# the slice that holds it to the others over DCN, at the same rate.
+MEMORY_GIB_PER_S = 8.0
 GRACE_VALUE = "ray.worker.terminationGracePeriodSeconds"
 
 
@@ -84,6 +97,36 @@ class SaveEstimate:
         if len(self.capacities) > 1 and self.fits:
             lines.append("  per capacity, in the fallback's order:")
             lines += [f"    {word:<38} {self.on(word)}" for word in self.capacities]
+        return "\n".join(lines)
+
+    def render_tiers(self, tiers: TierPlan, host: HostMemory) -> str:
+        """Each checkpoint tier's save and restore for this job, and what its own tier asks of
+        the TPU hosts' memory."""
+        bucket_s = self.write_seconds
+        memory_s = self.gib_per_host / MEMORY_GIB_PER_S
+        needed = memory_gib_per_host(self.gib_per_host)
+        mine = tiers.tier
+        lines = [
+            "preflight: checkpoint tiers (per host; assumed rates, not measured):",
+            f"  {'bucket' + (' (this job)' if mine == BUCKET else ''):<24} save about "
+            f"{bucket_s:.0f}s at {SAVE_GIB_PER_S:g} GiB/s, restore about {bucket_s:.0f}s "
+            "(gcsfuse)",
+            f"  {'memory' + (' (this job)' if mine == MEMORY else ''):<24} save about "
+            f"{memory_s:.1f}s at {MEMORY_GIB_PER_S:g} GiB/s, restore about {memory_s:.1f}s from "
+            f"a slice's memory; {needed:.1f} GiB of memory per host "
+            f"(checkpoints.memorySize={memory_volume_size(self.gib_per_host)}); 2 slices or more",
+        ]
+        if mine == MEMORY:
+            volume = (
+                f"{host.volume_gib:.1f} GiB" if host.volume_gib is not None else "not known here"
+            )
+            lines += [
+                f"  {tiers.describe()}",
+                f"  the release's volume per host: {volume}",
+                "  a notice's save: Orbax's emergency manager forces it on every slice, the first "
+                "slice's hosts to the bucket: the grace period above must cover the bucket's "
+                "write",
+            ]
         return "\n".join(lines)
 
     def on(self, word: str) -> str:

@@ -22,6 +22,8 @@ from typing import Any
 from absl import app, flags
 
 from launcher.core import job_plan
+from launcher.core.capacity import CAPACITY_ENV
+from launcher.core.checkpoint_tiers import tier_plan
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import JAX, check_image_runs
@@ -79,6 +81,8 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
         nodes=ray_nodes(options),
         require_slice=True,
         output_dir=output_dir(),
+        # The chart's TPU workers' capacity items, on the head too: --continuous_checkpointing.
+        capacities=tuple(w for w in os.environ.get(CAPACITY_ENV, "").split(",") if w),
     )
     slices, args = plan.slices, plan.args
     assert slices is not None  # require_slice
@@ -101,6 +105,8 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
         )
     for line in plan.input_lines():
         print(f"launcher: {line}", flush=True)
+    if (tiers := tier_plan(args)).memory_period is not None:
+        print(f"launcher: {tiers.describe()}", flush=True)
     print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
     if options.dry_run:
         print(

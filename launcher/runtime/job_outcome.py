@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from launcher.core.goodput import breakdown, startup_timeline
+from launcher.core.goodput import breakdown, saves_by_tier, startup_timeline
 from launcher.core.preemption import restarts
 from launcher.core.run_dir import RunDir
 
@@ -61,6 +61,7 @@ class JobOutcome:
         }
         # Each start as it ran: on how many slices, which steps and how long to the first, the
         # global batch in tokens reported, and the MEGASCALE_* its workers saw.
+        outcome["saves"] = saves_by_tier(attempts)
         outcome["starts"] = [
             {
                 "slices": a.slices,
@@ -74,6 +75,8 @@ class JobOutcome:
                 "batch_tokens": sorted({p.total_weights for p in a.steps}),
                 "megascale": a.megascale,
                 "capacity": a.capacity,
+                # The memory tier: where the start's restore read its copy.
+                "restored_from": a.restored_from,
             }
             for a in attempts
         ]

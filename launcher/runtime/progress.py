@@ -13,8 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from launcher.core.checkpoint_tiers import MEMORY
 from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.job_events import format_checkpoint, format_eval, format_progress
+from launcher.core.job_events import (
+    format_checkpoint,
+    format_eval,
+    format_progress,
+    format_restored,
+)
 
 if TYPE_CHECKING:
     from launcher.runtime.metrics import StepMetrics
@@ -106,6 +112,8 @@ class ProgressTracker(logging.Handler):
     # clock. None until the start's first step (compiles and restores come before it).
     progress_at: float | None = None
     metrics: StepMetrics | None = None  # rank 0's Ray metrics (None: off, or another rank)
+    # The memory tier: which tier a save of a step went to (None: one tier, not said).
+    tier_of_save: Callable[[int], str] | None = None
     _published_at: float = 0.0
 
     def __post_init__(self) -> None:
@@ -189,11 +197,23 @@ class ProgressTracker(logging.Handler):
         """A save of `step` committed (MaxText's line, or a PyTorch script's save)."""
         self.last_saved = step
         self._progressed()
+        tier = self.tier_of_save(step) if self.tier_of_save else None
         if self.attempt is not None:
             self.attempt.checkpoints.append((step, time.time()))
+            if tier == MEMORY:
+                self.attempt.memory_saves.append(step)
         if self.metrics is not None:
             self.metrics.checkpoint(step)
-        self.say(format_checkpoint(step))
+        self.say(format_checkpoint(step, tier))
+        self.flush_events()
+
+    def restored(self, step: int, source: str, seconds: float) -> None:
+        """This start restored `step` from `source` in `seconds` (the memory tier's report:
+        the whole restore, which Orbax's read events alone do not measure)."""
+        if self.attempt is not None:
+            self.attempt.restored_from = source
+            self.attempt.restore_seconds = seconds
+        self.say(format_restored(step, source))
         self.flush_events()
 
     def _progressed(self) -> None:

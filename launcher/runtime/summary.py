@@ -8,7 +8,12 @@ import math
 from dataclasses import asdict
 
 from launcher.core.checkpoints import committed_steps
-from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
+from launcher.core.goodput import (
+    format_breakdown,
+    format_compile_cache,
+    format_saves,
+    format_timeline,
+)
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import JobPlan
 from launcher.core.preemption import FAILED, HUNG, PREEMPTED
@@ -55,6 +60,9 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
             f"{last}, {len(evals)} evals)"
         )
     print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
+    restored_from = [start.get("restored_from") for start in outcome["starts"]]
+    if saves_line := format_saves(outcome.get("saves", {}), restored_from):
+        print(saves_line)
     if outcome.get("sparkline"):
         print(f"loss curve:   {outcome['sparkline']}")
     if reported:
@@ -122,6 +130,7 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         "compile_cache": outcome["compile_cache"],
         "cost": cost,
         "starts": outcome["starts"],
+        "saves": outcome.get("saves", {}),
         "restarts": [asdict(r) for r in outcome["restarts"]],
         "evals": outcome.get("evals", []),
         "plot": outcome.get("plot"),

@@ -15,12 +15,14 @@ from typing import TYPE_CHECKING
 from absl import flags as absl_flags
 
 from launcher.core.capacity import CapacityItem
+from launcher.core.checkpoint_tiers import tier_plan
 from launcher.core.deferred_imports import maxtext_imports
 from launcher.core.elastic_slices import SliceSizing
 from launcher.core.goodput import Attempt
 from launcher.core.hangs import HangBound
 from launcher.core.job_events import format_elastic, format_preempted, format_restart
-from launcher.runtime import job_kv
+from launcher.core.maxtext_args import MaxTextArgs
+from launcher.runtime import job_kv, memory_tier
 from launcher.runtime.node_capacity import capacity_here
 from launcher.runtime.periodic import every
 from launcher.runtime.preemption import Notice, NoticeRelay, after_preemption_stop
@@ -209,6 +211,12 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             config.argv,
             (sizing.simulated_overrides if cpu_devices() else sizing.overrides) if sizing else None,
         )
+        if memory_tier.uses_memory_tier(argv):
+            argv = memory_tier.host_argv(argv, start.slices, cpu_devices())
+            tiers = tier_plan(MaxTextArgs.parse(argv[1:]))
+            tracker.tier_of_save = lambda step: tiers.tier_of_save(
+                step, forced=step == config.steps - 1 or tracker.stopped_for_preemption
+            )
         absl_logger = logging.getLogger("absl")
         absl_logger.addHandler(tracker)
         recorder = None
@@ -222,6 +230,8 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
                 recorder = _record_examples(Path(config.record_examples_in), start.rank)
             # Grain reads its own absl flags, which MaxText's app.run would have parsed.
             absl_flags.FLAGS.mark_as_parsed()
+            if tracker.tier_of_save is not None:
+                memory_tier.install(tracker.restored if start.rank == 0 else None)
             maxtext_train.main(argv)
         finally:
             if recorder is not None:

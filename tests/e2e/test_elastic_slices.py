@@ -1,9 +1,15 @@
-"""Elastic multi-slice training on the real local cluster: two simulated v5p-8 slices (a host of
-4 chips each: 2 Ray nodes, 2 JAX processes), one is taken away mid-run (its host's processes
-killed, as a preemption does), the job goes on with one slice from the latest checkpoint with the
-same global batch, the slice comes back, the job grows back to two and finishes. Ray Train's
-elastic JaxTrainer does the resizing; the launcher tells MaxText the mesh and accumulation for
-each size.
+"""Two simulated v5p-8 slices on the real local cluster (a host of 4 chips each: 2 Ray nodes, 2
+JAX processes).
+
+Elastic training: one slice is taken away mid-run (its host's processes killed, as a preemption
+does), the job goes on with one slice from the latest checkpoint with the same global batch, the
+slice comes back, the job grows back to two and finishes. Ray Train's elastic JaxTrainer does the
+resizing; the launcher tells MaxText the mesh and accumulation for each size.
+
+The memory checkpoint tier: Orbax's emergency checkpointing through MaxText, the in-memory copies
+on the second slice's host (each simulated host's memory volume is a directory in /dev/shm that
+its worker's restarts keep and a host that starts again finds empty); a killed worker restores
+from the surviving copy, a job whose hosts are all replaced from the bucket.
 
 It runs last (tests/e2e/conftest.py) and restarts the local cluster with two
 slices; a cluster someone started (`tpu-launcher up`) gets its one slice back after it, in the same
@@ -22,6 +28,7 @@ import pytest
 from harness.job_control import (
     RESTORED,
     jobs_client,
+    kill_every_worker_of,
     submit_no_wait,
     wait_until_done,
 )
@@ -93,18 +100,22 @@ def _last_step_of_each_start_that_trained(logs: str) -> list[int]:
     return [last[start] for start in sorted(last)]
 
 
-def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
-    client, name = jobs_client(), run_name("elastic")
+def _submit_on_both(cluster, kind: str, flags: tuple[str, ...], *maxtext: str):
+    """Submits the demo's model on both slices, without waiting; (client, run name, job id)."""
+    client, name = jobs_client(), run_name(kind)
     job_id = f"{name}-job"
     submit_no_wait(
+        cluster, job_id, "--tpu=v5p-8", "--num_slices=2", *flags, "tiny-llama.yml",
+        f"run_name={name}", *maxtext,
+    )  # fmt: skip
+    return client, name, job_id
+
+
+def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
+    client, name, job_id = _submit_on_both(
         two_slices,
-        job_id,
-        "--tpu=v5p-8",
-        "--num_slices=2",
-        "--min_slices=1",
-        "--resize_check_s=10",
-        "tiny-llama.yml",
-        f"run_name={name}",
+        "elastic",
+        ("--min_slices=1", "--resize_check_s=10"),
         f"steps={STEPS}",
         # Saved before the next step runs, so a change redoes at most checkpoint_period steps;
         # with MaxText's asynchronous saves, add the steps that run while a save is in flight.
@@ -176,4 +187,79 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
         f" -> 2 after step {last_computed[1]} (resumed at {restored[1] + 1}); one-slice start"
         f" {shrunk_after:.0f}s after the loss (with 3 steps), two-slice start {grown_after:.0f}s"
         f" after the slice came back"
+    )
+
+
+MEMORY_PERIOD, BUCKET_PERIOD = 2, 10
+SAVED = re.compile(r"\[checkpoint\] saved step (\d+) to (memory|the bucket)")
+RESTORED_FROM = re.compile(
+    r"\[checkpoint\] restored step (\d+) from (memory \(slice \d+'s hosts\)|the bucket)"
+)
+
+
+def _saves(logs: str) -> list[tuple[int, str]]:
+    return [(int(m[1]), m[2]) for m in SAVED.finditer(logs)]
+
+
+def test_memory_tier_restores_from_the_nearest_copy(two_slices):
+    client, name, job_id = _submit_on_both(
+        two_slices,
+        "memory",
+        ("--checkpoint_tier=memory",),
+        "steps=80",
+        f"local_checkpoint_period={MEMORY_PERIOD}",
+        f"checkpoint_period={BUCKET_PERIOD}",
+        # The bucket's saves before the next step runs (Orbax's in-memory ones stay
+        # asynchronous: the emergency manager takes no such option from MaxText).
+        "async_checkpointing=false",
+    )
+    logs = _wait_for(client, job_id, re.compile(r"saved step 1[2-8] to memory"), 0, 600)
+    # The first slice's host (rank 0's) dies; the second's memory, with the copies, survives.
+    killed_at = len(logs)
+    kill_every_worker_of("local-slice-0-host-0")
+    logs = _wait_for(client, job_id, RESTORED_FROM, killed_at, 600)
+    restored = RESTORED_FROM.search(logs, killed_at)
+    step, source = int(restored[1]), restored[2]
+    assert source == "memory (slice 1's hosts)", restored[0]
+    before = logs[:killed_at]
+    last_memory = max(s for s, tier in _saves(before) if tier == "memory")
+    # The latest save before the kill (or one that finished as the worker died), not the
+    # bucket's older one: at most the memory period of steps is lost.
+    assert (step >= last_memory and step % BUCKET_PERIOD != 0) or step > last_memory, restored[0]
+    computed = max(steps_logged(before))
+    assert computed - step <= MEMORY_PERIOD + 1, (computed, step)
+
+    # Every host replaced (both slices' hosts killed and started again, their memory empty):
+    # the restore reads the bucket's latest save.
+    after_first = RESTORED_FROM.search(logs, killed_at).end()
+    logs = _wait_for(client, job_id, re.compile(r"saved step \d+ to the bucket"), after_first, 600)
+    logs = _wait_for(client, job_id, re.compile(r"saved step \d+ to memory"), len(logs), 600)
+    replaced_at = len(logs)
+    bucket_before = max(s for s, tier in _saves(logs) if tier == "the bucket")
+    for index in (1, 0):
+        _slice("slice-down", index)
+    for index in (0, 1):
+        _slice("slice-up", index)
+    logs = _wait_for(client, job_id, RESTORED_FROM, replaced_at, 900)
+    again = RESTORED_FROM.search(logs, replaced_at)
+    assert again[2] == "the bucket", again[0]
+    assert int(again[1]) >= bucket_before and int(again[1]) % BUCKET_PERIOD == 0, again[0]
+
+    state = wait_until_done(client, job_id, timeout=900)
+    logs = client.logs(job_id)
+    assert state == "SUCCEEDED", logs[-8000:]
+    result = launcher_result(logs)
+    assert result["last_step"] == 79
+    sources = [s["restored_from"] for s in result["starts"] if s["restored_from"]]
+    assert sources[0] == "memory (slice 1's hosts)" and sources[-1] == "the bucket", sources
+    # The bucket holds only the bucket period's saves and the last step: the memory tier's
+    # saves never went through it.
+    committed = committed_steps(two_slices.bucket / name)
+    assert committed and all(s % BUCKET_PERIOD == 0 or s == 79 for s in committed), committed
+    saves = result["saves"]
+    assert saves["memory"]["saves"] > saves["bucket"]["saves"] > 0, saves
+    assert "saves:        " in logs and " to memory (" in logs
+    print(
+        f"\nmemory tier: restored step {step} from {source} (computed to {computed}); after "
+        f"every host was replaced, step {again[1]} from the bucket; saves {saves}"
     )

@@ -18,9 +18,11 @@ import pytest
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 from harness.tutorial import TUTORIAL_JOB_ARGS
+from launcher.core.checkpoint_tiers import memory_gib_per_host, memory_volume_size
 from launcher.core.child_process import ends_with_this_process
 from launcher.core.job_plan import parse_job_args
 from launcher.preflight.advice_report import PASTE_HERE
+from launcher.preflight.save_estimate import MEMORY_GIB_PER_S, SAVE_GIB_PER_S
 
 pytestmark = [pytest.mark.preflight, pytest.mark.timeout(900)]
 TUTORIAL_JOB = ["base.yml", *TUTORIAL_JOB_ARGS]
@@ -52,6 +54,14 @@ def test_the_tutorial_job_fits_a_v6e_16_with_its_memory_figures():
     assert float(save[1]) == pytest.approx(4 * per_host, abs=0.05)  # 4 hosts: one copy
     assert "30s (values/v6e-16.yaml)" in out
     assert "TOO SHORT" in out and "ray.worker.terminationGracePeriodSeconds: 50" in out
+    # Each checkpoint tier's save and restore per host, and the memory tier's need per host:
+    # two copies of the host's share, plus 15% (launcher.core.checkpoint_tiers).
+    bucket = re.search(r"bucket \(this job\)\s+save about (\d+)s .* restore about (\d+)s", out)
+    memory = re.search(r"memory\s+save about ([\d.]+)s .*, ([\d.]+) GiB of memory per host", out)
+    assert bucket and memory, out
+    assert int(bucket[1]) == round(per_host / SAVE_GIB_PER_S)
+    assert float(memory[1]) == pytest.approx(per_host / MEMORY_GIB_PER_S, abs=0.06)
+    assert float(memory[2]) == pytest.approx(memory_gib_per_host(per_host), abs=0.06)
 
     started = time.monotonic()
     again = preflight("--values", "values/v6e-16.yaml", "--", *TUTORIAL_JOB)
@@ -59,6 +69,22 @@ def test_the_tutorial_job_fits_a_v6e_16_with_its_memory_figures():
     assert again.returncode == 0 and "cached:" in again.stdout
     assert _gib(again.stdout, "total") == _gib(out, "total")
     assert elapsed < 30, "a cached preflight must not compile again"
+
+
+def test_a_memory_tier_the_release_cannot_hold_is_refused_with_the_size(tmp_path):
+    """The tutorial's 8B on two v6e-16 slices, the memory tier with a volume too small for its
+    copies: refused after the compile measured the state, with the size that holds them."""
+    values = tmp_path / "memory.yaml"
+    values.write_text("checkpoints: {tier: memory, memorySize: 16Gi}\n")
+    out = preflight(
+        "--values", "values/v6e-16-x2.yaml", "--values", str(values), "--", *TUTORIAL_JOB
+    )
+    assert out.returncode != 0, out.stdout
+    assert "memory (this job)" in out.stdout and "to memory every" in out.stdout, out.stdout
+    said = out.stdout + out.stderr
+    per_host = 4 * _gib(out.stdout, "parameters + optimizer state")
+    assert "checkpoints.memorySize: the release's in-memory volume holds 16.0 GiB" in said, said
+    assert f"--set checkpoints.memorySize={memory_volume_size(per_host)}" in said, said
 
 
 def test_the_tutorial_job_fits_a_tpu7x_16_per_device_and_per_chip():

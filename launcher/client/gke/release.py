@@ -30,6 +30,7 @@ from launcher.core.capacity import (
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.machines import MACHINES, node_vcpus
 from launcher.core.preemption import pod_grace_seconds
+from launcher.core.quantities import quantity
 from launcher.core.slices import TpuSlices, from_pod_spec, worker_group_slices
 from launcher.core.values_file import load_values
 
@@ -202,21 +203,6 @@ def chart_refusals(stderr: str) -> list[str]:
     return []
 
 
-def _quantity(value: str | int | float | None, memory: bool) -> float:
-    """A Kubernetes quantity as CPUs or GiB."""
-    if value is None:
-        return 0.0
-    text = str(value)
-    units = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "k": 1e3, "M": 1e6, "G": 1e9}
-    for suffix, factor in units.items():
-        if text.endswith(suffix):
-            number = float(text[: -len(suffix)]) * factor
-            return number / 2**30 if memory else number
-    if text.endswith("m"):
-        return float(text[:-1]) / 1000
-    return float(text) / 2**30 if memory else float(text)
-
-
 def pod_requests(pod: dict) -> tuple[float, float]:
     """(CPU, GiB) a pod's containers request (the larger of requests and limits where only a
     limit is given, as Kubernetes defaults a request to its limit)."""
@@ -224,8 +210,8 @@ def pod_requests(pod: dict) -> tuple[float, float]:
     for container in pod.get("containers", []):
         res = container.get("resources", {})
         req, lim = res.get("requests", {}), res.get("limits", {})
-        cpu += _quantity(req.get("cpu", lim.get("cpu")), memory=False)
-        mem += _quantity(req.get("memory", lim.get("memory")), memory=True)
+        cpu += quantity(req.get("cpu", lim.get("cpu")), memory=False)
+        mem += quantity(req.get("memory", lim.get("memory")), memory=True)
     return cpu, mem
 
 

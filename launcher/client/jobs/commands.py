@@ -114,7 +114,10 @@ def run_preflight(ns: argparse.Namespace) -> int:
     )
     if target is not None:
         request = dataclasses.replace(
-            request, grace_seconds=target.grace_seconds, capacities=target.capacities
+            request,
+            grace_seconds=target.grace_seconds,
+            capacities=target.capacities,
+            host_memory=target.host_memory,
         )
     elif ns.data_dir is None:
         # A job for no release: the local cluster's, whose hosts see this directory's bucket

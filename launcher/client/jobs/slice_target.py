@@ -5,9 +5,10 @@ so the slice preflight approved is the slice the job runs on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from launcher.core.checkpoint_tiers import HostMemory
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.slices import TpuSlices
@@ -24,6 +25,8 @@ class SliceTarget:
     grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' (None: they send no notice)
     release: Release | None = None  # the release read, when it came from one (read once)
     capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (() : not known)
+    # The release's checkpoint tier and its TPU pods' memory (a job's default tier).
+    host_memory: HostMemory = field(default_factory=HostMemory)
 
 
 def resolve_target(
@@ -40,13 +43,20 @@ def resolve_target(
             training_slices,
             worker_capacities,
             worker_grace_seconds,
+            worker_host_memory,
         )
 
         merged = load_values(packaged_chart() / "values.yaml", *values)
         source = " + ".join(values)
         slices = training_slices(merged, source)
         grace = worker_grace_seconds(merged)
-        return SliceTarget(slices, source, grace, capacities=worker_capacities(merged))
+        return SliceTarget(
+            slices,
+            source,
+            grace,
+            capacities=worker_capacities(merged),
+            host_memory=worker_host_memory(merged),
+        )
     if release:
         from launcher.client.helm_release import Release
 
@@ -61,7 +71,9 @@ def resolve_target(
             )
 
         found, grace = read.workers()
-        return SliceTarget(found, f"release {release}", grace, read, read.capacities())
+        return SliceTarget(
+            found, f"release {release}", grace, read, read.capacities(), read.host_memory()
+        )
     return None
 
 

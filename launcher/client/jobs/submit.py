@@ -31,7 +31,7 @@ from launcher.client.workspace import state_dir
 from launcher.core.errors import CONFIG_ERROR_EXIT_CODE
 from launcher.core.frameworks import JAX, Framework
 from launcher.core.job_events import format_full_log
-from launcher.core.job_plan import Job, plan_job
+from launcher.core.job_plan import Job, plan_job, with_release_tier
 from launcher.core.run_requests import (
     TRAIN_ENTRYPOINT,
     ExportRequest,
@@ -118,11 +118,12 @@ def submit(request: SubmitRequest) -> int:
     mount = BucketMount.of_cluster(read.raycluster["spec"]) if read and read.raycluster else None
     with data_seen_here(job, mount) as seen:
         plan = plan_job(
-            job.options,
+            with_release_tier(job, target.host_memory.tier) if target else job.options,
             list(job.maxtext_argv),
             target=target.slices if target else None,
             data_root=seen[0] if seen else None,
             hosts_data_root=seen[1] if seen else None,
+            capacities=target.capacities if target else (),
         )
     if target is not None and target.slices is not None:
         if request.dry_run and not request.skip_preflight:
@@ -149,6 +150,7 @@ def submit(request: SubmitRequest) -> int:
                     target_source=target.source,
                     grace_seconds=target.grace_seconds,
                     capacities=target.capacities,
+                    host_memory=target.host_memory,
                 )
             )
             if code:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import sys
 import time
 import urllib.error
@@ -32,6 +33,7 @@ from launcher.client.local.nodes import (
     wait_until_gone,
     wait_until_registered,
 )
+from launcher.core.checkpoint_tiers import MEMORY_DIR_ENV
 from launcher.core.device_metrics import DEVICE_PLUGIN_ADDR_ENV
 from launcher.core.errors import CommandError, UsageError
 from launcher.core.run_dir import OUTPUT_DIR_ENV
@@ -234,9 +236,27 @@ def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_r
             *local_instance().node_ports(index + 1),
         ],
         # HOST_ENV names the host on each of its processes: `preempt` finds them by it.
-        _env({**node["env"], **plugin, OUTPUT_DIR_ENV: str(bucket), HOST_ENV: node["name"]}),
+        _env(
+            {
+                **node["env"],
+                **plugin,
+                OUTPUT_DIR_ENV: str(bucket),
+                HOST_ENV: node["name"],
+                MEMORY_DIR_ENV: str(_empty_memory(node["name"], dry_run)),
+            }
+        ),
         dry_run,
     )
+
+
+def _empty_memory(name: str, dry_run: bool) -> Path:
+    """The host's memory volume, empty: a host that starts (again) is a new pod, whose
+    emptyDir of medium Memory starts empty; its worker processes' restarts keep it."""
+    directory = local_instance().memory_root / name
+    if not dry_run:
+        shutil.rmtree(directory, ignore_errors=True)
+        directory.mkdir(parents=True)
+    return directory
 
 
 HEAD_NAME = "head"
@@ -402,6 +422,7 @@ def down(dry_run: bool = False, force: bool = False) -> None:
         print(f"[dry-run] stop every process of local cluster slot {local_instance().slot}")
         return
     stopped = stop_processes()
+    shutil.rmtree(local_instance().memory_root, ignore_errors=True)  # the hosts' memory goes
     print(f"local Ray cluster stopped ({stopped} processes)")
 
 

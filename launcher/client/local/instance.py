@@ -98,6 +98,13 @@ class LocalInstance:
         return Path(self.tmp_root) / "ray"
 
     @property
+    def memory_root(self) -> Path:
+        """Where the simulated hosts' memory volumes are (the memory checkpoint tier): Linux's
+        /dev/shm, a tmpfs, where there is one (a TPU pod's emptyDir of medium Memory is one)."""
+        shm = Path("/dev/shm")
+        return (shm if shm.is_dir() else Path(self.tmp_root)) / f"tpu-launcher-memory-{self.slot}"
+
+    @property
     def env(self) -> dict[str, str]:
         """What every process of this cluster is started with: its slot (for the commands its
         jobs run), its membership (for `down`), Ray's state root, and its own GCS address
