@@ -3,7 +3,7 @@
 generation, node label or machine type the table does not have (nor misses one it has: the
 hand-kept pattern once refused Ironwood's real label, tpu7x); and the launcher's own words for
 a choice (a capacity fallback's walkers, launcher.core.capacity.FALLBACKS; the generations and
-capacities cost.pricesPerChipHour is keyed by).
+capacities cost.pricesPerChipHour is keyed by; the checkpoint tiers).
 
 ci/schema_enums.py charts/tpu-stack/values.schema.json --check  # exit 1 if it is stale
 ci/schema_enums.py charts/tpu-stack/values.schema.json --write  # rewrite it
@@ -19,6 +19,7 @@ import sys
 from pathlib import Path
 
 from launcher.core.capacity import CAPACITIES, FALLBACKS
+from launcher.core.checkpoint_tiers import TIERS
 from launcher.core.tpu_table import GENERATIONS
 
 
@@ -72,6 +73,7 @@ def with_enums(schema: dict) -> dict:
     cost = schema["properties"]["cost"]["properties"]
     cost["pricesPerChipHour"].update(price_keys())
     cost["region"]["pattern"] = f"^({REGION})?$"
+    schema["properties"]["checkpoints"]["properties"]["tier"]["enum"] = list(TIERS)
     props = schema["definitions"]["tpuSlice"]["properties"]
     for key, values in enums().items():
         props[key] = {

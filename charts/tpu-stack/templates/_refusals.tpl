@@ -202,6 +202,33 @@ two: its suffix, decimal (m, k, M, G, T, P, E) or binary (Ki .. Ei), or an expon
 {{- mulf (float64 (trimSuffix $suffix $q)) (get $factors $suffix | default 1.0) -}}
 {{- end -}}
 
+{{/* tpu-stack.refusals.checkpoints: The checkpoint tier (launcher.core.checkpoint_tiers, where
+each refusal's reason is written for the jobs as well). A YAML list of messages; call with the
+root context. */}}
+{{- define "tpu-stack.refusals.checkpoints" -}}
+{{- $msgs := list -}}
+{{- $c := .Values.checkpoints -}}
+{{- $w := .Values.ray.worker -}}
+{{- if eq $c.tier "multi-tier" -}}
+{{- $msgs = append $msgs "checkpoints.tier: multi-tier (GKE's managed multi-tier checkpointing) starts jax.distributed itself with the process ids its CSI driver writes for a JobSet's pods, and GKE documents it for JobSet workloads; on this RayCluster Ray Train's JaxTrainer starts jax.distributed before MaxText runs, so no replicator would ever be configured; --set checkpoints.tier=memory (Orbax's in-memory copies on the slices' hosts) or bucket." -}}
+{{- else if eq $c.tier "memory" -}}
+{{- if not (and .Values.ray.enabled $w.tpu.enabled) -}}
+{{- $msgs = append $msgs "checkpoints.tier: memory keeps copies in the TPU workers' memory, and this release has no TPU workers (ray.worker.tpu.enabled=false); --set checkpoints.tier=bucket." -}}
+{{- else if lt (int $w.tpu.slices) 2 -}}
+{{- $msgs = append $msgs (printf "checkpoints.tier: memory needs 2 slices or more (Orbax keeps the in-memory copies on the slices after the first, which writes the bucket's), and ray.worker.tpu.slices is %d; --set ray.worker.tpu.slices=2, or --set checkpoints.tier=bucket." (int $w.tpu.slices)) -}}
+{{- end -}}
+{{- if not $c.memorySize -}}
+{{- $msgs = append $msgs "checkpoints.memorySize: tier memory mounts an in-memory volume of this size in every TPU worker, and none is given; `tpu-launcher preflight --values <this file> -- <the job>` prints the size (two copies of a host's share of the checkpoint, plus 15%), e.g. --set checkpoints.memorySize=64Gi." -}}
+{{- else -}}
+{{- $limit := dig "limits" "memory" "" (default dict $w.resources) -}}
+{{- if and $limit (ge (include "tpu-stack.quantity" $c.memorySize | float64) (include "tpu-stack.quantity" $limit | float64)) -}}
+{{- $msgs = append $msgs (printf "checkpoints.memorySize: %s is not below the worker's memory limit %v (ray.worker.resources.limits.memory), which the in-memory volume counts against with the training process and Ray's object store; raise the limit, or lower checkpoints.memorySize to what preflight prints." $c.memorySize $limit) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
 {{/* tpu-stack.refusals.monitoring: Metrics scraping. A YAML list of messages; call with the root context. */}}
 {{- define "tpu-stack.refusals.monitoring" -}}
 {{- $msgs := list -}}

@@ -52,6 +52,14 @@ cluster lives only while its job runs). Call with the root context.
       {{- with .Values.cost.region }}
       {{- $env = append $env (dict "name" "LAUNCHER_REGION" "value" .) }}
       {{- end }}
+      {{- /* launcher.core.checkpoint_tiers: the TPU workers' capacity (continuous checkpointing
+        is on by default where it is Spot or flex-start) and the jobs' default tier. */}}
+      {{- if $w.tpu.enabled }}
+      {{- $env = concat $env (include "tpu-stack.capacityEnv" $slice | fromYamlArray) }}
+      {{- end }}
+      {{- if ne .Values.checkpoints.tier "bucket" }}
+      {{- $env = append $env (dict "name" "LAUNCHER_CHECKPOINT_TIER" "value" .Values.checkpoints.tier) }}
+      {{- end }}
       {{- $sidecars := list }}
       {{- if and $w.tpu.enabled $w.tpu.releaseIdleAfterSeconds }}
       {{- /* launcher.core.idle_slices: which group gives its slices back, and after how long;

@@ -7,6 +7,9 @@ it per group and the copies drift). Call with (dict "ctx" $ "component" "head|wo
 {{- $ctx := .ctx -}}
 {{- $v := $ctx.Values.ray -}}
 {{- $global := $ctx.Values.global -}}
+{{- /* The memory checkpoint tier's volume, on TPU workers only (the head trains nothing). */ -}}
+{{- $memoryTier := and .tpu (eq $ctx.Values.checkpoints.tier "memory") -}}
+{{- $memoryMount := "/checkpoints-memory" -}}
 metadata:
   labels:
     {{- include "tpu-stack.rayPodLabels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
@@ -71,6 +74,11 @@ spec:
         {{- with .tpu }}
         {{- include "tpu-stack.capacityEnv" . | nindent 8 }}
         {{- end }}
+        {{- if $memoryTier }}
+        # launcher.core.checkpoint_tiers: MaxText's local_checkpoint_directory on this host.
+        - name: LAUNCHER_MEMORY_CHECKPOINT_DIR
+          value: {{ $memoryMount }}
+        {{- end }}
         {{- with .env }}
         {{- toYaml . | nindent 8 }}
         {{- end }}
@@ -87,6 +95,10 @@ spec:
         - name: tmp
           mountPath: /tmp
         {{- end }}
+        {{- if $memoryTier }}
+        - name: checkpoints-memory
+          mountPath: {{ $memoryMount }}
+        {{- end }}
     {{- with .sidecars }}
     {{- toYaml . | nindent 4 }}
     {{- end }}
@@ -96,6 +108,14 @@ spec:
     # Ray's session directory (/tmp/ray: sockets, logs, spilled objects) must be writable.
     - name: tmp
       emptyDir: {}
+    {{- end }}
+    {{- if $memoryTier }}
+    # The memory checkpoint tier's copies: a tmpfs the pod's restarts of its processes keep and
+    # a new pod starts empty; its size counts against the container's memory limit.
+    - name: checkpoints-memory
+      emptyDir:
+        medium: Memory
+        sizeLimit: {{ $ctx.Values.checkpoints.memorySize | quote }}
     {{- end }}
   {{- $selector := deepCopy (default dict .group.nodeSelector) }}
   {{- if .tpu }}
