@@ -154,6 +154,6 @@ image: venv helm ## tpu-launcher image $(ARGS): build and push the launcher imag
 	$(TL) image $(ARGS)
 
 BENCHMARKS := launcher_overhead worker_start serving_path preflight_timing advice_calibration \
-  cluster_install_ready input_pipeline data_prepare compile_cache
+  cluster_install_ready input_pipeline data_prepare compile_cache checkpoint_tiers
 bench: venv helm cluster-build ## The benchmarks (on the local cluster, started if none runs): figures, ratios.
 	$(TL) up && for b in $(BENCHMARKS); do $(PY) benchmarks/$$b.py || exit 1; done
