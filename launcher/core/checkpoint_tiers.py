@@ -54,6 +54,17 @@ MULTI_TIER_REFUSAL = (
 )
 
 
+# MaxText's keys this module sets that decide where and when checkpoints go and nothing of the
+# compiled step: preflight's compile leaves them out (MaxText's config model also wants the
+# memory tier's local_checkpoint_directory, which only a host has) and its cache ignores them.
+CHECKPOINT_ONLY_KEYS = (
+    "enable_emergency_checkpoint",
+    "local_checkpoint_directory",
+    "local_checkpoint_period",
+    "enable_continuous_checkpointing",
+    "max_num_checkpoints_to_keep",
+)
+
 # The chart's name for the volume in the TPU worker pods (templates/ray/_pod.tpl), by which a
 # release's pods are read back.
 MEMORY_VOLUME = "checkpoints-memory"

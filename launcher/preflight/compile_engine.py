@@ -17,6 +17,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from launcher.core.checkpoint_tiers import CHECKPOINT_ONLY_KEYS
 from launcher.core.child_process import ends_with_this_process
 from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs, config_files
@@ -74,6 +75,9 @@ def compile_report(
     args: MaxTextArgs, target: TpuSlices, use_cache: bool = True, libtpu_flags: str = ""
 ) -> MemoryReport:
     """`libtpu_flags` (LIBTPU_INIT_ARGS) change what XLA does, e.g. how collectives overlap."""
+    args = MaxTextArgs(
+        args.config, {k: v for k, v in args.overrides.items() if k not in CHECKPOINT_ONLY_KEYS}
+    )
     key = cache_key(args, target, libtpu_flags)
     cached = CACHE_DIR / f"{key}.json"
     if use_cache and cached.is_file():

@@ -107,6 +107,13 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
         print(f"launcher: {line}", flush=True)
     if (tiers := tier_plan(args)).memory_period is not None:
         print(f"launcher: {tiers.describe()}", flush=True)
+    if args.get("enable_continuous_checkpointing"):
+        print(
+            "launcher: checkpoints: continuous (a save to the bucket as soon as the previous one "
+            f"finished; the last {args.get('max_num_checkpoints_to_keep')} kept: "
+            "--continuous_checkpointing=off saves every checkpoint_period steps and keeps all)",
+            flush=True,
+        )
     print("launcher: maxtext " + shlex.join(args.argv()[1:]), flush=True)
     if options.dry_run:
         print(
