@@ -28,8 +28,8 @@ TIER_ENV = "LAUNCHER_CHECKPOINT_TIER"
 # local cluster's per-host directory): MaxText's local_checkpoint_directory on that host.
 MEMORY_DIR_ENV = "LAUNCHER_MEMORY_CHECKPOINT_DIR"
 # Copies each host keeps in memory: the one being written and the last whole one. MaxText's
-# guide sizes the ramdisk at 2 x (checkpoint / hosts) x 1.15 (docs/guides/checkpointing_solutions/
-# emergency_checkpointing.md), the 1.15 being Orbax's metadata and the files' slack.
+# guides (docs/guides/checkpointing_solutions/) size the ramdisk at 2 x (checkpoint / hosts) x
+# 1.15, the 1.15 being Orbax's metadata and the files' slack.
 MEMORY_COPIES = 2
 MEMORY_SLACK = 1.15
 # The in-memory saves per bucket save when the job gives no local_checkpoint_period.
@@ -180,15 +180,6 @@ def plan_tier(tier: str, args: MaxTextArgs, num_slices: int | None, elastic: boo
             "memory is not supported with --min_slices below --num_slices: Orbax's in-memory "
             "copies are one per slice of a fixed number of slices",
             "drop --min_slices, or keep --checkpoint_tier=bucket",
-        )
-    if str(args.get("dataset_type")) == "grain":
-        raise UsageError(
-            "checkpoint_tier",
-            "memory would lose the data's place: MaxText's emergency checkpointing saves and "
-            "restores the model state only, not Grain's iterator (maxtext/common/"
-            "checkpointing.py, load_state_if_possible: the emergency managers' case returns no "
-            "iterator), so a restart would read the dataset from its start again",
-            "keep --checkpoint_tier=bucket for Grain datasets (--data)",
         )
     bucket_period = int(args.get("checkpoint_period"))
     local = int(args.get("local_checkpoint_period") or 0)

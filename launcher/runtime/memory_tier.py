@@ -14,15 +14,22 @@ checkpointing needs under Ray Train and does not do itself.
   default) and at most MEMORY_COPIES copies in memory.
 - Orbax hands a restored copy from the slice that holds it to the others by summing over the
   replica axis (orbax/checkpoint/_src/multihost/multislice.py, broadcast_one_replica_to_all);
-  MaxText's state holds typed PRNG keys (dtype key<fry>), which cannot be summed ("Cannot
+  MaxText's state holds typed PRNG keys (a key<...> dtype), which cannot be summed ("Cannot
   interpret 'key<urbg>' as a data type"): they travel as their raw key data and are wrapped back.
 - Which copy a restart restored (memory, and whose; or the bucket) is said, as Orbax decides it.
 - The copies are per run (a directory per run_name in the volume); another run's are removed
   when a run starts there, since the volume holds the copies of one job at a time.
+- MaxText's emergency checkpoints hold the model's state only, not Grain's iterator
+  (checkpointing.load_state_if_possible returns none for the emergency managers), so a restart
+  would read the data from its start. Each host writes its iterator's state at every save, as
+  MaxText's own GrainCheckpointSave does (its text, grain_utility's), to the run's
+  ITERATORS_SUBDIR on the bucket (a few hundred bytes: a host whose pod is gone has no memory
+  to keep it in), and sets it back after the restore, at the step Orbax restored.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import shutil
 import time
@@ -33,6 +40,11 @@ from launcher.core.checkpoint_tiers import MEMORY_COPIES, MEMORY_DIR_ENV
 
 # MaxText's mesh axis that spans the slices when dcn_data_parallelism does (its default).
 SLICES_AXIS = "data"
+# Beside the run's checkpoints: <run>/data_iterators/<step>/process_<i>-of-<n>.json.
+ITERATORS_SUBDIR = "data_iterators"
+# Iterator states kept besides the bucket period's: the latest in-memory saves' (Orbax keeps
+# MEMORY_COPIES of those; a few more cover a restore that began before a newer save finished).
+ITERATOR_STATES_KEPT = 4 * MEMORY_COPIES
 
 
 class MemoryTierError(RuntimeError):
@@ -74,10 +86,11 @@ def run_copies(volume: Path, run_name: str) -> str:
     return str(volume / run_name)
 
 
-def install(on_restore: Callable[[int, str, float], None] | None) -> None:
+def install(on_restore: Callable[[int, str, float], None], run_dir: Path) -> None:
     """Before MaxText's train.main: Orbax's id maps, MaxText's manager with the slices' replica
-    axis, and the restore's step, source and seconds (Orbax's read and the copy's broadcast to the
-    other slices) to `on_restore` (rank 0's tracker; None elsewhere)."""
+    axis, Grain's iterator state saved and restored beside the copies (under `run_dir`), and
+    the restore's step, source and seconds (Orbax's read and the copy's broadcast to the other
+    slices) to `on_restore`."""
     import orbax.checkpoint as ocp
     from absl import flags
     from maxtext.common import emergency_checkpointing
@@ -87,8 +100,14 @@ def install(on_restore: Callable[[int, str, float], None] | None) -> None:
     ocp.multihost.initialize_distributed_to_device_ids()
     emergency_checkpointing.create_emergency_checkpoint_manager = _manager_across_slices
     _broadcast_keys_as_data()
-    if on_restore is not None:
-        _report_restores(on_restore)
+    restored: dict[str, int] = {}
+
+    def note(step: int, source: str, seconds: float) -> None:
+        restored["step"] = step
+        on_restore(step, source, seconds)
+
+    _report_restores(note)
+    _keep_iterator_states(run_dir / ITERATORS_SUBDIR, restored)
 
 
 def replica_axis(mesh) -> int:
@@ -183,6 +202,71 @@ def _broadcast_keys_as_data() -> None:
     multislice.broadcast_one_replica_to_all = broadcast
 
 
+def _grain_iterator(data_iterator, dataset_type: str | None):
+    """The host's Grain iterator behind MaxText's, or None (other data, nothing to keep)."""
+    if dataset_type != "grain" or data_iterator is None or isinstance(data_iterator, list):
+        return None
+    return getattr(data_iterator, "local_iterator", None)
+
+
+def _keep_iterator_states(directory: Path, restored: dict[str, int]) -> None:
+    """Wraps MaxText's save_checkpoint and load_state_if_possible (module globals, which its
+    train loop and set-up look up at each call)."""
+    import jax
+    from maxtext.common import checkpointing, grain_utility
+
+    if getattr(checkpointing.save_checkpoint, "_keeps_iterators", False):
+        return
+    save, load = checkpointing.save_checkpoint, checkpointing.load_state_if_possible
+
+    def state_file(step: int) -> Path:
+        name = f"process_{jax.process_index()}-of-{jax.process_count()}.json"
+        return directory / str(step) / name
+
+    def save_checkpoint(manager, step, state, config=None, data_iterator=None, force=False):
+        saved = save(manager, step, state, config, data_iterator, force)
+        iterator = _grain_iterator(data_iterator, getattr(config, "dataset_type", None))
+        if saved and iterator is not None:
+            path = state_file(int(step))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            partial = path.with_suffix(".partial")
+            partial.write_text(grain_utility._state_to_text(iterator))
+            partial.replace(path)  # a killed host leaves no half-written state
+            if jax.process_index() == 0:
+                _drop_old_states(directory, config.checkpoint_period)
+        return saved
+
+    def load_state_if_possible(manager, data_iterator, *args, **kwargs):
+        loaded = load(manager, data_iterator, *args, **kwargs)
+        given = inspect.signature(load).bind(manager, data_iterator, *args, **kwargs).arguments
+        iterator = _grain_iterator(data_iterator, given.get("dataset_type", "synthetic"))
+        if "step" in restored and iterator is not None:
+            path = state_file(restored["step"])
+            if not path.is_file():
+                raise MemoryTierError(
+                    f"checkpoint tier memory: step {restored['step']} was restored but this "
+                    f"host's data iterator state for it is missing ({path}); the data would "
+                    "start again from its beginning. Fix: resubmit with --checkpoint_tier=bucket "
+                    "to resume from the bucket's checkpoint with MaxText's own iterator state"
+                )
+            grain_utility._set_state_from_text(iterator, path.read_text())
+        return loaded
+
+    save_checkpoint._keeps_iterators = True  # type: ignore[attr-defined]
+    checkpointing.save_checkpoint = save_checkpoint
+    checkpointing.load_state_if_possible = load_state_if_possible
+
+
+def _drop_old_states(directory: Path, bucket_period: int) -> None:
+    """The iterator states no restore can need any more: neither a bucket save's nor one of
+    the latest in-memory saves'."""
+    steps = sorted(int(p.name) for p in directory.iterdir() if p.name.isdigit())
+    recent = set(steps[-ITERATOR_STATES_KEPT:])
+    for step in steps:
+        if step % bucket_period and step not in recent:
+            shutil.rmtree(directory / str(step), ignore_errors=True)
+
+
 def _report_restores(on_restore: Callable[[int, str, float], None]) -> None:
     """Says which copy Orbax restores from: a slice's memory (the slice whose hosts hold the
     latest whole copy) or the bucket. Orbax 0.12's multi-slice manager decides in `restore`
@@ -198,13 +282,13 @@ def _report_restores(on_restore: Callable[[int, str, float], None]) -> None:
         began = time.monotonic()
         restored = from_local(self, step=step, restoring_slice_id=restoring_slice_id)
         source = f"memory (slice {restoring_slice_id}'s hosts)"
-        on_restore(step, source, time.monotonic() - began)
+        on_restore(int(step), source, time.monotonic() - began)  # Orbax's steps: numpy ints
         return restored
 
     def restore_from_persistent(self, step):
         began = time.monotonic()
         restored = from_persistent(self, step=step)
-        on_restore(step, "the bucket", time.monotonic() - began)
+        on_restore(int(step), "the bucket", time.monotonic() - began)
         return restored
 
     restore_from_local._reports = True  # type: ignore[attr-defined]

@@ -231,7 +231,7 @@ def train_loop_per_worker(config: WorkerConfig) -> None:
             # Grain reads its own absl flags, which MaxText's app.run would have parsed.
             absl_flags.FLAGS.mark_as_parsed()
             if tracker.tier_of_save is not None:
-                memory_tier.install(tracker.restored if start.rank == 0 else None)
+                memory_tier.install(_on_restore(start, recorder), Path(config.run_dir or "."))
             maxtext_train.main(argv)
         finally:
             if recorder is not None:
@@ -271,6 +271,19 @@ def _watch_for_hangs(config: WorkerConfig, tracker, rank: int) -> threading.Even
         ray.util.get_node_ip_address(),
         Path(config.run_dir) if config.run_dir else None,
     ).start()
+
+
+def _on_restore(start: WorkerStart, recorder) -> Callable[[int, str, float], None]:
+    """What a host does when the memory tier restored a step: its example record goes on from
+    the step after it (not after the bucket's latest), and rank 0 says where it came from."""
+
+    def restored(step: int, source: str, seconds: float) -> None:
+        if recorder is not None:
+            recorder.step = step + 1
+        if start.rank == 0:
+            start.tracker.restored(step, source, seconds)
+
+    return restored
 
 
 def _record_examples(run_dir: Path, rank: int):

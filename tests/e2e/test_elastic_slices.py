@@ -8,8 +8,9 @@ resizing; the launcher tells MaxText the mesh and accumulation for each size.
 
 The memory checkpoint tier: Orbax's emergency checkpointing through MaxText, the in-memory copies
 on the second slice's host (each simulated host's memory volume is a directory in /dev/shm that
-its worker's restarts keep and a host that starts again finds empty); a killed worker restores
-from the surviving copy, a job whose hosts are all replaced from the bucket.
+its worker's restarts keep and a host that starts again finds empty), on the project's prepared
+corpus: a killed worker restores from the surviving copy, a job whose hosts are all replaced
+from the bucket, and the data resumes exactly each time.
 
 It runs last (tests/e2e/conftest.py) and restarts the local cluster with two
 slices; a cluster someone started (`tpu-launcher up`) gets its one slice back after it, in the same
@@ -25,6 +26,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.data_audit import audit
 from harness.job_control import (
     RESTORED,
     jobs_client,
@@ -42,6 +44,7 @@ from harness.local_ray import (
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, clean, events, parse
 from launcher.runtime.progress import parse_step_line, steps_logged
+from tests.e2e.conftest import DATASET
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml
@@ -190,7 +193,7 @@ def test_a_job_loses_a_slice_keeps_training_and_grows_back(two_slices):
     )
 
 
-MEMORY_PERIOD, BUCKET_PERIOD = 2, 10
+MEMORY_PERIOD, BUCKET_PERIOD, MEMORY_STEPS = 2, 10, 40
 SAVED = re.compile(r"\[checkpoint\] saved step (\d+) to (memory|the bucket)")
 RESTORED_FROM = re.compile(
     r"\[checkpoint\] restored step (\d+) from (memory \(slice \d+'s hosts\)|the bucket)"
@@ -201,12 +204,12 @@ def _saves(logs: str) -> list[tuple[int, str]]:
     return [(int(m[1]), m[2]) for m in SAVED.finditer(logs)]
 
 
-def test_memory_tier_restores_from_the_nearest_copy(two_slices):
+def test_memory_tier_restores_from_the_nearest_copy(two_slices, tiny_dataset):
     client, name, job_id = _submit_on_both(
         two_slices,
         "memory",
-        ("--checkpoint_tier=memory",),
-        "steps=80",
+        ("--checkpoint_tier=memory", f"--data={DATASET}", "--record_examples"),
+        f"steps={MEMORY_STEPS}",
         f"local_checkpoint_period={MEMORY_PERIOD}",
         f"checkpoint_period={BUCKET_PERIOD}",
         # The bucket's saves before the next step runs (Orbax's in-memory ones stay
@@ -249,13 +252,18 @@ def test_memory_tier_restores_from_the_nearest_copy(two_slices):
     logs = client.logs(job_id)
     assert state == "SUCCEEDED", logs[-8000:]
     result = launcher_result(logs)
-    assert result["last_step"] == 79
+    assert result["last_step"] == MEMORY_STEPS - 1
+    # The data resumed exactly at each restore (Grain's iterator state kept beside the copies):
+    # every step on every host, no example twice, the steps computed again on the same ones.
+    checked = audit(two_slices.bucket / name, MEMORY_STEPS)
+    assert checked["hosts"] == 2 and checked["starts"] >= 3, checked
     sources = [s["restored_from"] for s in result["starts"] if s["restored_from"]]
     assert sources[0] == "memory (slice 1's hosts)" and sources[-1] == "the bucket", sources
     # The bucket holds only the bucket period's saves and the last step: the memory tier's
     # saves never went through it.
     committed = committed_steps(two_slices.bucket / name)
-    assert committed and all(s % BUCKET_PERIOD == 0 or s == 79 for s in committed), committed
+    last = MEMORY_STEPS - 1
+    assert committed and all(s % BUCKET_PERIOD == 0 or s == last for s in committed), committed
     saves = result["saves"]
     assert saves["memory"]["saves"] > saves["bucket"]["saves"] > 0, saves
     assert "saves:        " in logs and " to memory (" in logs

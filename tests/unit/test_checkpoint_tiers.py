@@ -60,7 +60,6 @@ def test_the_memory_tier_turns_on_maxtexts_emergency_checkpointing():
         (("--checkpoint_tier=multi-tier", *TWO_SLICES), (), "JobSet"),
         ((*TWO_SLICES,), ("enable_multi_tier_checkpointing=true",), "JobSet"),
         (("--checkpoint_tier=memory", *TWO_SLICES, "--min_slices=1"), (), "--min_slices"),
-        (("--checkpoint_tier=memory", *TWO_SLICES), ("dataset_type=grain",), "Grain's iterator"),
         (("--checkpoint_tier=memory", *TWO_SLICES), ("local_checkpoint_period=5",),
          "no more often than the bucket"),
     ],
