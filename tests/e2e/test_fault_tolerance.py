@@ -120,14 +120,15 @@ def test_a_hung_host_is_caught_and_the_job_resumes_from_the_latest_checkpoint_lo
         assert "train_loop_per_worker" in f.read_text(), f.read_text()[-2000:]
         assert f"{f}" in logs
     assert f"stacks of host {stopped} (pid {pid}, read by py-spy from host {live})" in logs
-    # A start took longer than the bound to its first step (the first one's compile: 31 s, the
-    # restart's 22 s from the compile cache, on 2 cores) and no hang fired in it: the one
-    # restart above is the hang's. (Ray may start a group that never trains, one placed while
-    # the stopped host's process was still going: no first step.)
+    # No hang fired in a start before its first step: the one restart above is the hang's, and
+    # both starts trained. (Ray may start a group that never trains, one placed while the
+    # stopped host's process was still going: no first step.) How long a start took here
+    # depends on the machine (31 s and 22 s on a busy 2-core one, 19.8 s and 16.3 s on an idle
+    # one, under the bound): that a start longer than the bound is never a hang is held on the
+    # watchdog's own clock, tests/unit/test_hangs.py.
     trained = [s for s in result["starts"] if s["first_step"] is not None]
     assert len(trained) == 2, result["starts"]
     to_first_step = [start["seconds_to_first_step"] for start in trained]
-    assert max(to_first_step) > BOUND_S, result["starts"]
 
     # Goodput counts the restarts: the redone steps and the recoveries; the parts add up.
     goodput = result["goodput"]
