@@ -182,15 +182,16 @@ def plan_tier(tier: str, args: MaxTextArgs, num_slices: int | None, elastic: boo
             "drop --min_slices, or keep --checkpoint_tier=bucket",
         )
     bucket_period = int(args.get("checkpoint_period"))
+    default = max(1, bucket_period // DEFAULT_SAVES_PER_BUCKET_SAVE)
     local = int(args.get("local_checkpoint_period") or 0)
     if local <= 0:
-        local = max(1, bucket_period // DEFAULT_SAVES_PER_BUCKET_SAVE)
+        local = default
     if local >= bucket_period:
         raise UsageError(
             "local_checkpoint_period",
             f"is {local}, not fewer steps than checkpoint_period={bucket_period}: the memory "
             "tier would save no more often than the bucket",
-            f"local_checkpoint_period={max(1, bucket_period // DEFAULT_SAVES_PER_BUCKET_SAVE)}",
+            f"local_checkpoint_period={default}",
         )
     # Only what the job did not set: a local_checkpoint_period it gave was checked above.
     return args.with_defaults(enable_emergency_checkpoint=True, local_checkpoint_period=local)

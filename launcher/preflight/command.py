@@ -130,7 +130,10 @@ def preflight(request: PreflightRequest) -> int:
         )
         print(render_advice(advice, request.job))
     refuse_if_too_big(report)
-    memory = save is not None and tiers.memory_period is not None
-    if memory and save and (refusal := request.host_memory.refusal(save.gib_per_host)):
+    if (
+        save is not None
+        and tiers.memory_period is not None
+        and (refusal := request.host_memory.refusal(save.gib_per_host))
+    ):
         raise refusal
     return 0

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from launcher.runtime.wrapped import rewrap
+
 RECORD_SUBDIR = "examples"
 
 
@@ -77,17 +79,15 @@ def install(recorder: ExampleRecorder) -> None:
     """Records every batch MaxText's train loop loads (not eval's: it has its own iterator)."""
     from maxtext.common.data_loader import DataLoader
 
-    original = DataLoader.load_next_batch_pre_sharding
-    if getattr(original, "_records", None) is not None:
-        original = original._records  # type: ignore[attr-defined]  # a second start in a process
+    def recording(original):
+        def load_and_record(self):
+            batch = original(self)
+            recorder.record(batch)
+            return batch
 
-    def load_and_record(self):
-        batch = original(self)
-        recorder.record(batch)
-        return batch
+        return load_and_record
 
-    load_and_record._records = original  # type: ignore[attr-defined]
-    DataLoader.load_next_batch_pre_sharding = load_and_record
+    rewrap(DataLoader, "load_next_batch_pre_sharding", recording)
 
 
 def read_records(directory: Path) -> Iterator[tuple[str, int, dict[int, list[str]]]]:

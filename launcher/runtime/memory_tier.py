@@ -37,6 +37,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launcher.core.checkpoint_tiers import MEMORY_COPIES, MEMORY_DIR_ENV
+from launcher.runtime.wrapped import rewrap
 
 # MaxText's mesh axis that spans the slices when dcn_data_parallelism does (its default).
 SLICES_AXIS = "data"
@@ -182,24 +183,25 @@ def _broadcast_keys_as_data() -> None:
     import jax
     from orbax.checkpoint._src.multihost import multislice
 
-    original = multislice.broadcast_one_replica_to_all
-    if getattr(original, "_keys_as_data", False):
-        return
-
     def is_key(x) -> bool:
         return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
 
-    def broadcast(in_tree, global_mesh, replica_axis_index, is_source, **options):
-        impls = [jax.random.key_impl(x) if is_key(x) else None for x in in_tree]
-        raw = tuple(jax.random.key_data(x) if i else x for x, i in zip(in_tree, impls, strict=True))
-        out, count = original(raw, global_mesh, replica_axis_index, is_source, **options)
-        wrapped = tuple(
-            jax.random.wrap_key_data(x, impl=i) if i else x for x, i in zip(out, impls, strict=True)
-        )
-        return wrapped, count
+    def keys_as_data(original):
+        def broadcast(in_tree, global_mesh, replica_axis_index, is_source, **options):
+            impls = [jax.random.key_impl(x) if is_key(x) else None for x in in_tree]
+            raw = tuple(
+                jax.random.key_data(x) if i else x for x, i in zip(in_tree, impls, strict=True)
+            )
+            out, count = original(raw, global_mesh, replica_axis_index, is_source, **options)
+            wrapped = tuple(
+                jax.random.wrap_key_data(x, impl=i) if i else x
+                for x, i in zip(out, impls, strict=True)
+            )
+            return wrapped, count
 
-    broadcast._keys_as_data = True  # type: ignore[attr-defined]
-    multislice.broadcast_one_replica_to_all = broadcast
+        return broadcast
+
+    rewrap(multislice, "broadcast_one_replica_to_all", keys_as_data)
 
 
 def _grain_iterator(data_iterator, dataset_type: str | None):
@@ -215,46 +217,50 @@ def _keep_iterator_states(directory: Path, restored: dict[str, int]) -> None:
     import jax
     from maxtext.common import checkpointing, grain_utility
 
-    if getattr(checkpointing.save_checkpoint, "_keeps_iterators", False):
-        return
-    save, load = checkpointing.save_checkpoint, checkpointing.load_state_if_possible
-
     def state_file(step: int) -> Path:
         name = f"process_{jax.process_index()}-of-{jax.process_count()}.json"
         return directory / str(step) / name
 
-    def save_checkpoint(manager, step, state, config=None, data_iterator=None, force=False):
-        saved = save(manager, step, state, config, data_iterator, force)
-        iterator = _grain_iterator(data_iterator, getattr(config, "dataset_type", None))
-        if saved and iterator is not None:
-            path = state_file(int(step))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            partial = path.with_suffix(".partial")
-            partial.write_text(grain_utility._state_to_text(iterator))
-            partial.replace(path)  # a killed host leaves no half-written state
-            if jax.process_index() == 0:
-                _drop_old_states(directory, config.checkpoint_period)
-        return saved
+    def saving(save):
+        def save_checkpoint(manager, step, state, config=None, data_iterator=None, force=False):
+            saved = save(manager, step, state, config, data_iterator, force)
+            iterator = _grain_iterator(data_iterator, getattr(config, "dataset_type", None))
+            if saved and iterator is not None:
+                path = state_file(int(step))
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_suffix(".partial")
+                partial.write_text(grain_utility._state_to_text(iterator))
+                partial.replace(path)  # a killed host leaves no half-written state
+                if jax.process_index() == 0:
+                    _drop_old_states(directory, config.checkpoint_period)
+            return saved
 
-    def load_state_if_possible(manager, data_iterator, *args, **kwargs):
-        loaded = load(manager, data_iterator, *args, **kwargs)
-        given = inspect.signature(load).bind(manager, data_iterator, *args, **kwargs).arguments
-        iterator = _grain_iterator(data_iterator, given.get("dataset_type", "synthetic"))
-        if "step" in restored and iterator is not None:
-            path = state_file(restored["step"])
-            if not path.is_file():
-                raise MemoryTierError(
-                    f"checkpoint tier memory: step {restored['step']} was restored but this "
-                    f"host's data iterator state for it is missing ({path}); the data would "
-                    "start again from its beginning. Fix: resubmit with --checkpoint_tier=bucket "
-                    "to resume from the bucket's checkpoint with MaxText's own iterator state"
-                )
-            grain_utility._set_state_from_text(iterator, path.read_text())
-        return loaded
+        return save_checkpoint
 
-    save_checkpoint._keeps_iterators = True  # type: ignore[attr-defined]
-    checkpointing.save_checkpoint = save_checkpoint
-    checkpointing.load_state_if_possible = load_state_if_possible
+    def loading(load):
+        def load_state_if_possible(manager, data_iterator, *args, **kwargs):
+            loaded = load(manager, data_iterator, *args, **kwargs)
+            given = inspect.signature(load).bind(manager, data_iterator, *args, **kwargs)
+            iterator = _grain_iterator(
+                data_iterator, given.arguments.get("dataset_type", "synthetic")
+            )
+            if "step" in restored and iterator is not None:
+                path = state_file(restored["step"])
+                if not path.is_file():
+                    raise MemoryTierError(
+                        f"checkpoint tier memory: step {restored['step']} was restored but "
+                        f"this host's data iterator state for it is missing ({path}); the data "
+                        "would start again from its beginning. Fix: resubmit with "
+                        "--checkpoint_tier=bucket to resume from the bucket's checkpoint with "
+                        "MaxText's own iterator state"
+                    )
+                grain_utility._set_state_from_text(iterator, path.read_text())
+            return loaded
+
+        return load_state_if_possible
+
+    rewrap(checkpointing, "save_checkpoint", saving)
+    rewrap(checkpointing, "load_state_if_possible", loading)
 
 
 def _drop_old_states(directory: Path, bucket_period: int) -> None:
@@ -270,27 +276,27 @@ def _drop_old_states(directory: Path, bucket_period: int) -> None:
 def _report_restores(on_restore: Callable[[int, str, float], None]) -> None:
     """Says which copy Orbax restores from: a slice's memory (the slice whose hosts hold the
     latest whole copy) or the bucket. Orbax 0.12's multi-slice manager decides in `restore`
-    and calls one of these two; each is wrapped once per process."""
+    and calls one of these two."""
     from orbax.checkpoint.experimental.emergency import checkpoint_manager as em
 
-    cls = em._MultisliceCheckpointManager
-    if getattr(cls._restore_from_local, "_reports", False):
-        return
-    from_local, from_persistent = cls._restore_from_local, cls._restore_from_persistent
+    def from_local(restore):
+        def restore_from_local(self, step, restoring_slice_id):
+            began = time.monotonic()
+            restored = restore(self, step=step, restoring_slice_id=restoring_slice_id)
+            source = f"memory (slice {restoring_slice_id}'s hosts)"
+            on_restore(int(step), source, time.monotonic() - began)  # Orbax's steps: numpy ints
+            return restored
 
-    def restore_from_local(self, step, restoring_slice_id):
-        began = time.monotonic()
-        restored = from_local(self, step=step, restoring_slice_id=restoring_slice_id)
-        source = f"memory (slice {restoring_slice_id}'s hosts)"
-        on_restore(int(step), source, time.monotonic() - began)  # Orbax's steps: numpy ints
-        return restored
+        return restore_from_local
 
-    def restore_from_persistent(self, step):
-        began = time.monotonic()
-        restored = from_persistent(self, step=step)
-        on_restore(int(step), "the bucket", time.monotonic() - began)
-        return restored
+    def from_persistent(restore):
+        def restore_from_persistent(self, step):
+            began = time.monotonic()
+            restored = restore(self, step=step)
+            on_restore(int(step), "the bucket", time.monotonic() - began)
+            return restored
 
-    restore_from_local._reports = True  # type: ignore[attr-defined]
-    cls._restore_from_local = restore_from_local
-    cls._restore_from_persistent = restore_from_persistent
+        return restore_from_persistent
+
+    rewrap(em._MultisliceCheckpointManager, "_restore_from_local", from_local)
+    rewrap(em._MultisliceCheckpointManager, "_restore_from_persistent", from_persistent)

@@ -188,3 +188,21 @@ def test_continuous_checkpointing_is_on_by_default_where_a_reclaim_loses_steps()
     assert "enable_continuous_checkpointing" not in memory.overrides
     with pytest.raises(UsageError, match="memory tier"):
         _args("--continuous_checkpointing=on", "--checkpoint_tier=memory", *TWO_SLICES)
+
+
+def test_a_second_start_in_a_process_wraps_the_librarys_function_not_the_first_wrap():
+    from types import SimpleNamespace
+
+    from launcher.runtime.wrapped import rewrap
+
+    library = SimpleNamespace(save=lambda step: [step])
+
+    def said_by(start):
+        def make(original):
+            return lambda step: [*original(step), start]
+
+        return make
+
+    rewrap(library, "save", said_by("start 1"))
+    rewrap(library, "save", said_by("start 2"))
+    assert library.save(3) == [3, "start 2"]  # the first start's callback is gone

@@ -10,6 +10,7 @@ it per group and the copies drift). Call with (dict "ctx" $ "component" "head|wo
 {{- /* The memory checkpoint tier's volume, on TPU workers only (the head trains nothing). */ -}}
 {{- $memoryTier := and .tpu (eq $ctx.Values.checkpoints.tier "memory") -}}
 {{- $memoryMount := "/checkpoints-memory" -}}
+{{- $memoryVolume := "checkpoints-memory" -}}{{- /* launcher.core.checkpoint_tiers.MEMORY_VOLUME reads it back */ -}}
 metadata:
   labels:
     {{- include "tpu-stack.rayPodLabels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
@@ -96,7 +97,7 @@ spec:
           mountPath: /tmp
         {{- end }}
         {{- if $memoryTier }}
-        - name: checkpoints-memory
+        - name: {{ $memoryVolume }}
           mountPath: {{ $memoryMount }}
         {{- end }}
     {{- with .sidecars }}
@@ -112,7 +113,7 @@ spec:
     {{- if $memoryTier }}
     # The memory checkpoint tier's copies: a tmpfs the pod's restarts of its processes keep and
     # a new pod starts empty; its size counts against the container's memory limit.
-    - name: checkpoints-memory
+    - name: {{ $memoryVolume }}
       emptyDir:
         medium: Memory
         sizeLimit: {{ $ctx.Values.checkpoints.memorySize | quote }}
