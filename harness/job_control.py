@@ -14,6 +14,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import NoReturn
 
 import psutil
 
@@ -44,7 +45,7 @@ def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
             return logs
         assert client.status(job_id) not in ("FAILED", "STOPPED"), logs[-3000:]
         time.sleep(1)
-    raise AssertionError(f"job {job_id} did not reach step {step} in {timeout}s")
+    _given_up(client, job_id, f"did not reach step {step} in {timeout}s")
 
 
 def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
@@ -54,7 +55,15 @@ def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
         if status in ("SUCCEEDED", "FAILED", "STOPPED"):
             return status
         time.sleep(2)
-    raise AssertionError(f"job {job_id} still running after {timeout}s")
+    _given_up(client, job_id, f"still running after {timeout}s")
+
+
+def _given_up(client, job_id: str, what: str) -> NoReturn:
+    """A job a test waited for in vain is stopped (left running, it would hold the shared
+    cluster's CPUs through every later test) and the failure shows what it was doing."""
+    logs = client.logs(job_id)
+    client.stop(job_id)
+    raise AssertionError(f"job {job_id} {what}; stopped it. Its log's end:\n{logs[-4000:]}")
 
 
 def _train_workers_among(processes: list[psutil.Process]) -> list[psutil.Process]:

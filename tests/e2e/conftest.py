@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from harness.job_control import jobs_client, wait_until_done
 from harness.local_ray import LocalCluster, local_cluster_command, run_name, tpu_launcher
 from harness.paths import REPO
+from launcher.client.jobs.ray_api import ENDED, RayJobsError
 from launcher.client.local import prometheus as local_prometheus
 from launcher.core.datasets import MANIFEST, Manifest
 
@@ -48,6 +51,24 @@ def local_cluster(tmp_path_factory) -> LocalCluster:
         local_prometheus.down()
     if not running:
         local_cluster_command("down", check=False)
+
+
+@pytest.fixture(autouse=True)
+def no_job_left_running(request) -> Iterator[None]:
+    """A test that fails while its job runs leaves that job running: stopped here, after the
+    test, so that it does not hold the shared cluster's CPUs through every later test (a job of
+    400 steps, left running by a failed wait, slowed the rest of a CI run's tier)."""
+    yield
+    if "local_cluster" not in request.fixturenames:
+        return
+    client = jobs_client()
+    try:
+        running = [j.submission_id for j in client.jobs() if j.status not in ENDED]
+    except (OSError, RayJobsError):
+        return  # the cluster is down (a module restarts it with another shape)
+    for job_id in filter(None, running):
+        client.stop(job_id)
+        wait_until_done(client, job_id, timeout=120)
 
 
 def _start_prometheus(data_dir: Path) -> None:

@@ -137,10 +137,11 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     try:
         verdict = settled(lambda: _devices(job_id).get("verdict"), STRAGGLER, wait_s=120)
         devices = _devices(job_id)
+        # Read while the chips are still idle: once they work again, the next verdict is ok.
+        shown = tpu_launcher("status", job_id).stdout
     finally:
         local_cluster_command("idle-chips", "--host", "1", "--off")
     assert verdict == STRAGGLER and devices["hosts"] == ["local-slice-0/1"], devices
-    shown = tpu_launcher("status", job_id).stdout
     assert "[devices] straggler: local-slice-0/1 (" in shown and "local-slice-0/1 0%" in shown
     stop = tpu_launcher("stop", job_id)
     assert stop.returncode == 0, stop.stderr
