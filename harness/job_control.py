@@ -35,8 +35,10 @@ def jobs_client() -> RayJobs:
     return RayJobs(default_address())
 
 
-def wait_for_step(client, job_id: str, step: int, timeout: float = 300) -> str:
-    """The job's log once a host has logged `step`."""
+def wait_for_step(client, job_id: str, step: int, timeout: float = 600) -> str:
+    """The job's log once a host has logged `step`. A resumed job's first steps come after
+    its workers, its restore and its compile: about a minute on this project's 2-core machines,
+    over 3 minutes with one core to the job (a cgroup's quota), past 5 on one CI machine."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         logs = client.logs(job_id)
