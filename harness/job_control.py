@@ -19,7 +19,7 @@ from typing import NoReturn
 import psutil
 
 from harness.paths import REPO
-from launcher.client.jobs.ray_api import RayJobs, default_address
+from launcher.client.jobs.ray_api import ENDED, RayJobs, default_address
 from launcher.client.local.cluster import TOKEN_AUTH
 from launcher.client.local.instance import MEMBER_ENV, local_instance
 from launcher.client.local.layout import HOST_ENV
@@ -54,7 +54,7 @@ def wait_until_done(client, job_id: str, timeout: float = 600) -> str:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         status = client.status(job_id)
-        if status in ("SUCCEEDED", "FAILED", "STOPPED"):
+        if status in ENDED:
             return status
         time.sleep(2)
     _given_up(client, job_id, f"still running after {timeout}s")
