@@ -116,14 +116,16 @@ run code): token auth and the NetworkPolicy, and the clients it admits. */}}
 {{- if and .Values.ray.enabled (not .Values.ray.auth.enabled) (not .Values.networkPolicy.enabled) -}}
 {{- $msgs = append $msgs "ray.auth.enabled: with token auth off and the NetworkPolicy off, any pod in the cluster can reach the Ray head's dashboard and client ports and run code there; --set ray.auth.enabled=true (or keep --set networkPolicy.enabled=true, which admits only the release's own pods and named clients)." -}}
 {{- end -}}
-{{- range $i, $peer := .Values.networkPolicy.clients -}}
+{{- range $key := list "clients" "kuberayOperator" -}}
+{{- range $i, $peer := get $.Values.networkPolicy $key -}}
 {{- with $peer.ipBlock -}}
 {{- if has (toString .cidr) (list "0.0.0.0/0" "::/0") -}}
-{{- $msgs = append $msgs (printf "networkPolicy.clients[%d].ipBlock.cidr: %s admits every address to the Ray head's dashboard and client ports, which run code; name your clients' CIDRs (203.0.113.0/24) or their pods (podSelector, namespaceSelector)." $i .cidr) -}}
+{{- $msgs = append $msgs (printf "networkPolicy.%s[%d].ipBlock.cidr: %s admits every address to the Ray head's dashboard, which runs code; name the CIDRs (203.0.113.0/24) or the pods (podSelector, namespaceSelector) that need it." $key $i .cidr) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- $peers := dict "monitoring.scrapers" .Values.monitoring.scrapers "networkPolicy.clients" .Values.networkPolicy.clients -}}
+{{- end -}}
+{{- $peers := dict "monitoring.scrapers" .Values.monitoring.scrapers "networkPolicy.clients" .Values.networkPolicy.clients "networkPolicy.kuberayOperator" .Values.networkPolicy.kuberayOperator -}}
 {{- range $key := keys $peers | sortAlpha -}}
 {{- range $i, $peer := get $peers $key -}}
 {{- with $peer.ipBlock -}}
