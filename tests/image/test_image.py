@@ -65,10 +65,21 @@ def test_image_runs_as_non_root_and_installs_the_lock_with_hashes():
     assert {(DOCKERFILE.parent / f.lock).is_file() for f in (JAX, TORCH)} == {True}
 
 
-@pytest.mark.parametrize(("extra", "lock"), [("runtime", LOCK), ("torch", TORCH_LOCK)])
-def test_lock_matches_the_declared_dependencies(tmp_path, extra, lock):
+EXCLUDED = DOCKERFILE.parent / "requirements-excluded.txt"
+
+
+def _excluded() -> set[str]:
+    lines = EXCLUDED.read_text().splitlines()
+    return {ln.split(";")[0].strip() for ln in lines if ln and not ln.startswith("#")}
+
+
+@pytest.mark.parametrize(
+    ("extra", "lock", "overrides"),
+    [("runtime", LOCK, ["--override", str(EXCLUDED)]), ("torch", TORCH_LOCK, [])],
+)
+def test_lock_matches_the_declared_dependencies(tmp_path, extra, lock, overrides):
     """Re-resolving pyproject.toml at the lock's pins changes nothing (`make lock` was run):
-    the JAX image's lock, and the torch image's."""
+    the JAX image's lock (less MaxText's development tools), and the torch image's."""
     out = tmp_path / lock.name
     shutil.copy(lock, out)
     with uv_cache_turn():
@@ -86,6 +97,7 @@ def test_lock_matches_the_declared_dependencies(tmp_path, extra, lock):
                 "--python-platform",
                 "x86_64-manylinux_2_31",
                 "--generate-hashes",
+                *overrides,
                 "-o",
                 str(out),
             ],
@@ -96,6 +108,15 @@ def test_lock_matches_the_declared_dependencies(tmp_path, extra, lock):
     assert proc.returncode == 0, proc.stderr
     pins = lambda p: sorted(re.findall(r"^([a-z0-9_.-]+==\S+)", p.read_text(), re.M))  # noqa: E731
     assert pins(out) == pins(lock), f"images/launcher/{lock.name} is stale: run `make lock`"
+
+
+def test_the_jax_image_installs_none_of_maxtexts_development_tools():
+    """pytest, pylint, black, pytype, pre-commit and what only they need: every host pulls
+    the image, no host runs them (MaxText 0.2.5 lists them among its requirements)."""
+    names = set(re.findall(r"^([a-z0-9_.-]+)==", LOCK.read_text(), re.M))
+    assert {"pytest", "pylint", "black", "pytype", "pre-commit"} <= _excluded()
+    assert not names & _excluded()
+    assert {"maxtext", "jax", "ray"} <= names
 
 
 def _build_wheel(out_dir, source=REPO) -> str:
