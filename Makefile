@@ -49,10 +49,10 @@ preempt: venv ## tpu-launcher preempt: SLICE=N or HOST=N taken back as GKE does 
 
 ##@ Tests (make test runs every tier; each tier alone: make test-<tier>)
 
-.PHONY: test test-unit test-chart test-cluster test-e2e test-preflight test-image
+.PHONY: test test-unit test-chart test-cluster test-e2e test-preflight test-image test-node
 # The control plane is built before the tests, not beside them: Ray runs its workers at nice 15,
 # and a Go build beside the e2e tier starved its jobs (a 2-minute job took over 7).
-test: venv helm cluster-build scanner ## Every tier, in one pytest run on two workers (tests/conftest.py).
+test: venv helm cluster-build node-build scanner ## Every tier, in one pytest run on two workers (tests/conftest.py).
 	ci/pytest.sh $(PY) -n 2 $(PYTEST_ARGS)
 test-unit: venv ## Seconds: no Go, no helm, no Ray cluster, no compile.
 test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals, goldens.
@@ -60,7 +60,8 @@ test-cluster: venv helm cluster-build scanner ## The chart installed into the te
 test-e2e: venv ## A real Ray cluster on loopback, real MaxText on CPU, faults and resumes.
 test-preflight: venv ## Ahead-of-time compiles for TPU topologies; the bucket check (emulator).
 test-image: venv ## The image's install steps from the built wheel; hadolint; the lock.
-test-unit test-chart test-cluster test-e2e test-preflight test-image:
+test-node: venv helm node-build ## The chart's pods on a real node (root): policies enforced, Ray in pods.
+test-unit test-chart test-cluster test-e2e test-preflight test-image test-node:
 	ci/pytest.sh $(PY) -m $(@:test-%=%) $(PYTEST_ARGS)
 
 .PHONY: verify
@@ -87,15 +88,22 @@ lint: venv ## ruff (lint and format check) and shellcheck: the quick part of ver
 format: venv ## ruff format the Python code.
 	$(VENV)/bin/ruff format launcher harness tests ci benchmarks
 
-##@ Test control plane (real API server, scheduler, KubeRay, JobSet; kwok fake GKE TPU nodes)
+##@ Test clusters (real API server, scheduler, KubeRay, JobSet; kwok fake GKE TPU nodes; the node tier's real node)
 
-.PHONY: cluster-build cluster-up cluster-down
+.PHONY: cluster-build cluster-up cluster-down node-build node-up node-down
 cluster-build: ## Build its binaries from their Go modules into .tools/cluster (once).
 	bash ci/cluster/build.sh >/dev/null
 cluster-up: venv cluster-build ## Start it on 127.0.0.1 (reuses a healthy one); prints its KUBECONFIG.
 	$(PY) ci/cluster/control_plane.py up
 cluster-down: venv ## Stop it and delete its state.
 	$(PY) ci/cluster/control_plane.py down
+node-build: cluster-build ## The node tier's Debian packages (root) and its kubelet, kube-proxy, kube-router, CoreDNS.
+	bash ci/node/install-deps.sh
+	bash ci/cluster/build.sh node-kubernetes kube-router coredns bucket-csi >/dev/null
+node-up: venv node-build ## A real node (containerd, kubelet) joined to a control plane of its own; prints its KUBECONFIG.
+	$(PY) ci/node/node.py up
+node-down: venv ## Stop the node and its control plane; delete their state (images are kept).
+	$(PY) ci/node/node.py down
 
 ##@ Chart and generated files
 
@@ -145,7 +153,8 @@ $(VENV)/.installed: $(LOCK) $(DEV_LOCK) pyproject.toml | $(UV)
 
 LOCK_FLAGS := --python-version 3.12 --python-platform x86_64-manylinux_2_31 --generate-hashes
 lock: | $(UV) ## Re-resolve the locks: the JAX image's, the torch image's, the tests' (linux x86_64, Python 3.12).
-	$(UV) pip compile --quiet pyproject.toml --extra runtime $(LOCK_FLAGS) -o $(LOCK)
+	$(UV) pip compile --quiet pyproject.toml --extra runtime $(LOCK_FLAGS) \
+	  --override images/launcher/requirements-excluded.txt -o $(LOCK)
 	$(UV) pip compile --quiet pyproject.toml --extra torch $(LOCK_FLAGS) -o images/launcher/requirements-torch.lock
 	$(UV) pip compile --quiet pyproject.toml --extra runtime --extra dev $(LOCK_FLAGS) -c $(LOCK) \
 	  --override ci/dev-overrides.txt -o $(DEV_LOCK)

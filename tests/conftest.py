@@ -4,7 +4,7 @@ runs one, `make test` all. A test without its tier would silently fall out of ev
 `make test` runs on two pytest-xdist workers with `TierScheduling`: a tier that owns one shared
 thing runs whole, in order, on one worker: e2e (the local Ray cluster, reshaped in turn), cluster
 (the test control plane) and preflight (its compiles, which a test counts by process). The e2e
-tier, the long one, starts first; the other two next, on the other worker, so that neither is
+tier, the long one, starts first; the other three next, on the other worker, so that neither is
 left for the e2e tier's worker to pick up at its end; the rest follow, a module at a time. The
 other worker yields the CPU to the e2e tier (nice 19, its child processes too): it has minutes of
 slack where the e2e tier has none."""
@@ -30,10 +30,10 @@ os.environ[SLOT_ENV] = str(TEST_SLOT.slot)
 os.environ[RAY_TMPDIR] = TEST_SLOT.tmp_root
 os.environ["LAUNCHER_STATE_DIR"] = f"{TEST_SLOT.tmp_root}/launcher-state"
 
-TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image")
+TIERS = ("unit", "chart", "cluster", "e2e", "preflight", "image", "node")
 # The tiers whose tests share one session-wide thing (each in tests/<tier>/), in the order they
 # start: the first is the critical path.
-WHOLE_ON_ONE_WORKER = ("e2e", "cluster", "preflight")
+WHOLE_ON_ONE_WORKER = ("e2e", "cluster", "preflight", "node")
 
 
 # Ray runs its workers at nice 15: the other worker at 19 leaves the e2e jobs most of a core

@@ -4,7 +4,9 @@
 #   etcd, kube-apiserver, -controller-manager, -scheduler, kubectl, the KubeRay operator, the JobSet
 #     and Kueue controllers: from the pinned tools modules in ci/cluster/*/ (see pin.sh), versions stamped in;
 #   LeaderWorkerSet's CRD (no controller): from its module;
-#   kwok, kwokctl: `go install module@version`.
+#   kwok, kwokctl: `go install module@version`;
+#   the node tier's kubelet, kube-proxy, kube-router and CoreDNS (not in the default list: make
+#     node-build): from the pinned tools modules in ci/node/*/; its bucket CSI stand-in from source.
 # Usage: ci/cluster/build.sh [component ...]   (default: all); prints the bin directory of each.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -56,6 +58,31 @@ build_kubernetes() {
   for cmd in kube-apiserver kube-controller-manager kube-scheduler kubectl; do
     (cd "$here/k8s" && go build -ldflags "$ldflags" -o "$1/$cmd" "k8s.io/kubernetes/cmd/$cmd")
   done
+}
+
+build_node_kubernetes() {  # the node tier's kubelet and kube-proxy (ci/node/k8s), stamped as above
+  local minor=${K8S_VERSION#v1.}
+  minor=${minor%%.*}
+  local ldflags="-s -w
+    -X k8s.io/component-base/version.gitVersion=$K8S_VERSION
+    -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor
+    -X k8s.io/component-base/version.gitTreeState=clean"
+  local cmd
+  for cmd in kubelet kube-proxy; do
+    (cd "$root/ci/node/k8s" && go build -ldflags "$ldflags" -o "$1/$cmd" "k8s.io/kubernetes/cmd/$cmd")
+  done
+}
+
+build_kube_router() {
+  (cd "$root/ci/node/kube-router" && go build -ldflags "-s -w" -o "$1/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router)
+}
+
+build_coredns() {
+  (cd "$root/ci/node/coredns" && go build -ldflags "-s -w" -o "$1/coredns" github.com/coredns/coredns)
+}
+
+build_bucket_csi() {  # the node tier's stand-in for gcsfuse's CSI driver: our own source
+  (cd "$root/ci/node/bucket-csi" && go build -ldflags "-s -w" -o "$1/bucket-csi" .)
 }
 
 build_kwok() {
@@ -120,6 +147,10 @@ for c in "${components[@]}"; do
     jobset) done_or_build jobset "$JOBSET_VERSION" build_jobset ;;
     kueue) done_or_build kueue "$KUEUE_VERSION" build_kueue ;;
     lws) done_or_build lws "$LWS_VERSION" build_lws ;;
-    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset kueue lws)" >&2; exit 2 ;;
+    node-kubernetes) done_or_build node-kubernetes "$K8S_VERSION" build_node_kubernetes ;;
+    kube-router) done_or_build kube-router "$KUBE_ROUTER_VERSION" build_kube_router ;;
+    coredns) done_or_build coredns "$COREDNS_VERSION" build_coredns ;;
+    bucket-csi) done_or_build bucket-csi "$(cat "$root"/ci/node/bucket-csi/{main.go,go.sum} | sha256sum | cut -c1-12)" build_bucket_csi ;;
+    *) echo "error: unknown component '$c' (etcd kwok kubernetes kuberay jobset kueue lws node-kubernetes kube-router coredns bucket-csi)" >&2; exit 2 ;;
   esac
 done

@@ -7,6 +7,8 @@ integrations) running as local processes.
     python ci/cluster/control_plane.py down
     python ci/cluster/control_plane.py status   # exit 0 when up; prints the kubeconfig path
 
+TPU_STACK_CONTROL_PLANE=NAME names another one (its own state in .tools/cluster/run-NAME/).
+
 Everything lives under .tools/cluster/run/ (kwok's workdir, the kubeconfig, operator logs and
 pids). On a machine with Docker, `KWOK_RUNTIME=kind` makes kwokctl build the same cluster on kind
 instead (its images come from registries); the operators still run as local processes.
@@ -20,7 +22,6 @@ import datetime
 import ipaddress
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -29,11 +30,18 @@ from pathlib import Path
 
 import yaml
 
+# Run as a script (`python ci/cluster/control_plane.py`), the checkout's root is not on the path.
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from ci.cluster.processes import Processes
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-RUN = ROOT / ".tools" / "cluster" / "run"
-NAME = "tpu-stack"
+# One control plane per name: the cluster tier's (kwok's nodes), and the node tier's, whose one
+# node is real (ci/node/node.py): apart, so that neither tier's pods land on the other's nodes.
+NAME = os.environ.get("TPU_STACK_CONTROL_PLANE", "tpu-stack")
+RUN = ROOT / ".tools" / "cluster" / ("run" if NAME == "tpu-stack" else f"run-{NAME}")
 KUBECONFIG = RUN / "kubeconfig"
+OPERATORS = ("kuberay-operator", "jobset-controller", "kueue-controller")
 # Where the API server reaches the JobSet webhooks. On kind (KWOK_RUNTIME=kind) the API server runs
 # in a container: set this to the host's address on kind's network (its gateway, e.g. 172.18.0.1).
 WEBHOOK_HOST = os.environ.get("JOBSET_WEBHOOK_HOST", "127.0.0.1")
@@ -47,6 +55,8 @@ EXTRA_ARGS = [
     "kube-apiserver=enable-admission-plugins=ExtendedResourceToleration",
     "kube-scheduler=leader-elect=false",
     "kube-controller-manager=leader-elect=false",
+    # A real node (the node tier's) is reached by its address: its hostname is in no DNS here.
+    "kube-apiserver=kubelet-preferred-address-types=InternalIP,Hostname",
 ]
 # GKE's gcsfuse CSI driver object (fake: no driver runs here, and under kwok no volume is mounted).
 GCSFUSE_CSI_DRIVER = {
@@ -95,7 +105,8 @@ def api_healthy(bins: dict[str, Path]) -> bool:
     if not KUBECONFIG.exists():
         return False
     pids = RUN / "kwok" / "clusters" / NAME / "pids"
-    for loop in ("kube-scheduler", "kube-controller-manager", "kwok-controller"):
+    loops = ["kube-scheduler", "kube-controller-manager"] + (["kwok-controller"] * _with_kwok())
+    for loop in loops:
         try:
             os.kill(int((pids / f"{loop}.pid").read_text()), 0)
         except (OSError, ValueError):
@@ -145,6 +156,8 @@ def create_cluster(bins: dict[str, Path]) -> None:
         ]
     for extra in EXTRA_ARGS:
         args += ["--extra-args", extra]
+    if not _with_kwok():  # real nodes only: kwok would take them over
+        args += ["--disable", "kwok-controller"]
     kwokctl(bins, *args)
 
 
@@ -162,41 +175,13 @@ def apply_crds(bins: dict[str, Path]) -> None:
     kubectl(bins, "apply", "-f", "-", stdin=json.dumps(GCSFUSE_CSI_DRIVER))
 
 
-def start(name: str, argv: list[str]) -> None:
-    """Starts a controller in its own session (it outlives this script); pid + log in RUN."""
-    log = (RUN / f"{name}.log").open("ab")
-    env = {**os.environ, "KUBECONFIG": str(KUBECONFIG)}
-    proc = subprocess.Popen(
-        argv, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=RUN, start_new_session=True
-    )
-    (RUN / f"{name}.pid").write_text(str(proc.pid))
-
-
-def running(name: str) -> bool:
-    pid_file = RUN / f"{name}.pid"
-    if not pid_file.exists():
-        return False
-    try:
-        os.kill(int(pid_file.read_text()), 0)
-        return True
-    except (ProcessLookupError, ValueError):
-        return False
+# Controllers in their own sessions (they outlive this script); pid + log in RUN.
+_processes = Processes(RUN, {"KUBECONFIG": str(KUBECONFIG)})
+start, running = _processes.start, _processes.running
 
 
 def stop(name: str) -> None:
-    pid_file = RUN / f"{name}.pid"
-    if running(name):
-        pid = int(pid_file.read_text())
-        os.killpg(pid, signal.SIGTERM)
-        for _ in range(50):
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.1)
-        else:
-            os.killpg(pid, signal.SIGKILL)
-    pid_file.unlink(missing_ok=True)
+    _processes.stop(name, grace_s=5)
 
 
 def start_configured(name: str, binary: Path, config: dict, *args: str) -> None:
@@ -479,8 +464,14 @@ def start_kueue(bins: dict[str, Path]) -> None:
     wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the Kueue controller", timeout=120)
 
 
-def up() -> None:
+def up(operators: tuple[str, ...] = OPERATORS, kwok: bool = True) -> None:
     RUN.mkdir(parents=True, exist_ok=True)
+    (RUN / "operators").write_text(" ".join(operators))
+    marker = RUN / "without-kwok"
+    if kwok:
+        marker.unlink(missing_ok=True)
+    else:
+        marker.touch()
     start_time = time.monotonic()
     bins = build()
     if not api_healthy(bins):
@@ -488,19 +479,21 @@ def up() -> None:
         RUN.mkdir(parents=True, exist_ok=True)
         create_cluster(bins)
     apply_crds(bins)
-    if not running("kuberay-operator"):
-        start_kuberay(bins)
-    if not running("jobset-controller"):
-        start_jobset(bins)
-    if not running("kueue-controller"):
-        start_kueue(bins)
+    starters = {
+        "kuberay-operator": start_kuberay,
+        "jobset-controller": start_jobset,
+        "kueue-controller": start_kueue,
+    }
+    for name in operators:
+        if not running(name):
+            starters[name](bins)
     print(
         f"control plane up in {time.monotonic() - start_time:.1f} s; export KUBECONFIG={KUBECONFIG}"
     )
 
 
 def down(quiet: bool = False) -> None:
-    for name in ("kueue-controller", "jobset-controller", "kuberay-operator"):
+    for name in reversed(OPERATORS):
         stop(name)
     kwok = sorted((ROOT / ".tools" / "cluster").glob("kwok-*/kwokctl"))
     if kwok and (RUN / "kwok" / "clusters" / NAME).exists():
@@ -515,11 +508,20 @@ def down(quiet: bool = False) -> None:
 
 def status() -> int:
     bins = build()
-    ok = api_healthy(bins) and all(
-        running(c) for c in ("kuberay-operator", "jobset-controller", "kueue-controller")
-    )
+    ok = api_healthy(bins) and all(running(c) for c in _operators())
     print(KUBECONFIG if ok else "down")
     return 0 if ok else 1
+
+
+def _with_kwok() -> bool:
+    """Whether kwok's controller runs here (the fake nodes); `up --without-kwok` says not."""
+    return not (RUN / "without-kwok").exists()
+
+
+def _operators() -> tuple[str, ...]:
+    """The operators `up` started here (all unless told fewer)."""
+    chosen = RUN / "operators"
+    return tuple(chosen.read_text().split()) if chosen.exists() else OPERATORS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -537,9 +539,22 @@ def _main(argv: list[str] | None) -> int:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("command", choices=["up", "down", "status"])
+    parser.add_argument(
+        "--operators",
+        default=",".join(OPERATORS),
+        help=f"with up: which of {', '.join(OPERATORS)} to run (comma-separated; default all)",
+    )
+    parser.add_argument(
+        "--without-kwok",
+        action="store_true",
+        help="with up: no kwok controller (a cluster of real nodes only)",
+    )
     args = parser.parse_args(argv)
     if args.command == "up":
-        up()
+        chosen = tuple(o for o in args.operators.split(",") if o)
+        if unknown := set(chosen) - set(OPERATORS):
+            parser.error(f"--operators: unknown {sorted(unknown)}; choose from {OPERATORS}")
+        up(chosen, kwok=not args.without_kwok)
     elif args.command == "down":
         down()
     else:

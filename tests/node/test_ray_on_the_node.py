@@ -1,0 +1,204 @@
+"""The chart's Ray cluster in real pods on the node: installed as a user does (`tpu-launcher
+install`, the `cpu` preset: a head and two hosts of a simulated slice), with the launcher image
+built here from its Dockerfile (on a STAND-IN Ray base: ci/node/images.py), the release's
+NetworkPolicies enforced, and the bucket a STAND-IN for gcsfuse's CSI driver (a directory per
+bucket, shared by the pods that mount it: ci/node/bucket-csi). What is real: the containers
+under the chart's security context, KubeRay's commands, Ray's hosts finding each other through
+the Services and cluster DNS, Ray's token, helm test, `submit --release` and MaxText training
+on the pods' CPUs, checkpoints in the bucket volume, a resubmission resuming from them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness.helm import CHART, helm
+from harness.local_ray import tpu_launcher
+from harness.paths import REPO
+from launcher.client.image_tag import of_checkout
+from tests.node.conftest import NodeCluster
+from tests.node.test_release_policies import _pod
+
+pytestmark = pytest.mark.node
+
+REGISTRY = "tpu-stack.local/node"
+IMAGE = f"{REGISTRY}/launcher:{of_checkout(REPO).tag(CHART)}"
+BUCKETS = Path("/var/lib/tpu-stack-node/buckets")
+# The `cpu` preset sized for a 2-core machine that runs other tiers beside it: the head and
+# each host ask for a quarter of a core; a host holds JAX, MaxText and the job's workers.
+SMALL = [
+    *("--set", "ray.head.resources.requests.cpu=250m"),
+    *("--set", "ray.head.resources.requests.memory=1Gi"),
+    *("--set", "ray.head.resources.limits.memory=3Gi"),
+    *("--set", "ray.worker.resources.requests.cpu=250m"),
+    *("--set", "ray.worker.resources.requests.memory=1Gi"),
+    *("--set", "ray.worker.resources.limits.memory=5Gi"),
+    *("--set", "global.gcsfuse.enabled=true"),
+]
+JOB = ["tiny-llama.yml", "steps=10", "checkpoint_period=5", "log_period=5"]
+
+
+@pytest.fixture(scope="module")
+def launcher_image(node_cluster: NodeCluster) -> str:
+    built = subprocess.run(
+        [sys.executable, str(REPO / "ci" / "node" / "launcher_image.py"), IMAGE],
+        text=True,
+        capture_output=True,
+    )
+    assert built.returncode == 0, built.stdout + built.stderr
+    print(built.stdout)
+    return IMAGE
+
+
+@pytest.fixture(scope="module")
+def user_env(node_cluster: NodeCluster, tmp_path_factory) -> dict[str, str]:
+    """A user's shell: helm and kubectl on PATH, the node's cluster their kubeconfig."""
+    bin_dir = tmp_path_factory.mktemp("bin")
+    for tool in (helm(3), node_cluster.kubectl_bin):
+        (bin_dir / tool.name).symlink_to(tool)
+    return {
+        **os.environ,
+        "PATH": f"{bin_dir}:{os.environ['PATH']}",
+        "KUBECONFIG": str(node_cluster.kubeconfig),
+        "LAUNCHER_STATE_DIR": str(tmp_path_factory.mktemp("state")),
+    }
+
+
+@pytest.fixture(scope="module")
+def ray_release(node_cluster: NodeCluster, launcher_image: str, user_env) -> Iterator[dict]:
+    namespace = f"ray-{uuid.uuid4().hex[:6]}"
+    bucket = f"node-{uuid.uuid4().hex[:8]}"
+    labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
+    node_cluster.apply(
+        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
+    )
+    where = ["--release", "tpu", "--namespace", namespace]
+    install = tpu_launcher(
+        "install",
+        "--values",
+        "cpu",
+        *where,
+        *("--project", "node-tier", "--cluster", "node", "--location", "us-east5-b"),
+        *("--registry", REGISTRY, "--bucket", bucket),
+        *SMALL,
+        env=user_env,
+        timeout=300,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+    node_cluster.wait(
+        "the Ray cluster's head and two hosts to be ready",
+        lambda: _ready_pods(node_cluster, namespace) == 3,
+        timeout=600,
+        explain=lambda: node_cluster.kubectl("-n", namespace, "describe", "pods", check=False)[
+            -6000:
+        ],
+    )
+    yield {"namespace": namespace, "bucket": BUCKETS / bucket, "where": where}
+    helm_env = {**user_env}
+    subprocess.run(
+        [str(helm(3)), "uninstall", "tpu", "-n", namespace, "--wait", "--timeout", "120s"],
+        env=helm_env,
+        capture_output=True,
+    )
+    node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+
+
+def _ready_pods(cluster: NodeCluster, namespace: str) -> int:
+    pods = json.loads(cluster.kubectl("-n", namespace, "get", "pods", "-o", "json"))["items"]
+    ray = [p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/name") == "kuberay"]
+    return sum(
+        any(
+            c["type"] == "Ready" and c["status"] == "True"
+            for c in p["status"].get("conditions", [])
+        )
+        for p in ray
+    )
+
+
+def test_helm_test_passes_in_real_pods(ray_release, user_env):
+    """The chart's own check, in its pod: the head answers with the token and every host of
+    the slice joined (Ray's hosts found the head through its Service and cluster DNS)."""
+    proc = subprocess.run(
+        [str(helm(3)), "test", "tpu", "-n", ray_release["namespace"], "--logs", "--timeout", "10m"],
+        env=user_env,
+        text=True,
+        capture_output=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "Succeeded" in proc.stdout
+
+
+def test_submit_trains_to_the_end_and_a_resubmission_resumes(ray_release, user_env):
+    where = ray_release["where"]
+    first = tpu_launcher("submit", *where, "--", *JOB, "run_name=node1", env=user_env, timeout=1200)
+    assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
+    checkpoints = ray_release["bucket"] / "node1" / "checkpoints"
+    steps = sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
+    assert steps and steps[-1] == 9, (steps, first.stdout[-3000:])
+    again = tpu_launcher(
+        "submit", *where, "--", *JOB, "steps=15", "run_name=node1", env=user_env, timeout=1200
+    )
+    assert again.returncode == 0, again.stdout[-6000:] + again.stderr[-3000:]
+    assert "restored" in again.stdout or "resum" in again.stdout, again.stdout[-4000:]
+    steps = sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
+    assert steps[-1] == 14, steps
+
+
+def _wget_status(cluster: NodeCluster, namespace: str, name: str, url: str) -> str:
+    """`open`, `token` (HTTP 401: Ray's token auth) or `refused` (no connection), as a pod in
+    `namespace` sees `url`."""
+    script = (
+        f'out=$(wget -S -O /dev/null -T 4 "{url}" 2>&1); echo "$out"; '
+        'case "$out" in *" 401 "*|*"401 Unauthorized"*) exit 3;; '
+        '*" 200 "*) exit 0;; *) exit 4;; esac'
+    )
+    cluster.apply(
+        _pod(name, namespace, {"app": "outsider"}, cluster.images["probe"], script, never=True)
+    )
+
+    def ended():
+        pod = cluster.get("pod", name, namespace) or {}
+        for c in pod.get("status", {}).get("containerStatuses", []):
+            if term := c.get("state", {}).get("terminated"):
+                return term["exitCode"] + 1  # 0 is falsy
+        return None
+
+    code = cluster.wait(f"the probe {name}", ended) - 1
+    cluster.kubectl("-n", namespace, "delete", "pod", name, "--wait=false")
+    return {0: "open", 3: "token"}.get(code, "refused")
+
+
+def test_the_dashboard_is_closed_to_a_pod_outside_the_release(
+    ray_release, node_cluster: NodeCluster, namespace: str
+):
+    """From another namespace: refused by the release's NetworkPolicy; with the policies taken
+    out, the connection is made and Ray's token refuses it (401)."""
+    ns = ray_release["namespace"]
+    head = json.loads(
+        node_cluster.kubectl("-n", ns, "get", "pods", "-l", "ray.io/node-type=head", "-o", "json")
+    )["items"][0]
+    url = f"http://{head['status']['podIP']}:8265/api/jobs/"
+    assert _wget_status(node_cluster, namespace, "outside", url) == "refused"
+    policies = node_cluster.kubectl("-n", ns, "get", "networkpolicy", "-o", "json")
+    node_cluster.kubectl("-n", ns, "delete", "networkpolicy", "--all")
+    try:
+        assert _wget_status(node_cluster, namespace, "outside-open", url) == "token"
+    finally:
+        restored = json.loads(policies)["items"]
+        for p in restored:
+            for key in (
+                "resourceVersion",
+                "uid",
+                "creationTimestamp",
+                "generation",
+                "managedFields",
+            ):
+                p["metadata"].pop(key, None)
+        node_cluster.apply(*restored)
