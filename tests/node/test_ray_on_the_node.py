@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import uuid
@@ -42,7 +43,7 @@ SMALL = [
     *("--set", "ray.worker.resources.limits.memory=5Gi"),
     *("--set", "global.gcsfuse.enabled=true"),
 ]
-JOB = ["tiny-llama.yml", "steps=10", "checkpoint_period=5", "log_period=5"]
+JOB = ["tiny-llama.yml", "checkpoint_period=5", "log_period=5", "run_name=node1"]
 
 
 @pytest.fixture(scope="module")
@@ -137,27 +138,27 @@ def test_helm_test_passes_in_real_pods(ray_release, user_env):
 
 def test_submit_trains_to_the_end_and_a_resubmission_resumes(ray_release, user_env):
     where = ray_release["where"]
-    first = tpu_launcher("submit", *where, "--", *JOB, "run_name=node1", env=user_env, timeout=1200)
+    first = tpu_launcher("submit", *where, "--", *JOB, "steps=10", env=user_env, timeout=1200)
     assert first.returncode == 0, first.stdout[-6000:] + first.stderr[-3000:]
     checkpoints = ray_release["bucket"] / "node1" / "checkpoints"
     steps = sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
     assert steps and steps[-1] == 9, (steps, first.stdout[-3000:])
-    again = tpu_launcher(
-        "submit", *where, "--", *JOB, "steps=15", "run_name=node1", env=user_env, timeout=1200
-    )
+    again = tpu_launcher("submit", *where, "--", *JOB, "steps=15", env=user_env, timeout=1200)
     assert again.returncode == 0, again.stdout[-6000:] + again.stderr[-3000:]
-    assert "restored" in again.stdout or "resum" in again.stdout, again.stdout[-4000:]
+    resumed = re.search(r"\(resumed at step (\d+);", again.stdout)
+    assert resumed and int(resumed[1]) in (9, 10), again.stdout[-4000:]  # after step 9's save
     steps = sorted(int(p.name) for p in checkpoints.iterdir() if p.name.isdigit())
     assert steps[-1] == 14, steps
 
 
-def _wget_status(cluster: NodeCluster, namespace: str, name: str, url: str) -> str:
-    """`open`, `token` (HTTP 401: Ray's token auth) or `refused` (no connection), as a pod in
-    `namespace` sees `url`."""
+def _http_status(
+    cluster: NodeCluster, namespace: str, name: str, ip: str, path: str
+) -> tuple[str, str]:
+    """`open` (HTTP 200), `token` (HTTP 401: Ray's token auth) or `refused` (no answer), as a
+    pod in `namespace` sees GET http://ip:8265<path>; and the answer's first line."""
     script = (
-        f'out=$(wget -S -O /dev/null -T 4 "{url}" 2>&1); echo "$out"; '
-        'case "$out" in *" 401 "*|*"401 Unauthorized"*) exit 3;; '
-        '*" 200 "*) exit 0;; *) exit 4;; esac'
+        f'out=$(printf "GET {path} HTTP/1.0\\r\\n\\r\\n" | nc -w 4 {ip} 8265 | head -1); '
+        'echo "$out"; case "$out" in *" 401 "*) exit 3;; *" 200 "*) exit 0;; *) exit 4;; esac'
     )
     cluster.apply(
         _pod(name, namespace, {"app": "outsider"}, cluster.images["probe"], script, never=True)
@@ -171,8 +172,9 @@ def _wget_status(cluster: NodeCluster, namespace: str, name: str, url: str) -> s
         return None
 
     code = cluster.wait(f"the probe {name}", ended) - 1
+    said = cluster.kubectl("-n", namespace, "logs", name, check=False)
     cluster.kubectl("-n", namespace, "delete", "pod", name, "--wait=false")
-    return {0: "open", 3: "token"}.get(code, "refused")
+    return {0: "open", 3: "token"}.get(code, "refused"), said
 
 
 def test_the_dashboard_is_closed_to_a_pod_outside_the_release(
@@ -184,12 +186,19 @@ def test_the_dashboard_is_closed_to_a_pod_outside_the_release(
     head = json.loads(
         node_cluster.kubectl("-n", ns, "get", "pods", "-l", "ray.io/node-type=head", "-o", "json")
     )["items"][0]
-    url = f"http://{head['status']['podIP']}:8265/api/jobs/"
-    assert _wget_status(node_cluster, namespace, "outside", url) == "refused"
+    ip = head["status"]["podIP"]
+    seen, said = _http_status(node_cluster, namespace, "outside", ip, "/api/jobs/")
+    assert seen == "refused", said
     policies = node_cluster.kubectl("-n", ns, "get", "networkpolicy", "-o", "json")
     node_cluster.kubectl("-n", ns, "delete", "networkpolicy", "--all")
     try:
-        assert _wget_status(node_cluster, namespace, "outside-open", url) == "token"
+        # kube-router takes its rules out within its sync: the connection is then made.
+        tries = iter(range(10))
+        while (
+            seen := _http_status(node_cluster, namespace, f"open-{next(tries)}", ip, "/api/jobs/")
+        )[0] == ("refused"):
+            pass
+        assert seen[0] == "token", seen[1]
     finally:
         restored = json.loads(policies)["items"]
         for p in restored:

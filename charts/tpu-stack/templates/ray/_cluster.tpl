@@ -32,6 +32,11 @@ cluster lives only while its job runs). Call with the root context.
     {{- end }}
     rayStartParams:
       dashboard-host: "0.0.0.0"
+      {{- if and (not $w.tpu.enabled) (not (hasKey $v.head.rayStartParams "num-cpus")) }}
+      # A CPU slice's hosts are the workers: its JaxTrainer workers ask for a CPU each
+      # (launcher.core.slices.CpuSlices), and without this one could land on the head.
+      num-cpus: "0"
+      {{- end }}
       {{- with $v.head.rayStartParams }}
       {{- toYaml . | nindent 6 }}
       {{- end }}
