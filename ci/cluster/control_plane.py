@@ -225,6 +225,9 @@ def start_kuberay(bins: dict[str, Path]) -> None:
             f"127.0.0.1:{free_port()}",
             "--health-probe-bind-address",
             f"127.0.0.1:{health}",
+            # Real nodes' heads are reached through the API server's proxy: this process is off
+            # the pod network and its cluster DNS (on kwok's nodes no head answers at all).
+            *([] if _with_kwok() else ["--use-kubernetes-proxy"]),
         ],
     )
     wait_http_ok(f"http://127.0.0.1:{health}/readyz", "the KubeRay operator")

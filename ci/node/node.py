@@ -358,7 +358,7 @@ def up() -> None:
 
 
 def down() -> None:
-    for name in reversed(COMPONENTS):
+    for name in ("dockerd", *reversed(COMPONENTS)):  # dockerd: ci/node/launcher_image.py's
         stop(name)
     # What the kubelet left: its pods' containers (containerd is stopped: kill what still runs).
     for proc in sh(

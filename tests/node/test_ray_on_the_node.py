@@ -10,117 +10,44 @@ on the pods' CPUs, checkpoints in the bucket volume, a resubmission resuming fro
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from harness.helm import CHART, helm
+from harness.helm import helm
 from harness.local_ray import tpu_launcher
-from harness.paths import REPO
-from launcher.client.image_tag import of_checkout
-from tests.node.conftest import NodeCluster
+from harness.node import BUCKETS, NodeCluster, follow_rayjob
 from tests.node.test_release_policies import _pod
 
 pytestmark = pytest.mark.node
 
-REGISTRY = "tpu-stack.local/node"
-IMAGE = f"{REGISTRY}/launcher:{of_checkout(REPO).tag(CHART)}"
-BUCKETS = Path("/var/lib/tpu-stack-node/buckets")
-# The `cpu` preset sized for a 2-core machine that runs other tiers beside it: the head and
-# each host ask for a quarter of a core; a host holds JAX, MaxText and the job's workers.
-SMALL = [
-    *("--set", "ray.head.resources.requests.cpu=250m"),
-    *("--set", "ray.head.resources.requests.memory=1Gi"),
-    *("--set", "ray.head.resources.limits.memory=3Gi"),
-    *("--set", "ray.worker.resources.requests.cpu=250m"),
-    *("--set", "ray.worker.resources.requests.memory=1Gi"),
-    *("--set", "ray.worker.resources.limits.memory=5Gi"),
-    *("--set", "global.gcsfuse.enabled=true"),
-]
 JOB = ["tiny-llama.yml", "checkpoint_period=5", "log_period=5", "run_name=node1"]
-
-
-@pytest.fixture(scope="module")
-def launcher_image(node_cluster: NodeCluster) -> str:
-    built = subprocess.run(
-        [sys.executable, str(REPO / "ci" / "node" / "launcher_image.py"), IMAGE],
-        text=True,
-        capture_output=True,
-    )
-    assert built.returncode == 0, built.stdout + built.stderr
-    print(built.stdout)
-    return IMAGE
-
-
-@pytest.fixture(scope="module")
-def user_env(node_cluster: NodeCluster, tmp_path_factory) -> dict[str, str]:
-    """A user's shell: helm and kubectl on PATH, the node's cluster their kubeconfig."""
-    bin_dir = tmp_path_factory.mktemp("bin")
-    for tool in (helm(3), node_cluster.kubectl_bin):
-        (bin_dir / tool.name).symlink_to(tool)
-    return {
-        **os.environ,
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "KUBECONFIG": str(node_cluster.kubeconfig),
-        "LAUNCHER_STATE_DIR": str(tmp_path_factory.mktemp("state")),
-    }
 
 
 @pytest.fixture(scope="module")
 def ray_release(node_cluster: NodeCluster, launcher_image: str, user_env) -> Iterator[dict]:
     namespace = f"ray-{uuid.uuid4().hex[:6]}"
     bucket = f"node-{uuid.uuid4().hex[:8]}"
-    labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
-    node_cluster.apply(
-        {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace, "labels": labels}}
-    )
+    node_cluster.namespace(namespace)
     where = ["--release", "tpu", "--namespace", namespace]
-    install = tpu_launcher(
-        "install",
-        "--values",
-        "cpu",
-        *where,
-        *("--project", "node-tier", "--cluster", "node", "--location", "us-east5-b"),
-        *("--registry", REGISTRY, "--bucket", bucket),
-        *SMALL,
-        env=user_env,
-        timeout=300,
-    )
+    install = node_cluster.install(user_env, namespace, bucket)
     assert install.returncode == 0, install.stdout + install.stderr
     node_cluster.wait(
         "the Ray cluster's head and two hosts to be ready",
-        lambda: _ready_pods(node_cluster, namespace) == 3,
+        lambda: node_cluster.ready_ray_pods(namespace) == 3,
         timeout=600,
-        explain=lambda: node_cluster.kubectl("-n", namespace, "describe", "pods", check=False)[
-            -6000:
-        ],
+        explain=lambda: node_cluster.describe(namespace),
     )
     yield {"namespace": namespace, "bucket": BUCKETS / bucket, "where": where}
-    helm_env = {**user_env}
     subprocess.run(
         [str(helm(3)), "uninstall", "tpu", "-n", namespace, "--wait", "--timeout", "120s"],
-        env=helm_env,
+        env=user_env,
         capture_output=True,
     )
     node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
-
-
-def _ready_pods(cluster: NodeCluster, namespace: str) -> int:
-    pods = json.loads(cluster.kubectl("-n", namespace, "get", "pods", "-o", "json"))["items"]
-    ray = [p for p in pods if p["metadata"]["labels"].get("app.kubernetes.io/name") == "kuberay"]
-    return sum(
-        any(
-            c["type"] == "Ready" and c["status"] == "True"
-            for c in p["status"].get("conditions", [])
-        )
-        for p in ray
-    )
 
 
 def test_helm_test_passes_in_real_pods(ray_release, user_env):
@@ -211,3 +138,47 @@ def test_the_dashboard_is_closed_to_a_pod_outside_the_release(
             ):
                 p["metadata"].pop(key, None)
         node_cluster.apply(*restored)
+
+
+def test_a_rayjob_runs_its_job_and_gives_its_cluster_back(
+    node_cluster: NodeCluster, launcher_image: str, user_env, namespace: str, tmp_path
+):
+    """KubeRay's submitter submits the job through the release's policy, the operator follows it
+    to SUCCEEDED and deletes the job's cluster: the slices are held only while it runs."""
+    bucket = f"node-{uuid.uuid4().hex[:8]}"
+    job = {"ray": {"job": {"enabled": True, "args": [*JOB[:-1], "steps=5", "run_name=job1"]}}}
+    values = tmp_path / "job.yaml"  # a team's RayJob values, beside the preset
+    values.write_text(json.dumps(job))
+    install = node_cluster.install(user_env, namespace, bucket, "--values", str(values))
+    assert install.returncode == 0, install.stdout + install.stderr
+    timeline = follow_rayjob(node_cluster, namespace, "tpu-ray")
+    print("RayJob start:", json.dumps(timeline))
+    assert timeline["status"]["jobStatus"] == "SUCCEEDED", timeline
+    assert timeline["to_first_step_s"], timeline  # its progress reached the submitter's log
+    node_cluster.wait(
+        "KubeRay to delete the job's RayCluster",
+        lambda: (
+            not json.loads(
+                node_cluster.kubectl("-n", namespace, "get", "rayclusters", "-o", "json")
+            )["items"]
+        ),
+        timeout=180,
+    )
+    node_cluster.wait(
+        "the job cluster's pods to be gone",
+        lambda: (
+            not [
+                p
+                for p in node_cluster.pods(namespace)
+                if p["metadata"]["labels"].get("app.kubernetes.io/name") == "kuberay"
+            ]
+        ),
+        timeout=180,
+    )
+    # Its pods are gone and their volumes unmounted: the checkpoints are still in the bucket.
+    steps = sorted(
+        int(p.name)
+        for p in (BUCKETS / bucket / "job1" / "checkpoints").iterdir()
+        if p.name.isdigit()
+    )
+    assert steps[-1] == 4, steps  # steps 0 and 4 (checkpoint_period=5)

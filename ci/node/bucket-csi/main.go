@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"golang.org/x/sys/unix"
@@ -55,12 +56,25 @@ func (d *driver) NodeGetCapabilities(context.Context, *csi.NodeGetCapabilitiesRe
 	return &csi.NodeGetCapabilitiesResponse{}, nil
 }
 
+// mounted says whether path is a mount point, from the kernel's own table: a bind mount of a
+// directory on the same filesystem has the same device, so stat cannot tell.
 func mounted(path string) bool {
-	var st, parent unix.Stat_t
-	if unix.Stat(path, &st) != nil || unix.Stat(filepath.Dir(path), &parent) != nil {
+	table, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
 		return false
 	}
-	return st.Dev != parent.Dev || st.Ino == parent.Ino
+	for _, line := range strings.Split(string(table), "\n") {
+		if fields := strings.Fields(line); len(fields) > 4 && unescape(fields[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+// unescape undoes mountinfo's octal escapes (a space is \040).
+func unescape(s string) string {
+	r := strings.NewReplacer(`\040`, " ", `\011`, "\t", `\012`, "\n", `\134`, `\`)
+	return r.Replace(s)
 }
 
 func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
@@ -91,12 +105,13 @@ func (d *driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 
 func (d *driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	target := req.GetTargetPath()
-	if mounted(target) {
+	for mounted(target) { // every bind stacked on it (a republish before this check existed)
 		if err := unix.Unmount(target, 0); err != nil {
 			return nil, status.Errorf(codes.Internal, "unmount %s: %v", target, err)
 		}
 	}
-	if err := os.RemoveAll(target); err != nil {
+	// Only the empty mount point: never the bucket's files through a mount still there.
+	if err := os.Remove(target); err != nil && !os.IsNotExist(err) {
 		return nil, status.Errorf(codes.Internal, "remove %s: %v", target, err)
 	}
 	return &csi.NodeUnpublishVolumeResponse{}, nil

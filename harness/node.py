@@ -1,0 +1,192 @@
+"""The node tier's cluster (ci/node/node.py) as its tests and benchmark use it: kubectl on it,
+the launcher image in its containerd, a release installed as a user installs one, and a RayJob
+followed to its end with the times of its start."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from harness.helm import CHART, helm
+from harness.local_ray import tpu_launcher
+from harness.paths import REPO
+from launcher.client.image_tag import of_checkout
+
+NODE = REPO / "ci" / "node" / "node.py"
+RUN = REPO / ".tools" / "node" / "run"
+REGISTRY = "tpu-stack.local/node"
+BUCKETS = Path("/var/lib/tpu-stack-node/buckets")
+# The `cpu` preset sized for a 2-core machine that runs other tiers beside it: the head and
+# each host ask for a quarter of a core; a host holds JAX, MaxText and the job's workers.
+SMALL = [
+    *("--set", "ray.head.resources.requests.cpu=250m"),
+    *("--set", "ray.head.resources.requests.memory=1Gi"),
+    *("--set", "ray.head.resources.limits.memory=3Gi"),
+    *("--set", "ray.worker.resources.requests.cpu=250m"),
+    *("--set", "ray.worker.resources.requests.memory=1Gi"),
+    *("--set", "ray.worker.resources.limits.memory=5Gi"),
+    *("--set", "global.gcsfuse.enabled=true"),
+]
+# `install`'s GKE target: only its image registry (the node's) and bucket are used here.
+TARGET = ["--project", "node-tier", "--cluster", "node", "--location", "us-east5-b"]
+
+
+def node(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(NODE), *args], cwd=REPO, text=True, capture_output=True
+    )
+
+
+def launcher_image_name() -> str:
+    """The launcher image `install --registry` renders: tagged by the checkout's content."""
+    return f"{REGISTRY}/launcher:{of_checkout(REPO).tag(CHART)}"
+
+
+def build_launcher_image() -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "ci" / "node" / "launcher_image.py"), launcher_image_name()],
+        text=True,
+        capture_output=True,
+    )
+
+
+@dataclass(frozen=True)
+class NodeCluster:
+    kubeconfig: Path
+    kubectl_bin: Path
+    images: dict[str, str]
+
+    @classmethod
+    def running(cls) -> NodeCluster:
+        kubeconfig = Path(node("status").stdout.strip())
+        kubectl = next((REPO / ".tools" / "cluster").glob("kubernetes-*/kubectl"))
+        return cls(kubeconfig, kubectl, json.loads((RUN / "images.json").read_text()))
+
+    def kubectl(self, *args: str, stdin: str | None = None, check: bool = True) -> str:
+        proc = subprocess.run(
+            [str(self.kubectl_bin), "--kubeconfig", str(self.kubeconfig), *args],
+            input=stdin,
+            text=True,
+            capture_output=True,
+        )
+        if check and proc.returncode != 0:
+            raise AssertionError(f"kubectl {' '.join(args)}:\n{proc.stdout}{proc.stderr}")
+        return proc.stdout
+
+    def apply(self, *objects: dict) -> None:
+        self.kubectl("apply", "-f", "-", stdin="\n---\n".join(json.dumps(o) for o in objects))
+
+    def get(self, kind: str, name: str, namespace: str) -> dict | None:
+        out = self.kubectl("-n", namespace, "get", kind, name, "-o", "json", check=False)
+        return json.loads(out) if out else None
+
+    def pods(self, namespace: str) -> list[dict]:
+        return json.loads(self.kubectl("-n", namespace, "get", "pods", "-o", "json"))["items"]
+
+    def wait(self, what: str, check, timeout: float = 120, explain=lambda: "") -> object:
+        deadline = time.monotonic() + timeout
+        while not (result := check()):
+            if time.monotonic() > deadline:
+                raise AssertionError(
+                    f"timed out after {timeout:.0f} s waiting for {what}\n{explain()}"
+                )
+            time.sleep(0.5)
+        return result
+
+    def namespace(self, name: str) -> None:
+        """A namespace where Pod Security Admission enforces `restricted`, as a platform team's
+        shared cluster would."""
+        labels = {f"pod-security.kubernetes.io/{m}": "restricted" for m in ("enforce", "warn")}
+        meta = {"name": name, "labels": labels}
+        self.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": meta})
+
+    def user_env(self, bin_dir: Path, state: Path) -> dict[str, str]:
+        """A user's shell: helm and kubectl on PATH, this cluster their kubeconfig."""
+        for tool in (helm(3), self.kubectl_bin):
+            if not (bin_dir / tool.name).exists():
+                (bin_dir / tool.name).symlink_to(tool)
+        return {
+            **os.environ,
+            "PATH": f"{bin_dir}:{os.environ['PATH']}",
+            "KUBECONFIG": str(self.kubeconfig),
+            "LAUNCHER_STATE_DIR": str(state),
+        }
+
+    def install(self, env: dict[str, str], namespace: str, bucket: str, *sets: str):
+        """`tpu-launcher install --values cpu` into `namespace`, sized for this machine."""
+        where = ["--release", "tpu", "--namespace", namespace]
+        target = [*TARGET, "--registry", REGISTRY, "--bucket", bucket]
+        return tpu_launcher(
+            "install", "--values", "cpu", *where, *target, *SMALL, *sets, env=env, timeout=300
+        )
+
+    def ready_ray_pods(self, namespace: str) -> int:
+        ray = [
+            p
+            for p in self.pods(namespace)
+            if p["metadata"]["labels"].get("app.kubernetes.io/name") == "kuberay"
+        ]
+        return sum(_ready(p) for p in ray)
+
+    def describe(self, namespace: str) -> str:
+        return self.kubectl("-n", namespace, "describe", "pods", check=False)[-6000:]
+
+
+def _ready(pod: dict) -> bool:
+    conditions = pod.get("status", {}).get("conditions", [])
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
+
+
+def _time(stamp: str) -> float:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def follow_rayjob(cluster: NodeCluster, namespace: str, name: str, timeout: float = 900) -> dict:
+    """Follows a RayJob to its end. Returns its status and its start's parts, in seconds: the
+    pod's start (the RayJob made to its head's container running: KubeRay's cluster, the
+    scheduler, the sandbox, the image), Ray's start (to the head Ready: `ray start` and
+    KubeRay's probes), and the job's own start-up (to its first step in the submitter's log:
+    the submission, the JaxTrainer's workers, MaxText's compile and first step)."""
+    seen: dict = {"first_step": None, "head": {}}
+
+    def ended() -> bool:
+        job = cluster.get("rayjob", name, namespace) or {}
+        seen["job"] = job
+        for pod in cluster.pods(namespace):
+            labels = pod["metadata"]["labels"]
+            if labels.get("ray.io/node-type") == "head":
+                seen["head"] = pod
+            submitter = labels.get("app.kubernetes.io/component") == "ray-job-submitter"
+            if submitter and seen["first_step"] is None:
+                log = cluster.kubectl("-n", namespace, "logs", pod["metadata"]["name"], check=False)
+                if "[progress] step 1/" in log:
+                    seen["first_step"] = time.time()
+        return job.get("status", {}).get("jobDeploymentStatus") in ("Complete", "Failed")
+
+    cluster.wait(
+        f"the RayJob {name} to end", ended, timeout, explain=lambda: cluster.describe(namespace)
+    )
+    created = _time(seen["job"]["metadata"]["creationTimestamp"])
+    head = seen["head"].get("status", {})
+    running = [
+        s["state"]["running"] for s in head.get("containerStatuses", []) if "running" in s["state"]
+    ]
+    ready = [
+        c for c in head.get("conditions", []) if c["type"] == "Ready" and c["status"] == "True"
+    ]
+    started = _time(running[0]["startedAt"]) if running else None
+    up = _time(ready[0]["lastTransitionTime"]) if ready else None
+    first = seen["first_step"]
+    return {
+        "status": seen["job"]["status"],
+        "pod_start_s": started - created if started else None,
+        "ray_start_s": up - started if up and started else None,
+        "job_start_s": first - up if first and up else None,
+        "to_first_step_s": first - created if first else None,
+    }
