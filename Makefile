@@ -84,7 +84,7 @@ verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, ha
 lint: venv ## ruff (lint and format check) and shellcheck: the quick part of verify.
 	$(VENV)/bin/ruff check launcher harness tests ci benchmarks
 	$(VENV)/bin/ruff format --check launcher harness tests ci benchmarks
-	$(VENV)/bin/shellcheck -x -P SCRIPTDIR ci/*.sh ci/cluster/*.sh .ci/run
+	$(VENV)/bin/shellcheck -x -P SCRIPTDIR ci/*.sh ci/cluster/*.sh ci/node/*.sh .ci/run
 format: venv ## ruff format the Python code.
 	$(VENV)/bin/ruff format launcher harness tests ci benchmarks
 

@@ -3,8 +3,9 @@ runs one, `make test` all. A test without its tier would silently fall out of ev
 
 `make test` runs on two pytest-xdist workers with `TierScheduling`: a tier that owns one shared
 thing runs whole, in order, on one worker: e2e (the local Ray cluster, reshaped in turn), cluster
-(the test control plane) and preflight (its compiles, which a test counts by process). The e2e
-tier, the long one, starts first; the other three next, on the other worker, so that neither is
+(the test control plane), preflight (its compiles, which a test counts by process) and node (its
+node and its releases). The e2e
+tier, the long one, starts first; the other three next, on the other worker, so that none is
 left for the e2e tier's worker to pick up at its end; the rest follow, a module at a time. The
 other worker yields the CPU to the e2e tier (nice 19, its child processes too): it has minutes of
 slack where the e2e tier has none."""
