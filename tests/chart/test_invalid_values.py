@@ -732,7 +732,7 @@ CASES = [
         "every address named a client of the head's ports",
         ["--set-json", 'networkPolicy.clients=[{"ipBlock":{"cidr":"0.0.0.0/0"}}]'],
         "networkPolicy.clients[0].ipBlock.cidr",
-        "name your clients' CIDRs",
+        "name the CIDRs (203.0.113.0/24) or the pods",
     ),
     (
         "an ipBlock beside a selector in one NetworkPolicy peer",
