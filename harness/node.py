@@ -37,6 +37,46 @@ SMALL = [
 TARGET = ["--project", "node-tier", "--cluster", "node", "--location", "us-east5-b"]
 
 
+RESTRICTED = {
+    "runAsNonRoot": True,
+    "runAsUser": 65534,
+    "runAsGroup": 65534,
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+CONTAINER = {
+    "allowPrivilegeEscalation": False,
+    "capabilities": {"drop": ["ALL"]},
+    "readOnlyRootFilesystem": True,
+}
+
+
+def probe_pod(
+    name: str, namespace: str, labels: dict, image: str, script: str, never: bool
+) -> dict:
+    """A pod of the probe image under `restricted` running `script` (once, or kept running)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "namespace": namespace, "labels": labels},
+        "spec": {
+            "restartPolicy": "Never" if never else "Always",
+            "automountServiceAccountToken": False,
+            "securityContext": RESTRICTED,
+            "terminationGracePeriodSeconds": 1,
+            "containers": [
+                {
+                    "name": "probe",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["/bin/sh", "-c", script],
+                    "securityContext": CONTAINER,
+                    "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}},
+                }
+            ],
+        },
+    }
+
+
 def node(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(NODE), *args], cwd=REPO, text=True, capture_output=True

@@ -65,63 +65,57 @@ def _layer(files: dict[str, tuple[bytes, int]], links: dict[str, str]) -> bytes:
     return buf.getvalue()
 
 
-def _archive(dest: Path, repo: str, layer: bytes, config: dict) -> Image:
-    """A `docker save` archive of one layer, tagged by the layer's and config's digest."""
-    diff_id = "sha256:" + hashlib.sha256(layer).hexdigest()
+def _image_config(config: dict, diff_id: str) -> bytes:
+    """The image's config for one layer (its digest `diff_id`), as its archive stores it."""
     image_config = {
         "architecture": "amd64",
         "os": "linux",
         "config": config,
         "rootfs": {"type": "layers", "diff_ids": [diff_id]},
     }
-    config_bytes = json.dumps(image_config, sort_keys=True).encode()
-    tag = hashlib.sha256(config_bytes).hexdigest()[:12]
+    return json.dumps(image_config, sort_keys=True).encode()
+
+
+def _write_archive(dest: Path, repo: str, tag: str, config: bytes, layer: bytes | Path) -> Image:
+    """A `docker save` archive of one layer (bytes, or a file too large for memory), made
+    whole or not at all."""
     name = f"{REGISTRY}/{repo}:{tag}"
     archive = dest / f"{repo}-{tag}.tar"
-    if not archive.exists():
-        dest.mkdir(parents=True, exist_ok=True)
-        manifest = [{"Config": "config.json", "RepoTags": [name], "Layers": ["layer.tar"]}]
-        partial = archive.with_suffix(".partial")
-        with tarfile.open(partial, "w") as tar:
-            for member, content in (
-                ("config.json", config_bytes),
-                ("layer.tar", layer),
-                ("manifest.json", json.dumps(manifest).encode()),
-            ):
-                info = tarfile.TarInfo(member)
-                info.size = len(content)
-                tar.addfile(info, io.BytesIO(content))
-        partial.rename(archive)
+    dest.mkdir(parents=True, exist_ok=True)
+    manifest = [{"Config": "config.json", "RepoTags": [name], "Layers": ["layer.tar"]}]
+    partial = archive.with_suffix(".partial")
+    with tarfile.open(partial, "w") as tar:
+        members = [("config.json", config), ("manifest.json", json.dumps(manifest).encode())]
+        if isinstance(layer, bytes):
+            members.insert(1, ("layer.tar", layer))
+        for member, content in members:
+            info = tarfile.TarInfo(member)
+            info.size = len(content)
+            tar.addfile(info, io.BytesIO(content))
+        if isinstance(layer, Path):
+            tar.add(layer, "layer.tar")
+    partial.rename(archive)
     return Image(name, archive)
 
 
+def _archive(dest: Path, repo: str, layer: bytes, config: dict) -> Image:
+    """A small image's archive, tagged by its config's digest (which holds the layer's)."""
+    config_bytes = _image_config(config, "sha256:" + hashlib.sha256(layer).hexdigest())
+    tag = hashlib.sha256(config_bytes).hexdigest()[:12]
+    archive = dest / f"{repo}-{tag}.tar"
+    if archive.exists():
+        return Image(f"{REGISTRY}/{repo}:{tag}", archive)
+    return _write_archive(dest, repo, tag, config_bytes, layer)
+
+
 def _archive_of_file(dest: Path, repo: str, tag: str, layer: Path, config: dict) -> Image:
-    """As `_archive`, for a layer too large for memory, under a tag the caller derives."""
+    """A large image's archive, its layer a file, under a tag the caller derives."""
     digest = hashlib.sha256()
     with layer.open("rb") as f:
         while chunk := f.read(1 << 20):
             digest.update(chunk)
-    image_config = {
-        "architecture": "amd64",
-        "os": "linux",
-        "config": config,
-        "rootfs": {"type": "layers", "diff_ids": [f"sha256:{digest.hexdigest()}"]},
-    }
-    name = f"{REGISTRY}/{repo}:{tag}"
-    archive = dest / f"{repo}-{tag}.tar"
-    manifest = [{"Config": "config.json", "RepoTags": [name], "Layers": ["layer.tar"]}]
-    partial = archive.with_suffix(".partial")
-    with tarfile.open(partial, "w") as tar:
-        for member, content in (
-            ("config.json", json.dumps(image_config, sort_keys=True).encode()),
-            ("manifest.json", json.dumps(manifest).encode()),
-        ):
-            info = tarfile.TarInfo(member)
-            info.size = len(content)
-            tar.addfile(info, io.BytesIO(content))
-        tar.add(layer, "layer.tar")
-    partial.rename(archive)
-    return Image(name, archive)
+    config_bytes = _image_config(config, f"sha256:{digest.hexdigest()}")
+    return _write_archive(dest, repo, tag, config_bytes, layer)
 
 
 def pause(dest: Path) -> Image:

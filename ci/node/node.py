@@ -28,7 +28,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -40,6 +39,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ci.cluster.control_plane import free_port  # noqa: E402
 from ci.cluster.processes import Processes  # noqa: E402
 from ci.node import images  # noqa: E402
 
@@ -81,12 +81,6 @@ def build() -> dict[str, Path]:
         text=True,
     ).stdout.split()
     return dict(zip(names, map(Path, out), strict=True))
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def host_ip() -> str:

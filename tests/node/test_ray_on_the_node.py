@@ -19,8 +19,7 @@ import pytest
 
 from harness.helm import helm
 from harness.local_ray import tpu_launcher
-from harness.node import BUCKETS, NodeCluster, follow_rayjob
-from tests.node.test_release_policies import _pod
+from harness.node import BUCKETS, NodeCluster, follow_rayjob, probe_pod
 
 pytestmark = pytest.mark.node
 
@@ -88,7 +87,7 @@ def _http_status(
         'echo "$out"; case "$out" in *" 401 "*) exit 3;; *" 200 "*) exit 0;; *) exit 4;; esac'
     )
     cluster.apply(
-        _pod(name, namespace, {"app": "outsider"}, cluster.images["probe"], script, never=True)
+        probe_pod(name, namespace, {"app": "outsider"}, cluster.images["probe"], script, never=True)
     )
 
     def ended():

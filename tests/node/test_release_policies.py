@@ -11,52 +11,19 @@ import json
 import pytest
 
 from harness.helm import VALUES, by_kind, render
-from tests.node.conftest import NodeCluster
+from harness.node import NodeCluster, probe_pod
 
 pytestmark = pytest.mark.node
 
 JOB = ("--set", "ray.job.enabled=true", "--set-json", 'ray.job.args=["base.yml","run_name=r"]')
-RESTRICTED = {
-    "runAsNonRoot": True,
-    "runAsUser": 65534,
-    "runAsGroup": 65534,
-    "seccompProfile": {"type": "RuntimeDefault"},
-}
-CONTAINER = {
-    "allowPrivilegeEscalation": False,
-    "capabilities": {"drop": ["ALL"]},
-    "readOnlyRootFilesystem": True,
-}
-
-
-def _pod(name: str, namespace: str, labels: dict, image: str, script: str, never: bool) -> dict:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels},
-        "spec": {
-            "restartPolicy": "Never" if never else "Always",
-            "automountServiceAccountToken": False,
-            "securityContext": RESTRICTED,
-            "terminationGracePeriodSeconds": 1,
-            "containers": [
-                {
-                    "name": "probe",
-                    "image": image,
-                    "imagePullPolicy": "Never",
-                    "command": ["/bin/sh", "-c", script],
-                    "securityContext": CONTAINER,
-                    "resources": {"limits": {"cpu": "100m", "memory": "32Mi"}},
-                }
-            ],
-        },
-    }
 
 
 def _head(cluster: NodeCluster, namespace: str, labels: dict) -> str:
     """A stand-in head listening on the dashboard and client ports; returns its pod IP."""
     script = "httpd -f -p 8265 -h /www & while true; do nc -l -p 10001 -e echo client; done"
-    cluster.apply(_pod("head", namespace, labels, cluster.images["probe"], script, never=False))
+    cluster.apply(
+        probe_pod("head", namespace, labels, cluster.images["probe"], script, never=False)
+    )
 
     def ip() -> str | None:
         pod = cluster.get("pod", "head", namespace) or {}
@@ -76,7 +43,7 @@ def _reaches(
 ) -> bool:
     """Whether a pod with these labels in this namespace connects to ip:port (3 s to answer)."""
     script = f"nc -w 3 {ip} {port} </dev/null >/dev/null && echo open || (echo closed; exit 1)"
-    cluster.apply(_pod(name, namespace, labels, cluster.images["probe"], script, never=True))
+    cluster.apply(probe_pod(name, namespace, labels, cluster.images["probe"], script, never=True))
     phase = cluster.wait(
         f"the probe {name} to end",
         lambda: (
