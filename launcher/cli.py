@@ -215,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
             from launcher.client.values_presets import resolve_all
 
             ns.values = resolve_all(ns.values)
+        if hasattr(ns, "kube_context") and getattr(ns, "release", None):
+            from launcher.client.kube_context import pinned
+
+            with pinned(ns):  # every kubectl and helm call of the command goes there
+                return ns.func(ns)
         return ns.func(ns)
     except (UsageError, CommandError) as e:
         return report(e, prog=prog)

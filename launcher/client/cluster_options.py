@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from launcher.client.kube_context import add_kube_context_option
+
 
 def verbose_default() -> bool:
     """--verbose's default: VERBOSE=1 in the environment."""
@@ -24,6 +26,7 @@ def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
         "--release", help="a tpu-stack Helm release: port-forward its head and send its token"
     )
     p.add_argument("--namespace", default="default", help="the release's namespace")
+    add_kube_context_option(p)  # the release's cluster
     if verbose:
         p.add_argument(
             "--verbose",

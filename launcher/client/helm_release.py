@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from launcher.client.commands import run, start
+from launcher.client.kube_context import kubectl
 from launcher.core.capacity import items_of_pod
 from launcher.core.checkpoint_tiers import BUCKET, MEMORY, MEMORY_VOLUME, HostMemory
 from launcher.core.errors import UsageError
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
 
 
 def _kubectl(namespace: str, *args: str) -> list[str]:
-    return ["kubectl", "-n", namespace, *args]
+    return kubectl("-n", namespace, *args)
 
 
 def _get(step: str, argv: list[str], dry_run: bool) -> str:

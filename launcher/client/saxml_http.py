@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 
+from launcher.client.kube_context import add_kube_context_option
 from launcher.core.errors import UsageError
 
 HTTP_COMPONENT = "saxml-http"  # the chart's app.kubernetes.io/component of the HTTP Service
@@ -154,5 +155,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--url", help="the HTTP server, http://host:8888 (else --release)")
     p.add_argument("--release", help="a release with serving.engine=saxml: port-forward it")
     p.add_argument("--namespace", default="default", help="the release's namespace")
+    add_kube_context_option(p)
     p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the request only")
     p.set_defaults(func=run_sax)

@@ -81,13 +81,17 @@ def test_a_kubectl_that_cannot_reach_the_cluster_is_shown_as_it_is(capsys, tmp_p
     kubectl does when the API server refuses the login.)"""
     kubectl = tmp_path / "kubectl"
     kubectl.write_text(
-        "#!/bin/sh\necho 'error: You must be logged in to the server (Unauthorized)' >&2\nexit 1\n"
+        # The kubeconfig names a cluster (its one context, current); the server refuses.
+        '#!/bin/sh\n[ "$1" = config ] && { echo staging; exit 0; }\n'
+        "echo 'error: You must be logged in to the server (Unauthorized)' >&2\nexit 1\n"
     )
     kubectl.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    monkeypatch.delenv("CLUSTER_NAME", raising=False)
     for command in (["list"], ["status"], ["logs"]):
         code, _, err = tpu_launcher_here(capsys, *command, "--release", "tpu")
         assert code == 1, err
+        assert err.startswith("cluster: staging (kubectl's current context)\n"), err
         assert "You must be logged in to the server (Unauthorized)" in err
         assert "no RayCluster" not in err and "install" not in err
 
@@ -97,7 +101,8 @@ def test_a_kubectl_with_no_cluster_says_to_get_its_credentials(capsys, tmp_path,
     with the command that fixes it. (A FAKE kubectl, answering as kubectl does then.)"""
     kubectl = tmp_path / "kubectl"
     kubectl.write_text(
-        "#!/bin/sh\necho 'The connection to the server localhost:8080 was refused - did you "
+        '#!/bin/sh\n[ "$1" = config ] && { echo staging; exit 0; }\n'
+        "echo 'The connection to the server localhost:8080 was refused - did you "
         "specify the right host or port?' >&2\nexit 1\n"
     )
     kubectl.chmod(0o755)
@@ -106,6 +111,12 @@ def test_a_kubectl_with_no_cluster_says_to_get_its_credentials(capsys, tmp_path,
     assert code == 1, err
     assert "fix: kubectl reaches no cluster" in err
     assert "gcloud container clusters get-credentials" in err
+    # With no current context at all (kubectl's `config` fails too), refused before any call.
+    kubectl.write_text("#!/bin/sh\necho 'error: current-context is not set' >&2\nexit 1\n")
+    monkeypatch.delenv("CLUSTER_NAME", raising=False)
+    code, _, err = tpu_launcher_here(capsys, "list", "--release", "tpu")
+    assert code == 2, err
+    assert "kubectl has no current context" in err and "get-credentials CLUSTER" in err
 
 
 def test_submit_with_a_values_file_runs_preflight_unless_skipped(capsys):

@@ -35,6 +35,7 @@ from launcher.client.gke.release import ReleaseNeeds, needs, render, user_secret
 from launcher.client.gke.steps import Plan, execute, format_plan
 from launcher.client.gke.target import GkeTarget, add_target_options
 from launcher.client.image_tag import DOCKERFILE, image_sources, image_tag_of
+from launcher.client.kube_context import add_kube_context_option, helm_context, kubectl
 from launcher.client.values_presets import add_values_option
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import FRAMEWORKS, JAX, of_image_tag
@@ -234,21 +235,23 @@ def _create_if_missing(name: str, key: str, namespace: str, dry_run: bool) -> No
     """A Secret the release's pods read and the user has not made yet (vLLM's API key), made
     with a random value after the install (its pods start once it exists). The value goes
     through a private file, never the command line."""
-    kubectl = ["kubectl", "-n", namespace]
-    found = run(f"find Secret {name}", [*kubectl, "get", "secret", name], capture=True, check=False)
+    in_namespace = kubectl("-n", namespace)
+    argv = [*in_namespace, "get", "secret", name]
+    found = run(f"find Secret {name}", argv, capture=True, check=False)
     if found.returncode == 0 and not dry_run:
         return
     with tempfile.TemporaryDirectory() as private:
         value = Path(private) / key
         value.write_text(secrets.token_hex(32))
-        argv = [*kubectl, "create", "secret", "generic", name, f"--from-file={key}={value}"]
+        argv = [*in_namespace, "create", "secret", "generic", name, f"--from-file={key}={value}"]
         run(
             f"create Secret {name} with a new random {key} (only if missing)", argv, dry_run=dry_run
         )
     if not dry_run:
         print(
-            f"created Secret {name} with a new {key}; read it with: kubectl -n {namespace} get "
-            f"secret {name} -o jsonpath='{{.data.{key}}}' | base64 -d"
+            f"created Secret {name} with a new {key}; read it with: "
+            f"{shlex.join(in_namespace)} get secret {name} -o jsonpath='{{.data.{key}}}' "
+            "| base64 -d"
         )
 
 
@@ -271,6 +274,7 @@ def install(ns: argparse.Namespace) -> int:
     pinned = pinned or any(v.startswith(DIGEST) for v in ns.set)
     digest = [] if pinned or not image else _digest_set(image, target, ns.dry_run)
     argv = [ns.helm, "upgrade", "--install", ns.release, ns.chart_ref, "--namespace", ns.namespace]
+    argv += helm_context()  # the cluster cli.py pinned: named, never kubectl's current silently
     if ns.chart_ref.startswith(OCI):  # Helm pulls it again: the same version
         argv += ["--version", chart_meta(chart).version]
     argv.append("--create-namespace")
@@ -422,5 +426,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     )
     _release_options(p)
     add_target_options(p, pools=False)
+    add_kube_context_option(p)
     p.add_argument("--dry-run", action="store_true", help="print the command only")
     p.set_defaults(func=install)

@@ -8,6 +8,7 @@ import dataclasses
 from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
+from launcher.client.kube_context import add_kube_context_option
 from launcher.client.values_presets import add_values_option
 from launcher.client.workspace import LOCAL_BUCKET
 from launcher.core.errors import UsageError
@@ -266,6 +267,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     add_values_option(target, "the slice to compile for")
     target.add_argument("--release", help="an installed release whose RayCluster names the slice")
     p.add_argument("--namespace", default="default", help="the release's namespace")
+    add_kube_context_option(p)
     p.add_argument(
         "--bucket", help="gs://bucket/prefix to check (exists, writable, latest checkpoint)"
     )

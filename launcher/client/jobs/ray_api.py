@@ -81,13 +81,15 @@ def check_reachable(address: str, release: str | None = None, namespace: str = "
         reason = getattr(e, "reason", e)
         if release:
             selector = f"ray.io/node-type=head,app.kubernetes.io/instance={release}"
-            head = f"kubectl -n {namespace} get pods -l {selector}"
+            from launcher.client.kube_context import kubectl
+
+            there = shlex.join(kubectl("-n", namespace))  # the cluster the command pinned
             raise UsageError(
                 "release",
                 f"release {release!r}'s Ray head does not answer through its port-forward "
                 f"({address}: {reason})",
-                f"check that its head pod is Running and Ray started in it: `{head}`, then "
-                f"`kubectl -n {namespace} logs <that pod>`",
+                f"check that its head pod is Running and Ray started in it: `{there} get pods "
+                f"-l {selector}`, then `{there} logs <that pod>`",
             ) from None
         raise UsageError(
             "address",
