@@ -204,7 +204,15 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     assert submit.returncode == 2, out
     assert "ships with the job" in out and "my-model.yml" in out
     assert "release 'tpu''s Ray head does not answer through its port-forward" in out, out
-    assert f"kubectl -n {release.namespace} get pods -l ray.io/node-type=head" in out
+    # On the cluster the walk's variables name, as every call of the command was.
+    context = f"gke_{PROJECT}_{LOCATION}_{CLUSTER}"
+    assert (
+        f"kubectl --context {context} -n {release.namespace} get pods -l ray.io/node-type=head"
+        in out
+    )
+    assert out.startswith(f"cluster: {context} (CLUSTER_NAME={CLUSTER})") or (
+        f"cluster: {context} (CLUSTER_NAME={CLUSTER})" in submit.stderr.splitlines()[0]
+    ), submit.stderr
 
     # 6. The serving release beside it (docs/serving.md), in the same cluster: gke up adds its
     # pools, install puts it there. gke down of the training release then takes that release
@@ -245,7 +253,12 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
         "contexts: [{name: gone, context: {cluster: gone, user: gone}}]\n"
         "users: [{name: gone, user: {token: x}}]\n"
     )
-    status = user("list", "--release", release.name, env={**gke, "KUBECONFIG": str(unreachable)})
+    env = {**gke, "KUBECONFIG": str(unreachable)}
+    status = user("list", "--release", release.name, "--kube-context", "gone", env=env)
     said = status.stdout + status.stderr
     assert status.returncode != 0 and "127.0.0.1:1" in said and "refused" in said, said
+    # The walk's variables still name the deleted cluster: refused, not sent to `gone`.
+    status = user("list", "--release", release.name, env=env)
+    assert status.returncode == 2 and "get-credentials ml" in status.stderr, status.stderr
+    assert "127.0.0.1:1" not in status.stderr
     assert "no RayCluster" not in said

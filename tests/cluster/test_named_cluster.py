@@ -122,7 +122,9 @@ def test_a_named_cluster_without_credentials_is_refused_before_any_call(
         err = proc.stderr
         assert "CLUSTER_NAME=prod names GKE cluster prod" in err, err
         assert "current context is staging" in err, err
-        fix = "gcloud container clusters get-credentials prod --location us-east5-b --project my-proj"
+        fix = (
+            "gcloud container clusters get-credentials prod --location us-east5-b --project my-proj"
+        )
         assert fix in err, err
     assert _cluster_calls(log) == []
     # --kube-context names the cluster outright, whatever the variables say.

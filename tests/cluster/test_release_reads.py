@@ -34,6 +34,12 @@ def counting_kubectl(release: Release, bin_dir: Path, log: Path) -> dict[str, st
     return {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
 
 
+def server_calls(log: Path) -> list[str]:
+    """The logged calls that reach the API server (`kubectl config` reads the kubeconfig:
+    which cluster the command acts on, launcher.client.kube_context)."""
+    return [c for c in log.read_text().splitlines() if not c.startswith("config ")]
+
+
 def test_submit_to_a_release_makes_three_kubectl_calls(release: Release, tmp_path: Path):
     release.install(REPO / "values" / "v6e-16.yaml")
     cluster = release.raycluster()["metadata"]["name"]
@@ -59,7 +65,7 @@ def test_submit_to_a_release_makes_three_kubectl_calls(release: Release, tmp_pat
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert f"kubectl port-forward to service/{cluster}-head-svc failed" in proc.stderr
     assert "bound to v6e-16" in proc.stdout  # the slice came from the one read
-    calls = log.read_text().splitlines()
+    calls = server_calls(log)
     assert len(calls) == 3, calls
     assert "get raycluster,rayjob -l" in calls[0]
     assert f"get secret {cluster}" in calls[1]
@@ -91,7 +97,7 @@ def test_generate_asks_a_serving_release_with_the_key_its_pods_read(release: Rel
     # No container runs in the control plane: the port-forward is what fails, last.
     assert proc.returncode == 2, proc.stdout + proc.stderr
     assert "kubectl port-forward to service/tpu-vllm failed" in proc.stderr
-    calls = log.read_text().splitlines()
+    calls = server_calls(log)
     assert len(calls) == 4, calls
     assert "get secret vllm-api-key -o jsonpath={.data.api-key}" in calls[1]
     assert key not in proc.stdout + proc.stderr
