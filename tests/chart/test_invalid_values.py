@@ -434,10 +434,11 @@ CASES = [
         [
             "ray.hfToken.secretName=hf-token",
             "ray.worker.env[0].name=HF_TOKEN",
-            "ray.worker.env[0].value=hf_x",
+            "ray.worker.env[0].valueFrom.secretKeyRef.name=other",
+            "ray.worker.env[0].valueFrom.secretKeyRef.key=token",
         ],
         "ray.worker.env",
-        "HF_TOKEN is set from ray.hfToken.secretName too",
+        "container ray-worker: env HF_TOKEN is set twice",
     ),
     (
         "a Secret key Kubernetes would refuse",
@@ -509,8 +510,8 @@ CASES = [
     (
         "vLLM key as a literal",
         [*VLLM, "vllm.env[0].name=VLLM_API_KEY", "vllm.env[0].value=k"],
-        "vllm.env",
-        "VLLM_API_KEY is set from vllm.apiKey (a Secret), never from a literal",
+        "vllm.env[0]",
+        "VLLM_API_KEY is given as a literal value, a secret in plain values",
     ),
     (
         "vLLM port in extraArgs",

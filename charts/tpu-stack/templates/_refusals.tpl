@@ -245,3 +245,105 @@ must name it, or every scrape of the metrics port times out. */ -}}
 {{- end -}}
 {{- toYaml $msgs -}}
 {{- end -}}
+
+{{/* tpu-stack.refusals.secrets: a token only by reference (a Secret), wherever one can go: every
+part's env and every argument list the chart hands on, whichever parts are enabled (the values
+are kept in Helm's release Secret, every revision, and a literal lands in the object, where every
+reader of the namespace sees it). What gives a token away: the name it is given under (...TOKEN,
+...SECRET, ...PASSWORD, ...API_KEY, ...ACCESS_KEY, ...PRIVATE_KEY, ...CREDENTIALS; a value that
+is a path names a file, not a secret) or its form (Hugging Face hf_..., GitHub gh?_..., OpenAI
+sk-..., an AWS access key AKIA..., a Google OAuth token ya29..., a PEM private key). RAY_AUTH_*
+are refused in any form by the Ray part's own rule. */}}
+{{- define "tpu-stack.refusals.secrets" -}}
+{{- $msgs := list -}}
+{{- $name := "(?i)(^|[-_.])(token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key|credentials?)$" -}}
+{{- $form := "(^|[=:\\s])(hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|ya29\\.[A-Za-z0-9_-]{20,})|-----BEGIN [A-Z ]*PRIVATE KEY-----" -}}
+{{- $chartKey := dict "ray.head.env/HF_TOKEN" "--set ray.hfToken.secretName=<Secret> (the chart sets HF_TOKEN from it on the head and every worker)" "ray.worker.env/HF_TOKEN" "--set ray.hfToken.secretName=<Secret> (the chart sets HF_TOKEN from it on the head and every worker)" "vllm.env/VLLM_API_KEY" "--set vllm.apiKey.secretName=<Secret> (the chart sets VLLM_API_KEY from it)" -}}
+{{- $envs := dict "ray.head.env" .Values.ray.head.env "ray.worker.env" .Values.ray.worker.env "vllm.env" .Values.vllm.env -}}
+{{- range $key := keys $envs | sortAlpha -}}
+{{- range $i, $e := get $envs $key -}}
+{{- $value := toString (default "" $e.value) -}}
+{{- $named := and (regexMatch $name (toString $e.name)) (not (hasPrefix "/" $value)) -}}
+{{- if and (hasKey $e "value") (not (hasPrefix "RAY_AUTH_" (toString $e.name))) (or $named (regexMatch $form $value)) -}}
+{{- $fix := get $chartKey (printf "%s/%s" $key $e.name) | default (printf "put it in a Secret (kubectl create secret generic <Secret> --from-literal=<key>=...) and give %s[%d] valueFrom.secretKeyRef (name: <Secret>, key: <key>) in place of value" $key $i) -}}
+{{- $msgs = append $msgs (printf "%s[%d]: %s is given as a literal value, a secret in plain values (it would be in the pod spec, and in Helm's release Secret of every revision); %s." $key $i $e.name $fix) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- $args := dict "ray.job.args" .Values.ray.job.args "vllm.extraArgs" .Values.vllm.extraArgs "saxml.modelServer.extraArgs" .Values.saxml.modelServer.extraArgs -}}
+{{- range $key := keys $args | sortAlpha -}}
+{{- range $i, $arg := get $args $key -}}
+{{- $a := toString $arg -}}
+{{- $option := regexReplaceAll "^-{0,2}([A-Za-z0-9_.-]+)(=.*)?$" $a "${1}" -}}
+{{- $valued := or (hasPrefix "-" $a) (contains "=" $a) -}}
+{{- if or (and $valued (regexMatch $name $option) (not (regexMatch "=/" $a))) (regexMatch $form $a) -}}
+{{- $shown := ternary (regexReplaceAll "=.*" $a "=...") "a token's form" (contains "=" $a) -}}
+{{- $msgs = append $msgs (printf "%s: argument %d gives a secret in plain values (%s; the arguments are in the object and in Helm's release Secret); pass the token by reference: an env var from a Secret (valueFrom.secretKeyRef) the program reads (HF_TOKEN for the Hub: ray.hfToken.secretName), never as an argument." $key $i $shown) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.refusals.rendered: what the API server and the kubelet would make of the pods the
+chart renders from these values, checked on the rendered objects themselves, every pod template
+of every part at once (so no part's own list of names can fall behind its template): a mountPath
+twice in one container the API server refuses ("must be unique", Kubernetes' ValidateVolumeMounts;
+KubeRay would fail to create the pods after the install succeeded), and an env name twice the
+kubelet resolves silently, keeping the last (a value of the user's over the chart's own, or the
+chart's over the user's). POD_TEMPLATE_FILES lists every template that renders a pod
+(tests/chart/test_value_rules.py holds the list to the templates). */}}
+{{- define "tpu-stack.refusals.rendered" -}}
+{{- $msgs := list -}}
+{{- $files := list "ray/raycluster.yaml" "ray/rayjob.yaml" "vllm/deployment.yaml" "vllm/leaderworkerset.yaml" "vllm/rayservice.yaml" "saxml/admin-deployment.yaml" "saxml/http-deployment.yaml" "saxml/model-jobset.yaml" "tests/test-ray-cluster.yaml" "tests/test-vllm.yaml" -}}{{- /* POD_TEMPLATE_FILES */ -}}
+{{- range $file := $files -}}
+{{- range $doc := splitList "\n---" (include (printf "%s/%s" $.Template.BasePath $file) $) -}}
+{{- $obj := fromYaml $doc -}}
+{{- if $obj.kind -}}
+{{- $where := printf "%s %s" $obj.kind $obj.metadata.name -}}
+{{- $msgs = concat $msgs (include "tpu-stack.podTemplateErrors" (dict "node" $obj "where" $where "kind" $obj.kind) | fromYamlArray) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}
+
+{{/* tpu-stack.podTemplateErrors: the containers' duplicate mount paths and env names anywhere
+under `node` (a pod spec is any map with a list of containers). Call with (dict "node" <object>
+"where" "<kind> <name>" "kind" <kind>). */}}
+{{- define "tpu-stack.podTemplateErrors" -}}
+{{- $msgs := list -}}
+{{- $ctx := . -}}
+{{- if kindIs "map" .node -}}
+{{- if kindIs "slice" .node.containers -}}
+{{- range $c := concat .node.containers (default list .node.initContainers) -}}
+{{- $part := "this part's env" -}}
+{{- if has $ctx.kind (list "RayCluster" "RayJob") }}{{ $part = ternary "ray.head.env" "ray.worker.env" (eq $c.name "ray-head") }}{{ else if has $ctx.kind (list "RayService" "Deployment" "LeaderWorkerSet") }}{{ $part = "vllm.env" }}{{ end -}}
+{{- $seen := dict -}}
+{{- range $e := default list $c.env -}}
+{{- if hasKey $seen $e.name -}}
+{{- $msgs = append $msgs (printf "%s: %s, container %s: env %s is set twice, once by the chart and once more by %s (the kubelet keeps the last, silently); remove it from %s (the chart README says which value sets it)." $part $ctx.where $c.name $e.name $part $part) -}}
+{{- end -}}
+{{- $_ := set $seen $e.name true -}}
+{{- end -}}
+{{- $mounts := dict -}}
+{{- range $m := default list $c.volumeMounts -}}
+{{- $path := trimSuffix "/" (toString $m.mountPath) -}}
+{{- with get $mounts $path -}}
+{{- $msgs = append $msgs (printf "global.gcsfuse.mountPath: %s, container %s: volumes %s and %s are both mounted at %s, which the API server refuses (mountPath must be unique: KubeRay or the controller would fail to make the pods after the install); --set global.gcsfuse.mountPath=/data, or another path no other volume of the chart uses." $ctx.where $c.name . $m.name $path) -}}
+{{- end -}}
+{{- $_ := set $mounts $path $m.name -}}
+{{- end -}}
+{{- end -}}
+{{- else -}}
+{{- range $k, $v := .node -}}
+{{- $msgs = concat $msgs (include "tpu-stack.podTemplateErrors" (dict "node" $v "where" $ctx.where "kind" $ctx.kind) | fromYamlArray) -}}
+{{- end -}}
+{{- end -}}
+{{- else if kindIs "slice" .node -}}
+{{- range $v := .node -}}
+{{- $msgs = concat $msgs (include "tpu-stack.podTemplateErrors" (dict "node" $v "where" $ctx.where "kind" $ctx.kind) | fromYamlArray) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $msgs -}}
+{{- end -}}

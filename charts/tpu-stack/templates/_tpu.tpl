@@ -225,6 +225,15 @@ did you mean {{ join " or " $close }}? (--set {{ .path }}.type={{ first $close }
 {{- end -}}
 {{- end -}}
 
+{{/* tpu-stack.capacityLabels: every node label a capacity (or a ComputeClass fallback) puts in
+a slice's node selector, from the TPU table: a YAML list. */}}
+{{- define "tpu-stack.capacityLabels" -}}
+{{- $table := include "tpu-stack.tpuTable" . | fromJson -}}
+{{- $labels := list $table.capacityFallback.computeClassLabel -}}
+{{- range $capacity := $table.capacities }}{{ $labels = concat $labels (keys $capacity.nodeSelector) }}{{ end -}}
+{{- toYaml ($labels | uniq | sortAlpha) -}}
+{{- end -}}
+
 {{/* tpu-stack.tpuNodeSelector: the GKE node labels a slice of this shape lands on; call with a
 resolved slice. */}}
 {{- define "tpu-stack.tpuNodeSelector" -}}

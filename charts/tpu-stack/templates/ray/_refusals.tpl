@@ -34,13 +34,6 @@
 {{- end -}}
 {{- end -}}
 {{- end -}}
-{{- range $group := list "head" "worker" -}}
-{{- range (get $r $group).env -}}
-{{- if and (eq .name "HF_TOKEN") $r.hfToken.secretName -}}
-{{- $msgs = append $msgs (printf "ray.%s.env: HF_TOKEN is set from ray.hfToken.secretName too (Kubernetes keeps the last of the two); remove it from ray.%s.env, and keep the token in its Secret." $group $group) -}}
-{{- end -}}
-{{- end -}}
-{{- end -}}
 {{- if eq $r.head.serviceType "NodePort" -}}
 {{- $msgs = append $msgs "ray.head.serviceType: NodePort opens GCS (6379), the dashboard (8265) and the client port (10001), none of them TLS, on every node's address; keep ClusterIP and port-forward (tpu-launcher submit --release does), or an internal load balancer for named clients: --set ray.head.serviceType=LoadBalancer --set ray.head.loadBalancerSourceRanges={10.0.0.0/8}." -}}
 {{- end -}}
@@ -86,6 +79,14 @@ which Ray reads for the slice's pod type: a second value (JAX_PLATFORMS=cpu) tra
 {{- range $key := list "cloud.google.com/gke-tpu-accelerator" "cloud.google.com/gke-tpu-topology" -}}
 {{- if hasKey $r.worker.nodeSelector $key -}}
 {{- $msgs = append $msgs (printf "ray.worker.nodeSelector: %s is set from ray.worker.tpu; a second value would send the pods to nodes of another shape; remove it from ray.worker.nodeSelector." $key) -}}
+{{- end -}}
+{{- end -}}
+{{- /* How the TPUs are obtained is one value (ray.worker.tpu.capacity): a capacity label of the
+user's own beside it asks for two kinds at once (Spot and a ComputeClass's fallback: no node
+has both, and no fallback ever happens). The labels are the TPU table's (launcher.core.capacity). */ -}}
+{{- range $key := include "tpu-stack.capacityLabels" $ | fromYamlArray -}}
+{{- if hasKey $r.worker.nodeSelector $key -}}
+{{- $msgs = append $msgs (printf "ray.worker.nodeSelector: %s says how the TPUs are obtained, which ray.worker.tpu.capacity says once (a fallback list too), and the chart sets this label from it; remove it from ray.worker.nodeSelector and --set ray.worker.tpu.capacity=<spot, on-demand, flex-start, reservation:NAME, or a comma-separated fallback>." $key) -}}
 {{- end -}}
 {{- end -}}
 {{- end -}}

@@ -40,11 +40,6 @@
 {{- if not $v.apiKey.secretName -}}
 {{- $msgs = append $msgs (printf "vllm.apiKey.secretName: vLLM answers only requests that carry its API key, kept in a Secret you create once: kubectl -n %s create secret generic %s-api-key --from-literal=%s=$(openssl rand -hex 32), then --set vllm.apiKey.secretName=%s-api-key." .Release.Namespace (include "tpu-stack.vllmName" .) $v.apiKey.secretKey (include "tpu-stack.vllmName" .)) -}}
 {{- end -}}
-{{- range $v.env -}}
-{{- if eq .name "VLLM_API_KEY" -}}
-{{- $msgs = append $msgs "vllm.env: VLLM_API_KEY is set from vllm.apiKey (a Secret), never from a literal in the values; remove it and --set vllm.apiKey.secretName=<Secret>." -}}
-{{- end -}}
-{{- end -}}
 {{- $msgs = concat $msgs (include "tpu-stack.flagErrors" (dict "key" "vllm.extraArgs" "args" $v.extraArgs "owned" (dict "--host" "its --host=0.0.0.0, every address of the pod" "--port" "vllm.containerPort" "--served-model-name" "vllm.servedModelName" "--tensor-parallel-size" "the slice's devices" "--distributed-executor-backend" "Ray, over a multi-host slice's hosts" "--max-model-len" "vllm.maxModelLen" "--api-key" "vllm.apiKey")) | fromYamlArray) -}}
 {{- $msgs = concat $msgs (include "tpu-stack.serviceErrors" (dict "key" "vllm.service" "service" $v.service "what" "the model (and the TPUs)") | fromYamlArray) -}}
 {{- end -}}
