@@ -200,3 +200,65 @@ def test_a_capacity_label_beside_the_capacity_is_refused(label):
         "--set-string",
         "ray.head.nodeSelector.cloud\\.google\\.com/gke-spot=true",
     )
+
+
+@pytest.mark.parametrize(
+    ("sets", "key", "says"),
+    [
+        # A value the part ignores: refused as its mirror cases are.
+        (
+            [
+                "ray.framework=torch",
+                "ray.image.tag=t-torch",
+                "checkpoints.tier=memory",
+                "checkpoints.memorySize=8Gi",
+                "ray.worker.tpu.slices=2",
+            ],
+            "checkpoints.tier",
+            "a PyTorch job (ray.framework=torch) saves through its own",
+        ),
+        (
+            [*VLLM, "vllm.engineKwargs.max_num_seqs=8"],
+            "vllm.engineKwargs",
+            "this release's Deployment runs vLLM's own server",
+        ),
+        (
+            [
+                *VLLM,
+                "vllm.tpu.type=v6e-16",
+                "vllm.controller=lws",
+                "vllm.engineKwargs.max_num_seqs=8",
+            ],
+            "vllm.engineKwargs",
+            "this release's LeaderWorkerSet runs vLLM's own server",
+        ),
+        # A feature's version floor, and the name budget KubeRay's derived names leave.
+        (
+            [*VLLM, "vllm.tpu.type=v6e-16", "vllm.rayService.rayVersion=2.55.0"],
+            "vllm.rayService.rayVersion",
+            "2.55.0 is older than Ray 2.60",
+        ),
+        (
+            [*VLLM, "vllm.tpu.type=v6e-16", f"vllm.fullnameOverride={'s' * 35}"],
+            "vllm.fullnameOverride",
+            "its cluster's name adds 6",
+        ),
+    ],
+)
+def test_values_a_part_ignores_or_cannot_meet_are_refused(sets, key, says):
+    _refused_with(key, says, *sets)
+
+
+def test_the_neighbours_of_ignored_values_render():
+    assert render(None, *BUCKET, *_sets("ray.framework=torch", "ray.image.tag=t-torch"))
+    assert render(
+        None,
+        *BUCKET,
+        *_sets(
+            *VLLM,
+            "vllm.tpu.type=v6e-16",
+            "vllm.engineKwargs.max_num_seqs=8",
+            "vllm.rayService.rayVersion=2.61.0",
+            f"vllm.fullnameOverride={'s' * 34}",
+        ),
+    )

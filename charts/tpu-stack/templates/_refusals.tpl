@@ -216,6 +216,8 @@ root context. */}}
 {{- else if eq $c.tier "memory" -}}
 {{- if not (and .Values.ray.enabled $w.tpu.enabled) -}}
 {{- $msgs = append $msgs "checkpoints.tier: memory keeps copies in the TPU workers' memory, and this release has no TPU workers (ray.worker.tpu.enabled=false); --set checkpoints.tier=bucket." -}}
+{{- else if eq .Values.ray.framework "torch" -}}
+{{- $msgs = append $msgs "checkpoints.tier: memory is Orbax's in-memory copies, which MaxText's jobs keep; a PyTorch job (ray.framework=torch) saves through its own torch.distributed.checkpoint and never uses them, while the tier's volume would take host memory from it; --set checkpoints.tier=bucket." -}}
 {{- else if lt (int $w.tpu.slices) 2 -}}
 {{- $msgs = append $msgs (printf "checkpoints.tier: memory needs 2 slices or more (Orbax keeps the in-memory copies on the slices after the first, which writes the bucket's), and ray.worker.tpu.slices is %d; --set ray.worker.tpu.slices=2, or --set checkpoints.tier=bucket." (int $w.tpu.slices)) -}}
 {{- end -}}

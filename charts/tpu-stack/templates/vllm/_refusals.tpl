@@ -10,7 +10,19 @@
 {{- if and (not $slice.errors) (ne (int $slice.hosts) 1) (eq $controller "deployment") -}}
 {{- $msgs = append $msgs (printf "vllm.controller: a Deployment's pod is one host and %s is %d hosts; --set vllm.controller=rayservice (Ray Serve LLM over the whole slice; the default for a multi-host slice) or lws (a LeaderWorkerSet), or a single-host slice such as v6e-8." $slice.name (int $slice.hosts)) -}}
 {{- end -}}
+{{- if and (ne $controller "rayservice") $v.engineKwargs -}}
+{{- $msgs = append $msgs (printf "vllm.engineKwargs: only a RayService hands engine_kwargs to vLLM (through Ray Serve LLM); this release's %s runs vLLM's own server, whose options are command-line flags, and would drop them: move them to vllm.extraArgs (--max-num-seqs=64, not max_num_seqs: 64)." (get (dict "deployment" "Deployment" "lws" "LeaderWorkerSet") $controller)) -}}
+{{- end -}}
 {{- if eq $controller "rayservice" -}}
+{{- /* Ray Serve LLM reserves a multi-host slice whole from Ray 2.60 (ray.util.tpu.SlicePlacementGroup, as values.yaml says of vllm.rayService.rayVersion). */ -}}
+{{- if not (semverCompare ">=2.60.0-0" (toString $v.rayService.rayVersion)) -}}
+{{- $msgs = append $msgs (printf "vllm.rayService.rayVersion: %s is older than Ray 2.60, the first whose Ray Serve LLM reserves a multi-host TPU slice whole (ray.util.tpu.SlicePlacementGroup); build vllm.image with ray[serve,llm] 2.60 or later and --set vllm.rayService.rayVersion=<that version>." (toString $v.rayService.rayVersion)) -}}
+{{- end -}}
+{{- /* KubeRay names a RayService's cluster <RayService>-<5 random characters> (utils.GenerateRayClusterName), as a RayJob's. */ -}}
+{{- $name := include "tpu-stack.vllmName" . -}}
+{{- if gt (len $name) 34 -}}
+{{- $msgs = append $msgs (printf "vllm.fullnameOverride: the RayService name %q is %d characters; its cluster's name adds 6 and KubeRay's services and the TPU hostnames built from it allow 40; use a shorter release name or --set vllm.fullnameOverride=<name of at most 34>." $name (len $name)) -}}
+{{- end -}}
 {{- with $v.extraArgs -}}
 {{- $msgs = append $msgs "vllm.extraArgs: a RayService passes vLLM's arguments as Ray Serve LLM's engine_kwargs; move them to vllm.engineKwargs (max_num_seqs: 64, not --max-num-seqs=64)." -}}
 {{- end -}}
