@@ -138,8 +138,11 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
     # empty project lacks first, the TPU slice last.
     apis = [
         f"{api}.googleapis.com"
-        for api in ("container", "compute", "artifactregistry", "cloudbuild", "storage")
-    ]
+        for api in (
+            "container", "compute", "containerfilesystem", "artifactregistry", "cloudbuild",
+            "storage",
+        )
+    ]  # fmt: skip
     assert [c[1:4] for c in commands] == [
         *(["services", "enable", api] for api in apis),
         ["container", "clusters", "create"],
@@ -147,6 +150,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
         ["container", "clusters", "update"],  # Workload Identity, likewise
         ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],  # CPU: the head
+        ["projects", "add-iam-policy-binding", "my-proj"],  # the nodes' logs and metrics
         ["artifacts", "repositories", "create"],
         ["artifacts", "repositories", "add-iam-policy-binding"],  # the nodes may pull
         ["projects", "add-iam-policy-binding", "my-proj"],  # Cloud Build's account may push
@@ -507,11 +511,15 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     assert [r[:3] for r in ran] == [
         *(
             ["services", "enable", f"{api}.googleapis.com"]  # an empty project has none on
-            for api in ("container", "compute", "artifactregistry", "cloudbuild", "storage")
-        ),
+            for api in (
+                "container", "compute", "containerfilesystem", "artifactregistry", "cloudbuild",
+                "storage",
+            )
+        ),  # fmt: skip
         ["container", "clusters", "create"],  # then add-ons and WI are there: skipped
         ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],  # the CPU pool
+        ["projects", "add-iam-policy-binding", "my-proj"],  # the nodes' logs and metrics
         ["artifacts", "repositories", "create"],
         ["artifacts", "repositories", "add-iam-policy-binding"],  # the nodes may pull
         ["builds", "get-default-service-account", "--project=my-proj"],
@@ -531,7 +539,7 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     ]
     # The captured project number is substituted into the principal.
     assert "projects/123456789012/locations/global" in " ".join(ran[-3])
-    assert "done: 26 steps" in capsys.readouterr().out
+    assert "done: 28 steps" in capsys.readouterr().out
 
     before = len(_ran(fake_gcloud))
     assert _gke("up", "v6e-16-x2.yaml") == 0
@@ -539,12 +547,54 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     # A second run changes nothing that exists (credentials and the idempotent bindings rerun).
     assert [r[:3] for r in again] == [
         ["container", "clusters", "get-credentials"],
+        ["projects", "add-iam-policy-binding", "my-proj"],
         ["artifacts", "repositories", "add-iam-policy-binding"],
         ["builds", "get-default-service-account", "--project=my-proj"],
         ["projects", "add-iam-policy-binding", "my-proj"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
     assert "done already, skipped" in capsys.readouterr().out
+
+
+def test_the_printed_plan_runs_twice_unattended_on_a_bucket_with_a_conditional_grant(
+    fake_gcloud, capsys, tmp_path
+):
+    """A release that trains and serves from one bucket: the vLLM compile cache's grant has an
+    IAM condition, after which gcloud refuses, with no terminal to ask on, any grant on that
+    bucket that does not say its condition. The plan, run as printed from a script (stdin not a
+    terminal), runs twice and the second run changes nothing; one grant without
+    `--condition=None` fails the rerun with gcloud's words."""
+    both = tmp_path / "train-and-serve.yaml"
+    both.write_text(
+        "serving:\n  engine: vllm\nvllm:\n  model: /data/m\n  apiKey:\n    secretName: k\n"
+        "  compileCache:\n    onBucket: true\n"
+    )
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--values", str(both), "--helm", "helm")
+
+    def run(text: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            ["bash", "-c", text], capture_output=True, text=True, stdin=subprocess.DEVNULL
+        )
+
+    first = run(script)
+    assert first.returncode == 0, first.stderr
+    state = json.loads(fake_gcloud.read_text())
+    assert any("condition" in b for b in state["bindings"]), state["bindings"]
+    before = len(_ran(fake_gcloud))
+    again = run(script)
+    assert again.returncode == 0, again.stderr
+    rerun = _ran(fake_gcloud)[before:]
+    assert not [c for c in rerun if {"create", "submit", "update", "delete"} & set(c)], rerun
+    assert json.loads(fake_gcloud.read_text())["bindings"] == state["bindings"]
+    # Every grant of the plan says its condition: one that did not would stop the rerun.
+    grants = [c for c in _commands(script) if "add-iam-policy-binding" in c]
+    assert grants and all(any(w.startswith("--condition=") for w in c) for c in grants), grants
+    at = script.index("buckets add-iam-policy-binding")  # training's grant, the first
+    end = script.index("--condition=None", at)
+    broken = script[:end].rstrip(" \\\n") + script[end + len("--condition=None") :]
+    failed = run(broken)
+    assert failed.returncode != 0
+    assert "prohibited in non-interactive mode" in failed.stderr, failed.stderr
 
 
 def _a_cluster_made_elsewhere(state, *flags: str, dataplane_v2: bool = True) -> None:
@@ -635,7 +685,7 @@ def test_a_cluster_older_than_the_slices_need_is_refused_before_anything_changes
     err = capsys.readouterr().err
     assert "the cluster runs GKE 1.33.0-gke.1712000 or later (TPUs on flex-start need it)" in err
     assert "--master --cluster-version=1.33.0-gke.1712000" in err
-    assert [r[:2] for r in _ran(fake_gcloud)] == [["services", "enable"]] * 4  # GKE's was on
+    assert [r[:2] for r in _ran(fake_gcloud)] == [["services", "enable"]] * 5  # GKE's was on
     script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, *flex, "--helm", "helm")
     ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
     assert ran.returncode == 1 and "1.33.0-gke.1712000 or later" in ran.stderr, ran.stderr
@@ -819,7 +869,9 @@ def test_serving_may_only_read_the_bucket_and_training_may_write_it(
         for c in _commands(_plan(capsys, "v6e-16.yaml", "--values", str(both)))
         if c[:4] == ["gcloud", "storage", "buckets", "add-iam-policy-binding"]
     ]
-    roles = sorted((c[5].rsplit("/", 1)[1], *c[6:]) for c in grants)
+    roles = sorted(
+        (c[5].rsplit("/", 1)[1], *(w for w in c[6:] if w != "--condition=None")) for c in grants
+    )
     bucket = grants[0][4].removeprefix("gs://")  # the plan's (a variable here)
     cache = [
         (

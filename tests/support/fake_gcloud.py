@@ -44,6 +44,8 @@ SERVICES = {
     "storage": ("storage.googleapis.com", "Cloud Storage JSON API"),
     "iam": ("iam.googleapis.com", "Identity and Access Management (IAM) API"),
 }
+# GKE's "Use Image streaming": a cluster made with it needs the Container File System API on.
+IMAGE_STREAMING_API = ("containerfilesystem.googleapis.com", "Container File System API")
 
 
 # GKE's facts this fake holds the launcher to, from Google's pages (quoted, read 2026-11) or its
@@ -259,6 +261,13 @@ class Gcloud:
         if verb == "create":
             if key in self.state["clusters"]:
                 raise Refused(f"ERROR: (gcloud.container.clusters.create) Already exists: {name}")
+            api, title = IMAGE_STREAMING_API
+            if "enable-image-streaming" in flags and api not in self.state.get("services", []):
+                raise Refused(
+                    "ERROR: (gcloud.container.clusters.create) ResponseError: code=400, "
+                    f"message=Image streaming needs the {title} ({api}) enabled in project "
+                    f"{PROJECT_NUMBER}."
+                )
             # gcloud: "Addons specified by this flag will be enabled. The others will be
             # disabled. Default addons: HttpLoadBalancing, HorizontalPodAutoscaling."
             given = flags.get("addons")
@@ -703,7 +712,18 @@ class Gcloud:
         raise Refused(f"ERROR: unknown command {verb}")
 
     def _bind(self, resource: str, member: str, role: str, condition: str | None = None) -> None:
-        """An IAM policy holds each (member, role, condition) once, however often it is added."""
+        """An IAM policy holds each (member, role, condition) once, however often it is added.
+        Once a resource's policy holds a conditional binding, gcloud asks which condition a new
+        binding takes, and with no terminal to ask on fails: every grant must say (`None`)."""
+        conditional = any(
+            b["resource"] == resource and "condition" in b for b in self.state["bindings"]
+        )
+        if conditional and condition is None:
+            raise Refused(
+                "ERROR: (gcloud.add-iam-policy-binding) Adding a binding without specifying a "
+                "condition to a policy containing conditions is prohibited in non-interactive "
+                "mode. Run the command again with `--condition=None`"
+            )
         binding = {"resource": resource, "member": member, "role": role}
         if condition and condition != "None":
             binding["condition"] = condition
@@ -751,10 +771,10 @@ class Gcloud:
             full = f"{where}/repositories/{pos[3]}"
             if full not in self.state["repositories"]:
                 raise Refused(f"ERROR: (gcloud.artifacts.repositories) NOT_FOUND: {full}")
-            self._bind(full, flags["member"], flags["role"])
+            self._bind(full, flags["member"], flags["role"], flags.get("condition"))
             return ""
         if pos[:2] == ["projects", "add-iam-policy-binding"]:
-            self._bind(f"projects/{pos[2]}", flags["member"], flags["role"])
+            self._bind(f"projects/{pos[2]}", flags["member"], flags["role"], flags.get("condition"))
             return ""
         if pos[:2] == ["builds", "get-default-service-account"]:
             name = f"projects/{flags.get('project')}/serviceAccounts/{COMPUTE_ACCOUNT}"
@@ -784,7 +804,7 @@ class Gcloud:
         if group == ["projects", "describe"]:
             return PROJECT_NUMBER
         if pos[:3] == ["iam", "service-accounts", "add-iam-policy-binding"]:
-            self._bind(pos[3], flags["member"], flags["role"])
+            self._bind(pos[3], flags["member"], flags["role"], flags.get("condition"))
             return ""
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
 

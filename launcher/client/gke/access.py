@@ -6,7 +6,7 @@ need for the image: GKE's nodes pull it, Cloud Build pushes it. Each rule with i
 from __future__ import annotations
 
 from launcher.client.gke.release import ReleaseNeeds
-from launcher.client.gke.steps import Check, Step, gcloud
+from launcher.client.gke.steps import Check, Step, gcloud, iam_binding
 from launcher.client.gke.target import REPOSITORY, GkeTarget
 
 # Service Usage's "Enabling and disabling services": a new project has none of these on, and a
@@ -19,6 +19,9 @@ APIS = {
     "cloudbuild.googleapis.com": "Cloud Build: builds the launcher image, no local Docker",
     "storage.googleapis.com": "Cloud Storage: the checkpoint bucket",
     "iam.googleapis.com": "IAM: the release acts as a Google service account",
+    # GKE's "Use Image streaming to pull container images": "Enable the Container File System
+    # API" (the cluster is made with --enable-image-streaming).
+    "containerfilesystem.googleapis.com": "Container File System: image streaming",
 }
 
 # The account GKE's nodes run as when their pool names none (GKE's "Use least privilege
@@ -35,8 +38,16 @@ PULL_ROLE = "roles/artifactregistry.reader"
 BUILD_ROLE = "roles/cloudbuild.builds.builder"
 
 
+# GKE's "Use least privilege IAM service accounts": a node's account needs the Kubernetes Engine
+# Default Node Service Account role to write its logs and metrics, which organisations whose
+# policy withholds the default account's Editor grant (iam.automaticIamGrantsForDefaultService
+# Accounts) do not give it: granted here, as that page says.
+NODE_ROLE = "roles/container.defaultNodeServiceAccount"
+
+
 def apis_needed(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> list[str]:
     apis = ["container.googleapis.com", "compute.googleapis.com"]
+    apis.append("containerfilesystem.googleapis.com")  # the cluster streams its images
     if need.launcher_image and not target.registry:
         apis.append("artifactregistry.googleapis.com")
     if need.launcher_image and builds:
@@ -80,6 +91,23 @@ def project_number_step(target: GkeTarget) -> Step:
     )
 
 
+def node_account_steps(target: GkeTarget) -> list[Step]:
+    """The nodes' account may write their logs and metrics (NODE_ROLE). Idempotent: it runs
+    again on a rerun, as every binding does."""
+    return [
+        Step(
+            f"GKE's nodes (the Compute Engine default service account) may write their logs and "
+            f"metrics ({NODE_ROLE})",
+            iam_binding(
+                ("projects",),
+                target.project,
+                member=f"serviceAccount:{NODE_ACCOUNT}",
+                role=NODE_ROLE,
+            ),
+        )
+    ]
+
+
 def image_access_steps(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> list[Step]:
     """The nodes may pull from the repository gke up makes; the build account may push to it.
     Bindings are idempotent: they run again on a rerun, as the bucket's do."""
@@ -91,13 +119,11 @@ def image_access_steps(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> l
         Step(
             f"GKE's nodes (the Compute Engine default service account) may pull from {REPOSITORY}"
             f" ({PULL_ROLE})",
-            gcloud(
-                "artifacts",
-                "repositories",
-                "add-iam-policy-binding",
+            iam_binding(
+                ("artifacts", "repositories"),
                 *repo,
-                f"--member=serviceAccount:{NODE_ACCOUNT}",
-                f"--role={PULL_ROLE}",
+                member=f"serviceAccount:{NODE_ACCOUNT}",
+                role=PULL_ROLE,
             ),
         )
     ]
@@ -115,13 +141,11 @@ def image_access_steps(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> l
             ),
             Step(
                 f"Cloud Build's account may build and push the image ({BUILD_ROLE})",
-                gcloud(
-                    "projects",
-                    "add-iam-policy-binding",
+                iam_binding(
+                    ("projects",),
                     target.project,
-                    "--member=serviceAccount:${BUILD_ACCOUNT}",
-                    f"--role={BUILD_ROLE}",
-                    "--condition=None",
+                    member="serviceAccount:${BUILD_ACCOUNT}",
+                    role=BUILD_ROLE,
                 ),
             ),
         ]

@@ -14,6 +14,7 @@ from launcher.client.gke.access import (
     api_steps,
     apis_needed,
     image_access_steps,
+    node_account_steps,
     project_number_step,
 )
 from launcher.client.gke.image import image_steps
@@ -34,6 +35,7 @@ from launcher.client.gke.steps import (
     Plan,
     Step,
     gcloud,
+    iam_binding,
     location_flags,
     unset_variables,
 )
@@ -253,23 +255,17 @@ def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> l
     )
     who = gsa or f"the release's service account {account}"
 
-    def bind(role: str, *condition: str) -> list[str]:
-        return gcloud(
-            "storage",
-            "buckets",
-            "add-iam-policy-binding",
-            f"gs://{need.bucket}",
-            f"--member={member}",
-            f"--role={role}",
-            *condition,
-        )
+    def bind(role: str, condition: str = "None") -> list[str]:
+        bucket = f"gs://{need.bucket}"
+        group = ("storage", "buckets")
+        return iam_binding(group, bucket, member=member, role=role, condition=condition)
 
     steps = [Step(f"{who} may {may} gs://{need.bucket}", bind(role))]
     for prefix in identity.write_prefixes:
         # Cloud Storage IAM conditions on object names (the bucket has uniform bucket-level
         # access): objectUser on objects under the prefix only; listing stays the viewer's.
         condition = (
-            "--condition=expression=resource.name.startsWith("
+            "expression=resource.name.startsWith("
             f'"projects/_/buckets/{need.bucket}/objects/{prefix}"),'
             f"title=tpu-launcher {prefix.rstrip('/')}"
         )
@@ -284,15 +280,13 @@ def _grant_steps(identity: Identity, need: ReleaseNeeds, target: GkeTarget) -> l
             *steps,
             Step(
                 f"the release's service account {account} may act as it",
-                gcloud(
-                    "iam",
-                    "service-accounts",
-                    "add-iam-policy-binding",
+                iam_binding(
+                    ("iam", "service-accounts"),
                     gsa,
                     f"--project={target.project}",
-                    "--role=roles/iam.workloadIdentityUser",
-                    f"--member=serviceAccount:{target.project}.svc.id.goog"
+                    member=f"serviceAccount:{target.project}.svc.id.goog"
                     f"[{need.namespace}/{account}]",
+                    role="roles/iam.workloadIdentityUser",
                 ),
             ),
         ]
@@ -319,7 +313,8 @@ def up_plan(
     if cpu := cpu_pool(release, need.cpu_pods):
         steps.append(cpu_pool_step(cpu, target))
     access = image_access_steps(need, target, builds)
-    later = image_steps(need, target, source, chart, helm, access) + bucket_steps(need, target)
+    later = node_account_steps(target) + image_steps(need, target, source, chart, helm, access)
+    later += bucket_steps(need, target)
     if any("${PROJECT_NUMBER}" in a for s in later for a in s.argv):
         steps.append(project_number_step(target))
     steps += later

@@ -89,6 +89,25 @@ def gcloud(*words: str) -> list[str]:
     return ["gcloud", *words]
 
 
+def iam_binding(
+    group: tuple[str, ...], *resource: str, member: str, role: str, condition: str = "None"
+) -> list[str]:
+    """`gcloud GROUP add-iam-policy-binding RESOURCE...`, always with its --condition: once a
+    policy holds a conditional binding (the vLLM compile cache's on the bucket), gcloud asks
+    which condition every later binding takes and, with no terminal to ask on, fails ("prohibited
+    in non-interactive mode"; gcloud's `add-iam-policy-binding --condition` help: None is the
+    binding without one). So a rerun of `gke up`, or another release's on a shared bucket, runs
+    unattended."""
+    return gcloud(
+        *group,
+        "add-iam-policy-binding",
+        *resource,
+        f"--member={member}",
+        f"--role={role}",
+        f"--condition={condition}",
+    )
+
+
 def location_flags(target: GkeTarget) -> list[str]:
     return [f"--location={target.location}", f"--project={target.project}"]
 
