@@ -512,10 +512,14 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
         *(
             ["services", "enable", f"{api}.googleapis.com"]  # an empty project has none on
             for api in (
-                "container", "compute", "containerfilesystem", "artifactregistry", "cloudbuild",
+                "container",
+                "compute",
+                "containerfilesystem",
+                "artifactregistry",
+                "cloudbuild",
                 "storage",
             )
-        ),  # fmt: skip
+        ),
         ["container", "clusters", "create"],  # then add-ons and WI are there: skipped
         ["container", "clusters", "get-credentials"],
         ["container", "node-pools", "create"],  # the CPU pool
