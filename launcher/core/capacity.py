@@ -55,7 +55,10 @@ class Capacity:
 CAPACITIES = {
     c.name: c
     for c in (
-        Capacity(ON_DEMAND),  # the pool's own VMs, within the project's quota
+        # The pool's own VMs, within the project's quota, and never a reservation's: a pool's
+        # default affinity (ANY) would consume any matching reservation a team holds for
+        # another pool (GKE's DWS + Kueue tutorial makes its on-demand pool this way).
+        Capacity(ON_DEMAND, pool_flags=("--reservation-affinity=none",)),
         Capacity(
             SPOT,
             {"cloud.google.com/gke-spot": "true"},

@@ -186,7 +186,8 @@ def test_gke_makes_a_pool_per_item_and_the_compute_class_tries_them_in_order(cap
         assert "--node-taints=cloud.google.com/compute-class=ml-tpu-ray:NoSchedule" in line
         assert "--num-nodes=0 --total-min-nodes=0" in line and "--total-max-nodes=4" in line
     assert "--reservation=res-a" in creates[0] and "--spot" in creates[2]
-    assert "--spot" not in creates[1] and "--reservation" not in creates[1]
+    assert "--spot" not in creates[1] and "--reservation=" not in creates[1]
+    assert "--reservation-affinity=none" in creates[1]  # on demand: no reservation taken
     assert "apply it before `helm install` (`tpu-launcher gke compute-class`" in plan
 
     (cls,) = yaml.safe_load_all(_printed(capsys, "compute-class", *capacity))

@@ -746,6 +746,27 @@ def test_a_pool_of_the_same_name_made_otherwise_is_refused(
     assert ran.returncode == 1 and f"exists, not as {wanted}" in ran.stderr, ran.stderr
 
 
+def test_a_pool_bound_to_another_reservation_of_a_longer_name_is_refused(fake_gcloud, capsys):
+    """gcloud's `values:my-res` filter is a word match, true of a pool bound to `my-res-2`
+    too (the FAKE matches as gcloud does): skipped as done, the pods would wait for a
+    reservation no node of it consumes. The reservation is compared whole."""
+    reserved = ("--capacity=reservation", "--reservation=my-res")
+    assert _gke("up", "v6e-16.yaml", *reserved) == 0
+    capsys.readouterr()
+    assert _gke("up", "v6e-16.yaml", *reserved) == 0  # the same pool: done, skipped
+    assert "node pool tpu-ray-v6e-16-0" in capsys.readouterr().out
+    state = json.loads(fake_gcloud.read_text())
+    pool = state["clusters"]["my-proj/us-east5-b/ml"]["nodePools"]["tpu-ray-v6e-16-0"]
+    pool["config"]["reservationAffinity"]["values"] = ["my-res-2"]
+    fake_gcloud.write_text(json.dumps(state))
+    assert _gke("up", "v6e-16.yaml", *reserved) == 2
+    err = capsys.readouterr().err
+    assert "node pool tpu-ray-v6e-16-0" in err and "reservation my-res" in err, err
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, *reserved, "--helm", "helm")
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 1 and "exists, not as" in ran.stderr, ran.stderr
+
+
 def test_a_zone_without_the_slices_generation_is_refused_before_anything_is_made(
     fake_gcloud, capfd
 ):
@@ -1070,7 +1091,8 @@ def test_the_queue_holds_whole_slices_of_the_shape_and_capacity_the_pods_ask_for
         "managedResources": ["google.com/tpu"],
     }
     queue = by_kind[("ClusterQueue", "q-tpu")]["spec"]
-    assert queue["admissionChecks"] == ["q-flex-start"]
+    assert queue["admissionChecksStrategy"] == {"admissionChecks": [{"name": "q-flex-start"}]}
+    assert {o["apiVersion"] for o in objects} == {"kueue.x-k8s.io/v1beta2"}  # Kueue's current
     assert queue["resourceGroups"][1]["flavors"][0]["resources"][0]["nominalQuota"] == 16
 
 

@@ -60,7 +60,7 @@ def waiting(release: Release) -> bool:
 
 def workload_of(release: Release) -> dict | None:
     """Kueue's Workload for the release's RayJob (None: none yet)."""
-    workloads = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "Workload")
+    workloads = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta2", "Workload")
     for w in workloads.objects(release.api).filter(namespace=release.namespace):
         if any(
             o["name"] == f"{release.name}-ray" for o in w.obj["metadata"].get("ownerReferences", [])
@@ -134,7 +134,7 @@ def test_kueue_admits_rayjobs_whole_in_turn_and_by_priority(release: Release):
     release.add_nodes_for(V6E_16)
     printed = queue_for(release, queue)
     priorities = "\n---\n".join(
-        f"apiVersion: kueue.x-k8s.io/v1beta1\nkind: WorkloadPriorityClass\n"
+        f"apiVersion: kueue.x-k8s.io/v1beta2\nkind: WorkloadPriorityClass\n"
         f"metadata: {{name: {name}}}\nvalue: {value}\n"
         for name, value in ((low, 100), (high, 1000))
     )
@@ -458,7 +458,7 @@ def test_a_capacity_fallback_takes_the_first_flavor_with_quota_and_returns_to_it
     assert host_capacity(release, second, tmp_path) == ("on-demand", False)
 
     first.helm("uninstall", first.name, "--wait")
-    queues = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta1", "ClusterQueue")
+    queues = pykube.object_factory(release.api, "kueue.x-k8s.io/v1beta2", "ClusterQueue")
 
     def reservation_free() -> bool:
         status = queues.objects(release.api).get(name=f"{queue}-tpu").obj.get("status", {})

@@ -189,12 +189,11 @@ def matches(obj: dict, expression: str) -> bool:
 def _term(obj: dict, term: str) -> bool:
     negate = term.startswith("NOT ")
     term = term.removeprefix("NOT ")
-    if ":" in term and "=" not in term:  # `key:value`: a list holds it, or a string
+    if ":" in term and "=" not in term:  # `key:value`, gcloud's "has": a word match
         key, _, wanted = term.partition(":")
         value = _lookup(obj, key)
-        ok = value is not None and (
-            wanted in value if isinstance(value, list) else wanted in str(value)
-        )
+        values = value if isinstance(value, list) else [value]
+        ok = value is not None and any(_has_words(str(v), wanted) for v in values)
     elif "~" in term:
         key, _, pattern = term.partition("~")
         value = _lookup(obj, key)
@@ -205,6 +204,15 @@ def _term(obj: dict, term: str) -> bool:
         shown = str(value).lower() if isinstance(value, bool) else str(value)
         ok = value is not None and shown == expected
     return ok != negate
+
+
+def _has_words(text: str, pattern: str) -> bool:
+    """gcloud topic filters: `key:simple-pattern` is true "if key contains simple-pattern",
+    case-insensitively, matched on words (letters and digits between punctuation): `my-res`
+    has the words of `my-res-2`, so it matches it."""
+    words = re.findall(r"[a-z0-9]+", text.lower())
+    want = re.findall(r"[a-z0-9]+", pattern.lower())
+    return any(words[i : i + len(want)] == want for i in range(len(words) - len(want) + 1))
 
 
 def _value(obj: dict, fmt: str) -> str:
@@ -218,6 +226,8 @@ def _value(obj: dict, fmt: str) -> str:
             shown.append(str(_lookup(obj, field.removesuffix(".basename()"))).rsplit("/", 1)[-1])
         else:
             value = _lookup(obj, field)
+            if isinstance(value, list):  # gcloud's value() joins a list's items with ';'
+                value = ";".join(str(v) for v in value)
             shown.append("" if value is None else str(value))
     return "\t".join(shown)
 

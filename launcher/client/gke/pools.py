@@ -83,15 +83,19 @@ def _pool_create(
     if also:  # (filter term, words) the flags alone do not show
         terms.append(also[0])
         words.append(also[1])
+    # gcloud's `values:R` is a word match (`my-res` matches a pool bound to `my-res-2`): the
+    # reservation is then compared whole, as the pool's list prints it.
+    reservation = next((f.partition("=")[2] for f in flags if f.startswith("--reservation=")), "")
+    shown = "value(name,config.reservationAffinity.values)" if reservation else "value(name)"
     same = gcloud(
         "container", "node-pools", "list", *where,
-        f"--filter={' AND '.join([f'name={name}', *terms])}", "--format=value(name)",
+        f"--filter={' AND '.join([f'name={name}', *terms])}", f"--format={shown}",
     )  # fmt: skip
     return Step(
         what,
         gcloud("container", "node-pools", "create", name, *where, *flags),
         done_if=Check(describe),
-        same_as=Check(same, output=name),
+        same_as=Check(same, output=f"{name}\t{reservation}" if reservation else name),
         wanted=", ".join(words),
         shown_by=[*describe, f"--format={SHOWN}"],
         mismatch_fix=f"delete it (`{delete}`: GKE never changes a pool's machine, topology "

@@ -22,7 +22,9 @@ from launcher.client.gke.release import NodePool
 from launcher.core.capacity import FLEX_START
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 
-API = "kueue.x-k8s.io/v1beta1"
+# The pinned Kueue's current version (ci/versions.env: v0.15 serves v1beta1 deprecated, "Use
+# v1beta2 instead"), which has no ClusterQueue.admissionChecks: admissionChecksStrategy only.
+API = "kueue.x-k8s.io/v1beta2"
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 TPU = "google.com/tpu"
 CPU_FLAVOR = "cpu"
@@ -139,7 +141,7 @@ def queue_objects(
                 "admissionChecks": [{"name": check, "onFlavors": flex}]
             }
         else:
-            spec["admissionChecks"] = [check]
+            spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
     objects += [
         {
             "apiVersion": API,
