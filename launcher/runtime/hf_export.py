@@ -13,6 +13,7 @@ served.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -32,7 +33,7 @@ from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import ExportRequest, check_request
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
 from launcher.runtime.llama_tables import llama31_rope_scaling, llama_tables
-from launcher.runtime.model_card import CARD, model_card
+from launcher.runtime.model_card import CARD, base_model_config, model_card
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
 EXPORT_RECORD = "tpu-launcher-export.json"
@@ -276,6 +277,12 @@ def write_export(found: RunCheckpoint, staging: Path) -> dict[str, Any]:
     save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
     (staging / WEIGHTS_FILE).chmod(0o644)  # safetensors writes 0600; a server reads it
     tokenizer, special = tokenizer_files(found.model, staging)
+    # The context the model was made for, not the length this run trained at (128 for a
+    # model imported with 131072: vLLM sizes its context from it); a model begun here has only
+    # the length it trained at.
+    base = base_model_config(found.model) or {}
+    positions = int(base.get("max_position_embeddings") or shape.max_position_embeddings)
+    shape = dataclasses.replace(shape, max_position_embeddings=positions)
     hf_config = shape.hf_config(dtype, special)
     (staging / "config.json").write_text(json.dumps(hf_config, indent=1))
     card = model_card(found.run, found.step, str(found.items_dir.parent), found.model)
@@ -288,6 +295,7 @@ def write_export(found: RunCheckpoint, staging: Path) -> dict[str, Any]:
         "tokenizer": tokenizer,
         "dtype": dtype,
         "parameters": int(sum(t.size for t in tensors.values())),
+        "max_position_embeddings": positions,
     }
 
 

@@ -27,15 +27,29 @@ def _record_under(path: str, subdir: str, name: str) -> Path | None:
     return record if record.is_file() else None
 
 
-def base_model(args: MaxTextArgs) -> ImportRecord | None:
-    """The import a run's parameters began as, through the runs it started from (--from=RUN)."""
+def _base_import(args: MaxTextArgs) -> Path | None:
+    """The record of the import a run's parameters began as, through the runs it started from
+    (--from=RUN)."""
     loaded = Path(str(args.get("load_parameters_path") or ""))
     found = _record_under(str(loaded), IMPORTS_SUBDIR, IMPORT_RECORD)
     if found:
-        return ImportRecord.from_json(found.read_text())
+        return found
     if from_run(args) is not None and RunDir(loaded.parents[2]).record.is_file():
-        return base_model(read_run_record(loaded.parents[2]))
+        return _base_import(read_run_record(loaded.parents[2]))
     return None
+
+
+def base_model(args: MaxTextArgs) -> ImportRecord | None:
+    """The import a run's parameters began as, through the runs it started from (--from=RUN)."""
+    found = _base_import(args)
+    return ImportRecord.from_json(found.read_text()) if found else None
+
+
+def base_model_config(args: MaxTextArgs) -> dict | None:
+    """That import's own config.json (the import keeps it beside its record), or None."""
+    found = _base_import(args)
+    config = found.parent / "config.json" if found else None
+    return json.loads(config.read_text()) if config and config.is_file() else None
 
 
 def from_run(args: MaxTextArgs) -> tuple[str, int] | None:

@@ -43,7 +43,9 @@ def held_out() -> dict[str, str]:
 
 def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_out):
     name = run_name("sft")
-    source = write_tiny_llama(local_cluster.bucket / "hf" / name, seed=5)
+    # Made for a longer context than the run trains at (max_target_length 128): the export
+    # says the model's own.
+    source = write_tiny_llama(local_cluster.bucket / "hf" / name, seed=5, max_positions=4096)
     imported = local_cluster.launcher("import", f"hf/{name}", "--name", name, timeout=300)
     out = imported.stdout + imported.stderr
     assert imported.returncode == 0, out[-6000:]
@@ -110,6 +112,7 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     assert "Fine-tuned (SFT" in card
     hf = HfLlama(model_dir)
     assert hf.config["architectures"] == ["LlamaForCausalLM"]
+    assert hf.config["max_position_embeddings"] == exported["max_position_embeddings"] == 4096
     agreement = hf.greedy_agreement(answer["prompt_ids"], answer["token_ids"])
     assert all(agreement), f"the exported model disagrees with MaxText at {agreement}"
 

@@ -72,7 +72,9 @@ class HfLlama:
         return [int(a) == int(b) for a, b in zip(picks, generated, strict=True)]
 
 
-def write_tiny_llama(directory: Path, seed: int = 0, tie_word_embeddings: bool = False) -> Path:
+def write_tiny_llama(
+    directory: Path, seed: int = 0, tie_word_embeddings: bool = False, max_positions: int = 128
+) -> Path:
     """A Llama model directory as Hugging Face's save_pretrained writes one: transformers'
     own LlamaConfig as config.json, random weights under Hugging Face's names in
     model.safetensors, and a tokenizer (UTF-8 bytes). The weights come from numpy, not from
@@ -87,7 +89,7 @@ def write_tiny_llama(directory: Path, seed: int = 0, tie_word_embeddings: bool =
     config = transformers.LlamaConfig(
         architectures=["LlamaForCausalLM"], vocab_size=v, hidden_size=e, intermediate_size=m,
         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=kv_heads,
-        head_dim=hd, max_position_embeddings=128, rms_norm_eps=1e-5,
+        head_dim=hd, max_position_embeddings=max_positions, rms_norm_eps=1e-5,
         tie_word_embeddings=tie_word_embeddings,
         rope_parameters={"rope_type": "default", "rope_theta": 10_000.0},
     )  # fmt: skip

@@ -118,3 +118,22 @@ def test_the_byte_tokenizer_maps_every_byte_to_its_own_id(tmp_path):
         assert ids == list(text.encode()) and tokenizer.decode(ids) == text, text
     seen = {b for text in samples for b in text.encode()}
     assert seen >= set(range(0x80)) | set(range(0x80, 0xC0)) | set(range(0xC2, 0xE0))
+
+
+def test_the_context_a_model_was_made_for_comes_from_its_import(tmp_path):
+    """export writes the imported model's max_position_embeddings, through the runs that
+    started from it (--from=RUN), not the length the run trained at."""
+    import json
+
+    from launcher.core.maxtext_args import MaxTextArgs
+    from launcher.core.model_imports import IMPORT_RECORD
+    from launcher.runtime.model_card import base_model_config
+
+    imported = tmp_path / "imports" / "m"
+    (imported / "0" / "items").mkdir(parents=True)
+    (imported / IMPORT_RECORD).write_text("{}")
+    (imported / "config.json").write_text(json.dumps({"max_position_embeddings": 131072}))
+    args = MaxTextArgs.parse(["tiny-llama.yml", f"load_parameters_path={imported}/0/items"])
+    assert base_model_config(args) == {"max_position_embeddings": 131072}
+    scratch = MaxTextArgs.parse(["tiny-llama.yml", "run_name=r"])
+    assert base_model_config(scratch) is None  # begun here: the export keeps its own length
