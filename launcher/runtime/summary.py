@@ -35,14 +35,22 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
     run_dir = plan.run_dir
     steps = committed_steps(run_dir.path)
     first = metrics.get("first_step")
-    resumed = f"resumed at step {first}" if first else "started from step 0"
+    total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
+    reported = bool(total or "last_step" in metrics)
+    # A script that reports no steps may keep checkpoints of its own, which the launcher cannot
+    # see: it says neither that the run started at 0 nor that it resumed.
+    resumed = (
+        f"resumed at step {first}"
+        if first
+        else "started from step 0"
+        if reported
+        else "its steps are not reported to the launcher"
+    )
     print("\n" + format_summary_title("training"), flush=True)
     print(
         f"run:          {plan.run_name} ({resumed}; {metrics.get('steps_this_run', 0)} steps "
         f"run in {seconds:.0f}s)"
     )
-    total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
-    reported = bool(total or "last_step" in metrics)
     if reported:
         print(f"steps done:   {metrics.get('last_step', -1) + 1} of {total}")
     else:  # a PyTorch script that reports no steps (run as torchrun runs it)
@@ -119,8 +127,10 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         )
     else:
         print(
-            "resume:       the script saves nothing through TorchJob: a resubmission runs it "
-            "again from its start (TorchJob.save and restore make it resumable)"
+            "resume:       not known to the launcher: the script saves through no TorchJob "
+            "call, so whether a resubmission goes on from a checkpoint of its own (its "
+            "torch.distributed.checkpoint saves) is the script's to say, in its output above "
+            "(TorchJob.save and restore let the launcher report it)"
         )
     record = {
         "run_dir": str(run_dir.path),

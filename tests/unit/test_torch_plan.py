@@ -97,3 +97,24 @@ def test_the_policy_flags_are_declared_once_and_read_by_both_frameworks():
         with pytest.raises(UsageError) as e:
             TorchJobSpec.parse(["--run_name=r", below, "t.py"])
         assert e.value.field == f"--{flag.name}" and e.value.fix == flag.allowed
+
+
+def test_a_script_reporting_no_steps_is_neither_said_to_start_at_zero_nor_to_restart_anew(
+    tmp_path, capsys
+):
+    """A script of the team's own that saves through its own torch.distributed.checkpoint and
+    reports nothing through TorchJob: the launcher cannot see its resumes, so the summary must
+    not say it started from step 0 or that a resubmission starts it again."""
+    from launcher.runtime.summary import print_summary
+
+    spec = TorchJobSpec.parse(["--run_name=r", "t.py"])
+    plan = TorchPlan(spec, TpuSlices(slice_shape("v5p", "2x2x2"), num_slices=1), str(tmp_path))
+    outcome = {
+        "starts": [{"slices": 1, "first_step": None, "last_step": None}],
+        "restarts": [], "goodput": {}, "compile_cache": {}, "no_cost": "no price",
+    }  # fmt: skip
+    print_summary(plan, {"script_seconds": 30.0}, 60.0, outcome)
+    out = capsys.readouterr().out
+    assert "its steps are not reported to the launcher" in out
+    assert "started from step 0" not in out and "runs it again from its start" not in out
+    assert "resume:       not known to the launcher" in out
