@@ -91,8 +91,12 @@ def resolve(
     cluster, project and location: install's --cluster and the rest), else kubectl's current
     context. Refused when what is named is not in the kubeconfig, except in a dry run, which
     shows the context named (None: nothing named and no current context)."""
-    known = contexts()
-    current = current_context()
+    try:
+        known, current = contexts(), current_context()
+    except UsageError:
+        if not dry_run:
+            raise
+        known, current = [], None  # a dry run shows the commands, kubectl or not
     if flag:
         if flag not in known and not dry_run:
             raise UsageError(
