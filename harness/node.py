@@ -33,8 +33,10 @@ SMALL = [
     *("--set", "ray.worker.resources.limits.memory=5Gi"),
     *("--set", "global.gcsfuse.enabled=true"),
 ]
-# `install`'s GKE target: only its image registry (the node's) and bucket are used here.
-TARGET = ["--project", "node-tier", "--cluster", "node", "--location", "us-east5-b"]
+# `install`'s GKE target: only its image registry (the node's) and bucket are used here; no
+# --cluster: the release goes to the kubeconfig's current context, the node's (a named cluster
+# would have to be a GKE context there: launcher.client.kube_context).
+TARGET = ["--project", "node-tier", "--location", "us-east5-b"]
 
 
 RESTRICTED = {

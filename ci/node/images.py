@@ -148,12 +148,13 @@ def probe(dest: Path, busybox: Path = Path("/bin/busybox")) -> Image:
 
 
 # What Ray's own image has of Debian that Python, Ray and the launcher's wheels load (Python's
-# modules: ssl, sqlite3, ctypes, lzma, bz2, readline, uuid; jaxlib: libgomp), and procps (`ps`,
-# which KubeRay's probes and Ray's tools call).
+# modules: ssl, sqlite3, ctypes, lzma, bz2, readline, uuid; jaxlib: libgomp), procps (`ps`,
+# which Ray's tools call) and wget (KubeRay's readiness probe of a RayService's workers runs
+# `wget ... :8000/-/healthz` in the container: without it they are never Ready).
 DEBIAN_PACKAGES = [
     *("ca-certificates", "libssl3", "libffi8", "libsqlite3-0", "libbz2-1.0", "liblzma5"),
     *("zlib1g", "libreadline8", "libncursesw6", "libuuid1", "libexpat1", "libgomp1"),
-    *("procps", "netbase"),
+    *("procps", "netbase", "wget"),
 ]
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")

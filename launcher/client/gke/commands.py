@@ -296,8 +296,14 @@ def install(ns: argparse.Namespace) -> int:
             f"  tpu-launcher status {where}            # queued, starting, running, or done\n"
             f"  tpu-launcher logs {where} --follow     # its log, live"
         )
-    else:
+    elif any(d.get("kind") == "RayCluster" for d in docs):
         print(f"next: tpu-launcher submit {where} -- <job args>")
+    else:  # a serving release: nothing to submit to
+        print(
+            "next: the server loads its model and compiles (minutes):\n"
+            f"  tpu-launcher status {where}                      # starting, or serving\n"
+            f"  tpu-launcher generate {where} --prompt 'Hello'   # ask it"
+        )
     return 0
 
 
