@@ -240,8 +240,10 @@ KUEUE_FIELDS = {
     "ClusterQueue.resourceGroups": Source(
         _KUEUE + " ClusterQueue", "coveredResources and flavors with their nominalQuota"
     ),
-    "ClusterQueue.admissionChecks": Source(
-        _KUEUE + " AdmissionCheck", "a workload is admitted once every check is Ready"
+    "ClusterQueue.admissionChecksStrategy": Source(
+        _KUEUE + " AdmissionCheck",
+        "admissionChecks (onFlavors: only for those flavors): a workload is admitted once every "
+        "check is Ready; v1beta2 has no ClusterQueue.admissionChecks",
     ),
     "ProvisioningRequestConfig.provisioningClassName": Source(
         _GKE_QUEUED, "provisioningClassName: queued-provisioning.gke.io"
