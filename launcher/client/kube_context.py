@@ -20,7 +20,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from launcher.core.errors import UsageError
+from launcher.core.errors import INSTALL_HINTS, UsageError
 
 # The variables the GKE tutorials export, as `gke plan|up|down` read them (gke/target.py).
 CLUSTER_ENV, PROJECT_ENV, LOCATION_ENV = "CLUSTER_NAME", "PROJECT_ID", "LOCATION"
@@ -55,9 +55,7 @@ def _kubeconfig(*args: str) -> tuple[int, str]:
         proc = subprocess.run(["kubectl", "config", *args], capture_output=True, text=True)
     except FileNotFoundError:
         raise UsageError(
-            "kubectl",
-            "kubectl is not installed: it reaches the release",
-            "`gcloud components install kubectl`, or kubernetes.io/docs/tasks/tools",
+            "kubectl", "kubectl is not installed: it reaches the release", INSTALL_HINTS["kubectl"]
         ) from None
     return proc.returncode, proc.stdout.strip()
 

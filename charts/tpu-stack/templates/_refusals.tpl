@@ -260,7 +260,8 @@ are refused in any form by the Ray part's own rule. */}}
 {{- $msgs := list -}}
 {{- $name := "(?i)(^|[-_.])(token|secret|password|passwd|api[-_]?key|access[-_]?key|private[-_]?key|credentials?)$" -}}
 {{- $form := "(^|[=:\\s])(hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|sk-[A-Za-z0-9_-]{20,}|AKIA[0-9A-Z]{16}|ya29\\.[A-Za-z0-9_-]{20,})|-----BEGIN [A-Z ]*PRIVATE KEY-----" -}}
-{{- $chartKey := dict "ray.head.env/HF_TOKEN" "--set ray.hfToken.secretName=<Secret> (the chart sets HF_TOKEN from it on the head and every worker)" "ray.worker.env/HF_TOKEN" "--set ray.hfToken.secretName=<Secret> (the chart sets HF_TOKEN from it on the head and every worker)" "vllm.env/VLLM_API_KEY" "--set vllm.apiKey.secretName=<Secret> (the chart sets VLLM_API_KEY from it)" -}}
+{{- $hfToken := "--set ray.hfToken.secretName=<Secret> (the chart sets HF_TOKEN from it on the head and every worker)" -}}
+{{- $chartKey := dict "ray.head.env/HF_TOKEN" $hfToken "ray.worker.env/HF_TOKEN" $hfToken "vllm.env/VLLM_API_KEY" "--set vllm.apiKey.secretName=<Secret> (the chart sets VLLM_API_KEY from it)" -}}
 {{- $envs := dict "ray.head.env" .Values.ray.head.env "ray.worker.env" .Values.ray.worker.env "vllm.env" .Values.vllm.env -}}
 {{- range $key := keys $envs | sortAlpha -}}
 {{- range $i, $e := get $envs $key -}}
