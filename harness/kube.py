@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import time
 from collections.abc import Callable
@@ -145,3 +146,14 @@ def ray_clusters(api: pykube.HTTPClient) -> type[pykube.objects.NamespacedAPIObj
 
 def dump(obj: object) -> str:
     return json.dumps(obj, indent=1, default=str)[:4000]
+
+
+def logging_wrapper(real: str, wrapper: Path, log: Path, prefix: str = "") -> Path:
+    """An executable at `wrapper` that appends each call's arguments (after `prefix`) to `log`,
+    then runs `real` with them: what a command ran, counted against the real tool."""
+    wrapper.write_text(
+        f'#!/bin/sh\nprintf "{prefix}%s\\n" "$*" >> {shlex.quote(str(log))}\n'
+        f'exec {shlex.quote(real)} "$@"\n'
+    )
+    wrapper.chmod(0o755)
+    return wrapper

@@ -8,14 +8,13 @@ every call and hand it to the real ones (KubeRay, the API server: real)."""
 
 from __future__ import annotations
 
-import shlex
 from pathlib import Path
 
 import pytest
 import yaml
 
 from harness.helm import CHART, helm
-from harness.kube import Release
+from harness.kube import Release, logging_wrapper
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 
@@ -40,24 +39,14 @@ def _two_cluster_kubeconfig(release: Release, path: Path) -> None:
     path.write_text(yaml.safe_dump(config))
 
 
-def _logging(tool: str, real: str, bin_dir: Path, log: Path) -> Path:
-    wrapper = bin_dir / tool
-    wrapper.write_text(
-        f'#!/bin/sh\nprintf "{tool} %s\\n" "$*" >> {shlex.quote(str(log))}\n'
-        f'exec {shlex.quote(real)} "$@"\n'
-    )
-    wrapper.chmod(0o755)
-    return wrapper
-
-
 @pytest.fixture
 def two_clusters(release: Release, tmp_path: Path) -> dict:
     kubeconfig = tmp_path / "kubeconfig"
     _two_cluster_kubeconfig(release, kubeconfig)
     bin_dir, log = tmp_path / "bin", tmp_path / "calls.log"
     bin_dir.mkdir()
-    _logging("kubectl", release.kubectl()[0], bin_dir, log)
-    helm_wrapper = _logging("helm", str(helm(3)), bin_dir, log)
+    logging_wrapper(release.kubectl()[0], bin_dir / "kubectl", log, prefix="kubectl ")
+    helm_wrapper = logging_wrapper(str(helm(3)), bin_dir / "helm", log, prefix="helm ")
     env = release.kubectl_env()
     env.update(GKE_VARS, KUBECONFIG=str(kubeconfig), PATH=f"{bin_dir}:{env['PATH']}")
     env["LAUNCHER_STATE_DIR"] = str(tmp_path / "state")

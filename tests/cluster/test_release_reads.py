@@ -6,7 +6,6 @@ hands it to the real one, against the test control plane's KubeRay."""
 from __future__ import annotations
 
 import json
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -14,7 +13,7 @@ from pathlib import Path
 import pykube
 import pytest
 
-from harness.kube import Release, wait_for
+from harness.kube import Release, logging_wrapper, wait_for
 from harness.paths import REPO
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
@@ -22,14 +21,8 @@ pytestmark = [pytest.mark.cluster, pytest.mark.timeout(300)]
 
 def counting_kubectl(release: Release, bin_dir: Path, log: Path) -> dict[str, str]:
     """The release's kubectl environment, with every call written to `log` first."""
-    real = release.kubectl()[0]
     bin_dir.mkdir()
-    wrapper = bin_dir / "kubectl"
-    wrapper.write_text(
-        f'#!/bin/sh\nprintf "%s\\n" "$*" >> {shlex.quote(str(log))}\n'
-        f'exec {shlex.quote(real)} "$@"\n'
-    )
-    wrapper.chmod(0o755)
+    logging_wrapper(release.kubectl()[0], bin_dir / "kubectl", log)
     env = release.kubectl_env()
     return {**env, "PATH": f"{bin_dir}:{env['PATH']}"}
 
