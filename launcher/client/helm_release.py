@@ -1,6 +1,6 @@
 """Reach a chart release from this machine: find its RayCluster, read its token, and
-port-forward its head Service (ClusterIP by design) to a free local port; read the slices it
-asks for (preflight's target)."""
+port-forward its head Service (ClusterIP by design) to a free local port; read what it tells
+its jobs (its facts: preflight's target, the jobs' defaults)."""
 
 from __future__ import annotations
 
@@ -14,13 +14,9 @@ from typing import TYPE_CHECKING, Any
 
 from launcher.client.commands import run, start
 from launcher.client.kube_context import kubectl
-from launcher.core.capacity import items_of_pod
-from launcher.core.checkpoint_tiers import BUCKET, MEMORY, MEMORY_VOLUME, HostMemory
 from launcher.core.errors import UsageError
-from launcher.core.preemption import pod_grace_seconds
-from launcher.core.quantities import quantity
 from launcher.core.ray_auth import DASHBOARD_PORT
-from launcher.core.slices import TpuSlices, worker_group_slices
+from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
 
 if TYPE_CHECKING:
     from launcher.core.frameworks import Framework
@@ -105,40 +101,20 @@ class Release:
             )
         return self.raycluster
 
-    def workers(self) -> tuple[TpuSlices | None, int | None]:
-        """The TPU slices the RayCluster asks for: its TPU worker group's node selectors
-        (accelerator, topology), chips per host and replicas (one per slice), None for a
-        release without TPUs (values/cpu.yaml); and the grace period its workers have to save on
-        a preemption notice (None: they send none)."""
-        groups = worker_group_slices(self.cluster()["spec"])
-        if not groups:
-            return None, None
-        found, pod = groups[0]
-        return found, pod_grace_seconds(pod)
-
-    def host_memory(self) -> HostMemory:
-        """The release's checkpoint tier and what its TPU worker pods hold for the memory
-        tier: the chart's in-memory volume and the container's memory limit."""
-        groups = worker_group_slices(self.cluster()["spec"])
-        if not groups:
-            return HostMemory()
-        pod = groups[0][1]
-        volume = next((v for v in pod.get("volumes", []) if v.get("name") == MEMORY_VOLUME), None)
-        size = ((volume or {}).get("emptyDir") or {}).get("sizeLimit")
-        limits = [c.get("resources", {}).get("limits", {}) for c in pod.get("containers", [])[:1]]
-        limit = limits[0].get("memory") if limits else None
-        return HostMemory(
-            MEMORY if volume else BUCKET,
-            quantity(size, memory=True) if size else None,
-            quantity(limit, memory=True) if limit else None,
-            known=True,
-        )
-
-    def capacities(self) -> tuple[str, ...]:
-        """The TPU workers' capacity items, in order, as the chart tells the hosts (() for a
-        release without TPUs, or from a chart that did not)."""
-        groups = worker_group_slices(self.cluster()["spec"])
-        return tuple(i.word for i in items_of_pod(groups[0][1])) if groups else ()
+    def facts(self) -> ReleaseFacts:
+        """What the release tells its jobs, as its chart wrote it on the RayCluster's head
+        (launcher.core.release_facts); refused with the fix for a release whose chart did not."""
+        where = f"release {self.name}'s {RELEASE_ENV}"
+        found = ReleaseFacts.of_cluster_spec(self.cluster()["spec"], where)
+        if found is None:
+            raise UsageError(
+                "--release",
+                f"release {self.name!r} was installed by an older chart: its RayCluster's head "
+                f"carries no {RELEASE_ENV} (what the release tells its jobs)",
+                f"upgrade it with this launcher's chart: tpu-launcher install --release "
+                f"{self.name} --values <its values file>",
+            )
+        return found
 
     def image(self) -> str:
         """The launcher image the release's head runs."""

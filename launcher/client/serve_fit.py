@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
-from launcher.client.jobs.release_data import BucketMount
+from launcher.client.jobs.release_data import bucket_of_pod
 from launcher.client.serving_status import COMPONENT, SERVER
 from launcher.core import serving_fit
 from launcher.core.errors import UsageError
+from launcher.core.release_facts import BucketMount
 from launcher.core.slices import from_pod_spec, worker_group_slices
 from launcher.core.tpu_table import GENERATIONS, SliceShape, tpu_type
 
@@ -50,7 +51,7 @@ def _flags(args: list[str]) -> dict[str, str]:
 def _from_args(args: list[str], pod: dict[str, Any], shape: SliceShape) -> Server:
     """A `vllm serve MODEL --flag=value ...` command line (the Deployment's, the leader's)."""
     flags = _flags(args)
-    where = BucketMount.of_pod(pod)
+    where = bucket_of_pod(pod)
     positional = [a for a in args if not a.startswith("-")]
     return Server(
         model=positional[0],
@@ -85,7 +86,7 @@ def server_of(docs: list[dict[str, Any]]) -> Server | None:
             slices, pod = groups[0]
             (llm,) = yaml.safe_load(spec["serveConfigV2"])["applications"][0]["args"]["llm_configs"]
             engine = llm.get("engine_kwargs", {})
-            where = BucketMount.of_pod(pod)
+            where = bucket_of_pod(pod)
             return Server(
                 model=llm["model_loading_config"]["model_source"],
                 shape=slices.shape,

@@ -22,8 +22,6 @@ from launcher.core.errors import UsageError
 from launcher.core.maxtext_args import MaxTextArgs
 
 BUCKET, MEMORY, MULTI_TIER = TIERS = ("bucket", "memory", "multi-tier")
-# The release's checkpoints.tier, set on the head by the chart: a job's default.
-TIER_ENV = "LAUNCHER_CHECKPOINT_TIER"
 # Where each TPU host's memory volume is mounted (the chart's emptyDir of medium Memory; the
 # local cluster's per-host directory): MaxText's local_checkpoint_directory on that host.
 MEMORY_DIR_ENV = "LAUNCHER_MEMORY_CHECKPOINT_DIR"

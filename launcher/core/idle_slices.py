@@ -1,6 +1,6 @@
 """A standing release that gives its idle TPU slices back (ray.worker.tpu.releaseIdleAfterSeconds)
-and asks for them again when a job wants them, a whole slice at a time: the facts the chart sets
-on the head, read by the idle check beside the head and by a job's driver.
+and asks for them again when a job wants them, a whole slice at a time: the idle check beside the
+head and a job's driver, from the release's facts (launcher.core.release_facts.IdleRelease).
 
 Ray's own autoscaler does not do this safely for multi-host slices with Ray 2.60 and KubeRay
 1.6.2 (docs/jobs.md, "Idle slices"): here the worker group's `replicas` is set directly, which
@@ -9,35 +9,11 @@ KubeRay applies to whole replica groups (all of a slice's hosts), and nothing el
 
 from __future__ import annotations
 
-import json
-import os
-from collections.abc import Mapping
 from dataclasses import dataclass
 
-# JSON: the RayCluster, its TPU worker group and the quiet period; the chart sets it on the
-# head's containers (the Ray head and the idle check).
-IDLE_RELEASE_ENV = "LAUNCHER_IDLE_RELEASE"
 # A Ray job in one of these states wants the slices (Ray's JobStatus).
 ACTIVE_JOB_STATES = frozenset({"PENDING", "RUNNING"})
 POLL_S = 15.0
-
-
-@dataclass(frozen=True)
-class IdleRelease:
-    cluster: str  # the RayCluster
-    group: str  # its TPU worker group
-    after_s: float  # quiet seconds before the slices go
-
-    @classmethod
-    def from_env(cls, env: Mapping[str, str] = os.environ) -> IdleRelease | None:
-        raw = env.get(IDLE_RELEASE_ENV)
-        if not raw:
-            return None
-        spec = json.loads(raw)
-        return cls(spec["cluster"], spec["group"], float(spec["after_s"]))
-
-    def to_env(self) -> str:
-        return json.dumps({"cluster": self.cluster, "group": self.group, "after_s": self.after_s})
 
 
 @dataclass

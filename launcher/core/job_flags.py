@@ -4,21 +4,15 @@ a job's words (launcher.core.job_plan), and `submit --help` lists them with thei
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 from absl import flags
 
-from launcher.core.checkpoint_tiers import BUCKET, CONTINUOUS, CONTINUOUS_KEPT, TIER_ENV, TIERS
+from launcher.core.checkpoint_tiers import BUCKET, CONTINUOUS, CONTINUOUS_KEPT, TIERS
 from launcher.core.errors import UsageError
 from launcher.core.tpu_table import GENERATIONS
 from launcher.core.trainers import TRAINERS
 
-# The chart sets the CPU slice on the head of CPU-only clusters, so jobs need no flags.
-CPU_HOSTS_ENV = "LAUNCHER_CPU_HOSTS"
-CPU_DEVICES_ENV = "LAUNCHER_CPU_DEVICES_PER_HOST"
-# The chart's ray.worker.tpu.minSlices, set on the head: jobs are elastic down to it by default.
-MIN_SLICES_ENV = "LAUNCHER_MIN_SLICES"
 # JAX's persistent compilation cache (MaxText's jax_cache_dir) goes in the output directory on
 # the bucket (run_dir.compile_cache_for), shared by its runs: every restart, and every run of
 # the same shapes, loads the compiled step instead of compiling it again. MaxText's own default
@@ -139,11 +133,6 @@ def define_policy_flag(name: str, fv: flags.FlagValues) -> None:
         )
 
 
-def _env_int(name: str) -> int | None:
-    value = os.environ.get(name, "")
-    return int(value) if value.isdigit() else None
-
-
 def define_flags(fv: flags.FlagValues) -> None:
     """The launcher's flags, on `fv` (absl's global FLAGS in the entrypoint; a private set
     where a workstation command parses a job's arguments)."""
@@ -173,10 +162,11 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
     flags.DEFINE_integer(
         "min_slices",
-        _env_int(MIN_SLICES_ENV),
+        None,
         "Elastic: run on as few as this many whole slices when the others are gone (preempted) "
         "and grow back to --num_slices when they return; the global batch is kept by more "
-        "gradient accumulation. Default: --num_slices (every slice, always).",
+        "gradient accumulation. Default: the release's ray.worker.tpu.minSlices, else "
+        "--num_slices (every slice, always).",
         flag_values=fv,
     )
     flags.DEFINE_bool(
@@ -203,14 +193,14 @@ def define_flags(fv: flags.FlagValues) -> None:
     )
     flags.DEFINE_integer(
         "cpu_hosts",
-        _env_int(CPU_HOSTS_ENV),
-        "CPU-only slice: number of hosts (Ray workers).",
+        None,
+        "CPU-only slice: number of hosts (Ray workers). Default: the release's CPU slice.",
         lower_bound=1,
         flag_values=fv,
     )
     flags.DEFINE_integer(
         "cpu_devices_per_host",
-        _env_int(CPU_DEVICES_ENV),
+        None,
         "CPU-only slice: JAX devices per host.",
         lower_bound=1,
         flag_values=fv,
@@ -240,7 +230,7 @@ def define_flags(fv: flags.FlagValues) -> None:
     define_policy_flag("price_per_chip_hour", fv)
     flags.DEFINE_enum(
         "checkpoint_tier",
-        os.environ.get(TIER_ENV) or BUCKET,
+        BUCKET,
         list(TIERS),
         "Where checkpoints go: bucket (every save, through gcsfuse), or memory (Orbax's "
         "emergency checkpointing: every local_checkpoint_period steps to the TPU hosts' memory "

@@ -36,6 +36,7 @@ from launcher.core.job_flags import (
 )
 from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
 from launcher.core.model_imports import IMPORTS_SUBDIR
+from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
 from launcher.core.run_dir import RunDir, compile_cache_for
 from launcher.core.slices import Slices
 from launcher.core.start_from import StartingPoint, resolve_from
@@ -97,12 +98,23 @@ class JobOptions:
             tpu=self.tpu,
         )
 
+    def with_release(self, release: ReleaseFacts, given: frozenset[str]) -> JobOptions:
+        """These options with the release's defaults for what the job does not give (`given`:
+        the flags it names): the checkpoint tier, an elastic job's minimum slices, and on a
+        release without TPUs its CPU slice. The head and a workstation apply the same."""
+        defaults: dict[str, Any] = {"checkpoint_tier": release.checkpoint_tier}
+        if release.min_slices is not None:
+            defaults["min_slices"] = release.min_slices
+        names_slice = {"tpu", "accelerator_type", "topology", "cpu_hosts", "cpu_devices_per_host"}
+        if release.cpu_slice is not None and not names_slice & given:
+            defaults["cpu_hosts"] = release.cpu_slice.hosts
+            defaults["cpu_devices_per_host"] = release.cpu_slice.devices_per_host
+        return replace(self, **{k: v for k, v in defaults.items() if k not in given})
 
-def with_release_tier(job: Job, release_tier: str) -> JobOptions:
-    """The job's options, its checkpoint tier the release's (checkpoints.tier) where the job
-    names none: as the release's head defaults it (launcher.core.checkpoint_tiers.TIER_ENV)."""
-    given = any(w.startswith(("--checkpoint_tier", "--checkpoint-tier")) for w in job.words)
-    return job.options if given else replace(job.options, checkpoint_tier=release_tier)
+
+def given_flags(fv: flags.FlagValues) -> frozenset[str]:
+    """The flags of `fv` a command line named (absl's `present`)."""
+    return frozenset(name for name in fv if fv[name].present)
 
 
 def spelled_as_defined(job_args: list[str], fv: flags.FlagValues) -> list[str]:
@@ -131,6 +143,11 @@ class Job:
     words: tuple[str, ...]  # as given: what is shipped to the cluster
     options: JobOptions  # the launcher's flags
     maxtext_argv: tuple[str, ...]  # MaxText's [config.yml] key=value ...
+    given: frozenset[str] = frozenset()  # the launcher's flags the words name
+
+    def with_release(self, release: ReleaseFacts) -> JobOptions:
+        """The options as the release's head runs them (JobOptions.with_release)."""
+        return self.options.with_release(release, self.given)
 
 
 def parse_job_args(job_args: list[str]) -> Job:
@@ -154,7 +171,7 @@ def parse_job_args(job_args: list[str]) -> Job:
         raise UsageError(
             "job flags", str(e), "`tpu-launcher submit --help` lists the job's flags and bounds"
         ) from None
-    return Job(tuple(job_args), JobOptions.from_flags(fv), tuple(rest[1:]))
+    return Job(tuple(job_args), JobOptions.from_flags(fv), tuple(rest[1:]), given_flags(fv))
 
 
 @dataclass(frozen=True)
@@ -200,7 +217,7 @@ def plan_job(
     output_dir: str | None = None,
     data_root: str | None = None,
     hosts_data_root: str | None = None,
-    capacities: tuple[str, ...] = (),
+    release: ReleaseFacts = NO_RELEASE,
 ) -> JobPlan:
     """Parses and checks everything that can be checked before training. Raises UsageError.
 
@@ -211,8 +228,8 @@ def plan_job(
     data_root: where --data's datasets/ are (default: output_dir); with neither, the job's
       data is resolved and checked where it runs, not here;
     hosts_data_root: where the job's hosts see data_root (preflight: /data, the bucket's mount);
-    capacities: the TPU workers' capacity items (launcher.core.capacity; (): not known), for
-      --continuous_checkpointing=auto.
+    release: the facts of the release it runs on: the TPU workers' capacity items (for
+      --continuous_checkpointing=auto) and the slices it offers where none may be up.
     """
     args = MaxTextArgs.parse(maxtext_argv)
     args.check_required()
@@ -233,9 +250,9 @@ def plan_job(
     slices = target or request
     if nodes is not None:
         if slices is None:
-            slices = slices_mod.cluster_slices(nodes)
+            slices = slices_mod.cluster_slices(nodes, release.offered_slices)
         else:
-            slices_mod.check_fits_cluster(slices, nodes, options.min_slices)
+            slices_mod.check_fits_cluster(slices, nodes, options.min_slices, release.offered_slices)
     if slices is None and require_slice:
         raise UsageError(
             "accelerator_type",
@@ -277,6 +294,7 @@ def plan_job(
         slices.num_slices if slices else None,
         len(sized) > 1,
     )
+    capacities = release.capacities
     preemptible = (
         any(item.preemptible for item in parse_items(",".join(capacities))) if capacities else False
     )

@@ -4,10 +4,7 @@
 
 from __future__ import annotations
 
-import json
-import os
 from collections import defaultdict
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -31,11 +28,6 @@ LABEL_POD_TYPE = "ray.io/tpu-pod-type"
 # driver reads which process group the slice gives (gloo here, tpu_dist on TPU) before any
 # worker starts.
 LABEL_SIMULATED = "tpu-launcher/simulated-chips"
-# Set by the chart on the head of a release that gives idle slices back
-# (ray.worker.tpu.releaseIdleAfterSeconds): every slice of its worker group, as JSON
-# (generation, topology, chips_per_host, slices). A job there checks itself against these, not
-# against the hosts up when it starts (maybe none), and asks for the ones it needs.
-OFFERED_SLICES_ENV = "LAUNCHER_OFFERED_SLICES"
 
 if TYPE_CHECKING:  # Ray is imported where a config is built: in the cluster
     from ray.train.v2.api.config import ScalingConfig
@@ -283,39 +275,24 @@ def worker_group_slices(cluster: dict[str, Any]) -> list[tuple[TpuSlices, dict[s
     return found
 
 
-def offered_slices(env: Mapping[str, str] = os.environ) -> TpuSlices | None:
-    """The slices a release that gives idle ones back offers a job (OFFERED_SLICES_ENV), or
-    None where the cluster's slices are the hosts up now."""
-    raw = env.get(OFFERED_SLICES_ENV)
-    if not raw:
-        return None
-    spec = json.loads(raw)
-    offered = from_flags(
-        spec["generation"],
-        spec["topology"],
-        int(spec["slices"]),
-        int(spec["chips_per_host"]),
-        None,
-        None,
-    )
-    assert isinstance(offered, TpuSlices)
-    return offered
-
-
-def cluster_slices(nodes: list[dict[str, Any]]) -> TpuSlices:
+def cluster_slices(nodes: list[dict[str, Any]], offered: TpuSlices | None = None) -> TpuSlices:
     """The TPU slices the Ray cluster offers a job: a release's whole worker group where jobs
-    ask for slices, else the slices whose hosts are up."""
-    return offered_slices() or from_cluster_nodes(nodes)
+    ask for slices (`offered`: launcher.core.release_facts), else the slices whose hosts are
+    up."""
+    return offered or from_cluster_nodes(nodes)
 
 
 def check_fits_cluster(
-    slices: Slices, nodes: list[dict[str, Any]], min_slices: int | None = None
+    slices: Slices,
+    nodes: list[dict[str, Any]],
+    min_slices: int | None = None,
+    offered: TpuSlices | None = None,
 ) -> None:
     """Fails early when the cluster cannot hold the requested TPU slices (an elastic job: at
     least min_slices of them)."""
     if isinstance(slices, CpuSlices):
         return
-    found = cluster_slices(nodes)
+    found = cluster_slices(nodes, offered)
     same = (found.shape.generation, found.shape.topology, found.shape.chips_per_host) == (
         slices.shape.generation,
         slices.shape.topology,

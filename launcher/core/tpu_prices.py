@@ -17,7 +17,6 @@ price. The chart renders the same table (files/tpu-table.json's `prices`) for it
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -37,11 +36,6 @@ LIST_PRICES: dict[str, dict[str, float]] = {
 # Billed as on-demand unless a commitment says otherwise (then its price goes in the values).
 BILLED_AS = {RESERVATION: ON_DEMAND}
 
-# The release's overrides, as the chart sets them on the head: the values' JSON
-# ({generation: {capacity or "region/capacity": price}}), and the region its nodes are in.
-PRICES_ENV = "LAUNCHER_PRICES"
-REGION_ENV = "LAUNCHER_REGION"
-
 
 @dataclass(frozen=True)
 class Price:
@@ -56,7 +50,7 @@ def _is_price(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
-def parse_overrides(raw: str, where: str = PRICES_ENV) -> dict[str, dict[str, float]]:
+def parse_overrides(raw: str, where: str = "cost.pricesPerChipHour") -> dict[str, dict[str, float]]:
     """The values' `cost.pricesPerChipHour` as JSON, checked: a wrong shape is refused with
     where it came from."""
     fix = 'a map of generation to {capacity or "region/capacity": USD}: {"v6e": {"spot": 1.1}}'
@@ -92,14 +86,6 @@ def price_of(
     if not known:
         billed = "on-demand (the capacity not known)"
     return Price(listed, f"list price for {generation} {billed}, {PRICES_AS_OF}, {PRICES_SOURCE}")
-
-
-def price_from_env(
-    generation: str, capacity: str | None, env: Mapping[str, str] = os.environ
-) -> Price | None:
-    """`price_of` with the release's overrides and region as the chart sets them."""
-    overrides = parse_overrides(env.get(PRICES_ENV, ""))
-    return price_of(generation, capacity, env.get(REGION_ENV, ""), overrides)
 
 
 def no_price_reason(generation: str, capacity: str | None) -> str:

@@ -10,10 +10,10 @@ from typing import Any
 import yaml
 
 from launcher.core.capacity import block_words
-from launcher.core.checkpoint_tiers import BUCKET, MEMORY, HostMemory
+from launcher.core.checkpoint_tiers import BUCKET, MEMORY
 from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
-from launcher.core.quantities import quantity
+from launcher.core.release_facts import BucketMount, CpuSlice, IdleRelease, ReleaseFacts
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
@@ -143,30 +143,55 @@ def training_slices(values: dict[str, Any], path: str | Path) -> TpuSlices:
     return slices
 
 
-def worker_grace_seconds(values: dict[str, Any]) -> int | None:
-    """The training workers' grace period (ray.worker.terminationGracePeriodSeconds): the
-    chart's default where the values leave it out, None where they set it null (no notice)."""
+def release_facts(values: dict[str, Any], release: str) -> ReleaseFacts:
+    """What a release of these (merged) values tells its jobs, as the chart writes it
+    (`tpu-stack.releaseFacts`; tests/chart/test_release_facts.py holds the two equal), for a
+    release named `release` (its RayCluster's name derives from it)."""
+    ray = _block(values, ("ray",)) or {}
     worker = _block(values, ("ray", "worker")) or {}
-    grace = worker.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
-    return None if grace is None else int(grace)
-
-
-def worker_capacities(values: dict[str, Any]) -> tuple[str, ...]:
-    """The training workers' capacity items, in order, as the values write them
-    (ray.worker.tpu.capacity: one word or a fallback's list)."""
-    return tuple(block_words(_block(values, ("ray", "worker", "tpu")) or {}))
-
-
-def worker_host_memory(values: dict[str, Any]) -> HostMemory:
-    """The release's checkpoint tier and what its TPU workers hold for the memory tier."""
+    tpu = _block(values, ("ray", "worker", "tpu")) or {}
+    cpu = _block(values, ("ray", "worker", "cpu")) or {}
     checkpoints = _block(values, ("checkpoints",)) or {}
-    worker = _block(values, ("ray", "worker")) or {}
+    gcsfuse = _block(values, ("global", "gcsfuse")) or {}
+    cost = _block(values, ("cost",)) or {}
+    slices = tpu_slices(values).get("ray") if tpu.get("enabled") else None
     tier = str(checkpoints.get("tier") or BUCKET)
-    size = checkpoints.get("memorySize") if tier == MEMORY else None
+    grace = worker.get("terminationGracePeriodSeconds", DEFAULT_GRACE_S)
+    after_s = tpu.get("releaseIdleAfterSeconds") if slices else None
     limit = ((worker.get("resources") or {}).get("limits") or {}).get("memory")
-    return HostMemory(
-        tier,
-        quantity(size, memory=True) if size else None,
-        quantity(limit, memory=True) if limit else None,
+    return ReleaseFacts(
+        slices=slices,
+        cpu_slice=None
+        if tpu.get("enabled")
+        else CpuSlice(int(cpu["hosts"]), int(cpu["devicesPerHost"])),
+        grace_seconds=None if grace is None else int(grace),
+        capacities=tuple(block_words(tpu)) if slices else (),
+        min_slices=int(tpu["minSlices"]) if slices and tpu.get("minSlices") else None,
+        checkpoint_tier=tier,
+        memory_volume=str(checkpoints["memorySize"])
+        if slices and tier == MEMORY and checkpoints.get("memorySize")
+        else None,
+        memory_limit=None if limit in (None, "") else str(limit),
+        bucket=BucketMount(str(gcsfuse.get("bucketName")), str(gcsfuse.get("mountPath")))
+        if gcsfuse.get("enabled")
+        else None,
+        prices={
+            gen: {k: float(p) for k, p in by.items()}
+            for gen, by in (cost.get("pricesPerChipHour") or {}).items()
+        },
+        region=str(cost.get("region") or ""),
+        idle_release=IdleRelease(
+            ray_cluster_name(ray, release), str(worker.get("groupName")), float(after_s)
+        )
+        if after_s
+        else None,
         known=True,
     )
+
+
+def ray_cluster_name(ray: dict[str, Any], release: str) -> str:
+    """The RayCluster's name, as `tpu-stack.componentFullname` makes it for the ray block."""
+    if ray.get("fullnameOverride"):
+        return str(ray["fullnameOverride"]).removesuffix("-")
+    name = str(ray.get("nameOverride") or "ray")
+    return (release if name in release else f"{release}-{name}").removesuffix("-")

@@ -17,12 +17,13 @@ fits, predicted by a step model calibrated on published runs (see sharding_advic
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from launcher.core.checkpoint_tiers import HostMemory, tier_plan
+from launcher.core.checkpoint_tiers import tier_plan
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import Job, JobPlan, plan_job, with_release_tier
+from launcher.core.job_plan import Job, JobPlan, plan_job
 from launcher.core.preemption import DEFAULT_GRACE_S
+from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
 from launcher.core.run_dir import DEFAULT_OUTPUT_DIR
 from launcher.core.slices import TpuSlices
 from launcher.preflight.compile_engine import compile_report
@@ -37,7 +38,9 @@ class PreflightRequest:
     job: Job
     # The job as the caller planned it for `target` (submit's, made once): None, planned here.
     plan: JobPlan | None = None
-    target: TpuSlices | None = None  # the slice a values file or a release names, resolved
+    # What the release the job is meant for tells it (a values file's, an installed one's): its
+    # slices are the target; None: the job's own slice, for no release.
+    release: ReleaseFacts | None = None
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
     bucket: str | None = None  # gs://bucket/prefix to check
     data_dir: str | None = None  # the bucket seen here (a mount, a copy): the job's data checked
@@ -45,10 +48,16 @@ class PreflightRequest:
     advise: bool = False
     max_batch: int | None = None  # the advice's largest per_device_batch_size
     use_cache: bool = True
-    grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' to save on a notice (None: none)
-    capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (() : not known)
-    # The release's checkpoint tier and what its TPU pods hold for the memory tier.
-    host_memory: HostMemory = field(default_factory=HostMemory)
+
+    @property
+    def target(self) -> TpuSlices | None:
+        return self.release.slices if self.release else None
+
+    @property
+    def grace_seconds(self) -> int | None:
+        """The workers' seconds to save on a notice (None: none); the chart's default where
+        the job is meant for no release."""
+        return self.release.grace_seconds if self.release else DEFAULT_GRACE_S
 
 
 def _names_data(job: Job) -> bool:
@@ -60,19 +69,19 @@ def _names_data(job: Job) -> bool:
 
 def preflight(request: PreflightRequest) -> int:
     """Prints the reports; raises UsageError when the job is wrong for the slice or too big."""
-    target = request.target
+    target, release = request.target, request.release or NO_RELEASE
     if target is None and request.target_source:  # a release on a CPU cluster: submit goes on
         print(f"preflight: {request.target_source} has no TPU worker group: nothing to compile for")
         return 0
     plan = request.plan
     if plan is None:
         plan = plan_job(
-            with_release_tier(request.job, request.host_memory.tier),
+            request.job.with_release(release),
             list(request.job.maxtext_argv),
             target=target,
             data_root=request.data_dir,
             hosts_data_root=request.hosts_data_dir if request.data_dir else None,
-            capacities=request.capacities,
+            release=release,
         )
     if request.data_dir:
         print(f"preflight: the job's data checked in {request.data_dir}")
@@ -111,11 +120,11 @@ def preflight(request: PreflightRequest) -> int:
     )
     print(report.render())
     grace_source = request.target_source or "the chart's default"
-    save = estimate_save(report, slices, request.grace_seconds, grace_source, request.capacities)
+    save = estimate_save(report, slices, request.grace_seconds, grace_source, release.capacities)
     tiers = tier_plan(plan.args)
     if save is not None:
         print(save.render())
-        print(save.render_tiers(tiers, request.host_memory))
+        print(save.render_tiers(tiers, release.host_memory))
     if request.advise:
         from launcher.preflight import sharding_advice
         from launcher.preflight.advice_report import render as render_advice
@@ -133,7 +142,7 @@ def preflight(request: PreflightRequest) -> int:
     if (
         save is not None
         and tiers.memory_period is not None
-        and (refusal := request.host_memory.refusal(save.gib_per_host))
+        and (refusal := release.host_memory.refusal(save.gib_per_host))
     ):
         raise refusal
     return 0

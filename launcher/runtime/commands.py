@@ -75,14 +75,14 @@ def run_serving_check(ns: argparse.Namespace) -> int:
 
 def run_idle_release(ns: argparse.Namespace) -> int:
     from launcher.core.errors import UsageError
-    from launcher.core.idle_slices import IDLE_RELEASE_ENV, IdleRelease
+    from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
     from launcher.runtime.idle_release import watch
     from launcher.runtime.kube_api import KubeApi
 
-    release = IdleRelease.from_env()
+    release = ReleaseFacts.from_env().idle_release
     if release is None:
         raise UsageError(
-            IDLE_RELEASE_ENV,
+            RELEASE_ENV,
             "not set: this runs beside the head of a release that gives idle slices back",
             "--set ray.worker.tpu.releaseIdleAfterSeconds=1800 (the chart sets it)",
         )

@@ -10,6 +10,7 @@ parallelism against the slice, the output directory, and the required keys.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shlex
@@ -22,15 +23,14 @@ from typing import Any
 from absl import app, flags
 
 from launcher.core import job_plan
-from launcher.core.capacity import CAPACITY_ENV
 from launcher.core.checkpoint_tiers import tier_plan
 from launcher.core.elastic_slices import shorten_group_start_wait
 from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import JAX, check_image_runs
 from launcher.core.hangs import HangBound
-from launcher.core.idle_slices import IdleRelease
 from launcher.core.job_flags import define_flags
-from launcher.core.job_plan import JobOptions, JobPlan, plan_job
+from launcher.core.job_plan import JobOptions, JobPlan, given_flags, plan_job
+from launcher.core.release_facts import ReleaseFacts
 from launcher.core.run_dir import output_dir
 from launcher.core.run_record import write_run_record
 from launcher.core.slices import CpuSlices, TpuSlices
@@ -38,6 +38,14 @@ from launcher.runtime import driver
 
 FLAGS = flags.FLAGS
 define_flags(FLAGS)
+
+
+@functools.cache
+def release() -> ReleaseFacts:
+    """What the release this head belongs to tells its jobs (none on the local cluster)."""
+    return ReleaseFacts.from_env()
+
+
 # When this driver started: the goodput breakdown's wall time runs from here.
 STARTED_AT = time.time()
 
@@ -81,8 +89,7 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
         nodes=ray_nodes(options),
         require_slice=True,
         output_dir=output_dir(),
-        # The chart's TPU workers' capacity items, on the head too: --continuous_checkpointing.
-        capacities=tuple(w for w in os.environ.get(CAPACITY_ENV, "").split(",") if w),
+        release=release(),
     )
     slices, args = plan.slices, plan.args
     assert slices is not None  # require_slice
@@ -141,19 +148,19 @@ def train(options: JobOptions, maxtext_argv: list[str]) -> int:
 
 def _ask_for_slices(count: int) -> None:
     """On a release that gives idle slices back, asks for the job's slices before it starts."""
-    release = IdleRelease.from_env()
-    if release is None:
+    idle = release().idle_release
+    if idle is None:
         return
     from launcher.runtime.idle_release import ask_for
     from launcher.runtime.kube_api import KubeApi
 
     try:
-        before = ask_for(KubeApi.in_cluster(), release, count)
+        before = ask_for(KubeApi.in_cluster(), idle, count)
     except (OSError, LookupError, ValueError) as e:
         # Ray Train waits for the slices all the same; say what to do if they never come.
         print(
-            f"launcher: could not ask for {count} slice(s) of {release.cluster}/"
-            f"{release.group} ({e}); if none come, `kubectl patch raycluster {release.cluster}` "
+            f"launcher: could not ask for {count} slice(s) of {idle.cluster}/"
+            f"{idle.group} ({e}); if none come, `kubectl patch raycluster {idle.cluster}` "
             f"its worker group's replicas to {count}",
             flush=True,
         )
@@ -240,7 +247,8 @@ def _fit(plan: JobPlan, options: JobOptions) -> int:
 def _main(argv: Sequence[str]) -> int:
     """absl's main: the flags are parsed; read them once and go."""
     try:
-        return train(JobOptions.from_flags(FLAGS), list(argv[1:]))
+        options = JobOptions.from_flags(FLAGS).with_release(release(), given_flags(FLAGS))
+        return train(options, list(argv[1:]))
     except UsageError as e:
         return report(e, prog="tpu-launcher train")
 

@@ -18,8 +18,9 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from launcher.core.idle_slices import ACTIVE_JOB_STATES, POLL_S, IdleRelease, QuietClock
+from launcher.core.idle_slices import ACTIVE_JOB_STATES, POLL_S, QuietClock
 from launcher.core.ray_auth import DASHBOARD_PORT, auth_headers
+from launcher.core.release_facts import IdleRelease
 from launcher.runtime.kube_api import KubeApi
 
 HEAD_DASHBOARD = f"http://127.0.0.1:{DASHBOARD_PORT}"  # the head's own job API, from beside it

@@ -4,14 +4,14 @@ their generation and the capacity GKE provided (launcher.core.tpu_prices)."""
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from typing import Any
 
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import JobPlan
+from launcher.core.release_facts import ReleaseFacts
 from launcher.core.slices import TpuSlices
-from launcher.core.tpu_prices import Price, job_cost, no_price_reason, price_from_env
+from launcher.core.tpu_prices import Price, job_cost, no_price_reason, price_of
 
 
 def capacity_of(outcome: Mapping[str, Any]) -> str | None:
@@ -24,7 +24,7 @@ def run_cost(
     plan: Any,
     outcome: Mapping[str, Any],
     price_per_chip_hour: float,
-    env: Mapping[str, str] = os.environ,
+    release: ReleaseFacts | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """The job's cost record (None: no price or no TPU chips) and why, in words, when none."""
     slices = plan.slices
@@ -33,11 +33,11 @@ def run_cost(
     generation = slices.shape.generation.name
     capacity = capacity_of(outcome)
     try:
-        price = (
-            Price(price_per_chip_hour, "the job's --price_per_chip_hour")
-            if price_per_chip_hour > 0
-            else price_from_env(generation, capacity, env)
-        )
+        if price_per_chip_hour > 0:
+            price: Price | None = Price(price_per_chip_hour, "the job's --price_per_chip_hour")
+        else:  # the release's overrides and region, as the chart gives them to its head
+            facts = release or ReleaseFacts.from_env()
+            price = price_of(generation, capacity, facts.region, facts.prices)
     except UsageError as e:  # the release's prices unreadable: said, never failing the job
         return None, str(e)
     if price is None:

@@ -19,6 +19,7 @@ from typing import Any, cast
 
 from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import TORCH, check_image_runs
+from launcher.core.release_facts import ReleaseFacts
 from launcher.core.run_dir import output_dir
 from launcher.core.slices import cluster_slices, simulated_chips
 from launcher.core.torch_plan import TorchJobSpec, TorchPlan
@@ -40,7 +41,9 @@ def plan_torch_job(spec: TorchJobSpec, nodes: list[dict]) -> TorchPlan:
             f"is not in the job's working directory ({os.getcwd()})",
             "submit from the directory that holds it (it ships with the job)",
         )
-    return TorchPlan(spec, cluster_slices(nodes), output_dir())
+    return TorchPlan(
+        spec, cluster_slices(nodes, ReleaseFacts.from_env().offered_slices), output_dir()
+    )
 
 
 def train_torch(spec: TorchJobSpec) -> int:

@@ -8,8 +8,10 @@ from __future__ import annotations
 import pytest
 
 from harness.helm import BUCKET, VALUES, by_kind, refused, render
-from launcher.core.checkpoint_tiers import MEMORY, MEMORY_DIR_ENV, MEMORY_VOLUME, TIER_ENV, TIERS
+from launcher.core.checkpoint_tiers import BUCKET as BUCKET_TIER
+from launcher.core.checkpoint_tiers import MEMORY, MEMORY_DIR_ENV, MEMORY_VOLUME, TIERS
 from launcher.core.quantities import quantity
+from launcher.core.release_facts import ReleaseFacts
 
 pytestmark = pytest.mark.chart
 
@@ -33,12 +35,13 @@ def test_the_memory_tier_mounts_a_memory_volume_in_every_tpu_worker():
     assert volume["emptyDir"] == {"medium": "Memory", "sizeLimit": "64Gi"}
     (mount,) = [m for m in worker["containers"][0]["volumeMounts"] if m["name"] == MEMORY_VOLUME]
     assert _env(worker)[MEMORY_DIR_ENV] == mount["mountPath"]
-    assert _env(head)[TIER_ENV] == MEMORY
+    assert ReleaseFacts.from_env(_env(head)).checkpoint_tier == MEMORY
     assert MEMORY_VOLUME not in {v["name"] for v in head.get("volumes", [])}
     # The default tier renders none of it.
     head, worker = _pods(render(VALUES / "v6e-16-x2.yaml"))
     assert MEMORY_VOLUME not in {v["name"] for v in worker["volumes"]}
-    assert TIER_ENV not in _env(head) and MEMORY_DIR_ENV not in _env(worker)
+    assert ReleaseFacts.from_env(_env(head)).checkpoint_tier == BUCKET_TIER
+    assert MEMORY_DIR_ENV not in _env(worker)
 
 
 def test_the_schema_offers_the_launchers_tiers():

@@ -16,7 +16,8 @@ import pytest
 import yaml
 
 from harness.helm import BUCKET, CHART, VALUES, by_kind, refused, render, run_helm
-from launcher.core.tpu_prices import PRICES_ENV, REGION_ENV, parse_overrides, price_of
+from launcher.core.release_facts import ReleaseFacts
+from launcher.core.tpu_prices import parse_overrides, price_of
 
 pytestmark = pytest.mark.chart
 
@@ -97,13 +98,11 @@ def test_the_head_gets_the_release_prices_and_region_for_its_jobs():
         "--set-json", f"cost.pricesPerChipHour={json.dumps(prices)}",
     )  # fmt: skip
     (cluster,) = by_kind(docs, "RayCluster")
-    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    env = {e["name"]: e.get("value") for e in head.get("env", [])}
-    assert parse_overrides(env[PRICES_ENV]) == prices
-    assert env[REGION_ENV] == "us-east5"
+    facts = ReleaseFacts.of_cluster_spec(cluster["spec"], "the render")
+    assert facts is not None and (facts.prices, facts.region) == (prices, "us-east5")
     plain = by_kind(render(VALUES / "v6e-16.yaml"), "RayCluster")[0]
-    plain_env = plain["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0].get("env", [])
-    assert not {PRICES_ENV, REGION_ENV} & {e["name"] for e in plain_env}
+    facts = ReleaseFacts.of_cluster_spec(plain["spec"], "the render")
+    assert facts is not None and (facts.prices, facts.region) == ({}, "")
 
 
 @pytest.mark.parametrize(

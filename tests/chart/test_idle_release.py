@@ -8,8 +8,8 @@ import pytest
 
 from harness.helm import by_kind, render
 from harness.paths import REPO
-from launcher.core.idle_slices import IdleRelease
-from launcher.core.slices import offered_slices, worker_group_slices
+from launcher.core.release_facts import IdleRelease, ReleaseFacts
+from launcher.core.slices import worker_group_slices
 
 pytestmark = pytest.mark.chart
 
@@ -35,11 +35,12 @@ def test_the_release_starts_with_no_slice_and_offers_every_one():
     ((from_spec, _),) = worker_group_slices(spec)
     head = spec["headGroupSpec"]["template"]["spec"]
     ray_head, sidecar = head["containers"]
-    offered = offered_slices(env_of(ray_head))
+    facts = ReleaseFacts.from_env(env_of(ray_head))
+    offered = facts.offered_slices
     assert offered == from_spec and (offered.shape.name, offered.num_slices) == ("v6e-16", 2)
     idle = IdleRelease(cluster["metadata"]["name"], group["groupName"], 1800.0)
-    assert IdleRelease.from_env(env_of(ray_head)) == idle
-    assert IdleRelease.from_env(env_of(sidecar)) == idle
+    assert facts.idle_release == idle
+    assert ReleaseFacts.from_env(env_of(sidecar)) == facts
     assert sidecar["name"] == "idle-release"
     assert sidecar["command"] == ["python", "-m", "launcher", "idle-release"]
     token = next(e for e in sidecar["env"] if e["name"] == "RAY_AUTH_TOKEN")
@@ -71,4 +72,5 @@ def test_without_it_nothing_reaches_the_api_and_every_slice_stays():
     assert head["automountServiceAccountToken"] is False and len(head["containers"]) == 1
     assert not [r for r in by_kind(rendered, "Role") if r["metadata"]["name"].endswith("-slices")]
     env = env_of(head["containers"][0])
-    assert IdleRelease.from_env(env) is None and offered_slices(env) is None
+    facts = ReleaseFacts.from_env(env)
+    assert facts.known and facts.idle_release is None and facts.offered_slices is None

@@ -11,7 +11,7 @@ import yaml
 
 from harness.helm import CHART, VALUES_FILES, by_kind, render
 from launcher.core.frameworks import FRAMEWORKS, NAMES
-from launcher.core.job_flags import MIN_SLICES_ENV
+from launcher.core.release_facts import ReleaseFacts
 from launcher.core.run_requests import JOB_ENTRYPOINT
 
 pytestmark = pytest.mark.chart
@@ -67,18 +67,22 @@ def _ray_cluster(*sets: str) -> dict:
     return cluster
 
 
+def _facts(cluster: dict) -> ReleaseFacts:
+    facts = ReleaseFacts.of_cluster_spec(cluster["spec"], "the render")
+    assert facts is not None
+    return facts
+
+
 def test_min_slices_makes_the_worker_group_and_its_jobs_elastic():
     cluster = _ray_cluster("--set", "ray.worker.tpu.minSlices=1")
     group = cluster["spec"]["workerGroupSpecs"][0]
     assert (group["replicas"], group["minReplicas"], group["maxReplicas"]) == (2, 1, 2)
-    head = cluster["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert {"name": MIN_SLICES_ENV, "value": "1"} in head["env"]  # the launcher reads it
+    assert _facts(cluster).min_slices == 1  # the launcher reads it
     # Without it every slice is needed, always, and jobs are not told otherwise.
     fixed = _ray_cluster()
     group = fixed["spec"]["workerGroupSpecs"][0]
     assert (group["minReplicas"], group["maxReplicas"]) == (2, 2)
-    head = fixed["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
-    assert MIN_SLICES_ENV not in {e["name"] for e in head.get("env", [])}
+    assert _facts(fixed).min_slices is None
 
 
 def test_security_defaults():
@@ -224,9 +228,10 @@ def test_preflight_reads_the_grace_period_the_chart_renders():
     from a release's RayCluster (pod_grace_seconds), and the chart's default is GKE's Spot notice,
     the launcher's fallback for values files that leave it out."""
     from launcher.core.preemption import DEFAULT_GRACE_S, pod_grace_seconds
-    from launcher.core.values_file import load_values, worker_grace_seconds
+    from launcher.core.values_file import load_values
 
-    assert worker_grace_seconds(load_values(CHART / "values.yaml")) == DEFAULT_GRACE_S
+    worker = load_values(CHART / "values.yaml")["ray"]["worker"]
+    assert worker["terminationGracePeriodSeconds"] == DEFAULT_GRACE_S
     for given, expected in (([], DEFAULT_GRACE_S), (["=120"], 120), (["=null"], None)):
         args = [f"--set=ray.worker.terminationGracePeriodSeconds{given[0]}"] if given else []
         worker = _ray_cluster(*args)["spec"]["workerGroupSpecs"][0]["template"]["spec"]

@@ -33,12 +33,12 @@ def test_a_values_files_slice_is_the_one_helm_renders(values):
             resolve_target([str(values)], None, "default")
         return
     target = resolve_target([str(values)], None, "default")
-    assert target is not None and (target.slices, target.grace_seconds) == rendered
+    assert target is not None and (target.slices, target.facts.grace_seconds) == rendered
 
 
 def test_what_a_values_file_leaves_out_is_the_charts_default(tmp_path):
     bare = tmp_path / "bucket-only.yaml"
     bare.write_text("global:\n  gcsfuse:\n    bucketName: my-ckpts\n")
     target = resolve_target([str(bare)], None, "default")
-    assert target is not None and (target.slices, target.grace_seconds) == _rendered(bare)
+    assert target is not None and (target.slices, target.facts.grace_seconds) == _rendered(bare)
     assert target.slices.shape.name == "v6e-16"  # the chart's default slice

@@ -27,7 +27,7 @@ from ray.autoscaler._private.kuberay.autoscaling_config import _generate_provide
 from harness.helm import CHART
 from harness.kube import Release, wait_for
 from harness.paths import REPO
-from launcher.core.idle_slices import IdleRelease
+from launcher.core.release_facts import IdleRelease, ReleaseFacts
 from launcher.runtime.idle_release import ask_for, watch
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
@@ -147,7 +147,7 @@ def test_a_job_asks_for_whole_slices_and_the_idle_check_gives_them_all_back(rele
     cluster = release.raycluster()
     head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
     env = {e["name"]: e["value"] for e in head["containers"][0]["env"] if "value" in e}
-    idle = IdleRelease.from_env(env)
+    idle = ReleaseFacts.from_env(env).idle_release
     assert idle == IdleRelease(cluster["metadata"]["name"], "tpu-group", 600.0)
     wait_for("the head running", lambda: release.pods(**HEAD), SETTLE_S, release.events)
     time.sleep(5)  # KubeRay has reconciled the workers by now: none

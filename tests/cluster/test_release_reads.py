@@ -124,3 +124,39 @@ def test_a_rayservice_release_reports_its_server_not_a_job_cluster(release: Rele
     )  # fmt: skip
     assert submit.returncode == 2, submit.stdout + submit.stderr
     assert "no RayCluster of release" in submit.stderr
+
+
+def test_the_live_release_tells_its_jobs_what_its_values_say(release: Release, tmp_path: Path):
+    """A release's facts read the third way (tests/chart/test_release_facts.py holds the render
+    and the values equal): `Release.facts()` from the RayCluster KubeRay holds in the control
+    plane, through kubectl, equals what its values files say and what its head's env gives the
+    head's launcher."""
+    from harness.helm import CHART, VALUES
+    from launcher.core.release_facts import ReleaseFacts
+    from launcher.core.values_file import load_values, release_facts
+
+    extra = tmp_path / "elastic.yaml"
+    extra.write_text(
+        "ray:\n  worker:\n    terminationGracePeriodSeconds: 90\n"
+        "    tpu:\n      minSlices: 1\n"
+        "checkpoints:\n  tier: memory\n  memorySize: 40Gi\n"
+        "cost:\n  region: us-east5\n"
+    )
+    values = [VALUES / "v6e-16-x2.yaml", extra]
+    release.install(*values)
+    read = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from launcher.client.helm_release import Release; "
+         "print(Release.read(sys.argv[1], sys.argv[2]).facts().to_json())",
+         release.name, release.namespace],
+        text=True, capture_output=True, env=release.kubectl_env(), cwd=REPO, timeout=120,
+    )  # fmt: skip
+    assert read.returncode == 0, read.stderr
+    live = ReleaseFacts.from_json(read.stdout.strip())
+    merged = load_values(CHART / "values.yaml", *values)
+    merged["global"]["gcsfuse"]["bucketName"] = release.values_args()[-1].split("=", 1)[1]
+    assert live == release_facts(merged, release.name)
+    head = release.raycluster()["spec"]["headGroupSpec"]["template"]["spec"]["containers"][0]
+    env = {e["name"]: e["value"] for e in head["env"] if "value" in e}
+    assert ReleaseFacts.from_env(env) == live
+    assert (live.min_slices, live.checkpoint_tier, live.grace_seconds) == (1, "memory", 90)

@@ -13,8 +13,8 @@ import pytest
 from harness.helm import render
 from harness.paths import REPO
 from launcher.client.jobs.rayjob_check import check_rayjobs
-from launcher.client.jobs.release_data import BucketMount
 from launcher.core.errors import UsageError
+from launcher.core.release_facts import BucketMount, ReleaseFacts
 
 pytestmark = pytest.mark.preflight
 
@@ -47,7 +47,8 @@ def bucket_with_tiny(storage, tmp_path: Path):
 
 def test_the_rendered_rayjob_names_its_bucket_and_mount():
     (doc,) = [d for d in rayjob("tiny-llama.yml", "run_name=r") if d["kind"] == "RayJob"]
-    assert BucketMount.of_cluster(doc["spec"]["rayClusterSpec"]) == BucketMount("ckpt", "/data")
+    facts = ReleaseFacts.of_cluster_spec(doc["spec"]["rayClusterSpec"], "the RayJob")
+    assert facts is not None and facts.bucket == BucketMount("ckpt", "/data")
 
 
 def test_a_misspelt_dataset_is_refused_before_install_naming_the_buckets(bucket_with_tiny):

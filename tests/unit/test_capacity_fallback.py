@@ -16,6 +16,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
+from harness.paths import REPO
 from launcher.core.capacity import (
     CAPACITY_ENV,
     capacity_items,
@@ -188,12 +189,15 @@ def test_a_host_that_cannot_read_its_node_says_so_and_counts_a_notice_as_a_preem
 
 
 def test_preflight_says_what_a_notice_gives_the_save_on_each_item():
-    from launcher.core.values_file import worker_capacities
+    from launcher.core.values_file import load_values, release_facts
     from launcher.preflight.save_estimate import SaveEstimate
 
-    values = {"ray": {"worker": {"tpu": {"capacity": ["reservation", "on-demand", "spot"]}}}}
-    values["ray"]["worker"]["tpu"]["reservation"] = "res-a"
-    words = worker_capacities(values)
+    chart = REPO / "charts" / "tpu-stack" / "values.yaml"
+    values = load_values(chart, REPO / "values" / "v6e-16.yaml")
+    values["ray"]["worker"]["tpu"].update(
+        capacity=["reservation", "on-demand", "spot"], reservation="res-a"
+    )
+    words = release_facts(values, "tpu").capacities
     assert words == ("reservation:res-a", "on-demand", "spot")
     # 20 GiB per host at 1 GiB/s: 20 s twice over and the hook's 5 s: 50 s, more than Spot's
     # default 15 s, less than the 105 s of an extended pool.

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from harness.paths import REPO
 from launcher.core.checkpoint_tiers import (
     BUCKET,
     CONTINUOUS_KEPT,
@@ -22,8 +23,9 @@ from launcher.core.checkpoint_tiers import (
 from launcher.core.errors import UsageError
 from launcher.core.goodput import Attempt, StepPoint, format_saves, saves_by_tier
 from launcher.core.job_events import EventKind, format_checkpoint, format_restored, parse
-from launcher.core.job_plan import parse_job_args, plan_job, with_release_tier
-from launcher.core.values_file import worker_host_memory
+from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.release_facts import ReleaseFacts
+from launcher.core.values_file import load_values, release_facts
 from launcher.runtime import memory_tier
 
 pytestmark = pytest.mark.unit
@@ -34,7 +36,8 @@ TWO_SLICES = ["--tpu=v5p-8", "--num_slices=2"]
 def _args(*words: str, maxtext: tuple[str, ...] = (), capacities: tuple[str, ...] = ()):
     """The job's MaxText arguments as planned, for TPU workers of these capacity items."""
     job = parse_job_args([*words, "tiny-llama.yml", "run_name=r", *maxtext])
-    return plan_job(job.options, list(job.maxtext_argv), capacities=capacities).args
+    release = ReleaseFacts(capacities=capacities)
+    return plan_job(job.options, list(job.maxtext_argv), release=release).args
 
 
 def test_the_memory_tier_turns_on_maxtexts_emergency_checkpointing():
@@ -72,9 +75,10 @@ def test_what_the_memory_tier_cannot_do_is_refused_with_the_reason(words, maxtex
 
 def test_a_job_takes_the_release_tier_unless_it_names_its_own():
     job = parse_job_args([*TWO_SLICES, "tiny-llama.yml", "run_name=r"])
-    assert with_release_tier(job, MEMORY).checkpoint_tier == MEMORY
+    release = ReleaseFacts(checkpoint_tier=MEMORY, known=True)
+    assert job.with_release(release).checkpoint_tier == MEMORY
     own = parse_job_args(["--checkpoint-tier=bucket", *TWO_SLICES, "tiny-llama.yml", "run_name=r"])
-    assert with_release_tier(own, MEMORY).checkpoint_tier == BUCKET
+    assert own.with_release(release).checkpoint_tier == BUCKET
 
 
 def test_each_save_is_said_with_its_tier():
@@ -105,16 +109,17 @@ def test_the_memory_a_host_needs_and_when_the_pods_cannot_hold_it():
 
 
 def test_the_values_say_the_release_tier_and_its_pods_memory():
-    values = {
-        "checkpoints": {"tier": "memory", "memorySize": "64Gi"},
-        "ray": {"worker": {"resources": {"limits": {"memory": "200G"}}}},
-    }
-    host = worker_host_memory(values)
+    chart = REPO / "charts" / "tpu-stack" / "values.yaml"
+    values = load_values(chart, REPO / "values" / "v6e-16.yaml")
+    plain = release_facts(values, "tpu").host_memory
+    values["checkpoints"] = {"tier": "memory", "memorySize": "64Gi"}
+    values["ray"]["worker"]["resources"]["limits"]["memory"] = "200G"
+    host = release_facts(values, "tpu").host_memory
     assert host.tier == MEMORY and host.volume_gib == 64.0
     assert host.limit_gib == pytest.approx(200e9 / 2**30)
-    assert worker_host_memory({}) == HostMemory(BUCKET, None, None, known=True)
+    assert (plain.tier, plain.volume_gib, plain.known) == (BUCKET, None, True)
     # A job on the memory tier for a release that mounts no volume: refused before it costs.
-    none = worker_host_memory({}).refusal(1.0)
+    none = plain.refusal(1.0)
     assert none is not None and "checkpoints.tier=memory" in none.fix
     assert HostMemory().refusal(1.0) is None  # no release to hold it to
 

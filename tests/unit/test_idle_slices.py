@@ -4,12 +4,12 @@ tests/cluster/test_idle_slices.py."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
-from launcher.core.idle_slices import IDLE_RELEASE_ENV, IdleRelease, QuietClock
-from launcher.core.slices import OFFERED_SLICES_ENV, offered_slices, worker_group_slices
+from launcher.core.idle_slices import QuietClock
+from launcher.core.release_facts import RELEASE_ENV, IdleRelease, ReleaseFacts
+from launcher.core.slices import TpuSlices, worker_group_slices
+from launcher.core.tpu_table import tpu_type
 
 pytestmark = pytest.mark.unit
 
@@ -30,14 +30,15 @@ def test_a_job_or_not_knowing_starts_the_quiet_period_again(seen):
     assert quiet.observe(False, 1300)
 
 
-def test_the_head_reads_what_the_chart_writes():
-    release = IdleRelease("tpu-ray", "tpu-group", 1800.0)
-    assert IdleRelease.from_env({IDLE_RELEASE_ENV: release.to_env()}) == release
-    assert IdleRelease.from_env({}) is None
-    spec = {"generation": "v6e", "topology": "4x4", "chips_per_host": 4, "slices": 2}
-    offered = offered_slices({OFFERED_SLICES_ENV: json.dumps(spec)})
-    assert offered is not None and (offered.shape.name, offered.num_slices) == ("v6e-16", 2)
-    assert offered_slices({}) is None
+def test_a_release_that_gives_slices_back_offers_every_one_of_them():
+    slices = TpuSlices(tpu_type("v6e-16"), 2)
+    idle = ReleaseFacts(slices, idle_release=IdleRelease("tpu-ray", "tpu-group", 1800.0))
+    read = ReleaseFacts.from_env({RELEASE_ENV: idle.to_json()})
+    assert read.idle_release == IdleRelease("tpu-ray", "tpu-group", 1800.0)
+    assert read.offered_slices == slices  # none may be up: a job checks itself against these
+    # Without it, the slices a job sees are the hosts up now.
+    assert ReleaseFacts(slices).offered_slices is None
+    assert ReleaseFacts.from_env({}).idle_release is None
 
 
 def test_a_worker_group_with_no_replicas_offers_its_maximum():
@@ -58,7 +59,9 @@ def test_a_worker_group_with_no_replicas_offers_its_maximum():
 def test_a_driver_that_cannot_reach_the_api_says_how_to_ask_by_hand(monkeypatch, capsys):
     from launcher.runtime import entrypoint
 
-    monkeypatch.setenv(IDLE_RELEASE_ENV, IdleRelease("tpu-ray", "tpu-group", 600).to_env())
+    idle = ReleaseFacts(idle_release=IdleRelease("tpu-ray", "tpu-group", 600))
+    monkeypatch.setenv(RELEASE_ENV, idle.to_json())
+    entrypoint.release.cache_clear()
     monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
     entrypoint._ask_for_slices(2)
     out = capsys.readouterr().out

@@ -4,17 +4,14 @@ run's cost from its chips, wall time, goodput, useful steps and tokens."""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import JobOptions, parse_job_args, plan_job
+from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
 from launcher.core.tpu_prices import (
     LIST_PRICES,
     PRICES_AS_OF,
-    PRICES_ENV,
-    REGION_ENV,
     Price,
     format_cost,
     job_cost,
@@ -54,7 +51,7 @@ def test_the_release_prices_win_its_region_first():
     "raw", ["{", "[1]", '{"v6e": 2}', '{"v6e": {"spot": -1}}', '{"v6e": {"spot": true}}']
 )
 def test_prices_of_the_wrong_shape_are_refused_with_their_source(raw):
-    with pytest.raises(UsageError, match=PRICES_ENV):
+    with pytest.raises(UsageError, match=r"cost\.pricesPerChipHour"):
         parse_overrides(raw)
 
 
@@ -86,26 +83,31 @@ def _outcome(capacity: str | None, tokens: int = 0) -> dict:
 
 
 def test_the_driver_prices_the_capacity_the_latest_start_ran_on():
-    cost, why = run_cost(_plan(), _outcome("spot"), 0.0, env={})
+    cost, why = run_cost(_plan(), _outcome("spot"), 0.0, release=ReleaseFacts())
     assert cost is None and "no price for v6e spot" in why and "--price_per_chip_hour" in why
-    env = {PRICES_ENV: json.dumps({"v6e": {"us-east5/spot": 1.0}}), REGION_ENV: "us-east5"}
-    cost, _ = run_cost(_plan(), _outcome("spot", tokens=1_000_000), 0.0, env=env)
+    release = ReleaseFacts(prices={"v6e": {"us-east5/spot": 1.0}}, region="us-east5")
+    cost, _ = run_cost(_plan(), _outcome("spot", tokens=1_000_000), 0.0, release=release)
     assert cost is not None and cost["usd"] == 16.0 and cost["chips"] == 16
     assert cost["usd_not_productive"] == 8.0 and cost["usd_per_million_tokens"] == 16.0
     # The job's own price wins over the release's.
-    cost, _ = run_cost(_plan(), _outcome("spot"), 3.0, env=env)
+    cost, _ = run_cost(_plan(), _outcome("spot"), 3.0, release=release)
     assert cost is not None and cost["usd"] == 48.0
     assert cost["price_source"] == "the job's --price_per_chip_hour"
 
 
-def test_unreadable_release_prices_leave_the_cost_unknown_and_say_why():
-    cost, why = run_cost(_plan(), _outcome("spot"), 0.0, env={PRICES_ENV: "{not json"})
-    assert cost is None and PRICES_ENV in why and "is not JSON" in why
+def test_unreadable_release_facts_leave_the_cost_unknown_and_say_why(monkeypatch):
+    monkeypatch.setenv(RELEASE_ENV, "{not json")  # as the head would read it
+    cost, why = run_cost(_plan(), _outcome("spot"), 0.0)
+    assert cost is None and RELEASE_ENV in why and "cannot be read" in why
+    bad = '{"version": 1, "prices": {"v6e": {"spot": -1}}}'
+    monkeypatch.setenv(RELEASE_ENV, bad)
+    cost, why = run_cost(_plan(), _outcome("spot"), 0.0)
+    assert cost is None and "prices" in why
 
 
 def test_without_maxtexts_token_count_the_batch_size_counts_them():
     plan = _plan()
-    cost, _ = run_cost(plan, _outcome("on-demand"), 1.0, env={})
+    cost, _ = run_cost(plan, _outcome("on-demand"), 1.0, release=ReleaseFacts())
     assert cost is not None
     tokens = 10 * plan.args.tokens_per_step(plan.slices.num_devices)
     assert cost["usd_per_million_tokens"] == pytest.approx(16.0 / (tokens / 1e6), rel=1e-4)
@@ -115,7 +117,8 @@ def test_a_cpu_slice_has_no_tpu_cost():
     cpu = plan_job(
         JobOptions(cpu_hosts=2, cpu_devices_per_host=2), ["tiny-llama.yml", "run_name=r"]
     )
-    assert run_cost(cpu, _outcome(None), 5.0, env={}) == (None, "no TPU chips (a CPU slice)")
+    no_tpu = (None, "no TPU chips (a CPU slice)")
+    assert run_cost(cpu, _outcome(None), 5.0, release=ReleaseFacts()) == no_tpu
 
 
 def test_the_price_flag_is_a_job_flag_with_its_bound():

@@ -10,6 +10,7 @@ import math
 
 import pytest
 
+from harness.paths import REPO
 from launcher.core.goodput import Attempt, StepPoint
 from launcher.core.preemption import (
     DEFAULT_GRACE_S,
@@ -22,7 +23,7 @@ from launcher.core.preemption import (
 )
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import slice_shape
-from launcher.core.values_file import worker_grace_seconds
+from launcher.core.values_file import load_values, release_facts
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.save_estimate import SAVE_GIB_PER_S, estimate_save
 
@@ -159,4 +160,8 @@ def test_the_save_estimate_is_the_state_of_a_hosts_devices_against_the_grace_per
     ],
 )
 def test_a_values_files_grace_period_falls_back_to_the_charts_default(worker, grace):
-    assert worker_grace_seconds({"ray": {"worker": worker}}) == grace
+    chart = REPO / "charts" / "tpu-stack" / "values.yaml"
+    values = load_values(chart, REPO / "values" / "v6e-16.yaml")
+    values["ray"]["worker"].pop("terminationGracePeriodSeconds", None)
+    values["ray"]["worker"].update(worker)
+    assert release_facts(values, "tpu").grace_seconds == grace

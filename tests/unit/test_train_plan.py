@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from launcher.core.checkpoint_tiers import BUCKET, MEMORY
 from launcher.core.checkpoints import COMMIT_MARKER, committed_steps, resolve_steps
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import (
@@ -12,6 +13,7 @@ from launcher.core.job_plan import (
     plan_job,
 )
 from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.release_facts import CpuSlice, ReleaseFacts
 from launcher.core.run_dir import COMPILE_CACHE_SUBDIR, compile_cache_for
 from tests.support.ray_nodes import ray_nodes
 
@@ -93,12 +95,21 @@ def test_the_jobs_flags_may_be_spelled_with_dashes():
         parse_job_args(["--max-failurez=4"])
 
 
-def test_cpu_slice_defaults_come_from_the_charts_env(monkeypatch):
-    monkeypatch.setenv("LAUNCHER_CPU_HOSTS", "2")
-    monkeypatch.setenv("LAUNCHER_CPU_DEVICES_PER_HOST", "3")
+def test_the_release_gives_a_job_what_it_leaves_out():
+    """The release's facts fill what the job's flags do not name, on the head as here."""
+    release = ReleaseFacts(cpu_slice=CpuSlice(2, 3), checkpoint_tier=MEMORY, known=True)
     job = parse_job_args(["run_name=r"])
-    options = job.options
+    assert job.options.slice_request() is None  # the flags alone name no slice
+    options = job.with_release(release)
     assert options.slice_request().describe() == "CPU slice: 2 hosts x 3 devices"
+    assert options.checkpoint_tier == MEMORY
+    own = parse_job_args(["--cpu_hosts=1", "--cpu_devices_per_host=4", "run_name=r"])
+    assert own.with_release(release).slice_request().describe() == "CPU slice: 1 hosts x 4 devices"
+    tiered = parse_job_args(["--checkpoint-tier=bucket", "run_name=r"])  # dashes, as typed
+    assert tiered.with_release(release).checkpoint_tier == BUCKET
+    elastic = ReleaseFacts(min_slices=1, known=True)
+    assert parse_job_args(["run_name=r"]).with_release(elastic).min_slices == 1
+    assert parse_job_args(["--min_slices=2", "run_name=r"]).with_release(elastic).min_slices == 2
 
 
 def _commit(step_dir):

@@ -92,7 +92,5 @@ def _check_source_is_theirs(source: str | None, mount: str | None, release: str)
 
 
 def _bucket_mount(read) -> str | None:  # read: a helm_release.Release
-    from launcher.client.jobs.release_data import BucketMount
-
-    mount = BucketMount.of_cluster(read.raycluster["spec"]) if read.raycluster else None
+    mount = read.facts().bucket if read.raycluster else None
     return mount.mount if mount else None

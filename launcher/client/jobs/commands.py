@@ -105,7 +105,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
     target = resolve_target(ns.values, ns.release, ns.namespace)
     request = PreflightRequest(
         parse_job_args(job_args(ns.job_args)),
-        target=target.slices if target else None,
+        release=target.facts if target else None,
         target_source=target.source if target else None,
         bucket=ns.bucket,
         data_dir=ns.data_dir,
@@ -113,14 +113,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
         max_batch=ns.max_batch,
         use_cache=not ns.no_cache,
     )
-    if target is not None:
-        request = dataclasses.replace(
-            request,
-            grace_seconds=target.grace_seconds,
-            capacities=target.capacities,
-            host_memory=target.host_memory,
-        )
-    elif ns.data_dir is None:
+    if target is None and ns.data_dir is None:
         # A job for no release: the local cluster's, whose hosts see this directory's bucket
         # where it is.
         from launcher.client.data.commands import default_output_dir

@@ -8,9 +8,10 @@ from __future__ import annotations
 import shlex
 from typing import Any
 
-from launcher.client.jobs.release_data import BucketMount, data_seen_here
+from launcher.client.jobs.release_data import data_seen_here
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
 from launcher.core.run_requests import JOB_ENTRYPOINT
 from launcher.core.slices import TpuSlices, worker_group_slices
 
@@ -41,14 +42,16 @@ def check_rayjobs(docs: list[dict[str, Any]]) -> None:
         args = rayjob_args(doc)
         try:
             job = parse_job_args(args)
-            mount = BucketMount.of_cluster(doc["spec"].get("rayClusterSpec", {}))
-            with data_seen_here(job, mount) as seen:
+            spec = doc["spec"].get("rayClusterSpec", {})
+            release = ReleaseFacts.of_cluster_spec(spec, "the RayJob's head") or NO_RELEASE
+            with data_seen_here(job, release.bucket) as seen:
                 plan_job(
-                    job.options,
+                    job.with_release(release),
                     list(job.maxtext_argv),
                     target=rayjob_slices(doc),
                     data_root=seen[0] if seen else None,
                     hosts_data_root=seen[1] if seen else None,
+                    release=release,
                 )
         except UsageError as err:
             raise UsageError(f"ray.job.args: {err.field}", err.problem, err.fix) from err

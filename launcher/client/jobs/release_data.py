@@ -11,12 +11,12 @@ from __future__ import annotations
 import contextlib
 import tempfile
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, SHARD_SUFFIX, check_dataset_name
 from launcher.core.errors import UsageError
+from launcher.core.release_facts import BucketMount
 
 if TYPE_CHECKING:  # the plan (MaxText's config rules) is not imported to read a mount
     from launcher.core.job_plan import Job
@@ -27,31 +27,19 @@ GCSFUSE_DRIVER = "gcsfuse.csi.storage.gke.io"
 MAX_READ_BYTES = 50 * 2**20  # a tokenizer's files are a few MB; anything larger is listed
 
 
-@dataclass(frozen=True)
-class BucketMount:
-    """The bucket a release's hosts mount, and where they see it."""
-
-    bucket: str
-    mount: str
-
-    @classmethod
-    def of_cluster(cls, spec: dict[str, Any]) -> BucketMount | None:
-        """The gcsfuse volume of a RayCluster spec's head (a RayJob's rayClusterSpec too)."""
-        return cls.of_pod(spec.get("headGroupSpec", {}).get("template", {}).get("spec", {}))
-
-    @classmethod
-    def of_pod(cls, pod: dict[str, Any]) -> BucketMount | None:
-        """The bucket a pod spec's gcsfuse volume mounts, and where its container sees it."""
-        for volume in pod.get("volumes") or []:
-            csi = volume.get("csi") or {}
-            bucket = (csi.get("volumeAttributes") or {}).get("bucketName")
-            if csi.get("driver") != GCSFUSE_DRIVER or not bucket:
-                continue
-            for container in pod.get("containers") or []:
-                for mount in container.get("volumeMounts") or []:
-                    if mount.get("name") == volume.get("name"):
-                        return cls(str(bucket), str(mount["mountPath"]))
-        return None
+def bucket_of_pod(pod: dict[str, Any]) -> BucketMount | None:
+    """The bucket a pod spec's gcsfuse volume mounts, and where its container sees it (a
+    serving pod's: a Ray release's own is in its facts, launcher.core.release_facts)."""
+    for volume in pod.get("volumes") or []:
+        csi = volume.get("csi") or {}
+        bucket = (csi.get("volumeAttributes") or {}).get("bucketName")
+        if csi.get("driver") != GCSFUSE_DRIVER or not bucket:
+            continue
+        for container in pod.get("containers") or []:
+            for mount in container.get("volumeMounts") or []:
+                if mount.get("name") == volume.get("name"):
+                    return BucketMount(str(bucket), str(mount["mountPath"]))
+    return None
 
 
 def _datasets_in(client: Any, bucket: str) -> list[str]:

@@ -5,28 +5,31 @@ so the slice preflight approved is the slice the job runs on."""
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from launcher.core.checkpoint_tiers import HostMemory
 from launcher.core.errors import UsageError
-from launcher.core.preemption import DEFAULT_GRACE_S
+from launcher.core.release_facts import ReleaseFacts
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_table import default_chips_per_host
 
 if TYPE_CHECKING:
     from launcher.client.helm_release import Release
 
+# The release name a values file's facts are read under (the RayCluster's name derives from it:
+# the idle check's target), where only values are given: the README's.
+VALUES_RELEASE = "tpu"
+
 
 @dataclass(frozen=True)
 class SliceTarget:
-    slices: TpuSlices | None  # None: a release without a TPU worker group (nothing to compile)
+    facts: ReleaseFacts  # what the release tells its jobs (its slices: None, no TPU group)
     source: str  # where it came from, for messages: "values/v6e-16.yaml", "release tpu"
-    grace_seconds: int | None = DEFAULT_GRACE_S  # the workers' (None: they send no notice)
     release: Release | None = None  # the release read, when it came from one (read once)
-    capacities: tuple[str, ...] = ()  # the workers' capacity items, in order (() : not known)
-    # The release's checkpoint tier and its TPU pods' memory (a job's default tier).
-    host_memory: HostMemory = field(default_factory=HostMemory)
+
+    @property
+    def slices(self) -> TpuSlices | None:
+        return self.facts.slices
 
 
 def resolve_target(
@@ -34,29 +37,16 @@ def resolve_target(
 ) -> SliceTarget | None:
     """The target values files or an installed release name; None when neither is given. The
     values files are merged over the chart's own defaults, in order, as Helm reads them: what
-    they leave out is the chart's default, not nothing (a test holds this against `helm
-    template` and `gke plan`)."""
+    they leave out is the chart's default, not nothing (tests/chart/test_release_facts.py
+    holds this against the chart's render)."""
     if values:
         from launcher.client.chart_source import packaged_chart
-        from launcher.core.values_file import (
-            load_values,
-            training_slices,
-            worker_capacities,
-            worker_grace_seconds,
-            worker_host_memory,
-        )
+        from launcher.core.values_file import load_values, release_facts, training_slices
 
         merged = load_values(packaged_chart() / "values.yaml", *values)
         source = " + ".join(values)
-        slices = training_slices(merged, source)
-        grace = worker_grace_seconds(merged)
-        return SliceTarget(
-            slices,
-            source,
-            grace,
-            capacities=worker_capacities(merged),
-            host_memory=worker_host_memory(merged),
-        )
+        training_slices(merged, source)  # refused, with the fix, where it names no TPU slice
+        return SliceTarget(release_facts(merged, release or VALUES_RELEASE), source)
     if release:
         from launcher.client.helm_release import Release
 
@@ -69,11 +59,7 @@ def resolve_target(
                 "install this job as a release of its own (--set ray.job.enabled=true "
                 "--set 'ray.job.args={base.yml,...}'), or submit to a standing cluster's release",
             )
-
-        found, grace = read.workers()
-        return SliceTarget(
-            found, f"release {release}", grace, read, read.capacities(), read.host_memory()
-        )
+        return SliceTarget(read.facts(), f"release {release}", read)
     return None
 
 

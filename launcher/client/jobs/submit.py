@@ -31,7 +31,8 @@ from launcher.client.workspace import state_dir
 from launcher.core.errors import CONFIG_ERROR_EXIT_CODE
 from launcher.core.frameworks import JAX, Framework
 from launcher.core.job_events import format_full_log
-from launcher.core.job_plan import Job, plan_job, with_release_tier
+from launcher.core.job_plan import Job, plan_job
+from launcher.core.release_facts import NO_RELEASE
 from launcher.core.run_requests import (
     TRAIN_ENTRYPOINT,
     ExportRequest,
@@ -112,18 +113,18 @@ def submit(request: SubmitRequest) -> int:
         target = None
     else:
         target = resolve_target(request.values, request.release, request.namespace)
-    from launcher.client.jobs.release_data import BucketMount, data_seen_here
+    from launcher.client.jobs.release_data import data_seen_here
 
-    read = target.release if target else None
-    mount = BucketMount.of_cluster(read.raycluster["spec"]) if read and read.raycluster else None
+    release = target.facts if target else NO_RELEASE
+    mount = release.bucket if target and target.release else None
     with data_seen_here(job, mount) as seen:
         plan = plan_job(
-            with_release_tier(job, target.host_memory.tier) if target else job.options,
+            job.with_release(release),
             list(job.maxtext_argv),
-            target=target.slices if target else None,
+            target=release.slices,
             data_root=seen[0] if seen else None,
             hosts_data_root=seen[1] if seen else None,
-            capacities=target.capacities if target else (),
+            release=release,
         )
     if target is not None and target.slices is not None:
         if request.dry_run and not request.skip_preflight:
@@ -146,11 +147,8 @@ def submit(request: SubmitRequest) -> int:
                     job,
                     plan=plan,
                     data_dir=f"gs://{mount.bucket}" if seen and mount else None,
-                    target=target.slices,
+                    release=target.facts,
                     target_source=target.source,
-                    grace_seconds=target.grace_seconds,
-                    capacities=target.capacities,
-                    host_memory=target.host_memory,
                 )
             )
             if code:

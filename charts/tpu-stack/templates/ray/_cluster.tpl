@@ -42,37 +42,13 @@ cluster lives only while its job runs). Call with the root context.
       {{- end }}
     template:
       {{- $ports := list (dict "containerPort" 6379 "name" "gcs-server") (dict "containerPort" 8265 "name" "dashboard") (dict "containerPort" 10001 "name" "client") }}
-      {{- $env := list }}
-      {{- if not $w.tpu.enabled }}
-      {{- /* The launcher on the head reads the CPU slice from here: `make submit` needs no flags. */}}
-      {{- $env = list (dict "name" "LAUNCHER_CPU_HOSTS" "value" (toString $w.cpu.hosts)) (dict "name" "LAUNCHER_CPU_DEVICES_PER_HOST" "value" (toString $w.cpu.devicesPerHost)) }}
-      {{- else if $w.tpu.minSlices }}
-      {{- /* Jobs submitted here are elastic down to this many slices unless they say otherwise. */}}
-      {{- $env = list (dict "name" "LAUNCHER_MIN_SLICES" "value" (toString $w.tpu.minSlices)) }}
-      {{- end }}
-      {{- /* launcher.core.tpu_prices: the release's prices and region, for the jobs' cost. */}}
-      {{- with .Values.cost.pricesPerChipHour }}
-      {{- $env = append $env (dict "name" "LAUNCHER_PRICES" "value" (toJson .)) }}
-      {{- end }}
-      {{- with .Values.cost.region }}
-      {{- $env = append $env (dict "name" "LAUNCHER_REGION" "value" .) }}
-      {{- end }}
-      {{- /* launcher.core.checkpoint_tiers: the TPU workers' capacity (continuous checkpointing
-        is on by default where it is Spot or flex-start) and the jobs' default tier. */}}
-      {{- if $w.tpu.enabled }}
-      {{- $env = concat $env (include "tpu-stack.capacityEnv" $slice | fromYamlArray) }}
-      {{- end }}
-      {{- if ne .Values.checkpoints.tier "bucket" }}
-      {{- $env = append $env (dict "name" "LAUNCHER_CHECKPOINT_TIER" "value" .Values.checkpoints.tier) }}
-      {{- end }}
+      {{- /* launcher.core.release_facts: what the release tells its jobs (every Ray pod). */}}
+      {{- $facts := dict "name" "LAUNCHER_RELEASE" "value" (include "tpu-stack.releaseFacts" (dict "ctx" . "slice" (ternary $slice nil (not (not $w.tpu.enabled))))) }}
+      {{- $env := list $facts }}
       {{- $sidecars := list }}
       {{- if and $w.tpu.enabled $w.tpu.releaseIdleAfterSeconds }}
-      {{- /* launcher.core.idle_slices: which group gives its slices back, and after how long;
-        launcher.core.slices: the slices a job may ask for (none may be up when it starts). */}}
-      {{- $idle := dict "name" "LAUNCHER_IDLE_RELEASE" "value" (toJson (dict "cluster" (include "tpu-stack.rayClusterName" .) "group" $w.groupName "after_s" $w.tpu.releaseIdleAfterSeconds)) }}
-      {{- $offered := dict "name" "LAUNCHER_OFFERED_SLICES" "value" (toJson (dict "generation" $slice.generation "topology" $slice.topology "chips_per_host" $slice.chipsPerHost "slices" $slice.slices)) }}
-      {{- $env = concat $env (list $idle $offered) }}
-      {{- $sidecars = list (include "tpu-stack.idleReleaseContainer" (dict "ctx" . "env" (list $idle)) | fromYaml) }}
+      {{- /* The idle check gives the worker group's slices back (launcher.core.idle_slices). */}}
+      {{- $sidecars = list (include "tpu-stack.idleReleaseContainer" (dict "ctx" . "env" (list $facts)) | fromYaml) }}
       {{- end }}
       {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "head" "group" $v.head "container" "ray-head" "ports" $ports "env" $env "sidecars" $sidecars "kubeApi" (gt (len $sidecars) 0)) | nindent 6 }}
   workerGroupSpecs:
@@ -101,15 +77,15 @@ cluster lives only while its job runs). Call with the root context.
       rayStartParams: {}
       {{- end }}
       template:
-        {{- $env := list }}
+        {{- $env := list $facts }}
         {{- if $w.tpu.enabled }}
-        {{- $env = list (dict "name" "JAX_PLATFORMS" "value" "tpu") (dict "name" "ENABLE_PJRT_COMPATIBILITY" "value" "true") }}
+        {{- $env = concat $env (list (dict "name" "JAX_PLATFORMS" "value" "tpu") (dict "name" "ENABLE_PJRT_COMPATIBILITY" "value" "true")) }}
         {{- if gt (int $slice.slices) 1 }}
         {{- /* Declared so the TPU webhook fills in MEGASCALE_SLICE_ID and the coordinator. */}}
         {{- $env = append $env (dict "name" "MEGASCALE_NUM_SLICES" "value" (toString $slice.slices)) }}
         {{- end }}
         {{- else }}
-        {{- $env = list (dict "name" "JAX_PLATFORMS" "value" "cpu") (dict "name" "XLA_FLAGS" "value" (printf "--xla_force_host_platform_device_count=%v" $w.cpu.devicesPerHost)) }}
+        {{- $env = concat $env (list (dict "name" "JAX_PLATFORMS" "value" "cpu") (dict "name" "XLA_FLAGS" "value" (printf "--xla_force_host_platform_device_count=%v" $w.cpu.devicesPerHost))) }}
         {{- end }}
         {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "worker" "group" $w "container" "ray-worker" "tpu" (ternary $slice nil $w.tpu.enabled) "env" $env "gracePeriod" $w.terminationGracePeriodSeconds) | nindent 8 }}
 {{- end -}}
