@@ -12,6 +12,7 @@ import time
 from launcher.runtime import torch_job
 from launcher.runtime.ray_internals import quiet_report_lines
 from launcher.runtime.torch_contract import marked_output, torchrun_contract
+from launcher.runtime.torch_hosts import set_per_host_env
 from launcher.runtime.worker import WorkerConfig, publish_summary, started
 
 
@@ -24,6 +25,10 @@ def torch_loop_per_worker(config: WorkerConfig) -> None:
     with started(config, jax_compiles=False, deliver=lambda _: torch_job._notice.set()) as start:
         torch_job._tracker, torch_job._relay = start.tracker, start.relay
         quiet_report_lines()
+        if torch_job.simulated():  # one machine's hosts: torchrun's per-host view, as on TPU
+            note = set_per_host_env()
+            if note and start.rank == 0:
+                print(note, flush=True)
         began = time.monotonic()
         try:
             with torchrun_contract(config.argv[0]), marked_output(start.rank):

@@ -8,8 +8,8 @@ a host killed mid-run (every chip's process of it) restarts the group from the l
 host then taken back with a 15 s notice (`tpu-launcher preempt`) has every worker save the step
 they all reach next, and the group goes on from it; Prometheus holds its last step
 and its restarts by cause.
-(All simulated hosts share one IP, so Ray's LOCAL_RANK runs 0-7 here, where each TPU host has
-its own 0-3.)"""
+(All simulated hosts share one IP, where Ray's LOCAL_RANK would run 0-7; each worker reads its
+own host's, 0-3, as on TPU: launcher.runtime.torch_hosts.)"""
 
 from __future__ import annotations
 
@@ -181,8 +181,20 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     )  # fmt: skip
     assert wait_until_done(client, job_id, timeout=600) == "SUCCEEDED", client.logs(job_id)[-3000:]
     whole = client.logs(job_id)
-    for rank in range(8):
-        assert re.search(rf"rank {rank} of 8: local rank \d of \d, master \S+:\d+", whole), rank
+    # torchrun's per-host view, as on a TPU slice's two hosts: each host's four workers read
+    # LOCAL_RANK 0-3 of LOCAL_WORLD_SIZE 4 and their host's NODE_RANK.
+    seen = {
+        int(rank): (int(local), int(local_world), int(node))
+        for rank, local, local_world, node in re.findall(
+            r"rank (\d) of 8: local rank (\d) of (\d), node (\d), master \S+:\d+", whole
+        )
+    }
+    assert sorted(seen) == list(range(8)), whole[-3000:]
+    per_node: dict[int, list[int]] = {}
+    for local, local_world, node in seen.values():
+        assert local_world == 4, seen
+        per_node.setdefault(node, []).append(local)
+    assert {n: sorted(ranks) for n, ranks in per_node.items()} == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
     view = tpu_launcher("logs", job_id, cwd=work, timeout=120).stdout
     losses = [float(loss) for _, loss in LOSS.findall(view)]
     assert len(losses) == 6 and losses[-1] < losses[0] / 5, view

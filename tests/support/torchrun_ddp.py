@@ -17,8 +17,10 @@ args = parser.parse_args()
 dist.init_process_group(backend="gloo")
 rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
 local_rank, local_world = int(os.environ["LOCAL_RANK"]), int(os.environ["LOCAL_WORLD_SIZE"])
+node = os.environ.get("NODE_RANK", "?")  # torchrun sets it with --nnodes; Ray Train always
 master = f"{os.environ['MASTER_ADDR']}:{os.environ['MASTER_PORT']}"
-print(f"rank {rank} of {world}: local rank {local_rank} of {local_world}, master {master}")
+where = f"local rank {local_rank} of {local_world}, node {node}"
+print(f"rank {rank} of {world}: {where}, master {master}")
 torch.manual_seed(0)
 model = DistributedDataParallel(torch.nn.Linear(16, 1))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
