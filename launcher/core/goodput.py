@@ -231,7 +231,28 @@ def format_timeline(timeline: list[dict[str, Any] | None]) -> list[str]:
     return ["start-up:", *lines] if lines else []
 
 
+def by_wall_time(result: dict[str, Any], script_seconds: float) -> dict[str, Any]:
+    """A run with no step clock to split its time by (a script that reports no steps): the
+    script's own time in the start that finished is what it did, the rest start-up and
+    restarts. The summary, `status`, the history and the cost all read this one figure."""
+    wall = result["wall_seconds"]
+    ran = min(max(script_seconds, 0.0), wall)
+    parts = dict.fromkeys(result["parts"], 0.0)
+    parts.update(productive=round(ran, 1), startup=round(wall - ran, 1))
+    return {**result, "goodput": ran / wall if wall else 0.0, "parts": parts, "by": WALL_TIME}
+
+
+WALL_TIME = "wall time"
+
+
 def format_breakdown(result: dict[str, Any]) -> list[str]:
+    if result.get("by") == WALL_TIME:
+        ran = result["parts"]["productive"]
+        return [
+            f"goodput:      {result['goodput']:.0%} of {result['wall_seconds']:.0f}s wall time "
+            f"by wall time: the script ran {ran:.0f}s in the start that finished; start-up and "
+            "restarts the rest (TorchJob.step_done splits it by steps)"
+        ]
     wall = result["wall_seconds"] or 1.0
     lines = [f"goodput:      {result['goodput']:.0%} of {result['wall_seconds']:.0f}s wall time"]
     for key, label in PARTS:

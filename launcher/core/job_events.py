@@ -229,3 +229,23 @@ def last_devices(log: str) -> dict[str, Any] | None:
 def format_script(line: str) -> str:
     """A line of a PyTorch script's own output (rank 0's), marked for the job's view."""
     return SCRIPT_MARK + line
+
+
+# Ray Train's account of a failed worker group (ray.train.v2 WorkerGroupPollStatus
+# .get_error_string, Ray 2.60): "[Rank 4,5 Error Snippet]:" and the error's own lines, as the
+# failure policy logs it after "Error: Training failed due to worker errors:".
+ERROR_SNIPPET = re.compile(r"^\[Rank (?P<ranks>[\d,]+) Error Snippet\]:$")
+_SNIPPET_FIELD = re.compile(r"^\s*(?P<key>pid|ip|class_name): (?P<value>\S+)")
+
+
+def condense_snippet(ranks: str, lines: list[str]) -> str:
+    """One line for a snippet: the ranks, the error's first line, where its worker ran (a dead
+    actor's ip and pid) and the last line of its own detail (a dead worker's exit)."""
+    text = [x.strip() for x in lines if x.strip()]
+    if not text:
+        return f"  ranks {ranks}: (no error text)"
+    fields = {m["key"]: m["value"] for x in lines if (m := _SNIPPET_FIELD.match(x))}
+    where = ", ".join(f"{k} {fields[k]}" for k in ("ip", "pid") if k in fields)
+    rest = [x for x in text[1:] if not _SNIPPET_FIELD.match(x)]
+    detail = f" {rest[-1]}" if rest else ""
+    return f"  ranks {ranks}: {text[0]}{f' ({where})' if where else ''}{detail}"

@@ -78,7 +78,13 @@ class Restart:
     noticed_on: str | None = None
 
     def describe(self) -> str:
-        resumed = f"resumed at step {self.resumed_at}" if self.resumed_at is not None else "no step"
+        if self.resumed_at is None:  # a script that reports no steps: what it redid is its own
+            why = {PREEMPTED: "preempted", HUNG: "a hang"}.get(self.cause, "a failure")
+            return (
+                f"start {self.start}: {why}; the script reports no steps, so where it went on "
+                "from (its own checkpoints, if any) is not known to the launcher"
+            )
+        resumed = f"resumed at step {self.resumed_at}"
         again = f"{self.recomputed} step{'' if self.recomputed == 1 else 's'} computed again"
         if self.cause == FAILED and self.noticed_on is not None:
             saved = f"step {self.saved_step} saved on it; " if self.saved_step is not None else ""
@@ -136,7 +142,10 @@ def restarts(
     count of drained hosts, with no time, once named the killed host's restart before a noticed
     preemption's next start trained: the restarts counter, which cannot count back, kept it.)"""
     found = []
-    ordered = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
+    # A start that never trained is no restart of a job that reports steps (a group torn down
+    # in its start-up); a script that reports none (torchrun's) has only its starts to count.
+    stepped = [a for a in attempts if a.steps]
+    ordered = sorted(stepped or attempts, key=lambda a: a.started_at)
     windows = list(itertools.pairwise(ordered))
     # The first notice heard in each restart's window (None: none).
     firsts = [
@@ -160,11 +169,11 @@ def restarts(
         if notice is not None and not no_time:
             saved = max((s for s, at in attempt.checkpoints if at >= notice["at"]), default=None)
         done = max(
-            attempt.steps[-1].step,
+            attempt.steps[-1].step if attempt.steps else -1,
             attempt.last_step if attempt.last_step is not None else -1,
             saved if saved is not None else -1,
         )
-        resumed = nxt.steps[0].step
+        resumed = nxt.steps[0].step if nxt.steps else None
         hung = sorted(
             (h for h in hang_records if attempt.started_at <= h["at"] < nxt.started_at),
             key=lambda h: h["at"],
@@ -186,7 +195,7 @@ def restarts(
                 else None,
                 saved_step=saved,
                 resumed_at=resumed,
-                recomputed=max(0, done - resumed + 1),
+                recomputed=max(0, done - resumed + 1) if resumed is not None else 0,
                 hang=hung[0] if hung and not preempted else None,
                 noticed_on=notice.get("capacity") if not_reclaimed and notice else None,
             )

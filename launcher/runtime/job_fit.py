@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.core.goodput import format_breakdown
+from launcher.core.goodput import by_wall_time, format_breakdown
 from launcher.core.tpu_prices import format_cost
 from launcher.runtime.job_outcome import JobOutcome
 
@@ -116,7 +116,7 @@ def run_job(
     """The driver's whole run of `trainer` (`fit_job`), its summary and its history's end:
     the job's exit code."""
     from launcher.runtime.run_cost import run_cost
-    from launcher.runtime.summary import print_summary
+    from launcher.runtime.summary import print_summary, reports_steps
     from launcher.runtime.worker import read_summary
 
     history = outcomes.history(plan.run_name, total_steps)
@@ -124,8 +124,11 @@ def run_job(
     priced = lambda outcome: run_cost(plan, outcome, price_per_chip_hour)  # noqa: E731
     if (outcome := fit_job(trainer, outcomes, budgets, labels, history, priced)) is None:
         return 1
-    cost, no_cost = priced(outcome)
     summary = read_summary(outcomes.summary_key)
+    if not reports_steps(plan, summary):  # no step clock: the script's own time, for all
+        ran = summary.get("script_seconds", 0.0)
+        outcome = {**outcome, "goodput": by_wall_time(outcome["goodput"], ran)}
+    cost, no_cost = priced(outcome)
     outcome = {**outcome, "cost": cost, "no_cost": no_cost}
     record = print_summary(plan, summary, time.monotonic() - start, outcome)
     if history is not None:

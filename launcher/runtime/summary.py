@@ -28,6 +28,13 @@ RESTART_CAUSES = (
 )
 
 
+def reports_steps(plan: JobPlan | TorchPlan, metrics: dict) -> bool:
+    """Whether the job's steps are known to the launcher: MaxText's always, a script's where it
+    reports them through TorchJob (its length, or a step)."""
+    total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
+    return bool(total or "last_step" in metrics)
+
+
 def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
     """Prints the summary and its machine-readable record; returns the record. A MaxText
     job's (JobPlan) adds its compile cache, TensorBoard files and MaxText's way to go on."""
@@ -36,7 +43,7 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
     steps = committed_steps(run_dir.path)
     first = metrics.get("first_step")
     total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
-    reported = bool(total or "last_step" in metrics)
+    reported = reports_steps(plan, metrics)
     # A script that reports no steps may keep checkpoints of its own, which the launcher cannot
     # see: it says neither that the run started at 0 nor that it resumed.
     resumed = (
@@ -73,16 +80,8 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         print(saves_line)
     if outcome.get("sparkline"):
         print(f"loss curve:   {outcome['sparkline']}")
-    if reported:
-        for line in format_breakdown(outcome["goodput"]):
-            print(line)
-    else:  # no step clock to split the time by: the script's own run against the wall time
-        ran = metrics.get("script_seconds", 0.0)
-        print(
-            f"goodput:      {100 * ran / max(seconds, 1e-9):.0f}% of {seconds:.0f}s wall time "
-            f"by wall time: the script ran {ran:.0f}s in the start that finished; start-up and "
-            "restarts the rest (TorchJob.step_done splits it by steps)"
-        )
+    for line in format_breakdown(outcome["goodput"]):  # by wall time where steps are not known
+        print(line)
     if maxtext:
         print(format_compile_cache(outcome["compile_cache"]))
     for line in format_timeline([start.get("timeline") for start in outcome["starts"]]):

@@ -176,3 +176,19 @@ def test_each_starts_timeline_adds_up_to_its_time_to_the_first_step():
         "  start 2: 29.0s to its first step = workers up 19.0s + restore 3.0s + compile 2.0s "
         "(3 programs from the cache, 18.0s saved) + model, data and first step 5.0s"
     )
+
+
+def test_a_run_with_no_step_clock_is_measured_by_the_scripts_own_time_for_every_reader():
+    """A script that reports no steps: the step breakdown says 0% (all start-up); by wall time
+    it is the script's run in the start that finished, and that one record is what the summary,
+    `status` and the history print (format_breakdown of the result's goodput)."""
+    from launcher.core.goodput import by_wall_time, format_breakdown
+
+    steps_view = breakdown([Attempt(started_at=10.0)], 0.0, 100.0)
+    assert steps_view["goodput"] == 0.0
+    walled = by_wall_time(steps_view, 60.0)
+    assert walled["goodput"] == pytest.approx(0.6) and walled["wall_seconds"] == 100.0
+    assert walled["parts"]["productive"] == 60.0 and walled["parts"]["startup"] == 40.0
+    (line,) = format_breakdown(walled)
+    assert line.startswith("goodput:      60% of 100s wall time by wall time: the script ran 60s")
+    assert by_wall_time(steps_view, 500.0)["goodput"] == 1.0  # never more than the wall time

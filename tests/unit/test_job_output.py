@@ -171,3 +171,46 @@ def test_every_event_the_job_writes_reaches_the_terminal_unless_machine_readable
     out.close()
     shown = screen.getvalue()
     assert (EVERY_EVENT[kind] in shown) is (kind not in HIDDEN), (kind, shown)
+
+
+def test_a_restarts_cause_is_one_line_of_the_default_view(tmp_path):
+    """Ray Train's failure decision, as its failure policy logs a dead worker (Ray 2.60:
+    failure_handling/default.py's lines, poll.py's "[Rank ...] Error Snippet", ActorDiedError's
+    fields): the view shows which ranks, what happened, where and the worker's exit, in one
+    line; the traceback and the actor's ids stay in the log file."""
+    died = [
+        C + "[FailurePolicy] RETRY",
+        C + "  Source: worker group",
+        C + "  Error count: 1 (max allowed: 3)",
+        C + "Error: Training failed due to worker errors:",
+        C + "[Rank 4,5,6,7 Error Snippet]:",
+        C + "The actor died unexpectedly before finishing this task.",
+        C + "\tclass_name: RayTrainWorker",
+        C + "\tactor_id: 5c2a9f0e1d",
+        C + "\tpid: 48213",
+        C + "\tip: 10.8.1.7",
+        C + "The actor is dead because its worker process has died. Worker exit type: "
+        "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.",
+        C + "Traceback (most recent call last):",
+        C + '  File "ray/train/...", line 1, in <module>',
+        W + "[restart] the worker group started again (start 2) on 2 hosts",
+    ]
+    stream = io.StringIO()
+    out = JobOutput(tmp_path / "job.log", stream=stream)
+    out.feed("\n".join(died) + "\n")
+    out.close()
+    shown = stream.getvalue().splitlines()
+    (cause,) = [line for line in shown if line.startswith("  ranks ")]
+    assert cause.startswith(
+        "  ranks 4,5,6,7: The actor died unexpectedly before finishing this task. "
+        "(ip 10.8.1.7, pid 48213) The actor is dead because its worker process has died."
+    ), cause
+    assert "Worker unexpectedly exits with a connection error code 2." in cause
+    assert "actor_id" not in stream.getvalue() and "Traceback" not in stream.getvalue()
+    assert shown[-1].startswith("[restart] the worker group started again (start 2)")
+    # A snippet the log ends in is still said.
+    cut = io.StringIO()
+    out = JobOutput(tmp_path / "cut.log", stream=cut)
+    out.feed("\n".join(died[4:6]))
+    out.close()
+    assert cut.getvalue().strip().startswith("ranks 4,5,6,7: The actor died unexpectedly")

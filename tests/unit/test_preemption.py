@@ -165,3 +165,24 @@ def test_a_values_files_grace_period_falls_back_to_the_charts_default(worker, gr
     values["ray"]["worker"].pop("terminationGracePeriodSeconds", None)
     values["ray"]["worker"].update(worker)
     assert release_facts(values, "tpu").grace_seconds == grace
+
+
+def test_a_script_that_reports_no_steps_still_has_its_restarts_counted_and_their_causes():
+    """torchrun's script, unchanged: no step lines, so only the starts say a restart happened;
+    a notice in a restart's window names it, and the launcher claims nothing of where it went
+    on from."""
+    starts = [Attempt(started_at=t) for t in (0.0, 100.0, 200.0)]
+    notices = [{"at": 150.0, "deadline": 180.0}]
+    failed, preempted = restarts(starts, notices)
+    assert (failed.start, failed.cause, failed.resumed_at) == (2, FAILED, None)
+    assert (preempted.start, preempted.cause, preempted.recomputed) == (3, PREEMPTED, 0)
+    assert "reports no steps" in failed.describe() and "step" not in failed.describe()[:20]
+    assert preempted.describe().startswith("start 3: preempted; the script reports no steps")
+    # A job that reports steps: a start that never trained is no restart (torn down early).
+    stepped = [
+        _attempt(0.0, range(5), []),
+        Attempt(started_at=50.0),
+        _attempt(60.0, range(3, 9), []),
+    ]
+    (only,) = restarts(stepped, [])
+    assert (only.start, only.resumed_at) == (2, 3)

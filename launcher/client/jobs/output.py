@@ -15,7 +15,15 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from launcher.core.job_events import EventKind, JobEvent, clean, parse, strip_colour
+from launcher.core.job_events import (
+    ERROR_SNIPPET,
+    EventKind,
+    JobEvent,
+    clean,
+    condense_snippet,
+    parse,
+    strip_colour,
+)
 
 # Shown as they come: each is one line a person acts on.
 _SHOWN = {
@@ -30,6 +38,7 @@ _SHOWN = {
     EventKind.DEVICES,
 }
 FAILURE_TAIL = 40  # lines of the log shown when the job fails
+SNIPPET_LINES = 12  # of a worker's error, read for its one line (the rest is in the log file)
 
 
 class JobOutput:
@@ -52,6 +61,8 @@ class JobOutput:
         self.fed = 0  # characters received so far
         self._in_summary = False
         self._failure_lines = 0  # Ray Train's failure decision: its next lines say why
+        # A worker's error snippet being read (its ranks, its lines so far), shown as one line.
+        self._snippet: tuple[str, list[str]] | None = None
         self._last_shown_step = 0
         self._bar = None
         if not verbose and self.stream.isatty():
@@ -78,6 +89,7 @@ class JobOutput:
         if self._partial:
             self._line(self._partial)
             self._partial = ""
+        self._end_snippet()
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
@@ -95,7 +107,12 @@ class JobOutput:
             self._show(raw if self.stream.isatty() else strip_colour(raw))
             return
         line = clean(raw)
+        if self._snippet is not None and self._in_snippet(line):
+            return
         if not line:
+            return
+        if found := ERROR_SNIPPET.match(line):  # why a worker failed: one line of it below
+            self._snippet = (found["ranks"], [])
             return
         event = parse(line)
         kind = event.kind if event else None
@@ -116,6 +133,22 @@ class JobOutput:
         elif self._failure_lines:
             self._failure_lines -= 1
             self._show(line)
+
+    def _in_snippet(self, line: str) -> bool:
+        """Takes `line` into the snippet being read; False where the snippet ended before it."""
+        assert self._snippet is not None
+        lines = self._snippet[1]
+        ends = not line or line.startswith("Traceback") or ERROR_SNIPPET.match(line) or parse(line)
+        if ends or len(lines) >= SNIPPET_LINES:
+            self._end_snippet()
+            return False
+        lines.append(line)
+        return True
+
+    def _end_snippet(self) -> None:
+        if self._snippet is not None:
+            self._show(condense_snippet(*self._snippet))
+            self._snippet = None
 
     def _progress(self, event: JobEvent) -> None:
         f = event.fields
