@@ -28,6 +28,9 @@ class JobRecord:
     cost: dict[str, Any] | None = None
     # The chips' last verdict (job_events.last_devices: verdict, hosts, line); None before any.
     devices: dict[str, Any] | None = None
+    # Each restart, with its cause (launcher.core.preemption.Restart's JSON): the result
+    # line's, as the summary says them; None while the job runs.
+    restarts: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

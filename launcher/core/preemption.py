@@ -123,6 +123,24 @@ class Restart:
 
 
 PREEMPTED, HUNG, FAILED = "preempted", "hung", "failed"
+# The restarts line: each cause, as it is named, and the flag that budgets it.
+RESTART_CAUSES = (
+    (PREEMPTED, "preemption", "--max_preemptions"),
+    (FAILED, "failure", "--max_failures"),
+    (HUNG, "hang", "--max_hangs"),
+)
+
+
+def format_restarts(found: Sequence[Restart]) -> list[str]:
+    """The summary's (and `status`'s) restarts: the count by cause, then each one."""
+    if not found:
+        return []
+    causes = [r.cause for r in found]
+    counts = ", ".join(
+        f"{causes.count(cause)} {noun}{'' if causes.count(cause) == 1 else 's'} ({flag})"
+        for cause, noun, flag in RESTART_CAUSES
+    )
+    return [f"restarts:     {counts}", *(f"  {r.describe()}" for r in found)]
 
 
 def restarts(

@@ -88,6 +88,8 @@ class JobHistoryWriter:
                     self.job = dataclasses.replace(self.job, goodput=goodput)
                 if (cost := (self.result or {}).get("cost")) is not None:
                     self.job = dataclasses.replace(self.job, cost=cost)
+                if (restarts := (self.result or {}).get("restarts")) is not None:
+                    self.job = dataclasses.replace(self.job, restarts=restarts)
                 tmp = self.dir / f".{RECORD}.tmp"
                 tmp.write_text(json.dumps(self.record(), indent=1))
                 tmp.replace(self.dir / RECORD)  # never half a record

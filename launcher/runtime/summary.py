@@ -16,16 +16,9 @@ from launcher.core.goodput import (
 )
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import JobPlan
-from launcher.core.preemption import FAILED, HUNG, PREEMPTED
+from launcher.core.preemption import format_restarts
 from launcher.core.torch_plan import TorchPlan
 from launcher.core.tpu_prices import format_cost
-
-# The summary's restarts line: each cause, as it is named, and the flag that budgets it.
-RESTART_CAUSES = (
-    (PREEMPTED, "preemption", "--max_preemptions"),
-    (FAILED, "failure", "--max_failures"),
-    (HUNG, "hang", "--max_hangs"),
-)
 
 
 def reports_steps(plan: JobPlan | TorchPlan, metrics: dict) -> bool:
@@ -98,17 +91,8 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
                 for start in outcome["starts"]
             )
         )
-    if outcome["restarts"]:
-        causes = [r.cause for r in outcome["restarts"]]
-        print(
-            "restarts:     "
-            + ", ".join(
-                f"{causes.count(cause)} {noun}{'' if causes.count(cause) == 1 else 's'} ({flag})"
-                for cause, noun, flag in RESTART_CAUSES
-            )
-        )
-        for restart in outcome["restarts"]:
-            print(f"  {restart.describe()}")
+    for line in format_restarts(outcome["restarts"]):
+        print(line)
     if outcome.get("plot"):
         print(f"plot:         {outcome['plot']}")
     if maxtext:

@@ -13,6 +13,7 @@ own host's, 0-3, as on TPU: launcher.runtime.torch_hosts.)"""
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -167,9 +168,11 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     """The same file, submitted as it is to the simulated v5p-16: its own init_process_group
     (gloo) takes the group Ray Train made, torchrun's variables are there on all 8 ranks, the
     loss falls; the job's view shows rank 0's output, says what a plain script gets, counts no
-    steps it was not told of, and shows none of Ray Train's per-rank report lines. A script
-    naming a backend the slice does not give is refused by the driver before any worker
-    starts, with the line to change."""
+    steps it was not told of, and shows none of Ray Train's per-rank report lines. A host killed
+    mid-run restarts it: the view says why in one line, and the summary and `status` (its text
+    and its JSON) say the same restart and the same goodput, claiming nothing of where the
+    script went on from. A script naming a backend the slice does not give is refused by the
+    driver before any worker starts, with the line to change."""
     work = tmp_path / "team-project"
     work.mkdir()
     shutil.copy(DDP, work / "ddp.py")
@@ -177,8 +180,13 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     job_id = f"{name}-job"
     submit_no_wait(
         local_cluster, job_id, f"--run_name={name}", "ddp.py", "--steps", "30",
-        cwd=work, options=("--framework", "torch"),
+        "--step-seconds", "0.5", cwd=work, options=("--framework", "torch"),
     )  # fmt: skip
+    deadline = time.monotonic() + 300
+    while "[script] step 10 loss" not in client.logs(job_id):
+        assert time.monotonic() < deadline, client.logs(job_id)[-3000:]
+        time.sleep(1)
+    assert len(kill_every_worker_of("local-slice-0-host-1")) == 4  # one process per chip
     assert wait_until_done(client, job_id, timeout=600) == "SUCCEEDED", client.logs(job_id)[-3000:]
     whole = client.logs(job_id)
     # torchrun's per-host view, as on a TPU slice's two hosts: each host's four workers read
@@ -196,8 +204,20 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
         per_node.setdefault(node, []).append(local)
     assert {n: sorted(ranks) for n, ranks in per_node.items()} == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
     view = tpu_launcher("logs", job_id, cwd=work, timeout=120).stdout
-    losses = [float(loss) for _, loss in LOSS.findall(view)]
+    losses = [float(loss) for _, loss in LOSS.findall(view)][-6:]  # the start that finished
     assert len(losses) == 6 and losses[-1] < losses[0] / 5, view
+    # The restart, said the same by every reader.
+    assert re.search(r"^  ranks [\d,]+: \S", view, re.M), view  # why, in one line
+    said = "restarts:     0 preemptions (--max_preemptions), 1 failure (--max_failures)"
+    assert said in view and "start 2: a failure; the script reports no steps" in view, view
+    assert "started from step 0" not in view and "from its start" not in view
+    status = json.loads(tpu_launcher("status", job_id, "--json", cwd=work, timeout=120).stdout)
+    assert [r["cause"] for r in status["restarts"]] == ["failed"], status
+    assert status["goodput"]["by"] == "wall time"
+    text = tpu_launcher("status", job_id, cwd=work, timeout=120).stdout
+    (summary_goodput,) = [x for x in view.splitlines() if x.startswith("goodput:")]
+    assert summary_goodput in text and said in text, text
+    assert f"{status['goodput']['goodput']:.0%} of" in summary_goodput
     assert "ddp.py uses no TorchJob: it runs as torchrun runs it" in view
     assert "steps done:   not reported" in view and "0 of 0" not in view
     goodput = re.search(r"goodput: +(\d+)% of (\d+)s wall time by wall time: the script ran", view)
@@ -212,6 +232,7 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     )  # fmt: skip
     assert wait_until_done(client, refused, timeout=300) == "FAILED"
     said = client.logs(refused)
-    assert "ddp.py:17" in said and "the slice's process group is gloo" in said, said[-2000:]
-    assert "line 17: call init_process_group() without a backend" in said
+    line = DDP.read_text().splitlines().index('dist.init_process_group(backend="gloo")') + 1
+    assert f"ddp.py:{line}" in said and "the slice's process group is gloo" in said, said[-2000:]
+    assert f"line {line}: call init_process_group() without a backend" in said
     assert "RayTrainWorker" not in said  # refused before any worker started

@@ -5,6 +5,7 @@ one machine and as a `submit --framework torch` job on the simulated v5p-16."""
 
 import argparse
 import os
+import time
 
 import torch
 import torch.distributed as dist
@@ -12,6 +13,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--steps", type=int, default=30)
+parser.add_argument("--step-seconds", type=float, default=0.0)  # a longer run: time to kill a host
 args = parser.parse_args()
 
 dist.init_process_group(backend="gloo")
@@ -32,6 +34,7 @@ for step in range(args.steps):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+    time.sleep(args.step_seconds)
     if rank == 0 and step % 5 == 0:
         print(f"step {step} loss {loss.item():.4f}", flush=True)
 dist.destroy_process_group()

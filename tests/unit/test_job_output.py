@@ -190,7 +190,8 @@ def test_a_restarts_cause_is_one_line_of_the_default_view(tmp_path):
         C + "\tpid: 48213",
         C + "\tip: 10.8.1.7",
         C + "The actor is dead because its worker process has died. Worker exit type: "
-        "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error code 2.",
+        "SYSTEM_ERROR Worker exit detail: Worker unexpectedly exits with a connection error "
+        "code 2.",
         C + "Traceback (most recent call last):",
         C + '  File "ray/train/...", line 1, in <module>',
         W + "[restart] the worker group started again (start 2) on 2 hosts",

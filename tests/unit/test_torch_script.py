@@ -37,8 +37,9 @@ def test_the_backend_a_script_names_is_read_from_its_source(tmp_path):
     check_backends(DDP, ("gloo",))  # the plain DDP script, on the local slice
     with pytest.raises(UsageError) as refused:
         check_backends(DDP, ("tpu_dist",))  # ... on TPU: the line to change
-    assert refused.value.field == f"{DDP}:17"
-    assert "line 17: call init_process_group() without a backend" in refused.value.fix
+    line = DDP.read_text().splitlines().index('dist.init_process_group(backend="gloo")') + 1
+    assert refused.value.field == f"{DDP}:{line}"
+    assert f"line {line}: call init_process_group() without a backend" in refused.value.fix
     script.write_text('import torch.distributed as d\nd.init_process_group("nccl")\n')
     with pytest.raises(UsageError, match=r"backend='nccl'.*tpu_dist or gloo"):
         check_backends(script)

@@ -14,6 +14,7 @@ from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
 from launcher.core.job_events import EventKind, events, last_devices, last_result
+from launcher.core.preemption import Restart, format_restarts
 from launcher.core.tpu_prices import format_cost
 
 
@@ -230,3 +231,5 @@ def _print_goodput(address: str, job_id: str) -> None:
             print(line)
         if result.get("cost"):
             print(format_cost(result["cost"]))
+        for line in format_restarts([Restart(**r) for r in result.get("restarts") or []]):
+            print(line)

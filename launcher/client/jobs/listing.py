@@ -75,6 +75,7 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
         result.get("goodput"),
         result.get("cost"),
         last_devices(logs),
+        result.get("restarts"),
     )
 
 
