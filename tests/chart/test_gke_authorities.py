@@ -59,6 +59,8 @@ ZONES = ("us-east5-a", "us-central1-ai1a")  # a standard zone, an AI zone
 RESOURCES = {
     ("container", "clusters"): ("container", "Cluster"),
     ("container", "node-pools"): ("container", "NodePool"),
+    # --flatten=channels: each row's `channels` is one ReleaseChannelConfig.
+    ("container", "get-server-config"): ("container", "ServerConfig"),
     ("artifacts", "repositories"): ("artifactregistry", "Repository"),
     ("services", "list"): ("serviceusage", "GoogleApiServiceusageV1Service"),
     ("projects", "describe"): ("cloudresourcemanager", "Project"),

@@ -501,7 +501,7 @@ def _ran(state) -> list[list[str]]:
     """What changed something: every call but the checks and reads (describe, list, --help;
     helm's template and show)."""
     calls = json.loads(state.read_text())["calls"]
-    reads = {"describe", "list", "template", "show", "--help"}
+    reads = {"describe", "list", "template", "show", "--help", "get-server-config"}
     return [c[1:] for c in calls if not reads & set(c)]
 
 
@@ -543,7 +543,7 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     ]
     # The captured project number is substituted into the principal.
     assert "projects/123456789012/locations/global" in " ".join(ran[-3])
-    assert "done: 28 steps" in capsys.readouterr().out
+    assert "done: 29 steps" in capsys.readouterr().out  # the channel's version checked first
 
     before = len(_ran(fake_gcloud))
     assert _gke("up", "v6e-16-x2.yaml") == 0
@@ -674,6 +674,32 @@ def test_gke_up_brings_an_existing_cluster_to_what_the_release_needs(fake_gcloud
     gke = fake_gcloud_module.Gcloud(json.loads(fake_gcloud.read_text()))
     with pytest.raises(fake_gcloud_module.Refused, match="Workload Identity is enabled"):
         gke.run(shlex.split(fix.replace("POOL", "default-pool"))[1:])
+
+
+def test_a_new_cluster_the_channel_would_make_too_old_is_refused_before_it_bills(
+    fake_gcloud, capsys
+):
+    """No cluster yet, and GKE's regular channel would make it at 1.32 where flex-start needs
+    1.33.0-gke.1712000: gke up (and the printed plan) stop before `clusters create`, with how
+    to make one new enough; where the channel's default is new enough, the cluster is made."""
+    state = {"gke_version": "1.32.4-gke.1106006"}  # what the channel gives a new cluster here
+    fake_gcloud.write_text(json.dumps(state))
+    flex = ("--capacity=flex-start",)
+    assert _gke("up", "v6e-16.yaml", *flex) == 2
+    err = capsys.readouterr().err
+    assert "a new cluster on GKE's regular channel gets GKE 1.33.0-gke.1712000 or later" in err
+    assert "--release-channel=rapid --cluster-version=VERSION" in err, err
+    ran = _ran(fake_gcloud)
+    assert not [c for c in ran if c[:3] == ["container", "clusters", "create"]], ran
+    assert json.loads(fake_gcloud.read_text())["clusters"] == {}  # nothing bills
+    script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, *flex, "--helm", "helm")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert done.returncode == 1 and "regular channel gets GKE 1.33.0" in done.stderr, done.stderr
+    state = json.loads(fake_gcloud.read_text())
+    state["gke_version"] = "1.33.5-gke.1000000"
+    fake_gcloud.write_text(json.dumps(state))
+    assert _gke("up", "v6e-16.yaml", *flex) == 0, capsys.readouterr().err
+    assert "ml" in str(json.loads(fake_gcloud.read_text())["clusters"])
 
 
 def test_a_cluster_older_than_the_slices_need_is_refused_before_anything_changes(

@@ -352,6 +352,24 @@ class Gcloud:
             return ""
         raise Refused(f"ERROR: (gcloud.container.clusters) unknown command {verb}")
 
+    def server_config(self, flags: dict) -> str:
+        """GKE's ServerConfig: every channel's default version is the one a new cluster gets
+        here (the state's gke_version); --flatten=channels makes a row of each, as gcloud
+        does, for --filter and --format."""
+        version = self.state.get("gke_version", GKE_VERSION)
+        config = {
+            "defaultClusterVersion": version,
+            "channels": [
+                {"channel": c, "defaultVersion": version, "validVersions": [version]}
+                for c in ("RAPID", "REGULAR", "STABLE")
+            ],
+        }
+        if flags.get("flatten") != "channels":
+            return _value(config, flags.get("format", "json"))
+        rows = [{**config, "channels": c} for c in config["channels"]]
+        rows = [r for r in rows if matches(r, flags.get("filter", ""))]
+        return "\n".join(_value(r, flags.get("format", "json")) for r in rows)
+
     def node_pools(self, verb: str, pos: list[str], flags: dict) -> str:
         cluster = self._cluster(flags.get("cluster", ""), flags)
         pools = cluster["nodePools"]
@@ -793,6 +811,8 @@ class Gcloud:
         if group == ["auth", "configure-docker"]:  # Docker's (and so Helm's) credential helper
             self.state.setdefault("docker_auth", []).append(pos[2])
             return ""
+        if group == ["container", "get-server-config"]:
+            return self.server_config(flags)
         if group == ["container", "clusters"]:
             return self.clusters(pos[2], pos[3:], flags)
         if group == ["container", "node-pools"]:

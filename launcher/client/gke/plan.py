@@ -94,6 +94,9 @@ def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
     return max(needed, key=lambda n: gke_version(n[0])) if needed else None
 
 
+CHANNEL = "regular"  # the release channel a cluster `gke up` makes is on
+
+
 def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
     """The cluster with the add-ons and Workload Identity, created when it does not exist, or
     brought to that state when it does; its version checked; then kubectl's credentials."""
@@ -101,7 +104,41 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
     addons = ["RayOperator"] if need.ray else []
     addons += ["GcsFuseCsiDriver"] if need.bucket else []
     describe = gcloud("container", "clusters", "describe", target.cluster, *location_flags(target))
-    steps = [
+    least = _minimum_version(need)
+    steps = []
+    if least:
+        # Before a cluster bills: the one `create` makes runs the channel's default version
+        # (GKE's "About release channels"), read from GKE's own server config. An existing
+        # cluster is kept out of it: its own version is checked below.
+        version, needed_by = least
+        where = " ".join(location_flags(target))
+        steps.append(
+            Step(
+                f"a new cluster on GKE's regular channel gets GKE {version} or later "
+                f"({needed_by} need it)",
+                [],
+                done_if=Check(
+                    gcloud(
+                        "container",
+                        "get-server-config",
+                        *location_flags(target),
+                        "--flatten=channels",
+                        f"--filter=channels.channel={CHANNEL.upper()}",
+                        "--format=value(channels.defaultVersion)",
+                    ),
+                    at_least=version,
+                ),
+                keep_if=Check([*describe, "--format=value(name)"]),
+                kept_because="the cluster exists (its own version is checked next)",
+                required=True,
+                mismatch_fix=f"make the cluster yourself at a version from {version} that the "
+                f"channel offers (`gcloud container get-server-config {where}` "
+                f"lists them; `gcloud container clusters create {target.cluster} "
+                f"--release-channel=rapid --cluster-version=VERSION ...`), then run gke up "
+                "again: it takes the cluster as it is",
+            )
+        )
+    steps += [
         Step(
             f"cluster {target.cluster} (one {SYSTEM_MACHINE} node for GKE's own pods; the "
             "release's pools follow)",
@@ -123,7 +160,7 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 f"--machine-type={SYSTEM_MACHINE}",
                 "--num-nodes=1",
                 # GKE's default channel, said: new versions reach it after the rapid channel.
-                "--release-channel=regular",
+                f"--release-channel={CHANNEL}",
                 *([f"--node-locations={target.zone}"] if target.node_zone else []),
                 f"--labels={CREATED_BY}",
             ),
@@ -131,7 +168,7 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
         )
     ]
     # Checked before anything of an existing cluster changes.
-    if least := _minimum_version(need):
+    if least:
         version, needed_by = least
         steps.append(
             Step(

@@ -29,6 +29,7 @@ COMMANDS = {
         ("services list", "List services for a project"),
         ("projects describe", "Show metadata for a project"),
         ("projects add-iam-policy-binding", "Add IAM policy binding for a project"),
+        ("container get-server-config", "Get Kubernetes Engine server config"),
         ("container clusters create", "Create a cluster for running containers"),
         ("container clusters describe", "Describe an existing cluster for running containers"),
         ("container clusters list", "List existing clusters for running containers"),
@@ -82,6 +83,10 @@ FLAGS = {
     "--cluster": Source(_POOLS, "The cluster to add the node pool to"),
     "--format": Source(REFERENCE + "topic/formats", "value(...): the field values, no labels"),
     "--filter": Source(REFERENCE + "topic/filters", "key=value, key~regex, key:word, NOT, AND"),
+    "--flatten": Source(
+        REFERENCE + "topic/flatten",
+        "Flatten name[] output resource slices in KEY into separate records for each item",
+    ),
     "--quiet": Source(REFERENCE, "Disable all interactive prompts"),
     "--enabled": Source(
         COMMANDS["services list"].page,

@@ -158,7 +158,10 @@ def format_plan(plan: Plan) -> str:
         lines.append(f"\n# {step.what}")
         if step.required and step.done_if:
             refuse = _shell_word(f"error: {step.what}: not so; fix: {step.mismatch_fix}")
-            lines.append(f"{_guard(step.done_if)} || {{ echo {refuse} >&2; exit 1; }}")
+            check = f"{_guard(step.done_if)} || {{ echo {refuse} >&2; exit 1; }}"
+            if step.keep_if:  # not asked where it is kept (kept: {kept_because})
+                check = f"if ! {_guard(step.keep_if)}; then\n  {check}\nfi"
+            lines.append(check)
             continue
         if step.writes:
             path, content = step.writes
