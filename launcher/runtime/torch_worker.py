@@ -22,7 +22,9 @@ class ScriptFailed(RuntimeError):
 
 def torch_loop_per_worker(config: WorkerConfig) -> None:
     torch_job._notice.clear()
-    with started(config, jax_compiles=False, deliver=lambda _: torch_job._notice.set()) as start:
+    with started(
+        config, jax_compiles=False, deliver=lambda _: torch_job._notice.set(), record_start=True
+    ) as start:
         torch_job._tracker, torch_job._relay = start.tracker, start.relay
         quiet_report_lines()
         if torch_job.simulated():  # one machine's hosts: torchrun's per-host view, as on TPU

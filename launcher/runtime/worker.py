@@ -122,11 +122,15 @@ def started(
     *,
     jax_compiles: bool,
     deliver: Callable[[Notice], None] | None = None,
+    record_start: bool = False,
 ) -> Iterator[WorkerStart]:
     """The bookkeeping every framework's worker shares around its training: the attempt's
     events for goodput (rank 0), the restart and elastic lines, Ray metrics, the last-step
     beacon, the hang watchdog and the preemption relay (to JAX, or to `deliver`); `jax_compiles`
-    counts JAX's compile time and cache hits into the attempt. Everything stops on the way out."""
+    counts JAX's compile time and cache hits into the attempt; `record_start` records the
+    attempt as it begins (a script may report no step: rank 0's host killed before the end would
+    otherwise leave no trace of the start, and the restart would go uncounted). Everything stops
+    on the way out."""
     import ray
     import ray.train
 
@@ -179,6 +183,8 @@ def started(
     capacity = capacity_here()  # read now: a notice leaves no time for the API server
     if tracker.attempt is not None and capacity is not None:
         tracker.attempt.capacity = capacity.word  # what prices the start's chips
+    if record_start and tracker.publish is not None and tracker.attempt is not None:
+        tracker.publish(tracker.attempt)
     on_notice = lambda notice: _on_notice(  # noqa: E731
         config.summary_key, rank, replace(notice, **_capacity_fields(capacity)), tracker
     )

@@ -59,6 +59,7 @@ def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
         "goodput": None,
         "cost": None,  # the result line's, once the job has one
         "devices": None,  # the last [devices] line's verdict
+        "restarts": None,  # the result line's, once the job has one
     }
     table = format_rows([r]).splitlines()
     assert table[0].split() == ["JOB", "STATE", "RUN", "STEP", "STARTED", "DURATION"]
