@@ -231,6 +231,9 @@ def format_timeline(timeline: list[dict[str, Any] | None]) -> list[str]:
     return ["start-up:", *lines] if lines else []
 
 
+WALL_TIME = "wall time"  # what a run without a step clock is measured by
+
+
 def by_wall_time(result: dict[str, Any], script_seconds: float) -> dict[str, Any]:
     """A run with no step clock to split its time by (a script that reports no steps): the
     script's own time in the start that finished is what it did, the rest start-up and
@@ -240,9 +243,6 @@ def by_wall_time(result: dict[str, Any], script_seconds: float) -> dict[str, Any
     parts = dict.fromkeys(result["parts"], 0.0)
     parts.update(productive=round(ran, 1), startup=round(wall - ran, 1))
     return {**result, "goodput": ran / wall if wall else 0.0, "parts": parts, "by": WALL_TIME}
-
-
-WALL_TIME = "wall time"
 
 
 def format_breakdown(result: dict[str, Any]) -> list[str]:

@@ -26,7 +26,7 @@ from launcher.core.checkpoint_tiers import BUCKET, MEMORY, TIERS, HostMemory
 from launcher.core.errors import UsageError
 from launcher.core.quantities import quantity
 from launcher.core.slices import TpuSlices
-from launcher.core.tpu_prices import parse_overrides
+from launcher.core.tpu_prices import checked_overrides
 from launcher.core.tpu_table import slice_shape
 
 RELEASE_ENV = "LAUNCHER_RELEASE"
@@ -142,7 +142,7 @@ class ReleaseFacts:
             memory_volume=_text(data.get("memory_volume")) if tier == MEMORY else None,
             memory_limit=_text(data.get("memory_limit")),
             bucket=bucket and BucketMount(str(bucket["bucket"]), str(bucket["mount"])),
-            prices=parse_overrides(json.dumps(data.get("prices") or {}), f"{where} prices"),
+            prices=checked_overrides(data.get("prices") or {}, f"{where} prices"),
             region=str(data.get("region") or ""),
             idle_release=idle
             and IdleRelease(str(idle["cluster"]), str(idle["group"]), float(idle["after_s"])),

@@ -50,18 +50,30 @@ def _is_price(value: object) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 
+_OVERRIDES_FIX = (
+    'a map of generation to {capacity or "region/capacity": USD}: {"v6e": {"spot": 1.1}}'
+)
+
+
 def parse_overrides(raw: str, where: str = "cost.pricesPerChipHour") -> dict[str, dict[str, float]]:
     """The values' `cost.pricesPerChipHour` as JSON, checked: a wrong shape is refused with
     where it came from."""
-    fix = 'a map of generation to {capacity or "region/capacity": USD}: {"v6e": {"spot": 1.1}}'
     try:
         data = json.loads(raw) if raw else {}
     except json.JSONDecodeError as e:
-        raise UsageError(where, f"is not JSON ({e})", fix) from e
+        raise UsageError(where, f"is not JSON ({e})", _OVERRIDES_FIX) from e
+    return checked_overrides(data, where, raw)
+
+
+def checked_overrides(
+    data: object, where: str = "cost.pricesPerChipHour", said: str | None = None
+) -> dict[str, dict[str, float]]:
+    """`cost.pricesPerChipHour` as read (values, or the release's facts), checked: a wrong
+    shape is refused with where it came from (`said`: as it was written)."""
     if not isinstance(data, dict) or not all(
         isinstance(by, dict) and all(map(_is_price, by.values())) for by in data.values()
     ):
-        raise UsageError(where, f"is {raw}", fix)
+        raise UsageError(where, f"is {said if said is not None else data}", _OVERRIDES_FIX)
     return {gen: {key: float(p) for key, p in by.items()} for gen, by in data.items()}
 
 

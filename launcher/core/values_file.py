@@ -15,6 +15,7 @@ from launcher.core.errors import UsageError
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.release_facts import BucketMount, CpuSlice, IdleRelease, ReleaseFacts
 from launcher.core.slices import TpuSlices
+from launcher.core.tpu_prices import checked_overrides
 from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
 
 # Where in the values each slice group lives, and what turns it on.
@@ -175,10 +176,7 @@ def release_facts(values: dict[str, Any], release: str) -> ReleaseFacts:
         bucket=BucketMount(str(gcsfuse.get("bucketName")), str(gcsfuse.get("mountPath")))
         if gcsfuse.get("enabled")
         else None,
-        prices={
-            gen: {k: float(p) for k, p in by.items()}
-            for gen, by in (cost.get("pricesPerChipHour") or {}).items()
-        },
+        prices=checked_overrides(cost.get("pricesPerChipHour") or {}),
         region=str(cost.get("region") or ""),
         idle_release=IdleRelease(
             ray_cluster_name(ray, release), str(worker.get("groupName")), float(after_s)
