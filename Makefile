@@ -78,6 +78,7 @@ verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, ha
 	$(TL) dashboard | diff -q - $(CHART)/files/grafana-dashboard.json \
 	  || { echo "$(CHART)/files/grafana-dashboard.json is stale: run make chart-dashboard"; exit 1; }
 	$(PY) ci/maxtext_configs.py --check
+	$(PY) ci/vllm_engine_args.py --check
 	$(PY) ci/commands_doc.py --check
 	$(PY) -m tests.support.goldens
 	@echo "verify: ok"
@@ -109,7 +110,7 @@ node-down: venv ## Stop the node and its control plane; delete their state (imag
 
 ##@ Chart and generated files
 
-.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard goldens docs maxtext-configs commands-doc
+.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard chart-vllm-args goldens docs maxtext-configs commands-doc
 helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from the Go module proxy).
 $(TOOLS)/helm-%/helm:
 	ci/install-helm.sh $*
@@ -126,6 +127,8 @@ chart-table: venv ## Regenerate the chart's copy of the launcher's TPU table and
 	$(PY) ci/schema_enums.py $(CHART)/values.schema.json --write
 chart-dashboard: venv ## Regenerate the chart's Grafana dashboard from the launcher's metrics.
 	$(TL) dashboard > $(CHART)/files/grafana-dashboard.json
+chart-vllm-args: venv ## Rewrite the chart's list of the pinned vLLM's engine arguments (vllm.engineKwargs is checked against it).
+	$(PY) ci/vllm_engine_args.py --write
 maxtext-configs: venv ## Rewrite the launcher's copy of the pinned MaxText's configs (a client without MaxText checks jobs with it).
 	$(PY) ci/maxtext_configs.py --write
 commands-doc: venv ## Rewrite docs/commands.md's table of commands from the parsers.

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from launcher.core.capacity import CAPACITIES, FALLBACKS
 from launcher.core.checkpoint_tiers import TIERS
+from launcher.core.tpu_prices import PRICE_TEXT
 from launcher.core.tpu_table import GENERATIONS
 
 
@@ -57,22 +58,35 @@ REGION = "[a-z]+-[a-z]+[0-9]+"
 
 def price_keys() -> dict:
     """cost.pricesPerChipHour's keys: a generation of the table, then a capacity of the
-    launcher's (CAPACITIES), alone or after a region (`us-east5/spot`)."""
+    launcher's (CAPACITIES), alone or after a region (`us-east5/spot`). Named by properties and
+    patternProperties, never propertyNames: Helm's JSON-schema library reports a propertyNames
+    refusal at a random key (santhosh-tekuri/jsonschema#258)."""
     capacities = "|".join(sorted(CAPACITIES))
-    return {
-        "propertyNames": {"enum": sorted(g.name for g in GENERATIONS.values())},
-        "additionalProperties": {
-            "type": "object",
-            "propertyNames": {"pattern": f"^({REGION}/)?({capacities})$"},
-            "additionalProperties": {"type": "number", "minimum": 0},
-        },
+    by_capacity = {
+        "type": "object",
+        "patternProperties": {f"^({REGION}/)?({capacities})$": {"$ref": "#/definitions/price"}},
+        "additionalProperties": False,
     }
+    return {
+        "properties": {g.name: by_capacity for g in sorted(GENERATIONS.values(), key=_name)},
+        "additionalProperties": False,
+    }
+
+
+def _name(generation) -> str:
+    return generation.name
 
 
 def with_enums(schema: dict) -> dict:
     cost = schema["properties"]["cost"]["properties"]
-    cost["pricesPerChipHour"].update(price_keys())
+    prices = cost["pricesPerChipHour"]
+    cost["pricesPerChipHour"] = {
+        "type": "object",
+        "description": prices["description"],
+        **price_keys(),
+    }
     cost["region"]["pattern"] = f"^({REGION})?$"
+    schema["definitions"]["price"]["pattern"] = PRICE_TEXT
     schema["properties"]["checkpoints"]["properties"]["tier"]["enum"] = list(TIERS)
     props = schema["definitions"]["tpuSlice"]["properties"]
     for key, values in enums().items():

@@ -17,6 +17,7 @@ price. The chart renders the same table (files/tpu-table.json's `prices`) for it
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -46,7 +47,15 @@ class Price:
         return f"${self.usd_per_chip_hour:.2f} per chip-hour ({self.source})"
 
 
+# A price written as a string: Helm's --set passes `1.10` as the string "1.10" (its strvals
+# types only integers), so a release's values may hold either form; values.schema.json's
+# `price` definition takes the same (ci/schema_enums.py writes it from this).
+PRICE_TEXT = r"^[0-9]+(\.[0-9]+)?$"
+
+
 def _is_price(value: object) -> bool:
+    if isinstance(value, str):
+        return re.fullmatch(PRICE_TEXT, value) is not None
     return isinstance(value, int | float) and not isinstance(value, bool) and value >= 0
 
 

@@ -17,7 +17,7 @@ import yaml
 
 from harness.helm import BUCKET, CHART, VALUES, by_kind, refused, render, run_helm
 from launcher.core.release_facts import ReleaseFacts
-from launcher.core.tpu_prices import parse_overrides, price_of
+from launcher.core.tpu_prices import Price, parse_overrides, price_of
 
 pytestmark = pytest.mark.chart
 
@@ -108,9 +108,26 @@ def test_the_head_gets_the_release_prices_and_region_for_its_jobs():
 @pytest.mark.parametrize(
     "prices",
     ['{"v6f": {"spot": 1}}', '{"v6e": {"spot": -1}}', '{"v6e": {"cheap": 1}}',
-     '{"v6e": {"US-East5/spot": 1}}', '{"v6e": {"spot": "1.1"}}'],
+     '{"v6e": {"US-East5/spot": 1}}', '{"v6e": {"spot": "1.1x"}}'],
 )  # fmt: skip
 def test_prices_the_launcher_could_not_use_are_refused(prices):
-    refused(
+    err = refused(
         *BUCKET, "--set-json", f"cost.pricesPerChipHour={prices}", values=VALUES / "v6e-16.yaml"
+    )
+    # The refusal points at the key at fault (not at a random one, as a propertyNames
+    # refusal does in Helm's JSON-schema library: santhosh-tekuri/jsonschema#258).
+    assert "at '/cost/pricesPerChipHour" in err, err
+    key = next(iter(json.loads(prices)["v6e" if "v6e" in prices else "v6f"]))
+    assert ("v6f" in err) if "v6f" in prices else (key in err), err
+
+
+def test_a_price_given_by_set_is_read_as_the_number_helm_users_write():
+    # Helm's --set passes 1.10 as the string "1.10" (strvals types only integers).
+    sets = ("--set", "cost.pricesPerChipHour.v6e.spot=1.10")
+    sets += ("--set", "ray.worker.tpu.capacity=spot")
+    (cluster,) = by_kind(render(VALUES / "v6e-16.yaml", *sets), "RayCluster")
+    facts = ReleaseFacts.of_cluster_spec(cluster["spec"], "the render")
+    assert facts is not None and facts.prices == {"v6e": {"spot": 1.1}}
+    assert price_of("v6e", "spot", "", facts.prices) == Price(
+        1.1, "the release's cost.pricesPerChipHour for v6e spot"
     )

@@ -69,13 +69,16 @@ KINDS = {
         "My_Reservation",
         "uppercase and '_'",
     ),
-    # Paths in the bucket or under its mount: ".." would leave it.
-    "bucketPath": Kind(
+    # Paths under the bucket's mount, and prefixes in the bucket: ".." would leave it.
+    "bucketMountPath": Kind(
         "tpu-stack.pathErrors",
-        r"^(vllm\.model|saxml\.rootPrefix|global\.gcsfuse\.mountPath)$",
+        r"(mountPath|^vllm\.model)$",
         "/data/models/m",
         "/data/../etc",
         "a '..' part",
+    ),
+    "bucketPrefix": Kind(
+        "tpu-stack.pathErrors", r"[pP]refix$", "caches/vllm", "caches/../../other", "a '..' part"
     ),
 }
 
@@ -180,3 +183,22 @@ def test_each_value_of_a_kind_takes_a_good_one_and_refuses_a_bad_one(kind, path,
     err = refused(*BUCKET, *context, values=Path(bad))
     where = path.replace("[]", ".0").replace(".", "/")
     assert f"'/{where}" in err or f"{path.replace('[]', '')}:" in err, (rule.why, err)
+
+
+LABEL_PATHS = _of_kind(KINDS["labels"])
+
+
+@pytest.mark.parametrize("path", LABEL_PATHS)
+def test_a_label_key_the_api_server_refuses_is_refused_where_it_is(path, tmp_path):
+    # Keys by patternProperties: a propertyNames refusal would name a random key of the values
+    # (Helm's JSON-schema library, santhosh-tekuri/jsonschema#258).
+    context = [a for where, sets in CONTEXT.items() if path.startswith(where) for s in sets
+               for a in ("--set", s)]  # fmt: skip
+    bad = tmp_path / "bad.yaml"
+    # A key's form, and its length: past 317 (a 253-character prefix, '/', a 63-character name).
+    for key in ("Bad Key", f"{'a.' * 126}aa/{'n' * 63}"):
+        bad.write_text(yaml.safe_dump(_values(path, {key: "v"})))
+        err = refused(*BUCKET, *context, values=Path(bad))
+        where = "/" + path.replace("[]", "/0").replace(".", "/")
+        assert f"at '{where}" in err, err
+        assert key in err or key.replace("/", "~1") in err, err  # a JSON pointer's escape

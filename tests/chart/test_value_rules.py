@@ -262,3 +262,66 @@ def test_the_neighbours_of_ignored_values_render():
             f"vllm.fullnameOverride={'s' * 34}",
         ),
     )
+
+
+# vllm.engineKwargs against the pinned vLLM's own engine fields (files/vllm-engine-args.json,
+# read from vllm-tpu's vllm/engine/arg_utils.py by ci/vllm_engine_args.py; make verify holds it
+# to that source).
+ENGINE_ARGS = json.loads((CHART / "files" / "vllm-engine-args.json").read_text())
+RAYSERVICE = [*VLLM, "vllm.tpu.type=v6e-16"]
+
+
+def _engine_kwargs(docs: list[dict]) -> dict:
+    service = next(d for d in docs if d["kind"] == "RayService")
+    app = yaml.safe_load(service["spec"]["serveConfigV2"])["applications"][0]
+    return app["args"]["llm_configs"][0]["engine_kwargs"]
+
+
+def test_the_engine_fields_are_vllms_of_the_pinned_tag():
+    values = yaml.safe_load((CHART / "values.yaml").read_text())
+    assert ENGINE_ARGS["tag"] == values["vllm"]["image"]["tag"]
+    # Fields vLLM's engine has had for many releases, and one Ray Serve LLM's config reads.
+    assert {"max_num_seqs", "gpu_memory_utilization", "enable_log_requests"} <= set(
+        ENGINE_ARGS["fields"]
+    )
+    assert "max-num-seqs" not in ENGINE_ARGS["fields"]
+
+
+@pytest.mark.parametrize(
+    ("key", "says"),
+    [
+        ("max-num-seqs", '"max-num-seqs" is not an engine argument\'s name'),
+        ("max_num_sequences", '"max_num_sequences" is not an engine argument of vLLM v0.32.0'),
+        # Ray Serve LLM refuses these and sets them from model_loading_config.
+        ("model", "model is the chart's (from vllm.model)"),
+        ("served_model_name", "served_model_name is the chart's (from vllm.servedModelName)"),
+    ],
+)
+def test_an_engine_argument_vllm_does_not_take_is_refused(key, says, tmp_path):
+    values = tmp_path / "v.yaml"  # a dashed key through --set would need escaping
+    values.write_text(yaml.safe_dump({"vllm": {"engineKwargs": {key: 8}}}))
+    err = refused(*BUCKET, *_sets(*RAYSERVICE), values=values)
+    assert "vllm.engineKwargs: " in err and says.replace("v0.32.0", ENGINE_ARGS["tag"]) in err, err
+
+
+def test_engine_arguments_vllm_takes_render_and_reach_the_engine():
+    out = render(
+        None,
+        *BUCKET,
+        *_sets(*RAYSERVICE, "vllm.engineKwargs.max_num_seqs=8"),
+        "--set-json",
+        "vllm.engineKwargs.enable_prefix_caching=true",
+    )
+    engine = _engine_kwargs(out)
+    assert engine["max_num_seqs"] == 8 and engine["enable_prefix_caching"] is True, engine
+
+
+def test_with_another_vllm_tag_only_the_fields_form_is_checked(tmp_path):
+    other = [*RAYSERVICE, "vllm.image.tag=v9.0.0"]
+    # A field newer than the pinned vLLM passes on an image that may have it...
+    assert render(None, *BUCKET, *_sets(*other, "vllm.engineKwargs.max_num_sequences=8"))
+    # ...a flag's form never does.
+    values = tmp_path / "v.yaml"
+    values.write_text(yaml.safe_dump({"vllm": {"engineKwargs": {"max-num-seqs": 8}}}))
+    err = refused(*BUCKET, *_sets(*other), values=values)
+    assert "(max_num_seqs, as vLLM's engine takes them)" in err, err

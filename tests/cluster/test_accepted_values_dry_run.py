@@ -35,13 +35,22 @@ def _node(path: str) -> dict:
     node = SCHEMA
     for key in path.split("."):
         node = _resolve(
-            node["additionalProperties"]
+            _map_values(node)
             if key == "*"
             else node["items"]
             if key == "items"
             else node["properties"][key]
         )
     return node
+
+
+def _map_values(node: dict) -> dict:
+    """The schema of a map's values: additionalProperties, or (labels' keys are checked by
+    patternProperties) the one pattern's that is not a refusal."""
+    if isinstance(node.get("additionalProperties"), dict):
+        return node["additionalProperties"]
+    (values,) = [v for v in node["patternProperties"].values() if v is not False]
+    return values
 
 
 def _strings(node: dict) -> st.SearchStrategy[str]:

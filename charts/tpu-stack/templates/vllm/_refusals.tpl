@@ -27,9 +27,25 @@
 {{- $msgs = append $msgs "vllm.extraArgs: a RayService passes vLLM's arguments as Ray Serve LLM's engine_kwargs; move them to vllm.engineKwargs (max_num_seqs: 64, not --max-num-seqs=64)." -}}
 {{- end -}}
 {{- end -}}
-{{- range $key, $owner := dict "tensor_parallel_size" "the slice's devices" "distributed_executor_backend" "Ray, over the slice's hosts" "max_model_len" "vllm.maxModelLen" -}}
+{{- /* model and served_model_name: Ray Serve LLM refuses them in engine_kwargs and sets them
+from model_loading_config (ray/llm/_internal/serve/engines/vllm/vllm_models.py). */ -}}
+{{- $owned := dict "tensor_parallel_size" "the slice's devices" "distributed_executor_backend" "Ray, over the slice's hosts" "max_model_len" "vllm.maxModelLen" "model" "vllm.model" "served_model_name" "vllm.servedModelName" -}}
+{{- range $key, $owner := $owned -}}
 {{- if hasKey $v.engineKwargs $key -}}
 {{- $msgs = append $msgs (printf "vllm.engineKwargs: %s is the chart's (from %s); remove it and set that instead." $key $owner) -}}
+{{- end -}}
+{{- end -}}
+{{- /* The rest go to AsyncEngineArgs(**engine_kwargs) as written: each must be one of the
+pinned vLLM's engine fields, read from its own source (files/vllm-engine-args.json, written by
+ci/vllm_engine_args.py). With another vllm.image.tag only the form is checked: fields are
+Python names, whatever the version. */ -}}
+{{- $known := .Files.Get "files/vllm-engine-args.json" | fromJson -}}
+{{- range $key := keys $v.engineKwargs | sortAlpha -}}
+{{- if hasKey $owned $key -}}
+{{- else if not (regexMatch "^[A-Za-z_][A-Za-z0-9_]*$" $key) -}}
+{{- $msgs = append $msgs (printf "vllm.engineKwargs: %q is not an engine argument's name: they are Python field names (%s, as vLLM's engine takes them), not command-line flags." $key (regexReplaceAll "[^A-Za-z0-9_]" (trimPrefix "--" $key) "_")) -}}
+{{- else if and (eq (toString $v.image.tag) $known.tag) (not (has $key $known.fields)) -}}
+{{- $msgs = append $msgs (printf "vllm.engineKwargs: %q is not an engine argument of vLLM %s (vllm.image.tag; its vllm/engine/arg_utils.py EngineArgs): every replica would fail at start; check the name against vLLM's engine arguments (docs.vllm.ai, \"Engine Arguments\")." $key $known.tag) -}}
 {{- end -}}
 {{- end -}}
 {{- if $v.tpu.minSlices -}}
@@ -49,6 +65,7 @@
 {{- $msgs = append $msgs (printf "vllm.model: %q is not under the bucket mount %s, where the pod finds the model; --set vllm.model=%s/<path in the bucket>." $v.model $g.gcsfuse.mountPath (trimSuffix "/" $g.gcsfuse.mountPath)) -}}
 {{- end -}}
 {{- $msgs = concat $msgs (include "tpu-stack.pathErrors" (dict "key" "vllm.model" "path" $v.model) | fromYamlArray) -}}
+{{- $msgs = concat $msgs (include "tpu-stack.pathErrors" (dict "key" "vllm.compileCache.prefix" "path" $v.compileCache.prefix) | fromYamlArray) -}}
 {{- if not $v.apiKey.secretName -}}
 {{- $msgs = append $msgs (printf "vllm.apiKey.secretName: vLLM answers only requests that carry its API key, kept in a Secret you create once: kubectl -n %s create secret generic %s-api-key --from-literal=%s=$(openssl rand -hex 32), then --set vllm.apiKey.secretName=%s-api-key." .Release.Namespace (include "tpu-stack.vllmName" .) $v.apiKey.secretKey (include "tpu-stack.vllmName" .)) -}}
 {{- end -}}
