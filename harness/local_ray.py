@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.paths import REPO
+from launcher.client.local.instance import local_instance
 from launcher.core.child_process import ends_with_this_process
 from launcher.core.job_events import EventKind, events, last_result
 
@@ -58,7 +59,10 @@ class LocalCluster:
     ):
         """Submits as `tpu-launcher submit` does, from `cwd` (what ships with the job);
         returns (exit code, output)."""
-        argv = ["submit", *extra, "--", *job_args]
+        # From a directory of its own (a user's project), a job names the cluster it goes to:
+        # submit refuses a local cluster `up` started from another directory.
+        named = [] if cwd == REPO else ["--address", local_instance().dashboard_address]
+        argv = ["submit", *named, *extra, "--", *job_args]
         if not self.started_here:  # someone else's cluster: keep our checkpoints in our bucket
             # A PyTorch job's words after its script are the script's: it has no such key, and
             # writes to the bucket of the cluster's hosts.

@@ -3,6 +3,7 @@ long `up` waits for each to register."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -219,3 +220,43 @@ def test_a_host_is_killed_in_its_own_slot_only(monkeypatch):
         for proc in (ours, theirs):
             proc.kill()
             proc.wait()
+
+
+def test_a_job_command_naming_no_cluster_means_this_directorys_and_says_whose(
+    tmp_path, monkeypatch, capsys
+):
+    """No --address or --release: submit and stop refuse a local cluster `up` started from
+    another directory (its jobs would write to that directory's bucket), naming where it was
+    started; list, status and logs read it and say whose it is; every one says which cluster
+    first. (The running cluster is a stand-in: its record and an answering dashboard.)"""
+    from launcher import cli
+    from launcher.client.jobs.ray_api import resolve_address
+    from launcher.client.local import cluster as local_cluster
+
+    for variable in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
+        monkeypatch.delenv(variable, raising=False)
+    owner = tmp_path / "clone"
+    (owner / "examples").mkdir(parents=True)
+    record = tmp_path / "nodes.json"
+    record.write_text(json.dumps({"nodes": [], "started_from": str(owner), "bucket": "/b"}))
+    monkeypatch.setattr(local_cluster, "nodes_file", lambda: record)
+    monkeypatch.setattr(local_cluster, "is_running", lambda: True)
+    elsewhere = tmp_path / "my-project"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    address = local_cluster.local_instance().dashboard_address
+
+    for argv in (["submit", "--", "run_name=r"], ["stop", "some-job"]):
+        assert cli.main(argv) == 2, argv
+        said = capsys.readouterr().err
+        assert f"started from {owner}, not from this directory" in said, (argv, said)
+        assert "its bucket (/b)" in said and f"--address {address}" in said, said
+    assert resolve_address(None) == address  # reading: allowed, and said
+    assert f"started from {owner}, not from this directory" in capsys.readouterr().err
+    assert resolve_address(address, acting=True) == address  # named: used as named
+
+    for here in (owner, owner / "examples"):  # its own directory, or one inside it
+        monkeypatch.chdir(here)
+        assert resolve_address(None, acting=True) == address
+        said = capsys.readouterr().err
+        assert said.startswith(f"cluster: the local Ray cluster at {address}, started here"), said

@@ -121,7 +121,9 @@ def act_on_job(
 
             address = stack.enter_context(forwarded(read or release, namespace))
         else:
-            address = resolve_address(address or (last_address if not job else None))
+            address = resolve_address(
+                address or (last_address if not job else None), acting=command == "stop"
+            )
         return _act_on_job(command, job_id, address, follow, raw, wait, as_json)
 
 

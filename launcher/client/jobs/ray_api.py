@@ -35,11 +35,15 @@ def default_address() -> str:
     return local_instance().dashboard_address
 
 
-def resolve_address(flag: str | None) -> str:
+def resolve_address(flag: str | None, acting: bool = False) -> str:
+    """The dashboard a job command means: --address, Ray's variables, else this directory's
+    local cluster (launcher.client.local.cluster.jobs_cluster_here; `acting`: submit, stop)."""
     for value in (flag, os.environ.get("RAY_API_SERVER_ADDRESS"), os.environ.get("RAY_ADDRESS")):
         if value:
             return value if "://" in value else f"http://{value}"
-    return default_address()
+    from launcher.client.local.cluster import jobs_cluster_here
+
+    return jobs_cluster_here(acting)
 
 
 # A release's token, by the address its head is forwarded to (launcher.client.helm_release):

@@ -93,7 +93,7 @@ def address_for(
         return stack.enter_context(
             forwarded(read or request.release, request.namespace, request.dry_run, framework)
         )
-    return resolve_address(request.address)
+    return resolve_address(request.address, acting=not request.dry_run)  # a dry run acts on none
 
 
 def submit(request: SubmitRequest) -> int:

@@ -22,7 +22,6 @@ import urllib.request
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.jobs.ray_api import default_address
 from launcher.client.local.instance import MEMBER_ENV, NODE_IP, local_instance
 from launcher.client.local.layout import HOST_ENV, LocalClusterSpec, host_nodes
 from launcher.client.local.nodes import (
@@ -72,9 +71,8 @@ def up(spec: LocalClusterSpec) -> None:
     that fails stops what the earlier steps started, so a retry starts clean."""
     if not spec.dry_run and is_running():
         _refuse_if_another_directorys("use")
-        print(
-            f"local Ray cluster already running: {default_address()} (`tpu-launcher down` stops it)"
-        )
+        address = local_instance().dashboard_address
+        print(f"local Ray cluster already running: {address} (`tpu-launcher down` stops it)")
         return
     bucket = Path(spec.bucket_dir).resolve()
     bucket.mkdir(parents=True, exist_ok=True)
@@ -95,7 +93,8 @@ def up(spec: LocalClusterSpec) -> None:
         raise
     print(
         f"local Ray cluster up in {time.monotonic() - started:.0f} s: dashboard "
-        f"{default_address()}, {len(nodes)} simulated hosts, bucket directory {bucket}"
+        f"{local_instance().dashboard_address}, {len(nodes)} simulated hosts, bucket directory "
+        f"{bucket}"
     )
 
 
@@ -408,11 +407,42 @@ def _refuse_if_another_directorys(verb: str) -> None:
     if owner is not None and Path(owner) != Path.cwd():
         raise UsageError(
             "local cluster",
-            f"the local Ray cluster on {default_address()} was started from {owner}, not from "
-            f"this directory ({Path.cwd()}); its checkpoints go to that directory's bucket",
+            f"the local Ray cluster on {local_instance().dashboard_address} was started from "
+            f"{owner}, not from this directory ({Path.cwd()}); its checkpoints go to that "
+            "directory's bucket",
             f"{verb} it from {owner}, or stop it with `tpu-launcher down --force` and start "
             "this directory's own with `tpu-launcher up`",
         )
+
+
+def _is_here(owner: str) -> bool:
+    """This directory is the one `up` ran in, or inside it (a project's subdirectory)."""
+    return Path.cwd() == Path(owner) or Path(owner) in Path.cwd().parents
+
+
+def jobs_cluster_here(acting: bool) -> str:
+    """The local cluster's address for a job command that names no cluster (no --address,
+    --release, RAY_ADDRESS), said on stderr first. A cluster `up` started from another
+    directory writes to that directory's bucket: submit and stop (`acting`) refuse it with
+    where it was started; list, status and logs read it, saying whose it is."""
+    address = local_instance().dashboard_address
+    owner = _started_from() if is_running() else None
+    if owner is None:
+        print(f"cluster: the local Ray cluster at {address}", file=sys.stderr, flush=True)
+        return address
+    if acting and not _is_here(owner):
+        raise UsageError(
+            "local cluster",
+            f"no --address or --release given, and the local Ray cluster at {address} was "
+            f"started from {owner}, not from this directory ({Path.cwd()}): the job would run "
+            f"on that directory's cluster and write to its bucket ({running_bucket()})",
+            f"run the command from {owner}; pass --address {address} to use that cluster "
+            "anyway; or start this directory's own (`tpu-launcher down --force`, then "
+            "`tpu-launcher up` here)",
+        )
+    whose = "here" if _is_here(owner) else f"from {owner}, not from this directory"
+    print(f"cluster: the local Ray cluster at {address}, started {whose}", file=sys.stderr)
+    return address
 
 
 def down(dry_run: bool = False, force: bool = False) -> None:
@@ -456,7 +486,7 @@ def stop_processes() -> int:
 def is_running() -> bool:
     """A dashboard answers on the local address (401 counts: auth is on)."""
     try:
-        urllib.request.urlopen(f"{default_address()}/api/version", timeout=3)
+        urllib.request.urlopen(f"{local_instance().dashboard_address}/api/version", timeout=3)
     except urllib.error.HTTPError:
         return True
     except OSError:
@@ -467,7 +497,7 @@ def is_running() -> bool:
 def status() -> int:
     """0 when the local cluster answers, else 1."""
     if is_running():
-        print(f"local Ray cluster running: {default_address()}")
+        print(f"local Ray cluster running: {local_instance().dashboard_address}")
         return 0
-    print(f"no local Ray cluster at {default_address()}")
+    print(f"no local Ray cluster at {local_instance().dashboard_address}")
     return 1

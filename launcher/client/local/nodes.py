@@ -12,7 +12,6 @@ import time
 import urllib.request
 from pathlib import Path
 
-from launcher.client.jobs.ray_api import default_address
 from launcher.client.local.instance import MEMBER_ENV, local_instance
 from launcher.client.local.layout import HOST_ENV
 from launcher.core.errors import UsageError
@@ -22,8 +21,9 @@ from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
 
 def alive_nodes() -> list[dict]:
     """The live nodes, from Ray's state API on the local dashboard, with the local token."""
+    address = local_instance().dashboard_address
     request = urllib.request.Request(
-        f"{default_address()}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
+        f"{address}/api/v0/nodes?limit=1000&detail=1", headers=auth_headers()
     )
     with urllib.request.urlopen(request, timeout=10) as response:
         nodes = json.load(response)["data"]["result"]["result"]
