@@ -68,13 +68,9 @@ def price_keys() -> dict:
         "additionalProperties": False,
     }
     return {
-        "properties": {g.name: by_capacity for g in sorted(GENERATIONS.values(), key=_name)},
+        "properties": {name: by_capacity for name in sorted(GENERATIONS)},
         "additionalProperties": False,
     }
-
-
-def _name(generation) -> str:
-    return generation.name
 
 
 def with_enums(schema: dict) -> dict:
