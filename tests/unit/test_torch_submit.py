@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from launcher.client.jobs import torch_submit as torch_submit
+from launcher.client.local.instance import SLOT_ENV
 from launcher.core.run_requests import TORCH_ENTRYPOINT
 from tests.support.launcher_cli import tpu_launcher_here
 
@@ -84,6 +85,9 @@ def test_the_torch_demo_ships_the_example_as_train_py_with_its_resume_arguments(
         return 0
 
     monkeypatch.setattr(torch_submit, "submit_entrypoint", record)
+    # A slot no test starts a cluster in: the suite's own (slot 1), which an e2e test may have
+    # started from the checkout meanwhile, is another directory's, and the demo refuses it.
+    monkeypatch.setenv(SLOT_ENV, "8")
     assert torch_submit.demo(no_wait=True, verbose=False, script_args=["--lr", "1e-3"]) == 0
     assert sent["run"] == torch_submit.DEMO_RUN
     assert [p.name for p in sent["files"]] == ["train.py"]
