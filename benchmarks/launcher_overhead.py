@@ -64,7 +64,7 @@ RAY_ACTORS = {
 }
 SCRIPTS = (
     ("maxtext.trainers", "training workers"),
-    ("-m launcher train", "job driver (entrypoint)"),
+    ("-m launcher.runtime train", "job driver (entrypoint)"),
     ("-m launcher submit", "submit client (follows the log)"),
     ("log_monitor.py", "Ray log monitor (streams worker lines)"),
     ("dashboard", "Ray dashboard"),

@@ -24,11 +24,13 @@ def tpu_launcher(
     env: dict[str, str] | None = None,
     check: bool = False,
     timeout: float | None = None,
+    module: str = "launcher",
 ) -> subprocess.CompletedProcess:
     """`tpu-launcher ARGS` as a user runs it (this Python's launcher), its output captured and
-    no terminal to ask on; killed with the test's process (a time limit's hard exit, kill -9)."""
+    no terminal to ask on; killed with the test's process (a time limit's hard exit, kill -9).
+    module=RUNTIME_MODULE: the cluster's own command instead, as a pod or a job runs it."""
     return subprocess.run(
-        ends_with_this_process([sys.executable, "-m", "launcher", *args]),
+        ends_with_this_process([sys.executable, "-m", module, *args]),
         cwd=cwd,
         env=env,
         text=True,

@@ -1,7 +1,6 @@
-"""`tpu-launcher`: the one command, on a workstation and in the cluster. The cluster's own
-commands, which the chart's pods and the submitted jobs run and the list below leaves out:
-train, train-torch, decode, convert, hf-import, cluster-check, serving-check,
-preemption-notice, idle-release.
+"""`tpu-launcher`: the user's one command, on a workstation. What the chart's pods and the
+submitted jobs run in the cluster is the cluster's own door, `python -m launcher.runtime`, which
+this module never imports.
 
 Each command module adds its own parser and handler (`set_defaults(func=...)`; docs/commands.md's
 table is written from them: ci/commands_doc.py); this module only assembles them and turns the
@@ -19,10 +18,7 @@ import sys
 from launcher.client.jobs.ray_api import RayJobsError
 from launcher.core.errors import CommandError, UsageError, report
 from launcher.core.package_version import installed_version
-from launcher.core.run_requests import TORCH_TRAIN
-
-# absl parses `train`'s own flags: its arguments are handed over unparsed.
-_PASS_THROUGH = {"train"}
+from launcher.core.runtime_door import CLUSTER_COMMANDS, RUNTIME_PROG
 
 
 def _version() -> str:
@@ -86,7 +82,6 @@ def _parser() -> argparse.ArgumentParser:
     from launcher.client.jobs import commands as job_commands
     from launcher.client.jobs import listing as job_list
     from launcher.client.local import commands as local_commands
-    from launcher.runtime import commands as in_cluster
 
     parser = argparse.ArgumentParser(
         prog="tpu-launcher",
@@ -121,7 +116,6 @@ def _parser() -> argparse.ArgumentParser:
         "into any Grafana with a Prometheus data source)",
     )
     p.set_defaults(func=_dashboard)
-    in_cluster.add_parsers(sub)
     completion.add_parser(sub, parser)
     return parser
 
@@ -159,6 +153,12 @@ def _check_words(parser: argparse.ArgumentParser, argv: list[str]) -> None:
         word = words[0]
         if word.startswith("-"):
             return  # --help, --version: argparse's
+        if word in CLUSTER_COMMANDS and parser.prog == "tpu-launcher":
+            parser.error(
+                f"{word!r} is the cluster's own command, which the chart's pods and the "
+                f"submitted jobs run there: `{RUNTIME_PROG} {word}` in the launcher image "
+                "(`tpu-launcher submit` sends a job that runs it)"
+            )
         if word not in commands:
             close = difflib.get_close_matches(word, list(commands), n=3, cutoff=0.6)
             hint = f"did you mean {' or '.join(close)}?" if close else "see --help"
@@ -192,14 +192,6 @@ def _is_number(word: str) -> bool:
 def main(argv: list[str] | None = None) -> int:
     """Runs one command; returns its exit code (the console script exits with it)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] and argv[0] in _PASS_THROUGH:
-        from launcher.runtime.entrypoint import run
-
-        run(argv[1:])  # an absl app: exits itself
-    if argv[:1] == [TORCH_TRAIN]:  # the script's own words must reach no parser of ours
-        from launcher.runtime.torch_entrypoint import run as run_torch
-
-        return run_torch(argv[1:])
     parser = _parser()
     if not argv:  # as kubectl and gcloud do: what there is, not an error
         parser.print_help()

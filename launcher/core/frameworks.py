@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
+from launcher.core.runtime_door import RUNTIME_PROG
 
 # Set by images/launcher/Dockerfile from its FRAMEWORK build argument.
 IMAGE_FRAMEWORK_ENV = "LAUNCHER_IMAGE_FRAMEWORK"
@@ -21,7 +22,7 @@ IMAGE_FRAMEWORK_ENV = "LAUNCHER_IMAGE_FRAMEWORK"
 @dataclass(frozen=True)
 class Framework:
     name: str
-    command: str  # the in-cluster entrypoint: `tpu-launcher <command>`
+    command: str  # the in-cluster entrypoint: `python -m launcher.runtime <command>`
     lock: str  # under images/launcher/
     tag_suffix: str  # the image tag's, after the launcher's version and content hash
     describe: str
@@ -41,7 +42,7 @@ def check_image_runs(job: Framework) -> None:
         return
     image = FRAMEWORKS.get(built_for)
     raise UsageError(
-        f"tpu-launcher {job.command}",
+        f"{RUNTIME_PROG} {job.command}",
         f"is a {job.describe} job, and this cluster runs the launcher image built for "
         f"{image.describe if image else built_for}, which cannot run it",
         f"install the release with ray.framework={job.name} (its image: `tpu-launcher image` "

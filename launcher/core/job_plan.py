@@ -4,8 +4,8 @@ The launcher's own flags (`--accelerator_type=v6e --topology=4x4 ...`) come firs
 arguments, MaxText's `[config.yml] key=value ...` follow. Each entry point parses them once
 into a frozen `JobOptions` (a workstation's commands into a `Job`, with the words as given),
 and `plan_job` does the rest the same way for all three callers:
-`tpu-launcher train` in the cluster (with the Ray cluster's nodes and the bucket mount),
-`tpu-launcher submit` on a workstation (before anything is sent), and preflight (with the
+`python -m launcher.runtime train` in the cluster (with the Ray cluster's nodes and the bucket
+mount), `tpu-launcher submit` on a workstation (before anything is sent), and preflight (with the
 target slice of a values file or a release).
 """
 
@@ -38,6 +38,7 @@ from launcher.core.maxtext_args import MaxTextArgs, check_output_directory
 from launcher.core.model_imports import IMPORTS_SUBDIR
 from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
 from launcher.core.run_dir import RunDir, compile_cache_for
+from launcher.core.runtime_door import RUNTIME_PROG
 from launcher.core.slices import Slices
 from launcher.core.start_from import StartingPoint, resolve_from
 from launcher.core.trainers import (
@@ -166,7 +167,7 @@ def parse_job_args(job_args: list[str]) -> Job:
     fv = flags.FlagValues()  # type: ignore[no-untyped-call]  # absl's own, untyped
     define_flags(fv)
     try:
-        rest = fv(["tpu-launcher train", *spelled_as_defined(job_args, fv)])
+        rest = fv([f"{RUNTIME_PROG} train", *spelled_as_defined(job_args, fv)])
     except flags.Error as e:
         raise UsageError(
             "job flags", str(e), "`tpu-launcher submit --help` lists the job's flags and bounds"

@@ -1,9 +1,10 @@
 """How a run was trained, kept in the run's directory next to its checkpoints, and the
 checkpoint of a run that `generate` and `export` read.
 
-`tpu-launcher train` writes the record before the workers start; `generate` and `export` read
-it to build the same model (config file and overrides) around a checkpoint, so `RUN=demo` is
-all a user names. A run trained elsewhere has none: its MaxText arguments are given by hand.
+`python -m launcher.runtime train` writes the record before the workers start; `generate` and
+`export` read it to build the same model (config file and overrides) around a checkpoint, so
+`RUN=demo` is all a user names. A run trained elsewhere has none: its MaxText arguments are given by
+hand.
 """
 
 from __future__ import annotations

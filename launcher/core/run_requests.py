@@ -1,6 +1,6 @@
 """What `tpu-launcher generate` and `export` ask of a trained run, read once on the workstation
 (`tpu-launcher generate|export`, which check and submit them) and again in the cluster
-(`tpu-launcher decode|convert`, which run them)."""
+(`python -m launcher.runtime decode|convert`, which run them)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import JAX, TORCH
+from launcher.core.runtime_door import JOB_ENTRYPOINT
 
-# How a job on the cluster runs the launcher (the image's Python); one place for every job.
-JOB_ENTRYPOINT = ["python", "-m", "launcher"]
 TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, JAX.command]
 TORCH_TRAIN = TORCH.command  # a PyTorch job's (launcher.runtime.torch_entrypoint)
 TORCH_ENTRYPOINT = [*JOB_ENTRYPOINT, TORCH_TRAIN]

@@ -1,7 +1,7 @@
 """`helm test`'s check: the Ray head answers and the expected number of nodes joined; and, from
 the RayCluster's own pods, whether the GKE TPU webhook did its part.
 
-tpu-launcher cluster-check --address http://<cluster>-head-svc:8265 --expect-nodes 5 \
+python -m launcher.runtime cluster-check --address http://<cluster>-head-svc:8265 --expect-nodes 5 \
     --ray-cluster <cluster>
 """
 

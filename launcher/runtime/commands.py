@@ -1,12 +1,20 @@
-"""The in-cluster commands: what the chart's pods and the jobs `tpu-launcher` submits run there,
-never a user at a workstation. `train` is the JaxTrainer entrypoint (absl parses its flags);
-`decode`, `convert` and `hf-import` are the jobs `generate`, `export` and `import` submit; the
-checks are `helm test`'s."""
+"""`python -m launcher.runtime COMMAND`: the cluster's own door, what the chart's pods and the
+jobs `tpu-launcher` submits run there, never a user at a workstation. `train` is the JaxTrainer
+entrypoint (absl parses its flags) and `train-torch` the TorchTrainer's (the script's words reach
+no parser of ours); `decode`, `convert`, `hf-import` and `prepare-data` are the jobs `generate`,
+`export`, `import` and `data prepare` submit; the checks are `helm test`'s; `preemption-notice`
+and `idle-release` the worker's preStop hook and the head's sidecar.
+
+Errors end as on the workstation: 2 for a usage error (with the fix, also in the pod's
+termination message), the failed command's code for an external command."""
 
 from __future__ import annotations
 
 import argparse
+import sys
 
+from launcher.core.errors import CommandError, UsageError, report
+from launcher.core.frameworks import JAX
 from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.preemption import NOTICE_COMMAND
 from launcher.core.run_requests import (
@@ -17,10 +25,7 @@ from launcher.core.run_requests import (
     add_generation_options,
     add_run_options,
 )
-
-# The cluster's own commands: left out of `tpu-launcher --help`'s list of the user's commands
-# (a parser with no help is not listed), each says what it is under its own --help.
-IN_CLUSTER = "(in the cluster) "
+from launcher.core.runtime_door import RUNTIME_PROG
 
 
 def run_decode(ns: argparse.Namespace) -> int:
@@ -96,32 +101,35 @@ def run_preemption_notice(ns: argparse.Namespace) -> int:
     return notice_from_pod(ns.grace)
 
 
-def add_parsers(sub: argparse._SubParsersAction) -> None:
-    # For --help and the command words only: `train` is handed its arguments unparsed (see
-    # launcher.cli).
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(
+        prog=RUNTIME_PROG,
+        description=(__doc__ or "").split("\n\nErrors")[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # For --help and the command words only: main hands these their arguments unparsed.
     sub.add_parser(
-        "train",
+        JAX.command,
         add_help=False,
-        description=IN_CLUSTER + "the JaxTrainer entrypoint: run the job on the Ray cluster it "
-        "is in (its flags: `tpu-launcher train --help`)",
+        help="the JaxTrainer entrypoint: run the job on the Ray cluster it is in (its flags: "
+        f"`{RUNTIME_PROG} train --help`)",
     )
     sub.add_parser(
         TORCH_TRAIN,
         add_help=False,
-        description=IN_CLUSTER + "the TorchTrainer entrypoint: a PyTorch script on every chip "
-        "(`tpu-launcher train-torch --help`)",
+        help="the TorchTrainer entrypoint: a PyTorch script on every chip "
+        f"(`{RUNTIME_PROG} train-torch --help`)",
     )
-    p = sub.add_parser(
-        "decode", description=IN_CLUSTER + "generate's job: MaxText's inference engine"
-    )
+    p = sub.add_parser("decode", help="generate's job: MaxText's inference engine")
     add_generation_options(p)
     p.set_defaults(func=run_decode)
-    p = sub.add_parser("convert", description=IN_CLUSTER + "export's job: the conversion")
+    p = sub.add_parser("convert", help="export's job: the conversion")
     add_run_options(p)
     p.set_defaults(func=run_convert)
     p = sub.add_parser(
         "hf-import",
-        description=IN_CLUSTER + "import's job: the conversion, on a host with the memory",
+        help="import's job: the conversion, on a host with the memory",
     )
     p.add_argument("--name", required=True, help="the import's name under imports/")
     p.add_argument("--source", required=True, help="the Hugging Face model directory")
@@ -129,7 +137,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         "prepare-data",
-        description=IN_CLUSTER + "data prepare's job: Ray Data over the cluster's CPU hosts",
+        help="data prepare's job: Ray Data over the cluster's CPU hosts",
     )
     p.add_argument("--request", required=True, help="the prepare request, as JSON")
     p.add_argument("--parallelism", type=int, help="tasks at once (default: as many as fit)")
@@ -138,20 +146,20 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser(
         NOTICE_COMMAND,
-        description=IN_CLUSTER + "a worker pod's preStop hook: drain its Ray node for preemption "
+        help="a worker pod's preStop hook: drain its Ray node for preemption "
         "with the grace period as the deadline, then wait it out",
     )
     p.add_argument("--grace", type=int, required=True, help="the pod's grace period, seconds")
     p.set_defaults(func=run_preemption_notice)
     p = sub.add_parser(
         "idle-release",
-        description=IN_CLUSTER + "beside the head: give the TPU slices back after a quiet "
+        help="beside the head: give the TPU slices back after a quiet "
         "period with no job (ray.worker.tpu.releaseIdleAfterSeconds)",
     )
     p.set_defaults(func=run_idle_release)
     p = sub.add_parser(
         "cluster-check",
-        description=IN_CLUSTER + "helm test: the Ray head answers and every host joined",
+        help="helm test: the Ray head answers and every host joined",
     )
     p.add_argument("--address", required=True, help="the Ray dashboard URL of the head")
     p.add_argument(
@@ -172,7 +180,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_cluster_check)
     p = sub.add_parser(
         "serving-check",
-        description=IN_CLUSTER + "helm test of vLLM: the model is listed and answers",
+        help="helm test of vLLM: the model is listed and answers",
     )
     p.add_argument("--url", required=True, help="the OpenAI-compatible endpoint")
     p.add_argument("--model", required=True, help="the served model name")
@@ -180,3 +188,24 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         "--timeout", type=float, default=300, help="seconds to wait for it (default 300)"
     )
     p.set_defaults(func=run_serving_check)
+    for listed in sub._choices_actions:  # each command's --help opens with what it is
+        sub.choices[listed.dest].description = listed.help
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Runs one of the cluster's commands; returns its exit code."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == [JAX.command]:
+        from launcher.runtime.entrypoint import run
+
+        run(argv[1:])  # an absl app: exits itself
+    if argv[:1] == [TORCH_TRAIN]:
+        from launcher.runtime.torch_entrypoint import run as run_torch
+
+        return run_torch(argv[1:])
+    ns = parser().parse_args(argv)
+    try:
+        return ns.func(ns)
+    except (UsageError, CommandError) as e:
+        return report(e, prog=f"{RUNTIME_PROG} {ns.command}")

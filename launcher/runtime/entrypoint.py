@@ -1,6 +1,6 @@
 """The JaxTrainer entrypoint: run MaxText on every host of one or more TPU slices.
 
-    tpu-launcher train [--accelerator_type=v6e --topology=4x4 --num_slices=1]
+    python -m launcher.runtime train [--accelerator_type=v6e --topology=4x4 --num_slices=1]
         [maxtext config.yml] key=value ...
 
 Every MaxText key=value passes through unchanged. The slice comes from the flags or, when they
@@ -33,6 +33,7 @@ from launcher.core.job_plan import JobOptions, JobPlan, given_flags, plan_job
 from launcher.core.release_facts import ReleaseFacts
 from launcher.core.run_dir import output_dir
 from launcher.core.run_record import write_run_record
+from launcher.core.runtime_door import RUNTIME_PROG
 from launcher.core.slices import CpuSlices, TpuSlices
 from launcher.runtime import driver
 
@@ -250,13 +251,14 @@ def _main(argv: Sequence[str]) -> int:
         options = JobOptions.from_flags(FLAGS).with_release(release(), given_flags(FLAGS))
         return train(options, list(argv[1:]))
     except UsageError as e:
-        return report(e, prog="tpu-launcher train")
+        return report(e, prog=f"{RUNTIME_PROG} train")
 
 
 def run(argv: list[str]) -> None:
-    """`tpu-launcher train ARGS`: the absl app (absl's logging flags, --helpfull), then exits."""
+    """`python -m launcher.runtime train ARGS`: the absl app (absl's logging flags, --helpfull),
+    then exits."""
     if {"-h", "--help", "--helpshort"} & set(argv):
         # absl's --help lists the main module's flags; ours live in core.job_plan.
         print(__doc__.strip() + "\n\nflags:\n" + FLAGS.module_help(job_plan.__name__))
         sys.exit(0)
-    app.run(_main, argv=["tpu-launcher train", *job_plan.spelled_as_defined(argv, FLAGS)])
+    app.run(_main, argv=[f"{RUNTIME_PROG} train", *job_plan.spelled_as_defined(argv, FLAGS)])

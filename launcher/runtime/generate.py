@@ -1,5 +1,5 @@
-"""`tpu-launcher decode`: generate text from a run's checkpoint, on the slice, with MaxText's own
-inference engine. It is the job `tpu-launcher generate` submits.
+"""`python -m launcher.runtime decode`: generate text from a run's checkpoint, on the slice,
+with MaxText's own inference engine. It is the job `tpu-launcher generate` submits.
 
 The model is the one the run trained (its config and overrides, kept in the run's directory
 by `train`), its parameters the latest committed checkpoint (or --step). The engine runs on

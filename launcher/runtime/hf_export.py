@@ -1,6 +1,6 @@
-"""`tpu-launcher convert`: a run's committed checkpoint as a Hugging Face model directory
-(config.json, model.safetensors, tokenizer, a model card) next to its checkpoints, which vLLM
-serves. It is the job `tpu-launcher export` submits.
+"""`python -m launcher.runtime convert`: a run's committed checkpoint as a Hugging Face model
+directory (config.json, model.safetensors, tokenizer, a model card) next to its checkpoints, which
+vLLM serves. It is the job `tpu-launcher export` submits.
 
 Only the parameters are read (Orbax restores the `params` subtree of the training state, as
 numpy). Names, shapes and layout changes (MaxText folds 1/sqrt(head_dim) into the query kernel

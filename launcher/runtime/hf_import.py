@@ -1,4 +1,4 @@
-"""`tpu-launcher hf-import`: a Hugging Face Llama-family model directory (config.json,
+"""`python -m launcher.runtime hf-import`: a Hugging Face Llama-family model directory (config.json,
 *.safetensors, the tokenizer) as MaxText's parameter checkpoint under imports/<name>/, which a
 job loads with `--from <name>`. It is the job `tpu-launcher import` submits.
 

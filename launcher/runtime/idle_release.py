@@ -1,12 +1,12 @@
 """Idle slices given back, and asked for again (launcher.core.idle_slices).
 
-`tpu-launcher idle-release` runs beside the Ray head: every POLL_S seconds it asks Ray's job
-API whether a job is pending or running, and once none has been for the release's quiet period
-it sets the TPU worker group's replicas to 0; KubeRay then deletes every host of every slice
-(a replica group goes whole) and GKE's autoscaler removes the idle nodes. A job's driver asks
-for its slices again before it starts (`ask_for`): replicas back up, KubeRay makes whole
-slices, and Ray Train waits for them. Both patches test the replicas they read first, so a
-patch raced by the other side fails instead of undoing it.
+`python -m launcher.runtime idle-release` runs beside the Ray head: every POLL_S seconds it asks
+Ray's job API whether a job is pending or running, and once none has been for the release's quiet
+period it sets the TPU worker group's replicas to 0; KubeRay then deletes every host of every slice
+(a replica group goes whole) and GKE's autoscaler removes the idle nodes. A job's driver asks for
+its slices again before it starts (`ask_for`): replicas back up, KubeRay makes whole slices, and Ray
+Train waits for them. Both patches test the replicas they read first, so a patch raced by the other
+side fails instead of undoing it.
 """
 
 from __future__ import annotations

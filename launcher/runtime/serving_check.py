@@ -1,7 +1,8 @@
 """`helm test`'s check of a vLLM release: the OpenAI-compatible endpoint refuses a request
 without the API key, and with it lists the model and answers a completion.
 
-VLLM_API_KEY=<key> tpu-launcher serving-check --url http://<release>-vllm:8000 --model <name>
+VLLM_API_KEY=<key> python -m launcher.runtime serving-check \
+    --url http://<release>-vllm:8000 --model <name>
 """
 
 from __future__ import annotations

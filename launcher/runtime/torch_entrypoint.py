@@ -1,6 +1,6 @@
 """The TorchTrainer entrypoint: a PyTorch script on every chip of the cluster's TPU slices.
 
-    tpu-launcher train-torch [--run_name=NAME] [JOB FLAGS] SCRIPT.py [ARGS]
+    python -m launcher.runtime train-torch [--run_name=NAME] [JOB FLAGS] SCRIPT.py [ARGS]
 
 One Ray Train worker per chip (PyTorch's device-centric mode), the process group set up before
 the script runs (launcher.runtime.torch_backend), the script's steps and saves read through
@@ -21,6 +21,7 @@ from launcher.core.errors import UsageError, report
 from launcher.core.frameworks import TORCH, check_image_runs
 from launcher.core.release_facts import ReleaseFacts
 from launcher.core.run_dir import output_dir
+from launcher.core.runtime_door import RUNTIME_PROG
 from launcher.core.slices import cluster_slices, simulated_chips
 from launcher.core.torch_plan import TorchJobSpec, TorchPlan
 from launcher.core.torch_script import (
@@ -114,11 +115,11 @@ def train_torch(spec: TorchJobSpec) -> int:
 
 
 def run(argv: list[str]) -> int:
-    """`tpu-launcher train-torch WORDS`."""
+    """`python -m launcher.runtime train-torch WORDS`."""
     if argv[:1] in (["-h"], ["--help"]):
         print((__doc__ or "").strip())
         return 0
     try:
         return train_torch(TorchJobSpec.parse(argv))
     except UsageError as e:
-        return report(e, prog="tpu-launcher train-torch")
+        return report(e, prog=f"{RUNTIME_PROG} train-torch")

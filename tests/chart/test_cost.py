@@ -2,51 +2,23 @@
 summary would use (launcher.core.tpu_prices.price_of, the one rule, which the chart's
 tpu-stack.standingCost mirrors), and the head gets the release's prices for the jobs.
 
-NOTES are not rendered by `helm template`: the test renders the chart's own NOTES.txt through
-`tpl` in a copy of the chart (no cluster needed), the text `helm install` prints."""
+NOTES are rendered as `helm install` prints them (tests/chart/conftest.py: notes)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-from pathlib import Path
 
 import pytest
-import yaml
 
-from harness.helm import BUCKET, CHART, VALUES, by_kind, refused, render, run_helm
+from harness.helm import BUCKET, VALUES, by_kind, refused, render
 from launcher.core.release_facts import ReleaseFacts
 from launcher.core.tpu_prices import Price, parse_overrides, price_of
+from tests.chart.conftest import notes
 
 pytestmark = pytest.mark.chart
 
-NOTES_AS_CONFIGMAP = """apiVersion: v1
-kind: ConfigMap
-metadata:
-  name: notes
-data:
-  notes: {{ tpl (.Files.Get "files/notes.txt") . | quote }}
-"""
 COST = re.compile(r"Cost: (\d+) chips x \$([\d.]+) per chip-hour = \$([\d.]+) an hour .*\((.*)\);")
-
-
-@pytest.fixture(scope="module")
-def chart_with_notes(tmp_path_factory) -> Path:
-    chart = tmp_path_factory.mktemp("chart") / "tpu-stack"
-    shutil.copytree(CHART, chart)
-    shutil.copy(CHART / "templates" / "NOTES.txt", chart / "files" / "notes.txt")
-    (chart / "templates" / "notes-as-configmap.yaml").write_text(NOTES_AS_CONFIGMAP)
-    return chart
-
-
-def notes(chart: Path, values: str, *sets: str) -> str:
-    proc = run_helm(
-        3, "template", "tpu", str(chart), "-f", str(VALUES / f"{values}.yaml"), *BUCKET, *sets,
-        "--show-only", "templates/notes-as-configmap.yaml",
-    )  # fmt: skip
-    assert proc.returncode == 0, proc.stderr
-    return yaml.safe_load(proc.stdout)["data"]["notes"]
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 from harness.helm import by_kind, render
 from harness.paths import REPO
 from launcher.core.release_facts import IdleRelease, ReleaseFacts
+from launcher.core.runtime_door import JOB_ENTRYPOINT
 from launcher.core.slices import worker_group_slices
 
 pytestmark = pytest.mark.chart
@@ -42,7 +43,7 @@ def test_the_release_starts_with_no_slice_and_offers_every_one():
     assert facts.idle_release == idle
     assert ReleaseFacts.from_env(env_of(sidecar)) == facts
     assert sidecar["name"] == "idle-release"
-    assert sidecar["command"] == ["python", "-m", "launcher", "idle-release"]
+    assert sidecar["command"] == [*JOB_ENTRYPOINT, "idle-release"]
     token = next(e for e in sidecar["env"] if e["name"] == "RAY_AUTH_TOKEN")
     assert token["valueFrom"]["secretKeyRef"] == {"name": cluster["metadata"]["name"],
                                                   "key": "auth_token"}  # fmt: skip

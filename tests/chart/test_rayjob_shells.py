@@ -79,5 +79,5 @@ def test_every_argument_arrives_whole_and_nothing_in_it_runs(tmp_path):
         cwd=tmp_path, env=env, capture_output=True, text=True,
     )  # fmt: skip
     assert ran.returncode == 0, textwrap.shorten(ran.stdout + ran.stderr, 3000)
-    assert json.loads(out.read_text()) == ["-m", "launcher", "train", *ARGS]
+    assert json.loads(out.read_text()) == ["-m", "launcher.runtime", "train", *ARGS]
     assert not any(tmp_path.glob("pwned*"))  # $(...) and backticks were words, not commands

@@ -12,7 +12,7 @@ import yaml
 from harness.helm import CHART, VALUES_FILES, by_kind, render
 from launcher.core.frameworks import FRAMEWORKS, NAMES
 from launcher.core.release_facts import ReleaseFacts
-from launcher.core.run_requests import JOB_ENTRYPOINT
+from launcher.core.runtime_door import JOB_ENTRYPOINT
 
 pytestmark = pytest.mark.chart
 
@@ -186,14 +186,14 @@ def test_workers_turn_their_termination_into_a_preemption_notice():
     """The worker pods' preStop hook is the launcher's own in-cluster command with the pod's
     grace period (a command the launcher parses: a renamed flag fails here); the head has none
     (its pod going ends the cluster, not a host)."""
-    from launcher.cli import _parser
+    from launcher.runtime.commands import parser
 
     cluster = _ray_cluster("--set", "ray.worker.terminationGracePeriodSeconds=120")
     worker = cluster["spec"]["workerGroupSpecs"][0]["template"]["spec"]
     assert worker["terminationGracePeriodSeconds"] == 120
     command = worker["containers"][0]["lifecycle"]["preStop"]["exec"]["command"]
-    assert command[:3] == ["python", "-m", "launcher"]
-    ns = _parser().parse_args(command[3:])
+    assert command[:3] == JOB_ENTRYPOINT
+    ns = parser().parse_args(command[3:])
     assert (ns.command, ns.grace) == ("preemption-notice", 120)
     head = cluster["spec"]["headGroupSpec"]["template"]["spec"]
     assert "lifecycle" not in head["containers"][0] and "terminationGracePeriodSeconds" not in head
@@ -313,7 +313,7 @@ def test_a_rayjob_release_is_the_same_cluster_held_only_while_its_job_runs():
     assert rayjob["spec"]["rayClusterSpec"] == _ray_cluster()["spec"]
     spec = rayjob["spec"]
     assert shlex.split(spec["entrypoint"]) == [
-        *("python", "-m", "launcher", "train"),
+        *("python", "-m", "launcher.runtime", "train"),
         *("base.yml", "run_name=it's", "steps=10"),
     ]
     assert spec["shutdownAfterJobFinishes"] is True and spec["suspend"] is True
@@ -363,3 +363,32 @@ def _containers(doc: dict) -> list[dict]:
         return doc["spec"]["containers"]
     groups = [doc["spec"]["headGroupSpec"], *doc["spec"].get("workerGroupSpecs", [])]
     return [c for g in groups for c in g["template"]["spec"]["containers"]]
+
+
+def test_every_command_the_chart_runs_goes_through_the_clusters_door():
+    """Each command a rendered pod runs of the launcher (a worker's preStop hook, the idle
+    sidecar, helm test's checks, a RayJob's entrypoint) is `python -m launcher.runtime` and one
+    of its commands, with arguments its parser takes: the chart's copy of the module's name
+    (tpu-stack.runtimeModule) is the launcher's (launcher.core.runtime_door)."""
+    from launcher.runtime.commands import parser
+
+    values = CHART.parents[1] / "values" / "v6e-16.yaml"
+    sets = ["--set=ray.worker.tpu.releaseIdleAfterSeconds=1800",
+            "--set=ray.worker.terminationGracePeriodSeconds=60"]  # fmt: skip
+    job = ["--set=ray.job.enabled=true", '--set-json=ray.job.args=["--run_name=r","t.py"]']
+    run: list[list[str]] = []
+    for docs in (render(values, *sets), render(values, *job)):
+        for doc in docs:
+            if doc["kind"] == "RayJob":
+                run.append(shlex.split(doc["spec"]["entrypoint"]))
+            if doc["kind"] not in ("RayCluster", "Pod", "RayJob"):
+                continue
+            for c in _containers(doc) if doc["kind"] != "RayJob" else []:
+                hook = c.get("lifecycle", {}).get("preStop", {}).get("exec", {}).get("command")
+                run += [w for w in (c.get("command"), hook) if w and "python" in w[0]]
+    commands = {words[3] for words in run}
+    assert commands >= {"train", "preemption-notice", "idle-release", "cluster-check"}, run
+    for words in run:
+        assert words[:3] == JOB_ENTRYPOINT, words
+        if words[3] not in ("train", "train-torch"):  # handed their words unparsed
+            parser().parse_args(words[3:])

@@ -18,6 +18,7 @@ from launcher.core.tpu_table import (
     tpu_type_names,
 )
 from launcher.core.values_file import tpu_blocks
+from tests.chart.conftest import notes
 
 pytestmark = pytest.mark.chart
 
@@ -114,16 +115,17 @@ def test_chips_per_host_chooses_between_a_names_shapes():
     ] == (2, "4")
 
 
-def test_the_job_command_notes_show_is_what_submit_sends():
-    """NOTES print a plain `ray job submit` line for users without the launcher installed."""
-    notes = (CHART / "templates" / "NOTES.txt").read_text()
-    jax, torch = " ".join(TRAIN_ENTRYPOINT), " ".join(TORCH_ENTRYPOINT)
-    chosen = f'ternary "{torch}" "{jax}" (eq $r.framework "torch")'
-    assert f"{{{{- $entrypoint := {chosen} -}}}}" in notes  # as the job's framework
-    assert "ray job submit --address http://127.0.0.1:8265 -- {{ $entrypoint }} <job args>" in notes
+@pytest.mark.parametrize("framework", ["jax", "torch"])
+def test_the_job_command_notes_show_is_what_submit_sends(chart_with_notes, framework):
+    """NOTES print a plain `ray job submit` line for users without the launcher installed: the
+    entrypoint submit sends for the release's framework (the cluster's own door)."""
+    entrypoint = {"jax": TRAIN_ENTRYPOINT, "torch": TORCH_ENTRYPOINT}[framework]
+    text = notes(chart_with_notes, "v6e-16", f"--set=ray.framework={framework}")
+    line = f"ray job submit --address http://127.0.0.1:8265 -- {' '.join(entrypoint)} <job args>"
+    assert line in text, text
     # Ray 2.60 clients add the token header only in token mode (ray/_private/authentication/
     # http_token_authentication.py: get_auth_headers_if_auth_enabled).
-    assert "export RAY_AUTH_MODE=token" in notes
+    assert "export RAY_AUTH_MODE=token" in text
 
 
 @pytest.mark.parametrize("path", VALUES_FILES, ids=lambda p: p.name)

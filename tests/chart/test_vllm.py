@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from harness.helm import VALUES, by_kind, render
+from launcher.core.runtime_door import JOB_ENTRYPOINT
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 
 pytestmark = pytest.mark.chart
@@ -120,7 +121,7 @@ def test_helm_test_asks_the_served_model_for_a_completion():
     (pod,) = by_kind(docs, "Pod")
     assert pod["metadata"]["annotations"]["helm.sh/hook"] == "test"
     command = pod["spec"]["containers"][0]["command"]
-    assert command[:4] == ["python", "-m", "launcher", "serving-check"]
+    assert command[:4] == [*JOB_ENTRYPOINT, "serving-check"]
     assert "--url=http://tpu-vllm:8000" in command and "--model=demo" in command
     # The check sends the key from the release's Secret (and proves a request without it fails).
     (env,) = pod["spec"]["containers"][0]["env"]

@@ -131,10 +131,11 @@ def test_install_brings_the_raycluster_to_ready(release: Release, values: str):
 
 
 def test_helm_test_pod_targets_the_head(release: Release):
-    """`helm test` runs `tpu-launcher cluster-check` in a pod; under kwok no container runs, so the
-    check itself cannot pass or fail here (it is exercised against a live local Ray cluster in
-    tests/e2e). What is checked: helm creates the test pod, it is scheduled, and it points at the
-    head service that exists, with the expected node count and the auth token's secret."""
+    """`helm test` runs `python -m launcher.runtime cluster-check` in a pod; under kwok no container
+    runs, so the check itself cannot pass or fail here (it is exercised against a live local Ray
+    cluster in tests/e2e). What is checked: helm creates the test pod, it is scheduled, and it
+    points at the head service that exists, with the expected node count and the auth token's
+    secret."""
     release.add_nodes_for(VALUES / "v6e-16.yaml")
     release.install(VALUES / "v6e-16.yaml")
     wait_ready(release)

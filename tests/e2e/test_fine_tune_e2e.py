@@ -19,6 +19,7 @@ import pytest
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from launcher.client.data.prepare import split_of
 from launcher.core.checkpoints import committed_steps
+from launcher.core.runtime_door import RUNTIME_MODULE
 from launcher.corpus.instructions import ANSWER_PREFIX, examples
 from tests.support.hf_llama_reference import HfLlama, write_tiny_llama
 
@@ -121,7 +122,7 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     again = tpu_launcher(
         "convert", "--run", name, "--step", str(step), "--",
         f"base_output_directory={local_cluster.bucket}",
-        env={**os.environ, "JAX_PLATFORMS": "cpu"},
+        env={**os.environ, "JAX_PLATFORMS": "cpu"}, module=RUNTIME_MODULE,
     )  # fmt: skip
     assert again.returncode == 0, again.stdout + again.stderr
     assert "exists (exported before); kept" in again.stdout + again.stderr

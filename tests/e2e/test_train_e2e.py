@@ -1,6 +1,6 @@
-"""End to end on a real local Ray cluster: `ray job submit` -> `tpu-launcher train` -> JaxTrainer ->
-MaxText on every simulated TPU host (a v5p-16 slice: 2 hosts x 4 CPU devices), with real
-jax.distributed, real Orbax checkpoints, a stopped job resumed from them past a torn save."""
+"""End to end on a real local Ray cluster: `ray job submit` -> `python -m launcher.runtime train` ->
+JaxTrainer -> MaxText on every simulated TPU host (a v5p-16 slice: 2 hosts x 4 CPU devices), with
+real jax.distributed, real Orbax checkpoints, a stopped job resumed from them past a torn save."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from launcher.client.local.instance import local_instance
 from launcher.core.checkpoints import committed_steps
 from launcher.core.device_metrics import STRAGGLER
 from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
+from launcher.core.runtime_door import RUNTIME_MODULE
 from tests.e2e.conftest import PRICE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
@@ -201,12 +202,12 @@ def test_a_failing_job_exits_nonzero_with_the_launchers_message(local_cluster):
 
 
 def test_helm_tests_check_passes_on_a_live_head_and_names_what_is_missing(local_cluster):
-    """What `helm test` runs in its pod (`tpu-launcher cluster-check`), against a live Ray head
-    with token auth: the local cluster's head and its 2 simulated hosts."""
+    """What `helm test` runs in its pod (`python -m launcher.runtime cluster-check`), against a
+    live Ray head with token auth: the local cluster's head and its 2 simulated hosts."""
     check = ["cluster-check", "--address", local_instance().dashboard_address]
-    ok = local_cluster_command(*check, "--expect-nodes", "3", "--timeout", "60", check=False)
+    ok = tpu_launcher(*check, "--expect-nodes", "3", "--timeout", "60", module=RUNTIME_MODULE)
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "3 nodes alive" in ok.stdout
-    short = local_cluster_command(*check, "--expect-nodes", "9", "--timeout", "4", check=False)
+    short = tpu_launcher(*check, "--expect-nodes", "9", "--timeout", "4", module=RUNTIME_MODULE)
     assert short.returncode == 1
     assert "3 of 9 nodes alive" in short.stderr

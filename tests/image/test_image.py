@@ -18,6 +18,7 @@ import pytest
 
 from harness.paths import REPO, pins
 from launcher.core.frameworks import IMAGE_FRAMEWORK_ENV, JAX, TORCH
+from launcher.core.runtime_door import RUNTIME_MODULE
 
 pytestmark = pytest.mark.image
 DOCKERFILE = REPO / "images" / "launcher" / "Dockerfile"
@@ -169,9 +170,9 @@ def test_install_steps_from_the_lock_give_a_working_launcher(tmp_path):
         "JAX_PLATFORMS": "cpu",
         "LAUNCHER_OUTPUT_DIR": str(tmp_path),
     }
-    tpu_launcher = str(env_dir / "bin" / "tpu-launcher")
+    door = [str(env_dir / "bin" / "python"), "-m", RUNTIME_MODULE]  # as the image's pods run it
     helped = subprocess.run(
-        [tpu_launcher, "train", "--help"],
+        [*door, "train", "--help"],
         capture_output=True,
         text=True,
         cwd=outside,
@@ -180,7 +181,7 @@ def test_install_steps_from_the_lock_give_a_working_launcher(tmp_path):
     assert helped.returncode == 0 and "--accelerator_type" in helped.stdout, helped.stderr
     dry = subprocess.run(
         [
-            tpu_launcher,
+            *door,
             "train",
             "--dry_run",
             "--accelerator_type=v5p",

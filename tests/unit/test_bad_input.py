@@ -1,5 +1,5 @@
 """Every user mistake gets its own clear message, exit code 2 and no traceback: one table over
-both entry points (`tpu-launcher submit` on a workstation, `tpu-launcher train` in the
+both entry points (`tpu-launcher submit` on a workstation, `python -m launcher.runtime train` in the
 cluster), each run in process as its console script runs it."""
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import pytest
 from absl.testing import flagsaver
 
 from launcher import cli
+from launcher.runtime import commands as runtime_door
 from launcher.runtime import entrypoint  # noqa: F401  (defines the flags flagsaver restores)
 
 pytestmark = pytest.mark.unit
@@ -137,7 +138,7 @@ def _run(program: str, args: list[str], capsys) -> tuple[int, str, str]:
         argv = ["submit", "--address", "http://127.0.0.1:9", "--", *args]
     with flagsaver.flagsaver():  # `train` parses absl's global flags; leave them as found
         try:
-            code = cli.main(argv)
+            code = (runtime_door.main if program == "train" else cli.main)(argv)
         except SystemExit as e:  # the absl app exits
             code = e.code
     out, err = capsys.readouterr()

@@ -56,8 +56,9 @@ def test_dry_run_shows_the_exact_ray_command(capsys):
     assert (
         f"ray job submit --address {ray_jobs_api.default_address()} --submission-id j1 "
         "--metadata-json "
-        '\'{"run_name": "r"}\' --no-wait -- python -m launcher train --accelerator_type=v6e '
-        "--topology=4x4 base.yml run_name=r ici_fsdp_parallelism=4 ici_tensor_parallelism=4"
+        '\'{"run_name": "r"}\' --no-wait -- python -m launcher.runtime train '
+        "--accelerator_type=v6e --topology=4x4 base.yml run_name=r ici_fsdp_parallelism=4 "
+        "ici_tensor_parallelism=4"
     ) in out
     assert "ships with the job" not in out  # base.yml is MaxText's own: in the image
 
@@ -139,7 +140,7 @@ def test_the_slice_preflight_approved_is_the_slice_the_job_is_submitted_with(cap
         capsys, "submit", "--dry-run", "--values", "values/tpu7x-16.yaml", *args
     )
     assert code == 0, err
-    assert "-- python -m launcher train --tpu=tpu7x-16 --num_slices=1 tiny-llama.yml" in out
+    assert "-- python -m launcher.runtime train --tpu=tpu7x-16 --num_slices=1 tiny-llama.yml" in out
     assert "bound to tpu7x-16" in out
     # A job naming another slice than its target is refused before anything runs.
     code, _, err = tpu_launcher_here(
@@ -194,8 +195,24 @@ def test_help_lists_every_subcommand(capsys):
         cli.main(["--help"])
     assert exited.value.code == 0
     out = capsys.readouterr().out
-    for command in ("submit", "logs", "status", "stop", "up", "down", "preflight", "train"):
+    for command in ("submit", "logs", "status", "stop", "up", "down", "preflight"):
         assert f"    {command} " in out, command
+    listed = {
+        line.split()[0] for line in out.splitlines() if line.startswith("    ") and line.strip()
+    }
+    assert "train" not in listed and "cluster-check" not in listed  # the cluster's own door
+
+
+@pytest.mark.parametrize("command", ["train", "train-torch", "cluster-check"])
+def test_the_clusters_commands_are_refused_here_with_their_door(capsys, command):
+    """`tpu-launcher train` was the cluster's entrypoint once: on a workstation it is refused,
+    naming what runs it and where, not "no command"."""
+    with pytest.raises(SystemExit) as exited:
+        cli.main([command, "--run_name=r"])
+    assert exited.value.code == 2
+    err = capsys.readouterr().err
+    assert f"`python -m launcher.runtime {command}` in the launcher image" in err, err
+    assert "tpu-launcher submit" in err
 
 
 @pytest.mark.parametrize(
@@ -228,7 +245,10 @@ def _options_without_help(parser, name="tpu-launcher"):
 
 
 def test_every_option_of_every_command_says_what_it_is():
+    from launcher.runtime.commands import parser as clusters_door
+
     assert list(_options_without_help(cli._parser())) == []
+    assert list(_options_without_help(clusters_door())) == []
 
 
 def test_the_tpu_table_has_a_header_and_a_row_a_slice(capsys):

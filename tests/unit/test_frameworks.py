@@ -22,7 +22,7 @@ def test_a_job_on_the_other_frameworks_image_is_refused_with_the_fix(monkeypatch
     check_image_runs(JAX)
     with pytest.raises(UsageError) as e:
         check_image_runs(TORCH)
-    assert e.value.field == "tpu-launcher train-torch"
+    assert e.value.field == "python -m launcher.runtime train-torch"
     assert "launcher image built for JAX (MaxText)" in e.value.problem
     assert "ray.framework=torch" in e.value.fix and "--framework jax" in e.value.fix
     monkeypatch.setenv(IMAGE_FRAMEWORK_ENV, "torch")

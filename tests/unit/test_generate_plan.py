@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from launcher.cli import _parser
 from launcher.client.jobs.output import JobOutput
 from launcher.core.checkpoints import COMMIT_MARKER
 from launcher.core.errors import UsageError
@@ -19,6 +18,8 @@ from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RUN_RECORD
 from launcher.core.run_record import read_run_record, write_run_record
 from launcher.core.run_requests import GenerateRequest, check_request
+from launcher.core.runtime_door import JOB_ENTRYPOINT
+from launcher.runtime.commands import parser as _parser
 from launcher.runtime.generate import PREFILL_BUCKET, plan_generation
 from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, until_eos
 
@@ -120,7 +121,7 @@ def test_the_request_reaches_the_cluster_unchanged():
         maxtext_argv=["tokenizer_path=/t/tok.model", "add_bos=false"],
     )
     argv = request.command()
-    assert argv[:4] == ["python", "-m", "launcher", "decode"]
+    assert argv[:4] == [*JOB_ENTRYPOINT, "decode"]
     assert GenerateRequest.from_args(_parser().parse_args(argv[3:])) == request
 
 

@@ -200,12 +200,11 @@ def test_the_import_request_reaches_its_job_whole_through_the_supervisors_shell(
     """The job's words as Ray's job supervisor runs them (bash -c on what RayJobs.submit
     joins with shlex.join), then parsed by the in-cluster command: the source comes back as
     given, and nothing in it runs."""
-    import argparse
     import shlex
     import subprocess
     import sys
 
-    from launcher.runtime.commands import add_parsers
+    from launcher.runtime.commands import parser
 
     request = ImportRequest("tiny", "hf/it's $(touch pwned) `id`; two  words\n--name=x")
     echo = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
@@ -214,8 +213,6 @@ def test_the_import_request_reaches_its_job_whole_through_the_supervisors_shell(
         cwd=tmp_path, capture_output=True, text=True,
     )  # fmt: skip
     assert ran.returncode == 0, ran.stderr
-    parser = argparse.ArgumentParser()
-    add_parsers(parser.add_subparsers())
-    ns = parser.parse_args(json.loads(ran.stdout))
+    ns = parser().parse_args(json.loads(ran.stdout))
     assert ImportRequest(ns.name, ns.source) == request
     assert not (tmp_path / "pwned").exists()

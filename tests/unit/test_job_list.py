@@ -28,7 +28,7 @@ def test_a_row_names_the_run_from_metadata_else_the_entrypoint():
         "submission_id": "demo-1",
         "job_id": None,
         "status": "RUNNING",
-        "entrypoint": "python -m launcher train tiny-llama.yml run_name=fromargs",
+        "entrypoint": "python -m launcher.runtime train tiny-llama.yml run_name=fromargs",
         "metadata": {},
         "start_time": 1_000_000,
         "end_time": None,

@@ -1,6 +1,8 @@
-"""The house by audience: what runs in the container (runtime) never imports what runs on a
-workstation (client, preflight); what both share (core) imports neither; and no module of the
-launcher is in an import circle. Imports inside functions count too: they run all the same."""
+"""The house by audience: what runs in the container (runtime, behind its own door, `python -m
+launcher.runtime`) never imports what runs on a workstation (client, preflight, the `tpu-launcher`
+command in launcher.cli), nor the other way round; what both share (core) imports neither; and no
+module of the launcher is in an import circle. Imports inside functions count too: they run all
+the same."""
 
 from __future__ import annotations
 
@@ -53,6 +55,9 @@ def _reaches(start: str) -> set[str]:
     ("package", "forbidden"),
     [
         ("launcher.runtime", ("launcher.client", "launcher.preflight", "launcher.cli")),
+        ("launcher.cli", ("launcher.runtime",)),
+        ("launcher.client", ("launcher.runtime",)),
+        ("launcher.preflight", ("launcher.runtime",)),
         (
             "launcher.core",
             ("launcher.runtime", "launcher.client", "launcher.preflight", "launcher.cli"),
@@ -74,6 +79,7 @@ def test_the_graph_sees_imports_at_all():
     """Guards the two tests above against a walker that finds nothing."""
     assert "launcher.core.job_plan" in GRAPH["launcher.runtime.entrypoint"]
     assert "launcher.preflight.command" in GRAPH["launcher.client.jobs.submit"]
+    assert "launcher.client.jobs.commands" in GRAPH["launcher.cli"]
 
 
 def test_preflight_is_handed_its_target_and_never_reaches_the_client():
@@ -125,3 +131,15 @@ def test_the_workstations_own_directory_is_named_once():
         if '".local' in path.read_text() or "LAUNCHER_STATE_DIR" in path.read_text()
     }
     assert spelled == {"launcher.client.workspace"}
+
+
+def test_the_clusters_door_has_the_commands_the_workstation_refuses():
+    """launcher.core.runtime_door lists the cluster's commands for `tpu-launcher`, which refuses
+    them with the door's name (it cannot import the runtime to ask): the list is the door's."""
+    import argparse
+
+    from launcher.core.runtime_door import CLUSTER_COMMANDS
+    from launcher.runtime.commands import parser
+
+    (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
+    assert set(sub.choices) == CLUSTER_COMMANDS

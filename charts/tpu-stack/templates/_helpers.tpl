@@ -52,8 +52,13 @@ the one KubeRay creates under the RayCluster's name (KubeRay: reconcileAuthSecre
 {{- default .Release.Name .Values.vllm.servedModelName -}}
 {{- end -}}
 
-{{/* tpu-stack.launcherCheck: helm test's container: the launcher's image running `tpu-launcher
-<args>` (a few HTTP requests, and for Ray a pod list), read-only and small. Call with (dict "ctx"
+{{/* tpu-stack.runtimeModule: the cluster's own door, the module every pod and job of the
+release runs in the launcher image (`python -m <it> COMMAND`); launcher.core.runtime_door names it,
+and tests/chart/test_render.py holds the two equal. */}}
+{{- define "tpu-stack.runtimeModule" -}}launcher.runtime{{- end -}}
+
+{{/* tpu-stack.launcherCheck: helm test's container: the launcher's image running `python -m
+launcher.runtime <args>` (a few HTTP requests, and for Ray a pod list), read-only and small. Call with (dict "ctx"
 $ "args" (list "cluster-check" "--address=...")); the caller may add the item's env after it. */}}
 {{- define "tpu-stack.launcherCheck" -}}
 {{- $image := .ctx.Values.ray.image -}}
@@ -72,7 +77,7 @@ $ "args" (list "cluster-check" "--address=...")); the caller may add the item's 
   command:
     - python
     - -m
-    - launcher
+    - {{ include "tpu-stack.runtimeModule" .ctx }}
     {{- range .args }}
     - {{ . }}
     {{- end }}

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 from launcher.core.dataset_shards import PrepareRequest
 from launcher.core.errors import UsageError
-from launcher.core.run_requests import JOB_ENTRYPOINT
+from launcher.core.runtime_door import JOB_ENTRYPOINT
 
 PREPARE_COMMAND = "prepare-data"  # the in-cluster command (launcher.runtime.commands)
 # Where this machine talks to a Cloud Storage emulator (tests), the job's hosts do too.

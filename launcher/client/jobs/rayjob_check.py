@@ -12,11 +12,8 @@ from launcher.client.jobs.release_data import data_seen_here
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import parse_job_args, plan_job
 from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
-from launcher.core.run_requests import JOB_ENTRYPOINT
+from launcher.core.run_requests import TRAIN_ENTRYPOINT
 from launcher.core.slices import TpuSlices, worker_group_slices
-
-# What the chart's RayJob runs before the job's own arguments (templates/ray/rayjob.yaml).
-TRAIN_ENTRYPOINT = [*JOB_ENTRYPOINT, "train"]
 
 
 def rayjob_args(rayjob: dict[str, Any]) -> list[str]:

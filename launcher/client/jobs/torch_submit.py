@@ -1,6 +1,7 @@
 """`tpu-launcher submit --framework torch -- [job flags] train.py [its arguments]`: a PyTorch
 job, checked here (its flags, its script, what ships), then submitted and followed as a MaxText
-job is; on the cluster `tpu-launcher train-torch` runs it (launcher.runtime.torch_entrypoint)."""
+job is; on the cluster `python -m launcher.runtime train-torch` runs it
+(launcher.runtime.torch_entrypoint)."""
 
 from __future__ import annotations
 

@@ -56,7 +56,7 @@ def nodes_file() -> Path:
 
 
 def _env(extra: dict[str, str]) -> dict[str, str]:
-    # Jobs run `python -m launcher train`: put this environment's python first on PATH.
+    # Jobs run `python -m launcher.runtime train`: put this environment's python first on PATH.
     bin_dir = str(Path(sys.executable).parent)
     return {
         "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}",

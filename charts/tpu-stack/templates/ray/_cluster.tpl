@@ -104,7 +104,7 @@ kueue.x-k8s.io/priority-class: {{ . | quote }}
 {{- end -}}
 
 {{/*
-tpu-stack.idleReleaseContainer: `tpu-launcher idle-release` beside the Ray head: it reads the
+tpu-stack.idleReleaseContainer: `python -m launcher.runtime idle-release` beside the Ray head: it reads the
 head's job API (with the release's Ray token) and patches the worker group's replicas with the
 head's service-account token (templates/ray/idle-release-rbac.yaml). Call with (dict "ctx" $
 "env" <list>).
@@ -114,7 +114,7 @@ head's service-account token (templates/ray/idle-release-rbac.yaml). Call with (
 name: idle-release
 image: {{ include "tpu-stack.launcherImage" .ctx }}
 imagePullPolicy: {{ $v.image.pullPolicy }}
-command: ["python", "-m", "launcher", "idle-release"]
+command: ["python", "-m", {{ include "tpu-stack.runtimeModule" .ctx | quote }}, "idle-release"]
 env:
   {{- toYaml .env | nindent 2 }}
   {{- if $v.auth.enabled }}

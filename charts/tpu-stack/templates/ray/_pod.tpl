@@ -53,7 +53,7 @@ spec:
           exec:
             # Drains this pod's Ray node for preemption, deadline = the grace period: every
             # host saves the step they reach next (launcher.runtime.preemption).
-            command: ["python", "-m", "launcher", "preemption-notice", "--grace", "{{ . }}"]
+            command: ["python", "-m", {{ include "tpu-stack.runtimeModule" $ctx | quote }}, "preemption-notice", "--grace", "{{ . }}"]
       {{- end }}
       {{- with .ports }}
       ports:

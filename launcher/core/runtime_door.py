@@ -1,0 +1,15 @@
+"""The cluster's own door: the module every pod and job on the cluster runs (the image's
+Python), named once here. `tpu-launcher` is the workstation's command and never runs these; the
+chart's copy of the name (tpu-stack.runtimeModule) is held to this one by a test."""
+
+from __future__ import annotations
+
+RUNTIME_MODULE = "launcher.runtime"
+RUNTIME_PROG = f"python -m {RUNTIME_MODULE}"  # how its commands name themselves in errors
+JOB_ENTRYPOINT = ["python", "-m", RUNTIME_MODULE]
+# Its commands (launcher.runtime.commands defines each; a test holds the two equal): the
+# workstation's `tpu-launcher` refuses these words with where they run instead.
+CLUSTER_COMMANDS = frozenset({
+    "train", "train-torch", "decode", "convert", "hf-import", "prepare-data",
+    "preemption-notice", "idle-release", "cluster-check", "serving-check",
+})  # fmt: skip
