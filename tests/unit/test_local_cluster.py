@@ -96,6 +96,11 @@ def test_a_second_checkout_neither_uses_nor_stops_another_checkouts_cluster(tmp_
     record.write_text(f'{{"nodes": [], "started_from": "{tmp_path}"}}')
     up(LocalClusterSpec())  # this directory's own: used as it is
     down()
+    (tmp_path / "scripts").mkdir()
+    monkeypatch.chdir(tmp_path / "scripts")  # the project's subdirectory: still its own
+    up(LocalClusterSpec())
+    down()
+    assert stopped == ["stop", "stop", "stop"]
 
 
 def _stand_in_raylet(log: Path, lines: str, seconds: float) -> subprocess.Popen:

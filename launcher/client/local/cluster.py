@@ -402,9 +402,10 @@ def _started_from() -> str | None:
 
 def _refuse_if_another_directorys(verb: str) -> None:
     """One local cluster per machine (its ports are fixed): a second checkout must not use or
-    stop the first one's without saying so."""
+    stop the first one's without saying so (a subdirectory of the one `up` ran in is that
+    project's, as for a job: _is_here)."""
     owner = _started_from()
-    if owner is not None and Path(owner) != Path.cwd():
+    if owner is not None and not _is_here(owner):
         raise UsageError(
             "local cluster",
             f"the local Ray cluster on {local_instance().dashboard_address} was started from "
