@@ -44,8 +44,8 @@ up: venv prometheus ## tpu-launcher up --prometheus $(ARGS): the local Ray clust
 	$(TL) up --prometheus $(ARGS)
 down: venv ## tpu-launcher down: stop the local Ray cluster (and its Prometheus).
 	$(TL) down $(ARGS)
-preempt: venv ## tpu-launcher preempt: SLICE=N or HOST=N taken back as GKE does (notice, kill, return).
-	$(TL) preempt $(if $(SLICE),--slice $(SLICE)) $(if $(HOST),--host $(HOST)) $(ARGS)
+preempt: venv ## tpu-launcher local preempt: SLICE=N or HOST=N taken back as GKE does (notice, kill, return).
+	$(TL) local preempt $(if $(SLICE),--slice $(SLICE)) $(if $(HOST),--host $(HOST)) $(ARGS)
 
 ##@ Tests (make test runs every tier; each tier alone: make test-<tier>)
 

@@ -37,7 +37,7 @@ BUCKET_EVERY = 10  # the memory tier's bucket period, in memory periods
 @contextmanager
 def two_slices() -> Iterator[None]:
     """The running local cluster as two slices for the benchmark, its own shape after."""
-    if local_cluster_command("local-status", check=False).returncode:
+    if local_cluster_command("local", "status", check=False).returncode:
         raise SystemExit("start the local cluster first: tpu-launcher up")
     if running_slices() >= 2:
         yield

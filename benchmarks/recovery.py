@@ -15,9 +15,9 @@ On the local Ray cluster with two simulated v5p-16 slices (`tpu-launcher up --nu
    is taken away at step --lose-at and given back --away seconds later. Printed: wall time for
    the job's steps, goodput (productive step time / wall time, the launcher's own breakdown),
    the steps trained while the slice was away, and the ratio (target: elastic > fixed).
-3. The same one-slice job preempted once at step --preempt-at by `tpu-launcher preempt --host 1`
-   (GKE's reclaim: Ray's drain notice, the kill at its deadline, the host back), once with a
-   --notice long enough to save and once with none. Printed per preemption: the step saved on
+3. The same one-slice job preempted once at step --preempt-at by `tpu-launcher local preempt
+   --host 1` (GKE's reclaim: Ray's drain notice, the kill at its deadline, the host back), once
+   with a --notice long enough to save and once with none. Printed per preemption: the step saved on
    the notice, the step resumed at, the steps computed again, the time lost (the launcher's
    goodput breakdown: recovery, compiling again and steps computed again) and the seconds from
    the notice to the first step after the restore (target: 0 steps computed again with a notice).
@@ -97,11 +97,11 @@ def lose_a_slice(cluster: LocalCluster, elastic: bool, steps: int, lose_at: int,
     job_args = ["--tpu=v5p-16", "--num_slices=2", *elastic_args, "tiny-llama.yml"]
     submit_no_wait(cluster, job_id, *job_args, f"run_name={name}", f"steps={steps}")
     wait_for_step(client, job_id, lose_at)
-    local_cluster_command("slice-down", "1")
+    local_cluster_command("local", "slice-down", "1")
     offset = len(client.logs(job_id))
     time.sleep(away)
     away_logs = client.logs(job_id)[offset:]
-    local_cluster_command("slice-up", "1")
+    local_cluster_command("local", "slice-up", "1")
     status = wait_until_done(client, job_id, timeout=1800)
     if status != "SUCCEEDED":
         raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")
@@ -202,12 +202,12 @@ def preempt_once(cluster: LocalCluster, notice: int, args: argparse.Namespace) -
     told = time.monotonic()
     with ThreadPoolExecutor(1) as pool:  # the preempt command returns once the host is back
         done = pool.submit(
-            tpu_launcher, "preempt", "--host", "1", "--notice", str(notice), timeout=300
+            tpu_launcher, "local", "preempt", "--host", "1", "--notice", str(notice), timeout=300
         )
         to_first_step = seconds_to_first_step_after_restore(client, job_id, offset, told)
         preempt = done.result()
     if preempt.returncode:
-        raise SystemExit(f"tpu-launcher preempt failed:\n{preempt.stdout}{preempt.stderr}")
+        raise SystemExit(f"tpu-launcher local preempt failed:\n{preempt.stdout}{preempt.stderr}")
     status = wait_until_done(client, job_id)
     if status != "SUCCEEDED":
         raise SystemExit(f"job {job_id} ended {status}: tpu-launcher logs {job_id}")

@@ -47,7 +47,7 @@ def local_cluster_command(*args: str, check: bool = True) -> subprocess.Complete
 
 def require_local_cluster() -> None:
     """For the benchmarks, which use a running local cluster: exit with the fix if none."""
-    if local_cluster_command("local-status", check=False).returncode:
+    if local_cluster_command("local", "status", check=False).returncode:
         raise SystemExit("start the local cluster first: tpu-launcher up")
 
 

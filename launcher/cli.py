@@ -20,6 +20,10 @@ from launcher.core.errors import CommandError, UsageError, report
 from launcher.core.package_version import installed_version
 from launcher.core.runtime_door import CLUSTER_COMMANDS, RUNTIME_PROG
 
+# The commands that group actions under a noun (`tpu-launcher gke plan`): each parser's
+# dest is `<noun>_command`.
+NOUNS = ("gke", "data", "local")
+
 
 def _version() -> str:
     return installed_version() or "unknown"  # "unknown": a source tree never installed
@@ -160,7 +164,12 @@ def _check_words(parser: argparse.ArgumentParser, argv: list[str]) -> None:
                 "(`tpu-launcher submit` sends a job that runs it)"
             )
         if word not in commands:
-            close = difflib.get_close_matches(word, list(commands), n=3, cutoff=0.6)
+            # A noun's actions count as their two words (`local-status`: `local status`).
+            known = [*commands] + [
+                f"{noun} {action}" for noun in NOUNS if noun in commands
+                for action in _subcommands(commands[noun])
+            ]  # fmt: skip
+            close = difflib.get_close_matches(word, known, n=3, cutoff=0.6)
             hint = f"did you mean {' or '.join(close)}?" if close else "see --help"
             parser.error(f"no command {word!r}: {hint}")
         parser, words = commands[word], words[1:]
@@ -198,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     _check_words(parser, argv)
     ns, unknown = parser.parse_known_args(argv)
-    action = getattr(ns, "gke_command", None) or getattr(ns, "data_command", None)
+    action = next(filter(None, (getattr(ns, f"{n}_command", None) for n in NOUNS)), None)
     if unknown:
         _refuse_unknown(_subparser(parser, [ns.command, action]), unknown[0])
     prog = " ".join(["tpu-launcher", ns.command, *filter(None, [action])])

@@ -1,6 +1,6 @@
-"""The preemption notice as Ray takes it: a drain of the node with reason PREEMPTION and a
-deadline. The chart's preStop hook, `tpu-launcher preempt` and a worker stopped by a bare SIGTERM
-all send this one; Ray Train hands it to every worker and charges the restart to
+"""The preemption notice as Ray takes it: a drain of the node with reason PREEMPTION and a deadline.
+The chart's preStop hook, `tpu-launcher local preempt` and a worker stopped by a bare SIGTERM all
+send this one; Ray Train hands it to every worker and charges the restart to
 max_preemption_failures."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 A TPU host that is taken back (spot or flex-start reclaim, a maintenance event) is told before it
 goes: Ray drains its node with reason PREEMPTION and a deadline (the chart's preStop hook does it
-when the pod is terminated; `tpu-launcher preempt` does it locally; Ray's autoscaler does it).
+when the pod is terminated; `tpu-launcher local preempt` does it locally; Ray's autoscaler does it).
 The relay here hands that notice to JAX as a SIGTERM raised in its own process, which JAX's
 preemption service catches (its handler never exits the process); JAX agrees with every host on
 the next step they all reach, and MaxText (enable_autocheckpoint=true) saves that step, waits for

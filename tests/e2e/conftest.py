@@ -37,7 +37,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture(scope="session")
 def local_cluster(tmp_path_factory) -> LocalCluster:
     bucket = tmp_path_factory.mktemp("bucket")
-    running = local_cluster_command("local-status", check=False).returncode == 0
+    running = local_cluster_command("local", "status", check=False).returncode == 0
     if not running:
         up = local_cluster_command("up", "--bucket-dir", str(bucket), check=False)
         assert up.returncode == 0, up.stdout + up.stderr

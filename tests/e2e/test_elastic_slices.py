@@ -82,7 +82,7 @@ def _wait_for(client, job_id: str, pattern: re.Pattern, offset: int, timeout: fl
 
 
 def _slice(command: str, index: int) -> None:
-    proc = local_cluster_command(command, str(index), check=False)
+    proc = local_cluster_command("local", command, str(index), check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -1,10 +1,9 @@
-"""A preempted host loses no step, on the real local cluster: `tpu-launcher preempt` does what GKE
-does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
-chart's preStop hook sends on GKE; the kill at the deadline; the host back), on the tiny
-corpus with its data audited (--record_examples). With --max_failures=0, a notice with time to
-save: every host saves the step they reach next (JAX's preemption service, MaxText's save), and
-the restarted group goes on from it, nothing computed again; the run finishes because a
-preemption is not a failure.
+"""A preempted host loses no step, on the real local cluster: `tpu-launcher local preempt` does what
+GKE does to a reclaimed TPU host (Ray's drain of its node for preemption with a deadline, which the
+chart's preStop hook sends on GKE; the kill at the deadline; the host back), on the tiny corpus with
+its data audited (--record_examples). With --max_failures=0, a notice with time to save: every host
+saves the step they reach next (JAX's preemption service, MaxText's save), and the restarted group
+goes on from it, nothing computed again; the run finishes because a preemption is not a failure.
 
 (A notice with no time to save, back to the last periodic checkpoint with the summary saying
 why, was a second preemption here, about 90 s of CI: launcher.core.preemption's reading of it is
@@ -33,7 +32,7 @@ NOTICE_S = 30
 
 
 def _preempt_host_1(notice: int) -> None:
-    done = tpu_launcher("preempt", "--host", "1", "--notice", str(notice), timeout=180)
+    done = tpu_launcher("local", "preempt", "--host", "1", "--notice", str(notice), timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
 
 

@@ -4,10 +4,10 @@ directory of the user's, which ships with the job) on the simulated v5p-16. Ray 
 workers (2 hosts x 4 chips), each holding its own chip (TPU_VISIBLE_CHIPS from its TPU resource)
 with the rank variables Ray sets, in one process group (gloo: the simulated hosts' devices are
 CPUs); the loss falls; every save is torch.distributed.checkpoint's, committed in the bucket;
-a host killed mid-run (every chip's process of it) restarts the group from the latest save; a
-host then taken back with a 15 s notice (`tpu-launcher preempt`) has every worker save the step
-they all reach next, and the group goes on from it; Prometheus holds its last step
-and its restarts by cause.
+a host killed mid-run (every chip's process of it) restarts the group from the latest save; a host
+then taken back with a 15 s notice (`tpu-launcher local preempt`) has every worker save the step
+they all reach next, and the group goes on from it; Prometheus holds its last step and its restarts
+by cause.
 (All simulated hosts share one IP, where Ray's LOCAL_RANK would run 0-7; each worker reads its
 own host's, 0-3, as on TPU: launcher.runtime.torch_hosts.)"""
 
@@ -86,7 +86,9 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     # The restarted group trains on; then host 1 is taken back with a notice.
     before_notice = wait_for_progress(client, job_id, 30)
     asked_at = time.time()
-    preempted = tpu_launcher("preempt", "--host", "1", "--notice", str(NOTICE_S), timeout=180)
+    preempted = tpu_launcher(
+        "local", "preempt", "--host", "1", "--notice", str(NOTICE_S), timeout=180
+    )
     assert preempted.returncode == 0, preempted.stdout + preempted.stderr
     # Ray's record of the host, which names a restart no notice reached: its node died drained
     # for preemption, while `preempt` ran (the time tells which restart's window it was in).

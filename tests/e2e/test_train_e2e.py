@@ -134,14 +134,14 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     wait_for_step(client, job_id, 12)
     # One host's chips go idle while the job runs (the local TPU device plugin stand-in holds
     # them at 0; Ray's own agent scrapes it): the driver names that host the straggler.
-    local_cluster_command("idle-chips", "--host", "1")
+    local_cluster_command("local", "idle-chips", "--host", "1")
     try:
         verdict = settled(lambda: _devices(job_id).get("verdict"), STRAGGLER, wait_s=120)
         devices = _devices(job_id)
         # Read while the chips are still idle: once they work again, the next verdict is ok.
         shown = tpu_launcher("status", job_id).stdout
     finally:
-        local_cluster_command("idle-chips", "--host", "1", "--off")
+        local_cluster_command("local", "idle-chips", "--host", "1", "--off")
     assert verdict == STRAGGLER and devices["hosts"] == ["local-slice-0/1"], devices
     assert "[devices] straggler: local-slice-0/1 (" in shown and "local-slice-0/1 0%" in shown
     stop = tpu_launcher("stop", job_id)

@@ -93,7 +93,7 @@ argv = sys.argv[1:]
 parser = cli._parser()
 cli._check_words(parser, argv)
 ns, unknown = parser.parse_known_args(argv)
-action = getattr(ns, "gke_command", None) or getattr(ns, "data_command", None)
+action = next(filter(None, (getattr(ns, f"{n}_command", None) for n in cli.NOUNS)), None)
 if unknown:
     cli._refuse_unknown(cli._subparser(parser, [ns.command, action]), unknown[0])
 if isinstance(getattr(ns, "values", None), list):

@@ -1,2 +1,2 @@
-"""The local Ray cluster: simulated slices on this machine (`up`, `down`, `slice-down|up`,
-`preempt`, `local-status`)."""
+"""The local Ray cluster: simulated slices on this machine (`tpu-launcher local up|down|status|
+slice-down|slice-up|preempt|idle-chips`)."""

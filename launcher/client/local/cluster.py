@@ -307,7 +307,7 @@ def idle_chips(host: int, idle: bool) -> None:
     if idle:
         (holds / name).touch()
         print(
-            f"{name}: its chips report a duty cycle of 0 (`tpu-launcher idle-chips --host "
+            f"{name}: its chips report a duty cycle of 0 (`tpu-launcher local idle-chips --host "
             f"{host} --off` ends it)"
         )
     else:
@@ -371,7 +371,7 @@ def slice_up(slice_index: int) -> None:
         raise UsageError(
             "slice-up",
             f"slice {slice_index}'s hosts are running ({', '.join(running)})",
-            f"take the slice down first: tpu-launcher slice-down {slice_index}",
+            f"take the slice down first: tpu-launcher local slice-down {slice_index}",
         )
     for index, node in hosts:
         start_host(index, node, Path(record["bucket"]), record["object_store_mb"], False)

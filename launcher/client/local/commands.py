@@ -1,5 +1,6 @@
-"""The local cluster's commands: up, down, local-status, slice-down, slice-up, preempt,
-idle-chips (a real Ray cluster on this machine whose simulated TPU hosts run on CPU)."""
+"""`tpu-launcher local ACTION`: the local cluster's commands, up, down, status, slice-down,
+slice-up, preempt, idle-chips (a real Ray cluster on this machine whose simulated TPU hosts run
+on CPU). `up` and `down` are also top-level words, the README's."""
 
 from __future__ import annotations
 
@@ -52,7 +53,7 @@ def run_local_status(ns: argparse.Namespace) -> int:
 def run_slice(ns: argparse.Namespace) -> int:
     from launcher.client.local import cluster as local_cluster
 
-    if ns.command == "slice-down":
+    if ns.local_command == "slice-down":
         local_cluster.slice_down(ns.slice)
     else:
         local_cluster.slice_up(ns.slice)
@@ -73,8 +74,26 @@ def run_preempt(ns: argparse.Namespace) -> int:
     return 0
 
 
+UP_HELP = "start the local Ray cluster (a simulated TPU slice on CPU)"
+DOWN_HELP = "stop the local Ray cluster this directory started"
+
+
 def add_parsers(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("up", help="start the local Ray cluster (a simulated TPU slice on CPU)")
+    local = sub.add_parser(
+        "local",
+        help="the local Ray cluster, a simulated TPU slice on CPU: up, down, status, and the "
+        "faults GKE brings (slice-down, slice-up, preempt, idle-chips)",
+    )
+    actions = local.add_subparsers(dest="local_command", required=True, metavar="ACTION")
+    _add_up(actions.add_parser("up", help=UP_HELP))
+    _add_down(actions.add_parser("down", help=DOWN_HELP))
+    _add_actions(actions)
+    # The README's two words, kept at the top: `tpu-launcher up` is `tpu-launcher local up`.
+    _add_up(sub.add_parser("up", help=f"{UP_HELP} (= local up)"))
+    _add_down(sub.add_parser("down", help=f"{DOWN_HELP} (= local down)"))
+
+
+def _add_up(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--tpu",
         help="the simulated slice, as Cloud TPU names it (default v5p-16: 2 hosts x 4 chips); "
@@ -114,14 +133,17 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the commands only")
     p.set_defaults(func=run_up)
 
-    p = sub.add_parser("down", help="stop the local Ray cluster this directory started")
+
+def _add_down(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dry-run", "--dry_run", action="store_true", help="print the command only")
     p.add_argument(
         "--force", action="store_true", help="stop it even if another directory started it"
     )
     p.set_defaults(func=run_down)
 
-    p = sub.add_parser("local-status", help="exit 0 when the local Ray cluster answers")
+
+def _add_actions(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("status", help="exit 0 when the local Ray cluster answers")
     p.set_defaults(func=run_local_status)
 
     for name, what in (

@@ -6,7 +6,7 @@ TPU webhook does on GKE). No TPU runs here, so the figures stand in:
 - duty cycle and TensorCore utilization: the share of the last interval the host's Ray workers
   spent on the CPU (its JAX devices are CPUs; 100% is a core busy), the same on each chip;
 - HBM in use: the workers' resident memory, split over the chips; HBM in all: the TPU table's;
-- `tpu-launcher idle-chips --host N` holds a host's chips at 0 (what a host whose chips stop
+- `tpu-launcher local idle-chips --host N` holds a host's chips at 0 (what a host whose chips stop
   being fed reports), until `--off`.
 
 Started by `up` before the hosts (an agent that cannot reach its plugin at first stops asking),

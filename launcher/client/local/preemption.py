@@ -1,7 +1,7 @@
-"""`tpu-launcher preempt`: what GKE does to a TPU host it takes back, done to the local cluster's
-simulated hosts: the notice (Ray's drain of the node, reason PREEMPTION, with a deadline: what the
-chart's preStop hook sends), then at the deadline the host's processes are killed, and the host
-comes back (the node pool's capacity returns) unless told to stay down."""
+"""`tpu-launcher local preempt`: what GKE does to a TPU host it takes back, done to the local
+cluster's simulated hosts: the notice (Ray's drain of the node, reason PREEMPTION, with a deadline:
+what the chart's preStop hook sends), then at the deadline the host's processes are killed, and the
+host comes back (the node pool's capacity returns) unless told to stay down."""
 
 from __future__ import annotations
 
@@ -29,7 +29,9 @@ class Preemption:
 def _targets(p: Preemption) -> tuple[dict, list[tuple[int, dict]]]:
     if (p.slice_index is None) == (p.host is None):
         raise UsageError(
-            "preempt", "name one slice or one host", "tpu-launcher preempt --slice 0 (or --host 1)"
+            "preempt",
+            "name one slice or one host",
+            "tpu-launcher local preempt --slice 0 (or --host 1)",
         )
     if p.slice_index is not None:
         return local_cluster.slice_hosts(p.slice_index)
@@ -57,7 +59,7 @@ def preempt(p: Preemption) -> None:
         raise UsageError(
             "preempt",
             f"host(s) {', '.join(sorted(missing))} are not running",
-            "start them again: tpu-launcher slice-up N",
+            "start them again: tpu-launcher local slice-up N",
         )
     told = time.monotonic()
     for name in sorted(names):
@@ -67,7 +69,7 @@ def preempt(p: Preemption) -> None:
                 local_instance().head_address,
                 ids[name],
                 p.notice_s,
-                "tpu-launcher preempt (a simulated reclaim)",
+                "tpu-launcher local preempt (a simulated reclaim)",
             ),
             env={**os.environ, **local_cluster.TOKEN_AUTH},
             capture=True,
