@@ -113,3 +113,14 @@ def test_a_releases_token_goes_to_its_forwarded_address_only(monkeypatch, tmp_pa
     assert "RAY_AUTH_TOKEN" not in os.environ
     monkeypatch.setenv("RAY_AUTH_TOKEN", "mine")  # Ray's own search, elsewhere
     assert ray_api.headers_for("http://127.0.0.1:8265") == {"Authorization": "Bearer mine"}
+
+
+def test_the_end_states_are_rays_own():
+    """`status --wait` ends on these and exits with their codes: the pinned Ray's terminal
+    states, each with a code of its own (0 the success alone)."""
+    from ray.job_submission import JobStatus
+
+    from launcher.client.jobs import ray_api
+
+    assert set(ray_api.ENDED) == {s.value for s in JobStatus if s.is_terminal()}
+    assert ray_api.ENDED["SUCCEEDED"] == 0 and len(set(ray_api.ENDED.values())) == 3

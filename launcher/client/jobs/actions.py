@@ -9,7 +9,7 @@ import json
 import time
 
 from launcher.client.jobs.output import JobOutput
-from launcher.client.jobs.ray_api import RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.ray_api import ENDED, RayJobs, check_reachable, resolve_address
 from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
@@ -136,8 +136,6 @@ def _pending_json(pending) -> dict:
     return found
 
 
-# `status --wait`'s exit code per end state, as a script reads it.
-ENDED = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
 WAIT_POLL_S = 5.0
 
 

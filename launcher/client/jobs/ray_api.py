@@ -103,7 +103,9 @@ def check_reachable(address: str, release: str | None = None, namespace: str = "
         ) from None
 
 
-ENDED = ("SUCCEEDED", "FAILED", "STOPPED")
+# Ray's end states (ray.job_submission.JobStatus.is_terminal), each with the exit code
+# `status --wait` ends with, as a script reads it.
+ENDED = {"SUCCEEDED": 0, "FAILED": 1, "STOPPED": 3}
 # Ray's prefix for a package it unpacks as a working directory (packaging.RAY_PKG_PREFIX).
 PACKAGE_PREFIX = "_ray_pkg_"
 
