@@ -1251,8 +1251,9 @@ def test_gke_up_stops_before_any_step_where_gcloud_lacks_what_the_plan_uses(
 ):
     """A Spot pool's node shutdown fields are newer than some gclouds (528.0.0's loader refuses
     them), which would refuse them at the TPU pool's step, after the cluster bills: gke up asks
-    the installed gcloud's own help first and stops with the update command. The FAKE gcloud
-    plays an older one here (`gcloud_unknown`); the real one's help: the next test."""
+    the installed gcloud's own loader first (the pool's step, its requests sent nowhere) and
+    stops with the update command. The FAKE gcloud plays an older one here (`gcloud_unknown`);
+    the real one's loader: the next test."""
     monkeypatch.chdir(tmp_path)
     older = ["shutdownGracePeriodSeconds", "shutdownGracePeriodCriticalPodsSeconds"]
     fake_gcloud.write_text(json.dumps({"gcloud_unknown": older}))
@@ -1261,20 +1262,35 @@ def test_gke_up_stops_before_any_step_where_gcloud_lacks_what_the_plan_uses(
     assert "does not know shutdownGracePeriodCriticalPodsSeconds, shutdownGracePeriodSeconds" in err
     assert "gcloud components update" in err
     assert _ran(fake_gcloud) == []  # nothing made
+    (asked,) = json.loads(fake_gcloud.read_text())["loader_checks"]  # the TPU pool's step
+    assert asked[1:4] == ["container", "node-pools", "create"], asked
     # Without the fields (on demand), the same gcloud is enough.
     assert _gke("up", "v6e-16.yaml") == 0
 
 
-def test_the_gcloud_check_reads_the_installed_gclouds_own_help():
-    """The real gcloud's `node-pools create --help` lists the kubelet fields it takes: the check
-    finds podPidsLimit (old) there, and names exactly the shutdown fields gcloud 528.0.0 lacks."""
-    from launcher.client.gke.gcloud_check import NEWER, POOL_HELP, unknown_to_gcloud
+def test_the_gcloud_check_asks_the_installed_gclouds_own_loader():
+    """The real gcloud, offline (its configuration the check's own, its requests sent where
+    nothing listens): the Spot plan's TPU pool step, run with its system configuration, is
+    refused by gcloud 528.0.0's loader for exactly the shutdown fields; the same step with
+    older kubelet fields only is taken (it ends in the refused connection, nothing refused)."""
+    import dataclasses
+
+    from launcher.client.gke import commands as gke_commands
+    from launcher.client.gke.gcloud_check import NEWER, refused_fields
+    from launcher.client.gke.steps import Plan
     from tests.support import installed_gcloud
 
     root = installed_gcloud.required()
-    shown = subprocess.run(POOL_HELP, capture_output=True, text=True, check=True).stdout
-    assert unknown_to_gcloud(["podPidsLimit", "cpuManagerPolicy"], shown) == []
-    lacks = unknown_to_gcloud(sorted(NEWER), shown)
-    print(f"gcloud {installed_gcloud.version(root)} lacks {lacks}")
+    args = ["gke", "plan", "--values", str(REPO / "values" / "v6e-16.yaml"), "--chart", str(CHART)]
+    args += ["--helm", str(helm(3)), "--project=p", "--cluster=c", "--bucket=my-ckpts"]
+    ns = cli._parser().parse_args([*args, "--location=us-east5-b", "--capacity=spot"])
+    plan = gke_commands._up_plan(ns, *gke_commands._read_release(ns))
+    assert any(s.writes and "shutdownGracePeriodSeconds" in s.writes[1] for s in plan.steps)
+    lacks = refused_fields(plan)
+    print(f"gcloud {installed_gcloud.version(root)} refuses {lacks}")
     if installed_gcloud.version(root) == "528.0.0":
         assert lacks == sorted(NEWER)
+    older = "kubeletConfig:\n  podPidsLimit: 4096\n  cpuManagerPolicy: static\n"
+    steps = [dataclasses.replace(s, writes=(s.writes[0], older)) if s.writes else s
+             for s in plan.steps]  # fmt: skip
+    assert refused_fields(Plan(steps)) == []

@@ -507,19 +507,29 @@ class Gcloud:
             "queuedProvisioning": {"enabled": "enable-queued-provisioning" in flags},
         }
 
-    def _pool_help(self) -> str:
-        """`node-pools create --help`'s kubelet fields table: a gcloud as current as GKE's API
-        (the discovery document's NodeKubeletConfig), less what the state says this gcloud
-        lacks (`gcloud_unknown`: an older one)."""
-        lacks = set(self.state.get("gcloud_unknown", []))
-        known = gke_discovery.document()["schemas"]["NodeKubeletConfig"]["properties"]
-        rows = [f"          {name:<36} ..." for name in known if name not in lacks]
-        return "\n".join(["List of supported kubelet configs in 'kubeletConfig'.", *rows])
+    def _loader_only(self, pos: list[str], flags: dict, nowhere: str) -> str:
+        """GKE's API overridden (gke up's gcloud check): gcloud reads the system configuration
+        (its loader refuses what it does not know), then its request meets the refused
+        connection; nothing is made."""
+        if pos[:3] == ["container", "node-pools", "create"] and (
+            path := flags.get("system-config-from-file")
+        ):
+            self._loaded(Path(path))
+        raise Refused(
+            f"ERROR: gcloud crashed (ConnectionError): HTTPConnectionPool(host='127.0.0.1', "
+            f"port=1): Max retries exceeded ({nowhere}: [Errno 111] Connection refused)"
+        )
 
     def _kubelet_config(self, path: Path, cluster: dict, spot: bool) -> dict:
         """A node system configuration's kubeletConfig; a Spot pool's node shutdown (GKE's
         "Spot VMs": up to 120 seconds, the control plane on 1.35.0-gke.1171000 or later; the
         values GKE's API allows, from its discovery document)."""
+        kubelet = self._loaded(path)
+        return self._api_takes(kubelet, cluster, spot)
+
+    def _loaded(self, path: Path) -> dict:
+        """What gcloud's loader does with the file, before any request: its kubeletConfig, or
+        the refusal of a field this gcloud does not know."""
         import yaml
 
         if not path.is_file():
@@ -531,6 +541,9 @@ class Gcloud:
                 "ERROR: (gcloud.container.node-pools.create) Invalid node config: unknown "
                 f'fields: {unknown} in "kubeletConfig"'
             )
+        return kubelet
+
+    def _api_takes(self, kubelet: dict, cluster: dict, spot: bool) -> dict:
         shutdown = kubelet.get("shutdownGracePeriodSeconds")
         critical = kubelet.get("shutdownGracePeriodCriticalPodsSeconds")
         # GKE's own rules on both fields, from its API's discovery document.
@@ -786,8 +799,8 @@ class Gcloud:
 
     def run(self, argv: list[str]) -> str:
         pos, flags = _flags(argv)
-        if "help" in flags and pos == ["container", "node-pools", "create"]:
-            return self._pool_help()
+        if nowhere := os.environ.get(ENDPOINT_OVERRIDE):
+            return self._loader_only(pos, flags, nowhere)
         group = pos[:2]
         if group == ["config", "get-value"]:  # gcloud prints nothing (and "(unset)" to stderr)
             return str(self.state.get("config", {}).get(pos[2], ""))
@@ -944,10 +957,15 @@ def helm(state: dict, argv: list[str], charts: Path) -> list[str] | None:
     return [stored if a == oci else a for a in rest]
 
 
+ENDPOINT_OVERRIDE = "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER"  # gcloud's property, by env
+
+
 def main(tool: str, argv: list[str]) -> int:
     state_file = Path(os.environ["FAKE_GCLOUD_STATE"])
     state = json.loads(state_file.read_text()) if state_file.is_file() else {}
-    state.setdefault("calls", []).append([tool, *argv])
+    # A call whose requests go nowhere (gke up's gcloud check) changes nothing: kept apart.
+    calls = "loader_checks" if os.environ.get(ENDPOINT_OVERRIDE) else "calls"
+    state.setdefault(calls, []).append([tool, *argv])
     code, real = 0, None
     try:
         if tool == "docker":  # no Docker engine here, as on a machine without one

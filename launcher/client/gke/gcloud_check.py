@@ -1,19 +1,22 @@
-"""Before `gke up` changes anything: does the installed gcloud know what the plan uses that some
-gclouds do not yet? An older gcloud refuses it only when its step runs, after the cluster and
-its CPU pool bill. Asked of the installed gcloud itself (its own help, no call to Google), not
-of a version table: gcloud's release notes are not something a plan can read.
+"""Before `gke up` changes anything: does the installed gcloud take the plan's node system
+configurations? An older gcloud refuses a field only when its step runs, after the cluster and
+its CPU pool bill. Asked of the installed gcloud's own loader, offline, not of its help (which
+omits fields the loader takes) nor of a version table: each pool step that reads a system
+configuration is run as the plan would run it, with the file written to a directory of the
+check's own and every request of gcloud's sent where nothing listens (SANDBOX). gcloud reads
+the file before it sends anything: a field it does not take is refused then; a file it takes
+ends in the refused connection. Nothing reaches Google; nothing is made.
 
-What is checked (NEWER): the node shutdown fields of a Spot pool's system configuration. gcloud
-528.0.0's loader refuses both ("unknown fields" in kubeletConfig), though GKE's API
-(NodeKubeletConfig) has them; `gcloud container node-pools create --help` lists, under
---system-config-from-file, every kubelet field the installed gcloud takes."""
+What some gclouds lack (NEWER): the node shutdown fields of a Spot pool's system
+configuration. gcloud 528.0.0's loader refuses both ("unknown fields" in kubeletConfig), though
+GKE's API (NodeKubeletConfig) has them."""
 
 from __future__ import annotations
 
 import re
 import shutil
-
-import yaml
+import tempfile
+from pathlib import Path
 
 from launcher.client.commands import run
 from launcher.client.gke.steps import Plan
@@ -24,40 +27,64 @@ NEWER = {
     "shutdownGracePeriodSeconds": "GKE: Spot VMs (GKE API NodeKubeletConfig)",
     "shutdownGracePeriodCriticalPodsSeconds": "GKE: Spot VMs (GKE API NodeKubeletConfig)",
 }
-POOL_HELP = ["gcloud", "container", "node-pools", "create", "--help"]
+CONFIG_FLAG = "--system-config-from-file="
+# Where the check's gcloud sends its requests: a port nothing listens on (1: tcpmux, never
+# served), GKE's API overridden (gcloud's api_endpoint_overrides/container property).
+NOWHERE = "http://127.0.0.1:1/"
+# An older gcloud's loader (528.0.0's api_lib/container/util.py): `Invalid node config: unknown
+# fields: ['a', 'b'] in "kubeletConfig"`.
+UNKNOWN_FIELDS = re.compile(r"unknown fields: \[([^\]]*)\]")
 UPDATE = (
     "update gcloud (`gcloud components update`; where a package manager installed it, its "
     "google-cloud-cli package), then run again"
 )
 
 
-def newer_fields(plan: Plan) -> list[str]:
-    """The NEWER fields the plan's node system configurations set."""
-    used = set()
-    for step in plan.steps:
-        if step.writes:
-            config = yaml.safe_load(step.writes[1]) or {}
-            used |= set(config.get("kubeletConfig", {})) & set(NEWER)
-    return sorted(used)
+def sandbox(directory: Path) -> dict[str, str]:
+    """gcloud's environment for the check: a configuration of its own in `directory` (the
+    user's account, project and properties unread and untouched), a placeholder token (no
+    credential is read or refreshed), no prompt, and GKE's API at NOWHERE."""
+    token = directory / "token"
+    token.write_text("placeholder: the check sends no request anywhere that answers\n")
+    return {
+        "CLOUDSDK_CONFIG": str(directory / "config"),
+        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token),
+        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER": NOWHERE,
+    }
 
 
-def unknown_to_gcloud(fields: list[str], help_text: str) -> list[str]:
-    """The fields gcloud's node-pools create help does not list (its kubelet fields table)."""
-    plain = re.sub(r"\x1b\[[0-9;]*m", "", help_text)  # help's bold, when a terminal asks
-    return [f for f in fields if not re.search(rf"\b{re.escape(f)}\b", plain)]
+def refused_fields(plan: Plan) -> list[str]:
+    """The kubelet fields the installed gcloud's loader refuses in the plan's system
+    configurations (empty: it takes them all)."""
+    written = {step.writes[0]: step.writes[1] for step in plan.steps if step.writes}
+    refused: set[str] = set()
+    with tempfile.TemporaryDirectory(prefix="tpu-launcher-gcloud-check-") as tmp:
+        env = sandbox(Path(tmp))
+        for index, step in enumerate(plan.steps):
+            reads = [w for w in step.argv if w.startswith(CONFIG_FLAG)]
+            if not reads or step.for_each:
+                continue
+            path = reads[0].removeprefix(CONFIG_FLAG)
+            copy = Path(tmp) / f"system-config-{index}.yaml"
+            copy.write_text(written.get(path, ""))
+            argv = [f"{CONFIG_FLAG}{copy}" if w == reads[0] else w for w in step.argv]
+            tried = run(f"ask gcloud's loader about {step.what}", argv, env=env, capture=True,
+                        check=False)  # fmt: skip
+            if found := UNKNOWN_FIELDS.search(tried.stderr or ""):
+                refused |= {f.strip().strip("'\"") for f in found[1].split(",") if f.strip()}
+    return sorted(refused)
 
 
 def require_gcloud_knows(plan: Plan) -> None:
-    """Stops gke up, before any step, where the installed gcloud lacks what the plan uses."""
-    fields = newer_fields(plan)
-    if not fields or shutil.which("gcloud") is None:
+    """Stops gke up, before any step, where the installed gcloud refuses what the plan uses."""
+    if not any(CONFIG_FLAG in w for s in plan.steps for w in s.argv) or not shutil.which("gcloud"):
         return
-    shown = run("read gcloud's node-pools create help", POOL_HELP, capture=True, check=False)
-    if missing := unknown_to_gcloud(fields, shown.stdout):
-        sources = "; ".join(f"{f}: {NEWER[f]}" for f in missing)
+    if refused := refused_fields(plan):
+        sources = "; ".join(f"{f}: {NEWER.get(f, 'GKE API NodeKubeletConfig')}" for f in refused)
         raise UsageError(
             "gcloud",
-            f"the installed gcloud does not know {', '.join(missing)} in a node system "
+            f"the installed gcloud does not know {', '.join(refused)} in a node system "
             f"configuration, which this plan's Spot pools set ({sources}); it would refuse "
             "them after the cluster is made",
             UPDATE,
