@@ -5,8 +5,8 @@ chart's copy of the name (tpu-stack.runtimeModule) is held to this one by a test
 from __future__ import annotations
 
 RUNTIME_MODULE = "launcher.runtime"
-RUNTIME_PROG = f"python -m {RUNTIME_MODULE}"  # how its commands name themselves in errors
 JOB_ENTRYPOINT = ["python", "-m", RUNTIME_MODULE]
+RUNTIME_PROG = " ".join(JOB_ENTRYPOINT)  # how its commands name themselves in errors
 # Its commands (launcher.runtime.commands defines each; a test holds the two equal): the
 # workstation's `tpu-launcher` refuses these words with where they run instead.
 CLUSTER_COMMANDS = frozenset({

@@ -3,7 +3,7 @@ configurations? An older gcloud refuses a field only when its step runs, after t
 its CPU pool bill. Asked of the installed gcloud's own loader, offline, not of its help (which
 omits fields the loader takes) nor of a version table: each pool step that reads a system
 configuration is run as the plan would run it, with the file written to a directory of the
-check's own and every request of gcloud's sent where nothing listens (SANDBOX). gcloud reads
+check's own and every request of gcloud's sent where nothing listens (`sandbox`). gcloud reads
 the file before it sends anything: a field it does not take is refused then; a file it takes
 ends in the refused connection. Nothing reaches Google; nothing is made.
 
@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.gke.steps import Plan
+from launcher.client.gke.steps import Plan, Step
 from launcher.core.errors import UsageError
 
 # Kubelet fields (a node system configuration's) newer than some gclouds, with their source.
@@ -54,6 +54,17 @@ def sandbox(directory: Path) -> dict[str, str]:
     }
 
 
+def _config_readers(plan: Plan) -> list[tuple[Step, str]]:
+    """The plan's steps that read a system configuration, each with the word naming it."""
+    return [
+        (step, word)
+        for step in plan.steps
+        if not step.for_each
+        for word in step.argv
+        if word.startswith(CONFIG_FLAG)
+    ]
+
+
 def refused_fields(plan: Plan) -> list[str]:
     """The kubelet fields the installed gcloud's loader refuses in the plan's system
     configurations (empty: it takes them all)."""
@@ -61,14 +72,10 @@ def refused_fields(plan: Plan) -> list[str]:
     refused: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="tpu-launcher-gcloud-check-") as tmp:
         env = sandbox(Path(tmp))
-        for index, step in enumerate(plan.steps):
-            reads = [w for w in step.argv if w.startswith(CONFIG_FLAG)]
-            if not reads or step.for_each:
-                continue
-            path = reads[0].removeprefix(CONFIG_FLAG)
+        for index, (step, reads) in enumerate(_config_readers(plan)):
             copy = Path(tmp) / f"system-config-{index}.yaml"
-            copy.write_text(written.get(path, ""))
-            argv = [f"{CONFIG_FLAG}{copy}" if w == reads[0] else w for w in step.argv]
+            copy.write_text(written.get(reads.removeprefix(CONFIG_FLAG), ""))
+            argv = [f"{CONFIG_FLAG}{copy}" if w == reads else w for w in step.argv]
             tried = run(f"ask gcloud's loader about {step.what}", argv, env=env, capture=True,
                         check=False)  # fmt: skip
             if found := UNKNOWN_FIELDS.search(tried.stderr or ""):
@@ -78,7 +85,7 @@ def refused_fields(plan: Plan) -> list[str]:
 
 def require_gcloud_knows(plan: Plan) -> None:
     """Stops gke up, before any step, where the installed gcloud refuses what the plan uses."""
-    if not any(CONFIG_FLAG in w for s in plan.steps for w in s.argv) or not shutil.which("gcloud"):
+    if not _config_readers(plan) or not shutil.which("gcloud"):
         return
     if refused := refused_fields(plan):
         sources = "; ".join(f"{f}: {NEWER.get(f, 'GKE API NodeKubeletConfig')}" for f in refused)
