@@ -41,6 +41,7 @@ from harness.local_ray import (
     reshaped,
     run_name,
 )
+from launcher.client.local.instance import local_instance
 from launcher.core.checkpoints import committed_steps
 from launcher.core.job_events import EventKind, clean, events, parse
 from launcher.runtime.progress import parse_step_line, steps_logged
@@ -200,6 +201,31 @@ RESTORED_FROM = re.compile(
 )
 
 
+SURVIVOR = "local-slice-1-host-0"  # the host whose memory holds the copies after the kill
+
+
+def _memory_copies(host: str) -> set[int]:
+    """The steps whose in-memory copy on `host` Orbax has finished (a copy in progress sits in a
+    temporary directory; a finished one is renamed to its step)."""
+    volume = local_instance().memory_root / host
+    return {int(p.name) for p in volume.glob("*/*") if p.name.isdigit() and p.is_dir()}
+
+
+def _wait_for_memory_copy_past_the_bucket(run_dir, host: str, timeout: float) -> int:
+    """The newest finished copy on `host` once it is later than the bucket's latest save."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        bucket = max(committed_steps(run_dir), default=-1)
+        newer = [s for s in _memory_copies(host) if s > bucket and s % BUCKET_PERIOD]
+        if newer and bucket >= BUCKET_PERIOD:
+            return max(newer)
+        time.sleep(0.1)
+    raise AssertionError(
+        f"no copy in {host}'s memory past the bucket's saves ({committed_steps(run_dir)}) "
+        f"within {timeout}s: {sorted(_memory_copies(host))}"
+    )
+
+
 def _saves(logs: str) -> list[tuple[int, str]]:
     return [(int(m[1]), m[2]) for m in SAVED.finditer(logs)]
 
@@ -216,16 +242,20 @@ def test_memory_tier_restores_from_the_nearest_copy(two_slices, tiny_dataset):
         # asynchronous: the emergency manager takes no such option from MaxText).
         "async_checkpointing=false",
     )
-    logs = _wait_for(client, job_id, re.compile(r"saved step 1[2-8] to memory"), 0, 600)
-    # The first slice's host (rank 0's) dies; the second's memory, with the copies, survives.
+    # The first slice's host (rank 0's) dies once the second's memory holds a whole copy newer
+    # than the bucket's latest; that memory survives. (Read off the copies themselves: the log's
+    # "saved step N to memory" says when rank 0's save began, and under load its poll landed
+    # past the bucket's next save, whose copy is then the nearest.)
+    newer = _wait_for_memory_copy_past_the_bucket(two_slices.bucket / name, SURVIVOR, 600)
+    logs = client.logs(job_id)
     killed_at = len(logs)
     kill_every_worker_of("local-slice-0-host-0")
     logs = _wait_for(client, job_id, RESTORED_FROM, killed_at, 600)
     restored = RESTORED_FROM.search(logs, killed_at)
     step, source = int(restored[1]), restored[2]
-    assert source == "memory (slice 1's hosts)", restored[0]
+    assert source == "memory (slice 1's hosts)", (restored[0], newer)
     before = logs[:killed_at]
-    last_memory = max(s for s, tier in _saves(before) if tier == "memory")
+    last_memory = max([newer, *(s for s, tier in _saves(before) if tier == "memory")])
     # The latest save before the kill (or one that finished as the worker died), not the
     # bucket's older one: at most the memory period of steps is lost.
     assert (step >= last_memory and step % BUCKET_PERIOD != 0) or step > last_memory, restored[0]
