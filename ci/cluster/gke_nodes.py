@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.core.capacity import Capacity, release_capacities  # noqa: E402
+from launcher.core.capacity import POOL_CAPACITY_LABEL, Capacity, release_capacities  # noqa: E402
 from launcher.core.machines import CPU_POOL_MACHINE, MACHINES, node_vcpus  # noqa: E402
 from launcher.core.slices import Slices  # noqa: E402
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL  # noqa: E402
@@ -88,6 +88,8 @@ def tpu_pools(
         GKE_ACCELERATOR_LABEL: gen.gke_accelerator,
         GKE_TOPOLOGY_LABEL: shape.topology,
         **capacity.labels_for(reservation),
+        # As `gke plan` labels a fallback's pools (launcher.core.capacity.POOL_CAPACITY_LABEL).
+        **({POOL_CAPACITY_LABEL: capacity.name} if tag else {}),
     }
     nodes = []
     for s in range(slices.num_slices):

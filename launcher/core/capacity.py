@@ -93,6 +93,15 @@ CAPACITIES = {
 # GKE's "About flex-start provisioning mode": TPUs on flex-start need GKE 1.33.0-gke.1712000 or
 # later.
 FLEX_START_MIN_GKE = "1.33.0-gke.1712000"
+# GKE's "About custom ComputeClasses": "Custom ComputeClasses are available in GKE Autopilot mode
+# and GKE Standard mode in version 1.30.3-gke.1451000 and later."
+COMPUTE_CLASS_MIN_GKE = "1.30.3-gke.1451000"
+# The node label `gke plan` gives each pool of a Kueue capacity fallback, and its flavor selects:
+# the item's capacity. GKE's own labels tell a reservation's and Spot's nodes apart, but an
+# on-demand pool has none of its own, so a flavor of GKE's labels alone (accelerator, topology)
+# also matches the reservation's and Spot's nodes (GKE's DWS and Kueue tutorial gives each
+# flavor a pool label of its own). Release-independent: one queue serves many releases' pools.
+POOL_CAPACITY_LABEL = "tpu-launcher-capacity"
 
 
 # Flex-start with queued provisioning: a Kueue queue on flex-start (`gke queue` gives it GKE's

@@ -226,6 +226,20 @@ def region_of_zone(location: str) -> str | None:
     return region if dash and region.count("-") == 1 else None
 
 
+# Compute Engine's "AI zones": an AI zone's name is its region's, `ai`, a number and the suffix
+# of its parent zone, the standard zone of that suffix (us-central1-a is us-central1-ai1a's).
+AI_ZONE = re.compile(r"^(?P<region>[a-z]+-[a-z]+\d+)-ai\d+(?P<suffix>[a-z])$")
+AI_ZONES_SOURCE = (
+    'Compute Engine\'s "AI zones" (docs.cloud.google.com/compute/docs/regions-zones/ai-zones)'
+)
+
+
+def parent_zone(zone: str) -> str | None:
+    """The standard zone an AI zone is paired with (None: `zone` is no AI zone)."""
+    found = AI_ZONE.match(zone)
+    return f"{found['region']}-{found['suffix']}" if found else None
+
+
 def gke_version(text: str) -> tuple[int, ...]:
     """1.34.0-gke.2201000 -> (1, 34, 0, 2201000): GKE's versions compare number by number."""
     return tuple(int(n) for n in re.findall(r"\d+", text))

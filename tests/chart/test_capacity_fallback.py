@@ -8,6 +8,7 @@ flavors runs in the real Kueue (tests/cluster/test_kueue_queue.py)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ import yaml
 from harness.helm import CHART, by_kind, helm, refused, render
 from harness.paths import REPO
 from launcher import cli
+from tests.support import fake_gcloud as fake_gcloud_module
 
 pytestmark = pytest.mark.chart
 
@@ -63,7 +65,6 @@ COMPUTE_CLASS: dict[str, Any] = {
     },
 }
 WHEN_UNSATISFIABLE = ("ScaleUpAnyway", "DoNotScaleUp")
-AFFINITIES = ("Specific", "AnyBestEffort", "None")
 
 
 def undocumented(value: Any, fields: Any, path: str = "") -> list[str]:
@@ -165,6 +166,15 @@ def test_a_fallback_the_chart_cannot_make_is_refused_with_its_fix(sets, said):
     assert said in refused(*sets, "--set", "global.gcsfuse.bucketName=bkt1", values=V6E_16)
 
 
+@pytest.fixture(autouse=True)
+def gcloud_taking_every_field(tmp_path, monkeypatch):
+    """A FAKE gcloud on PATH whose loader takes every field of a node system configuration, as
+    a gcloud newer than 528.0.0 does: that one refuses the Spot pools' shutdown fields, so its
+    `gke plan` refuses as gke up would (tests/chart/test_gke_plan.py)."""
+    fake_gcloud_module.install(tmp_path / "bin", tmp_path / "gke-state.json")
+    monkeypatch.setenv("PATH", f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}")
+
+
 def _printed(capsys, action: str, *flags: str) -> str:
     args = ["gke", action, "--values", str(V6E_16), "--chart", str(CHART), "--helm", str(helm(3))]
     assert cli.main([*args, *TARGET, "--namespace", "ml", *flags]) == 0
@@ -198,26 +208,81 @@ def test_gke_makes_a_pool_per_item_and_the_compute_class_tries_them_in_order(cap
         "ComputeClass",
         "ml-tpu-ray",
     )
-    tpu = {"type": "tpu-v6e-slice", "count": 4, "topology": "4x4"}
-    assert spec["priorities"] == [
-        {"tpu": tpu, "reservations": {"affinity": "Specific", "specific": [{"name": "res-a"}]}},
-        {"tpu": tpu},
-        {"tpu": tpu, "spot": True},
-    ]
+    # Each rule names its item's own pools, the ones the plan makes: a rule by attributes (on
+    # demand: `tpu` alone) would also match the reservation's pool of the same class.
+    assert spec["priorities"] == [{"nodepools": [name]} for name in names]
     assert spec["whenUnsatisfiable"] in WHEN_UNSATISFIABLE
     assert spec["nodePoolAutoCreation"] == {"enabled": False}  # the pools gke plan makes
-    assert all(
-        r.get("reservations", {}).get("affinity", "None") in AFFINITIES for r in spec["priorities"]
-    )
 
 
-def test_a_shared_reservation_in_the_class_names_its_owner(capsys):
-    capacity = ("--capacity", "reservation:projects/owner-proj/reservations/res-b,spot")
+def test_a_compute_class_fallback_checks_gkes_version_before_the_cluster_is_made(capsys):
+    """Custom ComputeClasses need GKE 1.30.3-gke.1451000 (GKE's "About custom ComputeClasses"):
+    on v5p, whose generation sets no floor, the class's is the one checked before `clusters
+    create` and on an existing cluster."""
+    args = ["gke", "plan", "--values", str(REPO / "values" / "v5p-16.yaml"), "--chart", str(CHART)]
+    args += ["--helm", str(helm(3)), *TARGET, "--namespace", "ml", "--allow-zone=us-east5-b"]
+    args += ["--capacity", "reservation:res-a,on-demand"]
+    assert cli.main(args) == 0
+    plan = capsys.readouterr().out
+    gate = "GKE 1.30.3-gke.1451000 or later (ComputeClass ml-tpu-ray's rules need it)"
+    assert f"regular channel gets {gate}" in plan and f"the cluster runs {gate}" in plan, plan
+    assert plan.index(gate) < plan.index("container clusters create")
+
+
+def test_a_multi_slice_items_rule_names_each_slices_pool(capsys):
+    capacity = ("--capacity", "reservation:res-a,spot", "--set", "ray.worker.tpu.slices=2")
     (cls,) = yaml.safe_load_all(_printed(capsys, "compute-class", *capacity))
-    assert cls["spec"]["priorities"][0]["reservations"]["specific"] == [
-        {"name": "res-b", "project": "owner-proj"}
+    assert cls["spec"]["priorities"] == [
+        {"nodepools": ["tpu-ray-v6e-16-res-0", "tpu-ray-v6e-16-res-1"]},
+        {"nodepools": ["tpu-ray-v6e-16-spot-0", "tpu-ray-v6e-16-spot-1"]},
     ]
     assert undocumented(cls, COMPUTE_CLASS) == []
+
+
+def test_a_shared_reservations_pool_names_its_owner(capsys):
+    capacity = ("--capacity", "reservation:projects/owner-proj/reservations/res-b,spot")
+    plan = _printed(capsys, "plan", *capacity).replace(" \\\n    ", " ")
+    (create,) = [ln for ln in plan.splitlines() if "node-pools create tpu-ray-v6e-16-res" in ln]
+    assert "--reservation=projects/owner-proj/reservations/res-b" in create
+    (cls,) = yaml.safe_load_all(_printed(capsys, "compute-class", *capacity))
+    assert cls["spec"]["priorities"][0] == {"nodepools": ["tpu-ray-v6e-16-res-0"]}
+    assert undocumented(cls, COMPUTE_CLASS) == []
+
+
+def test_each_queue_flavor_selects_only_its_own_items_pools(capsys):
+    """Under Kueue each item's pools carry the plan's capacity label and its flavor selects it:
+    a flavor of GKE's labels alone matched, for on demand, the reservation's and Spot's nodes too
+    (GKE labels those, not on-demand ones). Each flavor's labels are checked against every pool's
+    nodes as the plan makes them (its --node-labels and GKE's labels for its capacity)."""
+    from launcher.core.capacity import CAPACITIES, POOL_CAPACITY_LABEL
+    from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+
+    flags = ("--capacity", "reservation:res-a,on-demand,spot", "--set", QUEUED[1])
+    plan = _printed(capsys, "plan", *flags).replace(" \\\n    ", " ")
+    nodes = {}
+    for line in plan.splitlines():
+        if line.strip().startswith("gcloud container node-pools create tpu-ray"):
+            words = line.split()
+            (label,) = [w.split("=", 1)[1] for w in words if w.startswith("--node-labels=")]
+            key, capacity = label.split("=")
+            assert key == POOL_CAPACITY_LABEL
+            reservation = next((w.split("=", 1)[1] for w in words if "--reservation=" in w), None)
+            nodes[words[4]] = {
+                GKE_ACCELERATOR_LABEL: "tpu-v6e-slice",
+                GKE_TOPOLOGY_LABEL: "4x4",
+                **CAPACITIES[capacity].labels_for(reservation),  # GKE's own
+                key: capacity,
+            }
+    assert len(nodes) == 3, plan
+    objects = list(yaml.safe_load_all(_printed(capsys, "queue", *flags)))
+    flavors = [
+        o for o in objects if o["kind"] == "ResourceFlavor" and o["metadata"]["name"] != "cpu"
+    ]
+    for flavor in flavors:
+        wanted = flavor["spec"]["nodeLabels"]
+        landed = [n for n, labels in nodes.items() if wanted.items() <= labels.items()]
+        assert len(landed) == 1, (flavor["metadata"]["name"], landed)
+        assert wanted[POOL_CAPACITY_LABEL] in flavor["metadata"]["name"]
 
 
 def test_the_queue_tries_the_flavors_in_order_and_asks_gke_only_for_flex_start(capsys):

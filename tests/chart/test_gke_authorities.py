@@ -24,7 +24,9 @@ from launcher.client.gke import commands as gke_commands
 from launcher.client.gke.gcloud_check import NEWER
 from launcher.client.gke.plan import down_plan
 from launcher.client.gke.steps import Plan
+from launcher.client.gke.target import region
 from launcher.core.errors import UsageError
+from launcher.core.tpu_table import parent_zone
 from tests.support import gke_discovery, installed_gcloud
 
 pytestmark = pytest.mark.chart
@@ -52,7 +54,7 @@ WAYS = {
     "idle-release": ["--set", "ray.worker.tpu.releaseIdleAfterSeconds=1800"],
     "migrating": ["--migrate-node-metadata"],
 }
-ZONES = ("us-east5-a", "us-central1-ai1a")  # a standard zone, an AI zone
+ZONES = ("us-east5-a", "us-central1-ai1a")  # a standard zone, an AI zone (its region's cluster)
 
 # The API (discovery document) and schema of the resource each gcloud command group lists or
 # describes: what its --filter and --format=value(...) field paths are paths of.
@@ -65,6 +67,7 @@ RESOURCES = {
     ("services", "list"): ("serviceusage", "GoogleApiServiceusageV1Service"),
     ("projects", "describe"): ("cloudresourcemanager", "Project"),
     ("builds", "get-default-service-account"): ("cloudbuild", "DefaultServiceAccount"),
+    ("compute", "zones"): ("compute", "Zone"),
 }
 
 # What the plans use that some gclouds do not know yet, each with its source, is the launcher's
@@ -90,7 +93,14 @@ def plans() -> tuple[tuple[str, Plan], ...]:
                 assert re.search(refused, str(e)), (values, way, e)
                 continue
             for zone in ZONES:
-                at = replace(target, location=zone, allow_zone=zone)
+                # An AI zone holds the TPU pools of a cluster in its region (gke/plan.py).
+                ai = parent_zone(zone) is not None
+                at = replace(
+                    target,
+                    location=region(zone) if ai else zone,
+                    node_zone=zone if ai else None,
+                    allow_zone=zone,
+                )
                 what = f"{values.name} {way} {zone}"
                 found.append((f"{what} up", gke_commands._up_plan(ns, at, need)))
                 found.append((f"{what} down", down_plan(need, at, ns.release, ns.namespace)))

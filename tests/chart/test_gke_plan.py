@@ -131,7 +131,7 @@ def test_a_cpu_pool_holds_the_pods_without_tpus(capsys, values):
     assert pools == ([(*CPU_POOLS[values], True)] if CPU_POOLS[values] else [])
 
 
-def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(capsys):
+def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(fake_gcloud, capsys):
     script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, "--capacity=spot")
     commands = _commands(script)
     # In the order they can run, each guarded by the check that skips it when done: the APIs an
@@ -500,7 +500,7 @@ def _gke(action: str, values: str, *flags: str, helm_bin: str = "helm") -> int:
 def _ran(state) -> list[list[str]]:
     """What changed something: every call but the checks and reads (describe, list, --help;
     helm's template and show)."""
-    calls = json.loads(state.read_text())["calls"]
+    calls = json.loads(state.read_text()).get("calls", [])
     reads = {"describe", "list", "template", "show", "--help", "get-server-config"}
     return [c[1:] for c in calls if not reads & set(c)]
 
@@ -896,6 +896,60 @@ def test_gke_up_and_down_make_and_remove_ironwoods_workload_policy(fake_gcloud, 
     assert json.loads(fake_gcloud.read_text())["policies"] == {}  # after its pool, not before
 
 
+def test_gke_down_keeps_what_the_regions_other_clusters_share(fake_gcloud, capsys):
+    """The image repository and Ironwood's workload policy are the region's, not the cluster's:
+    `gke down` of one cluster deletes its own, and keeps them while GKE lists another cluster of
+    the project in the region, saying which and how to delete them; the region's last
+    cluster's `gke down` takes them."""
+    ironwood = ("--location=us-central1-c",)  # a zone that offers Ironwood
+    beside = ("--location=us-central1-b", "--cluster=ml2")  # v6e, the same region
+    assert _gke("up", "tpu7x-16.yaml", *ironwood) == 0
+    assert _gke("up", "v6e-16.yaml", *beside) == 0
+    capsys.readouterr()
+    assert _gke("down", "tpu7x-16.yaml", *ironwood, "--yes") == 0
+    out = capsys.readouterr().out
+    state = json.loads(fake_gcloud.read_text())
+    assert list(state["clusters"]) == ["my-proj/us-central1-b/ml2"]  # ml is gone
+    assert state["repositories"] and state["policies"], out
+    kept = "kept, the pods of clusters in us-central1 may pull from it (`gcloud artifacts "
+    assert kept in out and "ml2\tus-central1-b" not in out and "ml2, us-central1-b" in out, out
+    assert "kept, clusters in us-central1 may place pools with it" in out
+    assert _gke("down", "v6e-16.yaml", *beside, "--yes") == 0
+    state = json.loads(fake_gcloud.read_text())
+    assert state["clusters"] == {} and state["repositories"] == {}
+    # The policy ml's release made, kept while ml2 stood, goes with that release's next down.
+    assert state["policies"]
+    assert _gke("down", "tpu7x-16.yaml", *ironwood, "--yes") == 0
+    assert json.loads(fake_gcloud.read_text())["policies"] == {}
+
+
+def test_an_ai_zone_takes_the_tpu_pools_and_the_rest_goes_to_its_parent_zone(fake_gcloud, capfd):
+    """Compute Engine's "AI zones": standard zones for what is not ML, and an AI zone seen only
+    by a project whose AI zone visibility is on. A cluster located in an AI zone is refused with
+    the flags that place it; with the TPU pools' zone an AI zone, the visibility is checked
+    before anything is made, and the cluster's own nodes and the CPU pool go to its parent
+    zone (us-central1-a for us-central1-ai1a), the TPU pools to the AI zone."""
+    assert _gke("up", "v6e-16.yaml", "--location=us-central1-ai1a") == 2
+    err = capfd.readouterr().err
+    assert "us-central1-ai1a is an AI zone" in err, err
+    assert "--location us-central1 (or us-central1-a, its parent zone) with --node-zone" in err
+    assert _ran(fake_gcloud) == []
+    ai = ("--location=us-central1", "--node-zone=us-central1-ai1a")
+    assert _gke("up", "v6e-16.yaml", *ai) == 2
+    err = capfd.readouterr().err
+    assert "the project sees AI zone us-central1-ai1a" in err and "AI zone visibility" in err
+    assert not [c for c in _ran(fake_gcloud) if c[0] == "container"]  # nothing bills
+    state = json.loads(fake_gcloud.read_text())
+    state["ai_zones_visible"] = True
+    fake_gcloud.write_text(json.dumps(state))
+    assert _gke("up", "v6e-16.yaml", *ai) == 0, capfd.readouterr().err
+    (create,) = [c for c in _ran(fake_gcloud) if c[:3] == ["container", "clusters", "create"]]
+    assert "--node-locations=us-central1-a" in create, create
+    pools = json.loads(fake_gcloud.read_text())["clusters"]["my-proj/us-central1/ml"]["nodePools"]
+    zones = {name: pool.get("zone") for name, pool in pools.items() if name != "default-pool"}
+    assert zones == {"tpu-cpu": "us-central1-a", "tpu-ray-v6e-16-0": "us-central1-ai1a"}, zones
+
+
 def test_an_existing_service_account_is_the_one_bound(capsys, tmp_path):
     existing = tmp_path / "existing-sa.yaml"
     existing.write_text("ray:\n  serviceAccount:\n    create: false\n    name: trainer-ksa\n")
@@ -1000,7 +1054,9 @@ def test_every_values_file_has_its_expected_pools():
         ([], ["--num-nodes=4"], ["--spot", "--flex-start", "--reservation-affinity=specific"]),
     ],
 )
-def test_the_tpu_pool_is_made_of_the_capacity_the_pods_ask_for(capsys, sets, expected, absent):
+def test_the_tpu_pool_is_made_of_the_capacity_the_pods_ask_for(
+    fake_gcloud, capsys, sets, expected, absent
+):
     """The capacity goes into the render (every slice group's value), and the plan reads it back
     from the pods' node selector: the pool GKE makes is the one the pods can land on."""
     (tpu,) = [
@@ -1161,7 +1217,9 @@ def test_a_spot_pool_gives_its_pods_the_grace_period_they_save_in(
 
 
 @pytest.mark.parametrize("grace", [16, 30, 60, 105])
-def test_a_spot_pools_node_shutdown_is_one_gkes_api_takes(grace, capfd, monkeypatch, tmp_path):
+def test_a_spot_pools_node_shutdown_is_one_gkes_api_takes(
+    fake_gcloud, grace, capfd, monkeypatch, tmp_path
+):
     """Every kubeletConfig value a Spot plan writes satisfies the rules GKE's API publishes for
     it (its discovery document: "Allowed values: 0, 30, 120.", "Range: [0, 120]." and at most
     the shutdown); the plan of 1fca7da wrote the grace period plus 15 (45 for 30 s), which GKE
@@ -1213,11 +1271,13 @@ def test_an_ai_zone_is_a_zone_of_its_region(capsys):
     """Cloud TPU lists AI zones beside standard ones (us-central1-ai1a for tpu7x and v6e);
     Compute Engine's "About AI zones": an AI zone belongs to its region, us-central1. What is
     regional (the image repository, the bucket, Ironwood's workload policy) goes there; the
-    TPU pools go in the AI zone itself, with no NODE_ZONE left to set."""
+    TPU pools go in the AI zone itself, the CPU pool and the cluster's own node to its parent
+    zone."""
     where = (
         "--project=my-proj",
         "--cluster=ml",
-        "--location=us-central1-ai1a",
+        "--location=us-central1",
+        "--node-zone=us-central1-ai1a",
         "--bucket=my-ckpts",
     )
     script = _plan(capsys, "tpu7x-16.yaml", *where)
@@ -1226,9 +1286,12 @@ def test_an_ai_zone_is_a_zone_of_its_region(capsys):
     assert "--location=us-central1" in named["artifacts", "repositories", "create"]
     assert "--location=us-central1" in named["storage", "buckets", "create"]
     assert "--region=us-central1" in named["compute", "resource-policies", "create"]
-    pools = [c for c in _commands(script) if c[1:4] == ["container", "node-pools", "create"]]
-    assert all("--node-locations=us-central1-ai1a" in p for p in pools), pools
-    assert "--location=us-central1-ai1a" in named["container", "clusters", "create"]
+    pools = {c[4]: c for c in _commands(script) if c[1:4] == ["container", "node-pools", "create"]}
+    tpu = [c for name, c in pools.items() if name.startswith("tpu-ray")]
+    assert tpu and all("--node-locations=us-central1-ai1a" in p for p in tpu), pools
+    assert "--node-locations=us-central1-a" in pools["tpu-cpu"]
+    cluster = named["container", "clusters", "create"]
+    assert "--location=us-central1" in cluster and "--node-locations=us-central1-a" in cluster
 
 
 def test_flex_start_is_refused_in_a_zone_that_offers_the_generation_only_on_demand(capsys):
@@ -1268,6 +1331,33 @@ def test_gke_up_stops_before_any_step_where_gcloud_lacks_what_the_plan_uses(
     assert _gke("up", "v6e-16.yaml") == 0
 
 
+def test_gke_plan_refuses_as_gke_up_does_and_its_script_asks_the_gcloud_that_runs_it(
+    fake_gcloud, capfd, monkeypatch, tmp_path
+):
+    """`gke plan` refuses where gke up would (the installed gcloud's loader refuses a Spot pool's
+    shutdown fields); a plan printed where gcloud takes them, run where it does not (a CI
+    runner's older gcloud), stops at its own check before any step, naming the fields."""
+    monkeypatch.chdir(tmp_path)
+    older = ["shutdownGracePeriodSeconds", "shutdownGracePeriodCriticalPodsSeconds"]
+    fake_gcloud.write_text(json.dumps({"gcloud_unknown": older}))
+    assert _gke("plan", "v6e-16.yaml", "--capacity=spot") == 2
+    out, err = capfd.readouterr()
+    assert out == "" and "does not know shutdownGracePeriodCriticalPodsSeconds" in err, err
+    fake_gcloud.write_text(json.dumps({}))  # a gcloud that takes them prints the plan
+    assert _gke("plan", "v6e-16.yaml", "--capacity=spot") == 0
+    script = capfd.readouterr().out
+    fake_gcloud.write_text(json.dumps({"gcloud_unknown": older}))  # the runner's gcloud
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 1, ran.stderr
+    assert "unknown fields: " in ran.stderr and "gcloud components update" in ran.stderr
+    assert _ran(fake_gcloud) == [] and json.loads(fake_gcloud.read_text())["loader_checks"]
+    # The same script where the runner's gcloud takes them runs through.
+    fake_gcloud.write_text(json.dumps({}))
+    ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    assert any(c[:3] == ["container", "node-pools", "create"] for c in _ran(fake_gcloud))
+
+
 def test_the_gcloud_check_asks_the_installed_gclouds_own_loader():
     """The real gcloud, offline (its configuration the check's own, its requests sent where
     nothing listens): the Spot plan's TPU pool step, run with its system configuration, is
@@ -1276,7 +1366,7 @@ def test_the_gcloud_check_asks_the_installed_gclouds_own_loader():
     import dataclasses
 
     from launcher.client.gke import commands as gke_commands
-    from launcher.client.gke.gcloud_check import NEWER, refused_fields
+    from launcher.client.gke.gcloud_check import NEWER, refused_fields, script_guard
     from launcher.client.gke.steps import Plan
     from tests.support import installed_gcloud
 
@@ -1294,3 +1384,16 @@ def test_the_gcloud_check_asks_the_installed_gclouds_own_loader():
     steps = [dataclasses.replace(s, writes=(s.writes[0], older)) if s.writes else s
              for s in plan.steps]  # fmt: skip
     assert refused_fields(Plan(steps)) == []
+
+    # The printed script's own check, run by bash with the same gcloud: refused before any
+    # step, the fields named as the loader names them; with the older fields, it passes.
+    def guard(of: Plan) -> subprocess.CompletedProcess:
+        text = "\n".join(["set -euo pipefail", *script_guard(of)])
+        return subprocess.run(["bash", "-c", text], capture_output=True, text=True, timeout=120)
+
+    taken = guard(Plan(steps))
+    assert taken.returncode == 0, taken.stderr
+    if installed_gcloud.version(root) == "528.0.0":
+        refused = guard(plan)
+        assert refused.returncode == 1, refused.stderr
+        assert "unknown fields: ['shutdownGracePeriodCriticalPodsSeconds'" in refused.stderr

@@ -262,7 +262,9 @@ class Gcloud:
             found = [
                 c
                 for c in self.state["clusters"].values()
-                if c["project"] == flags.get("project") and c["location"] == flags.get("location")
+                if c["project"] == flags.get("project")
+                # gcloud without --location lists every location's (GKE's `locations/-`).
+                and flags.get("location") in (None, c["location"])
             ]
             found = [c for c in found if matches(c, flags.get("filter", "name~."))]
             return "\n".join(_value(c, flags.get("format", "value(name)")) for c in found)
@@ -492,6 +494,9 @@ class Gcloud:
                 "spot": "spot" in flags,
                 "flexStart": "flex-start" in flags,
                 "kubeletConfig": kubelet,
+                "labels": dict(
+                    kv.split("=", 1) for kv in flags.get("node-labels", "").split(",") if kv
+                ),
                 "reservationAffinity": {
                     "consumeReservationType": {
                         "specific": "SPECIFIC_RESERVATION",
@@ -844,6 +849,16 @@ class Gcloud:
             return self.builds_submit(pos[2:], flags)
         if group == ["storage", "buckets"]:
             return self.buckets(pos[2], pos[3:], flags)
+        if group == ["compute", "zones"] and pos[2] == "describe":
+            # Compute Engine's "AI zones": a project sees an AI zone once its AI zone
+            # visibility is on (`ai_zones_visible` in the state); a standard zone always.
+            zone = pos[3]
+            if "-ai" in zone and not self.state.get("ai_zones_visible"):
+                raise Refused(
+                    f"ERROR: (gcloud.compute.zones.describe) Could not fetch resource:\n - "
+                    f"The resource 'projects/{flags.get('project')}/zones/{zone}' was not found"
+                )
+            return _value({"name": zone}, flags.get("format", "json"))
         if group == ["projects", "describe"]:
             return PROJECT_NUMBER
         if pos[:3] == ["iam", "service-accounts", "add-iam-policy-binding"]:

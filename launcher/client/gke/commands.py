@@ -28,7 +28,7 @@ import yaml
 from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import OCI, packaged_chart, pulled_chart
 from launcher.client.commands import run
-from launcher.client.gke.gcloud_check import require_gcloud_knows
+from launcher.client.gke.gcloud_check import require_gcloud_knows, script_guard
 from launcher.client.gke.image import chart_push_steps, describe_image, image_build_step
 from launcher.client.gke.plan import down_plan, up_plan
 from launcher.client.gke.release import ReleaseNeeds, needs, render, user_secrets
@@ -150,8 +150,12 @@ def _up_plan(ns: argparse.Namespace, target: GkeTarget, need: ReleaseNeeds) -> P
 
 
 def gke_plan(ns: argparse.Namespace) -> int:
+    """The script, or the refusal gke up would give before its first step (the installed
+    gcloud's; the script asks the gcloud that runs it again)."""
     target, need = _read_release(ns)
-    print(format_plan(_up_plan(ns, target, need)), end="")
+    plan = _up_plan(ns, target, need)
+    require_gcloud_knows(plan)
+    print(format_plan(plan, before=script_guard(plan)), end="")
     return 0
 
 

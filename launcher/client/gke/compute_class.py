@@ -1,12 +1,15 @@
 """The GKE ComputeClass a capacity fallback walks (`capacityFallback: computeclass`), from the same
 render `gke plan` reads: one per slice group whose pods select a class, its priorities the
-group's capacity items in order, each a TPU rule for the slice's nodes (GKE's ComputeClass
-reference, cloud.google.com/kubernetes-engine/docs/reference/crds/computeclass: `tpu: {type,
-count, topology}`, `spot`, `reservations: {affinity: Specific, specific: [{name, project}]}`).
+group's capacity items in order, each a rule naming the item's own node pools (GKE's
+ComputeClass reference, cloud.google.com/kubernetes-engine/docs/reference/crds/computeclass:
+`nodepools`, the manually created pools a rule stands for).
 
-GKE scales up the first rule's pool it can get capacity for; the pools are the ones `gke plan`
-makes (each labelled and tainted with the class), so GKE makes no pool of its own
-(`nodePoolAutoCreation: false`), and a job keeps the nodes it got (`activeMigration` off: moving
+The pools are the ones `gke plan` makes, each made as its item obtains TPUs (`--reservation`,
+`--spot`, on demand with `--reservation-affinity=none`), labelled and tainted with the class.
+A rule by name selects exactly that item's pools: a rule by attributes (`tpu`, `spot`,
+`reservations`) would match any pool of the class that has them (an on-demand rule matches the
+reservation's pool too) and is how GKE picks what to auto-create, which this class turns off
+(`nodePoolAutoCreation: false`). A job keeps the nodes it got (`activeMigration` off: moving
 a training job back to a freed reservation is a restart from its checkpoint, which a user asks
 for, not GKE).
 
@@ -17,48 +20,35 @@ from __future__ import annotations
 
 from typing import Any
 
+from launcher.client.gke.pools import pool_names
 from launcher.client.gke.release import NodePool
-from launcher.core.capacity import RESERVATION, SHARED_RESERVATION, SPOT, CapacityItem
 
 API = "cloud.google.com/v1"
 
 
-def priority(pool: NodePool, item: CapacityItem) -> dict[str, Any]:
-    """One rule: the slice's nodes, as the item obtains them."""
-    shape = pool.slices.shape
-    rule: dict[str, Any] = {
-        "tpu": {
-            "type": shape.generation.gke_accelerator,
-            "count": shape.chips_per_host,
-            "topology": shape.topology,
-        }
-    }
-    if item.capacity.name == SPOT:
-        rule["spot"] = True
-    if item.capacity.name == RESERVATION and item.reservation:
-        shared = SHARED_RESERVATION.fullmatch(item.reservation)
-        named = {"name": shared[2], "project": shared[1]} if shared else {"name": item.reservation}
-        rule["reservations"] = {"affinity": "Specific", "specific": [named]}
-    return rule
+def priority(pool: NodePool) -> dict[str, Any]:
+    """One rule: the item's own pools, by name (one per slice of a multi-host group)."""
+    return {"nodepools": pool_names(pool)}
 
 
 def compute_classes(pools: list[NodePool]) -> list[dict[str, Any]]:
-    """A ComputeClass per class the pools join, its priorities in the fallback's order."""
-    found: dict[str, NodePool] = {}
+    """A ComputeClass per class the pools join, its priorities in the fallback's order (the
+    pools of a class are its items', made in that order)."""
+    found: dict[str, list[NodePool]] = {}
     for pool in pools:
         if pool.compute_class:
-            found.setdefault(pool.compute_class, pool)
+            found.setdefault(pool.compute_class, []).append(pool)
     return [
         {
             "apiVersion": API,
             "kind": "ComputeClass",
             "metadata": {"name": name},
             "spec": {
-                "priorities": [priority(pool, item) for item in pool.fallback],
+                "priorities": [priority(pool) for pool in members],
                 "nodePoolAutoCreation": {"enabled": False},
                 "activeMigration": {"optimizeRulePriority": False},
                 "whenUnsatisfiable": "DoNotScaleUp",
             },
         }
-        for name, pool in found.items()
+        for name, members in found.items()
     ]

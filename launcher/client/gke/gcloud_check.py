@@ -19,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from launcher.client.commands import run
-from launcher.client.gke.steps import Plan, Step
+from launcher.client.gke.steps import Plan, Step, shell_command, shell_word
 from launcher.core.errors import UsageError
 
 # Kubelet fields (a node system configuration's) newer than some gclouds, with their source.
@@ -40,18 +40,24 @@ UPDATE = (
 )
 
 
+PLACEHOLDER_TOKEN = "placeholder: the check sends no request anywhere that answers"
+
+
+def _sandbox_env(directory: str) -> dict[str, str]:
+    return {
+        "CLOUDSDK_CONFIG": f"{directory}/config",
+        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": f"{directory}/token",
+        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER": NOWHERE,
+    }
+
+
 def sandbox(directory: Path) -> dict[str, str]:
     """gcloud's environment for the check: a configuration of its own in `directory` (the
     user's account, project and properties unread and untouched), a placeholder token (no
     credential is read or refreshed), no prompt, and GKE's API at NOWHERE."""
-    token = directory / "token"
-    token.write_text("placeholder: the check sends no request anywhere that answers\n")
-    return {
-        "CLOUDSDK_CONFIG": str(directory / "config"),
-        "CLOUDSDK_AUTH_ACCESS_TOKEN_FILE": str(token),
-        "CLOUDSDK_CORE_DISABLE_PROMPTS": "1",
-        "CLOUDSDK_API_ENDPOINT_OVERRIDES_CONTAINER": NOWHERE,
-    }
+    (directory / "token").write_text(PLACEHOLDER_TOKEN + "\n")
+    return _sandbox_env(str(directory))
 
 
 def _config_readers(plan: Plan) -> list[tuple[Step, str]]:
@@ -65,17 +71,27 @@ def _config_readers(plan: Plan) -> list[tuple[Step, str]]:
     ]
 
 
+def _written(plan: Plan) -> dict[str, str]:
+    """The files the plan's steps write (path: content): the system configurations."""
+    return {step.writes[0]: step.writes[1] for step in plan.steps if step.writes}
+
+
+def _asked_with(step: Step, reads: str, copy: str) -> list[str]:
+    """The step's command reading its system configuration from `copy`."""
+    return [f"{CONFIG_FLAG}{copy}" if w == reads else w for w in step.argv]
+
+
 def refused_fields(plan: Plan) -> list[str]:
     """The kubelet fields the installed gcloud's loader refuses in the plan's system
     configurations (empty: it takes them all)."""
-    written = {step.writes[0]: step.writes[1] for step in plan.steps if step.writes}
+    written = _written(plan)
     refused: set[str] = set()
     with tempfile.TemporaryDirectory(prefix="tpu-launcher-gcloud-check-") as tmp:
         env = sandbox(Path(tmp))
         for index, (step, reads) in enumerate(_config_readers(plan)):
             copy = Path(tmp) / f"system-config-{index}.yaml"
             copy.write_text(written.get(reads.removeprefix(CONFIG_FLAG), ""))
-            argv = [f"{CONFIG_FLAG}{copy}" if w == reads else w for w in step.argv]
+            argv = _asked_with(step, reads, str(copy))
             tried = run(f"ask gcloud's loader about {step.what}", argv, env=env, capture=True,
                         check=False)  # fmt: skip
             if found := UNKNOWN_FIELDS.search(tried.stderr or ""):
@@ -84,7 +100,8 @@ def refused_fields(plan: Plan) -> list[str]:
 
 
 def require_gcloud_knows(plan: Plan) -> None:
-    """Stops gke up, before any step, where the installed gcloud refuses what the plan uses."""
+    """Stops gke up (and gke plan), before any step, where the installed gcloud refuses what
+    the plan uses."""
     if not _config_readers(plan) or not shutil.which("gcloud"):
         return
     if refused := refused_fields(plan):
@@ -96,3 +113,46 @@ def require_gcloud_knows(plan: Plan) -> None:
             "them after the cluster is made",
             UPDATE,
         )
+
+
+SCRIPT_DIR = "${TPU_LAUNCHER_GCLOUD_CHECK}"  # the printed script's own directory for the check
+
+
+def script_guard(plan: Plan) -> list[str]:
+    """The same check in the printed script, ahead of its first step: the gcloud that runs the
+    script (another machine's, a CI runner's) is asked, not the one that printed it."""
+    readers = _config_readers(plan)
+    if not readers:
+        return []
+    written = _written(plan)
+    env = [f"{k}={v}" for k, v in _sandbox_env(SCRIPT_DIR).items()]
+    lines = [
+        "",
+        "# Before anything is made: does this gcloud's own loader take the node system",
+        "# configurations? Each step that reads one is run offline (a gcloud configuration of",
+        "# its own, a placeholder token, GKE's API at a port nothing listens on): a field it",
+        "# does not know is refused before any request; a file it takes ends in the refused",
+        "# connection. Nothing reaches Google; nothing is made.",
+        'TPU_LAUNCHER_GCLOUD_CHECK="$(mktemp -d)"',
+        "trap 'rm -rf \"${TPU_LAUNCHER_GCLOUD_CHECK}\"' EXIT",
+        f"echo {shell_word(PLACEHOLDER_TOKEN)} > {shell_word(SCRIPT_DIR + '/token')}",
+    ]
+    for index, (step, reads) in enumerate(readers):
+        copy = f"{SCRIPT_DIR}/system-config-{index}.yaml"
+        content = written.get(reads.removeprefix(CONFIG_FLAG), "")
+        refuse = shell_word(
+            f"error: gcloud: the installed gcloud refuses a field of the system configuration "
+            f"of {step.what} (it would refuse it after the cluster is made):"
+        )
+        lines += [
+            f"cat > {shell_word(copy)} <<'EOF'\n{content}EOF",
+            f'asked="$({shell_command(["env", *env, *_asked_with(step, reads, copy)])} 2>&1 '
+            '|| true)"',
+            'if [[ "${asked}" == *"unknown fields"* ]]; then',
+            f"  echo {refuse} >&2",
+            "  grep -o 'unknown fields: \\[[^]]*\\]' <<<\"${asked}\" >&2 || true",
+            f"  echo {shell_word('fix: ' + UPDATE)} >&2",
+            "  exit 1",
+            "fi",
+        ]
+    return lines

@@ -40,9 +40,9 @@ from launcher.client.gke.steps import (
     unset_variables,
 )
 from launcher.client.gke.target import CREATED_BY, REPOSITORY, GkeTarget
-from launcher.core.capacity import FLEX_START, FLEX_START_MIN_GKE
+from launcher.core.capacity import COMPUTE_CLASS_MIN_GKE, FLEX_START, FLEX_START_MIN_GKE
 from launcher.core.preemption import SPOT_SHUTDOWN_MIN_GKE
-from launcher.core.tpu_table import gke_version
+from launcher.core.tpu_table import AI_ZONES_SOURCE, gke_version, parent_zone
 
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"
@@ -75,7 +75,7 @@ def _cluster_filter(target: GkeTarget, condition: str) -> Check:
 
 def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
     """The oldest GKE version the release's pools may run on, and why (the TPU table's
-    generations; flex-start)."""
+    generations; flex-start; a capacity fallback's ComputeClass; Spot's longer shutdown)."""
     needed = [
         (p.slices.shape.generation.min_gke_version, f"TPU {p.slices.shape.generation.name}")
         for p in need.pools
@@ -87,6 +87,11 @@ def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
         if p.capacity.name == FLEX_START
     ]
     needed += [
+        (COMPUTE_CLASS_MIN_GKE, f"ComputeClass {p.compute_class}'s rules")
+        for p in need.pools
+        if p.compute_class
+    ]
+    needed += [
         (SPOT_SHUTDOWN_MIN_GKE, "Spot pods given more than GKE's 15 s of a reclaim")
         for p in need.pools
         if spot_shutdown(p)
@@ -95,6 +100,29 @@ def _minimum_version(need: ReleaseNeeds) -> tuple[str, str] | None:
 
 
 CHANNEL = "regular"  # the release channel a cluster `gke up` makes is on
+
+
+def ai_zone_visible(target: GkeTarget) -> Step:
+    """An AI zone is seen only by a project whose AI zone visibility is on (Compute Engine's
+    "AI zones": "To view AI zones in the Google Cloud console, Google Cloud CLI, and REST API,
+    you must enable AI zone visibility for your project"): asked before anything is made."""
+    zone = target.zone
+    return Step(
+        f"the project sees AI zone {zone} (its TPU pools go there; the rest to "
+        f"{target.system_zone})",
+        [],
+        done_if=Check(
+            [
+                *gcloud("compute", "zones", "describe", zone, f"--project={target.project}"),
+                "--format=value(name)",
+            ],
+            output=zone,
+        ),
+        required=True,
+        mismatch_fix=f"turn on AI zone visibility for project {target.project} ({AI_ZONES_SOURCE}:"
+        ' "Manage AI zone visibility"), then run again; or --node-zone a standard zone that '
+        "offers the slice",
+    )
 
 
 def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
@@ -161,7 +189,7 @@ def cluster_steps(need: ReleaseNeeds, target: GkeTarget) -> list[Step]:
                 "--num-nodes=1",
                 # GKE's default channel, said: new versions reach it after the rapid channel.
                 f"--release-channel={CHANNEL}",
-                *([f"--node-locations={target.zone}"] if target.node_zone else []),
+                *([f"--node-locations={target.system_zone}"] if target.node_zone else []),
                 f"--labels={CREATED_BY}",
             ),
             done_if=Check(describe),
@@ -342,10 +370,13 @@ def up_plan(
     the APIs, the cluster (its version and pools checked), credentials, CPU pool, registry and
     who may use it, image and chart, bucket and access, then the TPU pools, so no TPU host bills
     while the image builds, or at all when a step before them fails."""
+    target.require_standard_location()
     for pool in need.pools:
         require_offered(pool, target)
     builds = source is not None
     steps = api_steps(apis_needed(need, target, builds), target)
+    if parent_zone(target.zone):
+        steps.append(ai_zone_visible(target))
     steps += cluster_steps(need, target)
     if cpu := cpu_pool(release, need.cpu_pods):
         steps.append(cpu_pool_step(cpu, target))
@@ -392,8 +423,10 @@ def up_plan(
 def down_plan(
     need: ReleaseNeeds, target: GkeTarget, release: str, namespace: str, helm: str = "helm"
 ) -> Plan:
-    """What `gke up` made, removed: the release, its node pools, the image repository and the
-    cluster (only a cluster or repository `gke up` created). The bucket stays."""
+    """What `gke up` made, removed: the release, its node pools, the cluster (only one `gke up`
+    created, with no pools of others left), then what the region's clusters share (the image
+    repository `gke up` created, Ironwood's workload policies) once no cluster of the project
+    is left in the region. The bucket stays."""
     where = [f"--cluster={target.cluster}", *location_flags(target)]
     # The context get-credentials writes: never the release of another cluster.
     helm_where = [f"--namespace={namespace}", f"--kube-context={target.kube_context}"]
@@ -427,33 +460,13 @@ def down_plan(
                 done_if=Check(describe, negate=True),
             )
         )
-    for policy in filter(None, map(workload_policy, need.pools)):
-        steps.append(
-            Step(
-                f"workload policy {policy} (its node pools are gone)",
-                resource_policies("delete", policy, "--quiet", target=target),
-                done_if=Check(resource_policies("describe", policy, target=target), negate=True),
-            )
-        )
-    # Node pools of others (another release's, one made by hand) hold the cluster, and the
-    # image repository their pods pull from: only GKE's own default pool may be left.
+    # Node pools of others (another release's, one made by hand) hold the cluster: only GKE's
+    # own default pool may be left.
     others = gcloud(
         "container", "node-pools", "list", *where,
         "--filter=NOT name=default-pool", "--format=value(name)",
     )  # fmt: skip
     held = Check(others, output="", negate=True)
-    # Whatever this release pulls: the last release's gke down takes what an earlier one kept.
-    if not target.registry:
-        repo = [REPOSITORY, f"--location={target.region}", f"--project={target.project}"]
-        steps.append(
-            Step(
-                f"Artifact Registry repository {REPOSITORY} and its images (if gke up made it)",
-                gcloud("artifacts", "repositories", "delete", *repo, "--quiet"),
-                done_if=Check(_repo_ours(target), output=REPOSITORY, negate=True),
-                keep_if=held,
-                kept_because="other node pools of the cluster may pull from it",
-            )
-        )
     steps.append(
         Step(
             f"cluster {target.cluster} (if gke up made it, and nothing else is in it)",
@@ -471,6 +484,37 @@ def down_plan(
             "deletes them; then run it again)",
         )
     )
+    # What the region's clusters share, after the cluster: kept while any cluster of the
+    # project is in the region (this one, kept above, or another), as GKE lists them; another
+    # cluster's pods may pull from the repository, its pools may be placed by the policy.
+    in_region = Check(_clusters_in_region(target), output="", negate=True)
+    for policy in filter(None, map(workload_policy, need.pools)):
+        delete = " ".join(resource_policies("delete", policy, "--quiet", target=target))
+        steps.append(
+            Step(
+                f"workload policy {policy} (when no cluster is left in {target.region})",
+                resource_policies("delete", policy, "--quiet", target=target),
+                done_if=Check(resource_policies("describe", policy, target=target), negate=True),
+                keep_if=in_region,
+                kept_because=f"clusters in {target.region} may place pools with it (`{delete}` "
+                "deletes it once none does)",
+            )
+        )
+    # Whatever this release pulls: the last release's gke down takes what an earlier one kept.
+    if not target.registry:
+        repo = [REPOSITORY, f"--location={target.region}", f"--project={target.project}"]
+        delete = " ".join(gcloud("artifacts", "repositories", "delete", *repo))
+        steps.append(
+            Step(
+                f"Artifact Registry repository {REPOSITORY} and its images (if gke up made it, "
+                f"when no cluster is left in {target.region})",
+                gcloud("artifacts", "repositories", "delete", *repo, "--quiet"),
+                done_if=Check(_repo_ours(target), output=REPOSITORY, negate=True),
+                keep_if=in_region,
+                kept_because=f"the pods of clusters in {target.region} may pull from it "
+                f"(`{delete}` deletes it and its images once none does)",
+            )
+        )
     stays = []
     if need.bucket:
         stays.append(
@@ -484,6 +528,19 @@ def down_plan(
                 "lists them; remove-iam-policy-binding removes one)"
             )
     return Plan(steps, ["What `gke up` made for this release, deleted."], stays)
+
+
+def _clusters_in_region(target: GkeTarget) -> list[str]:
+    """Lists the project's clusters in the target's region, zonal and regional (every location
+    asked: GKE's `locations/-`)."""
+    return gcloud(
+        "container",
+        "clusters",
+        "list",
+        f"--project={target.project}",
+        f"--filter=location~^{target.region}(-[a-z])?$",
+        "--format=value(name,location)",
+    )
 
 
 def _repo_ours(target: GkeTarget) -> list[str]:

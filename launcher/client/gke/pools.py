@@ -16,6 +16,7 @@ from launcher.core.capacity import (
     AUTOSCALED_FROM_ZERO,
     COMPUTE_CLASS_LABEL,
     FLEX_START,
+    POOL_CAPACITY_LABEL,
     RESERVATION_NAME,
     SPOT,
 )
@@ -67,7 +68,11 @@ def _shape(flags: list[str]) -> tuple[list[str], list[str]]:
 
 
 def _pool_create(
-    name: str, target: GkeTarget, flags: list[str], what: str, also: tuple[str, str] | None = None
+    name: str,
+    target: GkeTarget,
+    flags: list[str],
+    what: str,
+    also: list[tuple[str, str]] | None = None,
 ) -> Step:
     if not POOL_NAME.match(name):
         raise UsageError(
@@ -80,9 +85,9 @@ def _pool_create(
     describe = gcloud("container", "node-pools", "describe", name, *where)
     delete = " ".join(gcloud("container", "node-pools", "delete", name, *where))
     terms, words = _shape(flags)
-    if also:  # (filter term, words) the flags alone do not show
-        terms.append(also[0])
-        words.append(also[1])
+    for term, word in also or []:  # (filter term, words) the flags alone do not show
+        terms.append(term)
+        words.append(word)
     # gcloud's `values:R` is a word match (`my-res` matches a pool bound to `my-res-2`): the
     # reservation is then compared whole, as the pool's list prints it.
     reservation = next((f.partition("=")[2] for f in flags if f.startswith("--reservation=")), "")
@@ -160,7 +165,7 @@ def cpu_pool_step(pool: CpuPool, target: GkeTarget) -> Step:
         pool.name,
         target,
         [
-            f"--node-locations={target.zone}",
+            f"--node-locations={target.system_zone}",
             f"--machine-type={pool.machine}",
             f"--num-nodes={pool.nodes}",
             "--workload-metadata=GKE_METADATA",
@@ -293,14 +298,21 @@ def tpu_pool_steps(pool: NodePool, target: GkeTarget) -> list[Step]:
         # "About custom compute classes"); the class's priorities say which pool scales first.
         joins = f"{COMPUTE_CLASS_LABEL}={pool.compute_class}"
         flags += [f"--node-labels={joins}", f"--node-taints={joins}:NoSchedule"]
-    also = None
+    also: list[tuple[str, str]] = []
+    if pool.fallback and not pool.compute_class:
+        # Kueue's flavor for this item selects its pool by this label (POOL_CAPACITY_LABEL).
+        label = f"{POOL_CAPACITY_LABEL}={pool.capacity.name}"
+        flags.append(f"--node-labels={label}")
+        also.append((f"config.labels.{label}", f"label {label}"))
     if shutdown := spot_shutdown(pool):
         step, path = _system_config_step(pool.name, shutdown, pool.grace_seconds or 0)
         steps.append(step)
         flags.append(f"--system-config-from-file={path}")
-        also = (
-            f"config.kubeletConfig.shutdownGracePeriodSeconds={shutdown}",
-            f"{shutdown}s shutdown on a reclaim",
+        also.append(
+            (
+                f"config.kubeletConfig.shutdownGracePeriodSeconds={shutdown}",
+                f"{shutdown}s shutdown on a reclaim",
+            )
         )
     if pool.autoscaled and "--enable-autoscaling" not in flags:
         flags += AUTOSCALED_FROM_ZERO

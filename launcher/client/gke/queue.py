@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.client.gke.release import NodePool
-from launcher.core.capacity import FLEX_START
+from launcher.core.capacity import FLEX_START, POOL_CAPACITY_LABEL
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 
 # The pinned Kueue's current version (ci/versions.env: v0.15 serves v1beta1 deprecated, "Use
@@ -51,6 +51,8 @@ def resource_flavor(pool: NodePool) -> dict[str, Any]:
             GKE_ACCELERATOR_LABEL: shape.generation.gke_accelerator,
             GKE_TOPOLOGY_LABEL: shape.topology,
             **pool.capacity.labels_for(pool.reservation),
+            # A fallback's item: its own pools only (on demand has no GKE label of its own).
+            **({POOL_CAPACITY_LABEL: pool.capacity.name} if pool.fallback else {}),
         }
     }
     if pool.capacity.taints:

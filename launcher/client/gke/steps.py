@@ -116,7 +116,7 @@ def location_flags(target: GkeTarget) -> list[str]:
 BARE = re.compile(r"[\w@%+=:,./\[\]-]+")
 
 
-def _shell_word(arg: str) -> str:
+def shell_word(arg: str) -> str:
     """Quotes for the shell: the plan's own ${VARS} (a step captures them, or the user exports
     them) expand, in double quotes; everything else is literal, a user's `$HOME` included."""
     parts = PLACEHOLDER.split(arg)  # literal, name, literal, name, ..., literal
@@ -128,36 +128,39 @@ def _shell_word(arg: str) -> str:
     return "".join(words) or "''"
 
 
-def _command(argv: list[str]) -> str:
-    words = [_shell_word(a) for a in argv]
+def shell_command(argv: list[str]) -> str:
+    words = [shell_word(a) for a in argv]
     cut = next((i for i, w in enumerate(words) if w.startswith("--")), len(words))
     return " \\\n    ".join([" ".join(words[:cut]), *words[cut:]])
 
 
 def _guard(check: Check) -> str:
     """A shell test that is true when the step is done."""
-    quiet = " ".join(_shell_word(a) for a in check.argv)
+    quiet = " ".join(shell_word(a) for a in check.argv)
     if check.at_least is not None:  # sort -V orders GKE's versions number by number
-        least = _shell_word(check.at_least)
+        least = shell_word(check.at_least)
         oldest = f"printf '%s\\n' {least} \"$({quiet} 2>/dev/null)\" | sort -V | head -n 1"
         test = f'[ "$({oldest})" = {least} ]'
     elif check.output is not None and check.contains:
-        test = f"{quiet} 2>/dev/null | grep -qxF {_shell_word(check.output)}"
+        test = f"{quiet} 2>/dev/null | grep -qxF {shell_word(check.output)}"
     elif check.output is not None:
-        test = f'[ "$({quiet} 2>/dev/null)" = {_shell_word(check.output)} ]'
+        test = f'[ "$({quiet} 2>/dev/null)" = {shell_word(check.output)} ]'
     else:
         test = f"{quiet} >/dev/null 2>&1"
     return f"! {test}" if check.negate else test
 
 
-def format_plan(plan: Plan) -> str:
-    """A bash script of the plan: each step guarded by its check, so it can run twice."""
+def format_plan(plan: Plan, before: list[str] | None = None) -> str:
+    """A bash script of the plan: each step guarded by its check, so it can run twice.
+    `before`: shell lines that run ahead of every step (checks that refuse before anything is
+    made)."""
     lines = ["#!/usr/bin/env bash", "set -euo pipefail"]
     lines += [f"# {n}" for n in plan.notes]
+    lines += before or []
     for step in plan.steps:
         lines.append(f"\n# {step.what}")
         if step.required and step.done_if:
-            refuse = _shell_word(f"error: {step.what}: not so; fix: {step.mismatch_fix}")
+            refuse = shell_word(f"error: {step.what}: not so; fix: {step.mismatch_fix}")
             check = f"{_guard(step.done_if)} || {{ echo {refuse} >&2; exit 1; }}"
             if step.keep_if:  # not asked where it is kept (kept: {kept_because})
                 check = f"if ! {_guard(step.keep_if)}; then\n  {check}\nfi"
@@ -165,19 +168,19 @@ def format_plan(plan: Plan) -> str:
             continue
         if step.writes:
             path, content = step.writes
-            lines.append(f"mkdir -p {_shell_word(str(Path(path).parent))}")
-            lines.append(f"cat > {_shell_word(path)} <<'EOF'\n{content}EOF")
+            lines.append(f"mkdir -p {shell_word(str(Path(path).parent))}")
+            lines.append(f"cat > {shell_word(path)} <<'EOF'\n{content}EOF")
             continue
         # A for_each step's {item} is the loop's ${item}, quoted as the plan's own ${VARS} are.
         argv = [a.replace("{item}", "${item}") for a in step.argv] if step.for_each else step.argv
-        command = _command(argv)
+        command = shell_command(argv)
         if step.capture_as:
             command = f"{step.capture_as}=$({command})"
         if step.for_each:
-            listing = " ".join(_shell_word(a) for a in step.for_each)
+            listing = " ".join(shell_word(a) for a in step.for_each)
             command = f"for item in $({listing}); do\n  {command}\ndone"
         if step.done_if and step.same_as:
-            refuse = _shell_word(
+            refuse = shell_word(
                 f"error: {step.what} exists, not as {step.wanted or step.same_as.output}; "
                 f"fix: {step.mismatch_fix}"
             )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from launcher.core.capacity import CAPACITIES, RESERVATION_ITEM
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import region_of_zone
+from launcher.core.tpu_table import AI_ZONES_SOURCE, parent_zone, region_of_zone
 from launcher.core.values_file import TPU_BLOCKS
 
 # The Artifact Registry repository `gke up` creates; the image is <repo>/launcher in it.
@@ -109,6 +109,27 @@ class GkeTarget:
         if self.node_zone:
             return self.node_zone
         return self.location if is_zone(self.location) else "${NODE_ZONE}"
+
+    @property
+    def system_zone(self) -> str:
+        """Where the cluster's own nodes and the release's CPU pool go: the TPU zone, or for an
+        AI zone its parent zone (Compute Engine's "AI zones" advises standard zones for what is
+        not ML: not every service is local to an AI zone)."""
+        return parent_zone(self.zone) or self.zone
+
+    def require_standard_location(self) -> None:
+        """A cluster's location in an AI zone would put its control plane and CPU pool there;
+        the TPU pools go there through --node-zone instead."""
+        if parent := parent_zone(self.location):
+            raise UsageError(
+                "--location",
+                f"{self.location} is an AI zone: the cluster's control plane and its CPU pool "
+                f"would run there, where {AI_ZONES_SOURCE} advises standard zones for what is "
+                "not ML",
+                f"--location {region(self.location)} (or {parent}, its parent zone) with "
+                f"--node-zone {self.location}: the TPU pools go to the AI zone, the rest to "
+                f"{parent}",
+            )
 
     @property
     def image_repository(self) -> tuple[str, str]:
