@@ -66,7 +66,6 @@ RESOURCES = {
     ("artifacts", "repositories"): ("artifactregistry", "Repository"),
     ("services", "list"): ("serviceusage", "GoogleApiServiceusageV1Service"),
     ("projects", "describe"): ("cloudresourcemanager", "Project"),
-    ("builds", "get-default-service-account"): ("cloudbuild", "DefaultServiceAccount"),
     ("compute", "zones"): ("compute", "Zone"),
 }
 

@@ -140,7 +140,7 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(fake_gcloud,
         f"{api}.googleapis.com"
         for api in (
             "container", "compute", "containerfilesystem", "artifactregistry", "cloudbuild",
-            "storage",
+            "storage", "iam",
         )
     ]  # fmt: skip
     assert [c[1:4] for c in commands] == [
@@ -153,7 +153,11 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(fake_gcloud,
         ["projects", "add-iam-policy-binding", "my-proj"],  # the nodes' logs and metrics
         ["artifacts", "repositories", "create"],
         ["artifacts", "repositories", "add-iam-policy-binding"],  # the nodes may pull
-        ["projects", "add-iam-policy-binding", "my-proj"],  # Cloud Build's account may push
+        ["iam", "service-accounts", "create"],  # the build's own account
+        ["artifacts", "repositories", "add-iam-policy-binding"],  # which may push there
+        ["projects", "add-iam-policy-binding", "my-proj"],  # and write its logs
+        ["storage", "buckets", "create"],  # the source's staging bucket
+        ["storage", "buckets", "add-iam-policy-binding"],  # which it may read
         ["builds", "submit", "."],
         ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
         ["storage", "buckets", "create"],
@@ -194,6 +198,9 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(fake_gcloud,
     image = f"us-east5-docker.pkg.dev/my-proj/tpu-stack/launcher:{of_checkout(REPO).tag(CHART)}"
     assert f"--substitutions=_IMAGE={image},_FRAMEWORK=jax" in build
     assert "--config=images/launcher/cloudbuild.yaml" in build
+    account = "projects/my-proj/serviceAccounts/tpu-launcher-build@my-proj.iam.gserviceaccount.com"
+    assert f"--service-account={account}" in build
+    assert "--gcs-source-staging-dir=gs://my-proj_cloudbuild/source" in build
     # The chart beside the image, packaged for it: the chart pulled from there runs that image.
     joined, helm3 = script.replace(" \\\n    ", " "), helm(3)
     tag = of_checkout(REPO).tag(CHART)
@@ -217,19 +224,26 @@ def test_the_whole_plan_for_the_tutorials_slice_on_an_empty_project(fake_gcloud,
         "--role=roles/storage.objectUser"
     ) in " ".join(" ".join(c) for c in commands)
     assert "PROJECT_NUMBER=$(gcloud projects describe my-proj" in script
-    # GKE's nodes run as the Compute Engine default account: it may pull the image; Cloud
-    # Build's default account (captured) may build and push it.
-    pull = named["artifacts", "repositories", "add-iam-policy-binding"]
-    assert _flag(pull, "member") == (
-        "serviceAccount:${PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
-    )
-    assert _flag(pull, "role") == "roles/artifactregistry.reader"
-    assert "BUILD_ACCOUNT=$(gcloud builds get-default-service-account" in script
-    push = named["projects", "add-iam-policy-binding", "my-proj"]
-    assert (_flag(push, "member"), _flag(push, "role")) == (
-        "serviceAccount:${BUILD_ACCOUNT}",
-        "roles/cloudbuild.builds.builder",
-    )
+    # GKE's nodes run as the Compute Engine default account: it may pull the image, and only
+    # that. The image is built by an account of its own, granted each thing on its resource
+    # alone (Cloud Build: "Run builds with a user-managed service account"), never the Cloud
+    # Build role the default account (the nodes', in projects made since 2024) would need.
+    grants = [c for c in commands if "add-iam-policy-binding" in c[2:4]]
+    nodes = "serviceAccount:${PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
+    builder = "serviceAccount:tpu-launcher-build@my-proj.iam.gserviceaccount.com"
+
+    def on(c: list[str]) -> str:  # the resource a grant is on
+        return c[3 if c[1] == "projects" else 4]
+
+    given = {(_flag(c, "member"), _flag(c, "role"), on(c)) for c in grants}
+    assert {g for g in given if g[0] in (nodes, builder)} == {
+        (nodes, "roles/container.defaultNodeServiceAccount", "my-proj"),  # the project
+        (nodes, "roles/artifactregistry.reader", "tpu-stack"),  # the repository
+        (builder, "roles/artifactregistry.writer", "tpu-stack"),
+        (builder, "roles/logging.logWriter", "my-proj"),
+        (builder, "roles/storage.objectViewer", "gs://my-proj_cloudbuild"),  # its source
+    }
+    assert "cloudbuild.builds.builder" not in script
     assert "--release-channel=regular" in create
     assert "Set " not in script  # nothing left to fill in
 
@@ -518,6 +532,7 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
                 "artifactregistry",
                 "cloudbuild",
                 "storage",
+                "iam",
             )
         ),
         ["container", "clusters", "create"],  # then add-ons and WI are there: skipped
@@ -526,8 +541,11 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
         ["projects", "add-iam-policy-binding", "my-proj"],  # the nodes' logs and metrics
         ["artifacts", "repositories", "create"],
         ["artifacts", "repositories", "add-iam-policy-binding"],  # the nodes may pull
-        ["builds", "get-default-service-account", "--project=my-proj"],
-        ["projects", "add-iam-policy-binding", "my-proj"],  # which may build and push
+        ["iam", "service-accounts", "create"],  # the build's own account
+        ["artifacts", "repositories", "add-iam-policy-binding"],  # which may push there
+        ["projects", "add-iam-policy-binding", "my-proj"],  # and write its logs
+        ["storage", "buckets", "create"],  # the source's staging bucket
+        ["storage", "buckets", "add-iam-policy-binding"],  # which it may read
         ["builds", "submit", "."],
         ["auth", "configure-docker", "us-east5-docker.pkg.dev"],  # Helm's login, for the chart
         ["package", str(CHART), "--app-version"],  # the chart, packaged for the image
@@ -543,7 +561,7 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
     ]
     # The captured project number is substituted into the principal.
     assert "projects/123456789012/locations/global" in " ".join(ran[-3])
-    assert "done: 29 steps" in capsys.readouterr().out  # the channel's version checked first
+    assert "done: 33 steps" in capsys.readouterr().out  # the channel's version checked first
 
     before = len(_ran(fake_gcloud))
     assert _gke("up", "v6e-16-x2.yaml") == 0
@@ -553,8 +571,9 @@ def test_gke_up_runs_every_step_in_order_then_skips_what_exists(fake_gcloud, cap
         ["container", "clusters", "get-credentials"],
         ["projects", "add-iam-policy-binding", "my-proj"],
         ["artifacts", "repositories", "add-iam-policy-binding"],
-        ["builds", "get-default-service-account", "--project=my-proj"],
+        ["artifacts", "repositories", "add-iam-policy-binding"],
         ["projects", "add-iam-policy-binding", "my-proj"],
+        ["storage", "buckets", "add-iam-policy-binding"],
         ["storage", "buckets", "add-iam-policy-binding"],
     ]
     assert "done already, skipped" in capsys.readouterr().out
@@ -593,7 +612,7 @@ def test_the_printed_plan_runs_twice_unattended_on_a_bucket_with_a_conditional_g
     # Every grant of the plan says its condition: one that did not would stop the rerun.
     grants = [c for c in _commands(script) if "add-iam-policy-binding" in c]
     assert grants and all(any(w.startswith("--condition=") for w in c) for c in grants), grants
-    at = script.index("buckets add-iam-policy-binding")  # training's grant, the first
+    at = script.index("buckets add-iam-policy-binding gs://my-ckpts")  # training's grant
     end = script.index("--condition=None", at)
     broken = script[:end].rstrip(" \\\n") + script[end + len("--condition=None") :]
     failed = run(broken)
@@ -715,7 +734,7 @@ def test_a_cluster_older_than_the_slices_need_is_refused_before_anything_changes
     err = capsys.readouterr().err
     assert "the cluster runs GKE 1.33.0-gke.1712000 or later (TPUs on flex-start need it)" in err
     assert "--master --cluster-version=1.33.0-gke.1712000" in err
-    assert [r[:2] for r in _ran(fake_gcloud)] == [["services", "enable"]] * 5  # GKE's was on
+    assert [r[:2] for r in _ran(fake_gcloud)] == [["services", "enable"]] * 6  # GKE's was on
     script = _plan(capsys, "v6e-16.yaml", *TUTORIAL, *flex, "--helm", "helm")
     ran = subprocess.run(["bash", "-c", script], capture_output=True, text=True)
     assert ran.returncode == 1 and "1.33.0-gke.1712000 or later" in ran.stderr, ran.stderr
@@ -848,7 +867,11 @@ def test_gke_down_asks_before_it_deletes_and_keeps_the_bucket(fake_gcloud, capsy
     assert _gke("down", "v6e-16.yaml", "--yes") == 0
     state = json.loads(fake_gcloud.read_text())
     assert state["clusters"] == {} and state["repositories"] == {} and state["images"] == {}
-    assert list(state["buckets"]) == ["my-ckpts"]
+    # The checkpoints stay, and the builds' staged sources with the build account, said.
+    assert sorted(state["buckets"]) == ["my-ckpts", "my-proj_cloudbuild"]
+    assert state["service_accounts"] == ["tpu-launcher-build@my-proj.iam.gserviceaccount.com"]
+    said = "`gcloud iam service-accounts delete tpu-launcher-build@my-proj.iam.gserviceaccount.com"
+    assert said in out.out
 
 
 def test_gke_down_leaves_a_cluster_it_did_not_make(fake_gcloud, capsys):
@@ -973,6 +996,7 @@ def test_serving_may_only_read_the_bucket_and_training_may_write_it(
         c
         for c in _commands(_plan(capsys, "v6e-16.yaml", "--values", str(both)))
         if c[:4] == ["gcloud", "storage", "buckets", "add-iam-policy-binding"]
+        and not c[4].endswith("_cloudbuild")  # the image build's source, not the release's
     ]
     roles = sorted(
         (c[5].rsplit("/", 1)[1], *(w for w in c[6:] if w != "--condition=None")) for c in grants

@@ -102,8 +102,9 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     calls_before = len(state["calls"])
     up = user("gke", "up", *common)
     assert up.returncode == 0, up.stdout + up.stderr
-    # The APIs' 6 and the chart's 3 too; the version and metadata checks hold.
-    assert up.stdout.count("done already, skipped") == 17, up.stdout
+    # The APIs' 7, the build account and its staging bucket, and the chart's 3 too; the version
+    # and metadata checks hold.
+    assert up.stdout.count("done already, skipped") == 20, up.stdout
     new = json.loads(state_file.read_text())["calls"][calls_before:]
     assert not [c for c in new if {"create", "submit"} & set(c)], new
 
@@ -237,12 +238,12 @@ def test_the_gke_road_from_an_empty_project(gke: dict, release: Release, tmp_pat
     assert release.helm("status", release.name, check=False).returncode != 0
 
     # 7. The serving release's gke down: the last of the cluster goes with it; the bucket and
-    # its grant stay.
+    # its grant stay, and the image build's staging bucket (`gke down` says how to delete it).
     down = user("gke", "down", *serving, "--chart", str(CHART), "--yes")
     assert down.returncode == 0, down.stdout + down.stderr
     state = json.loads(state_file.read_text())
     assert state["clusters"] == {} and state["repositories"] == {} and state["images"] == {}
-    assert list(state["buckets"]) == [BUCKET]
+    assert sorted(state["buckets"]) == sorted([BUCKET, f"{PROJECT}_cloudbuild"])
 
     # 8. A kubectl that cannot reach its cluster (a deleted one, an expired login): the
     # launcher shows kubectl's own words, not "no RayCluster of release".

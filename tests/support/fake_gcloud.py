@@ -24,6 +24,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+import yaml
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.support import gke_discovery
 
@@ -702,22 +704,58 @@ class Gcloud:
             )
         subs = dict(kv.split("=", 1) for kv in flags.get("substitutions", "").split(","))
         image = subs["_IMAGE"]
-        # Cloud Build: the build runs as the Compute Engine default account, which may not
-        # push (or read the source, or write logs) without the Cloud Build Service Account role.
-        grant = {
-            "resource": f"projects/{flags.get('project')}",
-            "member": f"serviceAccount:{COMPUTE_ACCOUNT}",
-            "role": "roles/cloudbuild.builds.builder",
-        }
-        if grant not in self.state["bindings"]:
-            raise Refused(
-                "ERROR: (gcloud.builds.submit) build failed: denied: Permission "
-                '"artifactregistry.repositories.uploadArtifacts" denied on resource '
-                f"(or it may not exist) for {COMPUTE_ACCOUNT}"
-            )
+        if "service-account" in flags:
+            self._build_account_may(flags, config, image)
+        else:
+            # Cloud Build: the build runs as the Compute Engine default account, which may not
+            # push (or read the source, or write logs) without the Cloud Build Service Account
+            # role.
+            grant = {
+                "resource": f"projects/{flags.get('project')}",
+                "member": f"serviceAccount:{COMPUTE_ACCOUNT}",
+                "role": "roles/cloudbuild.builds.builder",
+            }
+            if grant not in self.state["bindings"]:
+                raise Refused(
+                    "ERROR: (gcloud.builds.submit) build failed: denied: Permission "
+                    '"artifactregistry.repositories.uploadArtifacts" denied on resource '
+                    f"(or it may not exist) for {COMPUTE_ACCOUNT}"
+                )
         self.state["builds"].append({"source": str(source.resolve()), "image": image})
         self.push(image)
         return f"DONE\n{image}"
+
+    def _build_account_may(self, flags: dict, config: Path, image: str) -> None:
+        """Cloud Build's "Run builds with a user-managed service account": the account must
+        exist; the build's logs must go to Cloud Logging (or a user's bucket), which it may
+        write; it reads the staged source and pushes the image with its own grants."""
+        email = flags["service-account"].rsplit("/", 1)[-1]
+        if email not in self.state.get("service_accounts", []):
+            raise Refused(f"ERROR: (gcloud.builds.submit) NOT_FOUND: service account {email}")
+        built = yaml.safe_load(config.read_text())
+        if (built.get("options") or {}).get("logging") != "CLOUD_LOGGING_ONLY":
+            raise Refused(
+                "ERROR: (gcloud.builds.submit) INVALID_ARGUMENT: if 'build.service_account' is "
+                "specified, the build must either (a) specify 'build.logs_bucket', (b) use the "
+                "REGIONAL_USER_OWNED_BUCKET build.options.default_logs_bucket_behavior option, "
+                "or (c) use either CLOUD_LOGGING_ONLY / NONE logging options"
+            )
+        staging = flags.get("gcs-source-staging-dir", f"gs://{flags.get('project')}_cloudbuild")
+        bucket = "gs://" + staging.removeprefix("gs://").split("/", 1)[0]
+        m = re.fullmatch(r"([a-z0-9-]+)-docker\.pkg\.dev/([^/]+)/([^/]+)/.+", image)
+        repo = f"projects/{m[2]}/locations/{m[1]}/repositories/{m[3]}" if m else ""
+        needed = [
+            (f"projects/{flags.get('project')}", "roles/logging.logWriter", "write its logs"),
+            (bucket, "roles/storage.objectViewer", f"read the source in {bucket}"),
+            (repo, "roles/artifactregistry.writer", f"push to {repo}"),
+        ]
+        member = f"serviceAccount:{email}"
+        for resource, role, what in needed:
+            if {"resource": resource, "member": member, "role": role} not in self.state["bindings"]:
+                raise Refused(
+                    f"ERROR: (gcloud.builds.submit) build failed: {email} may not {what} "
+                    f"({role} on {resource})"
+                )
 
     # -- storage, iam, projects ---------------------------------------------------------------
     def buckets(self, verb: str, pos: list[str], flags: dict) -> str:
@@ -822,10 +860,6 @@ class Gcloud:
         if pos[:2] == ["projects", "add-iam-policy-binding"]:
             self._bind(f"projects/{pos[2]}", flags["member"], flags["role"], flags.get("condition"))
             return ""
-        if pos[:2] == ["builds", "get-default-service-account"]:
-            name = f"projects/{flags.get('project')}/serviceAccounts/{COMPUTE_ACCOUNT}"
-            account = {"serviceAccountEmail": name}
-            return _value(account, flags.get("format", "json"))
         if group == ["auth", "configure-docker"]:  # Docker's (and so Helm's) credential helper
             self.state.setdefault("docker_auth", []).append(pos[2])
             return ""
@@ -864,6 +898,17 @@ class Gcloud:
         if pos[:3] == ["iam", "service-accounts", "add-iam-policy-binding"]:
             self._bind(pos[3], flags["member"], flags["role"], flags.get("condition"))
             return ""
+        if pos[:3] == ["iam", "service-accounts", "create"]:
+            email = f"{pos[3]}@{flags.get('project')}.iam.gserviceaccount.com"
+            accounts = self.state.setdefault("service_accounts", [])
+            if email in accounts:
+                raise Refused(f"ERROR: (gcloud.iam.service-accounts.create) {email} already exists")
+            accounts.append(email)
+            return ""
+        if pos[:3] == ["iam", "service-accounts", "describe"]:
+            if pos[3] not in self.state.get("service_accounts", []):
+                raise Refused(f"ERROR: (gcloud.iam.service-accounts.describe) NOT_FOUND: {pos[3]}")
+            return _value({"email": pos[3]}, flags.get("format", "json"))
         raise Refused(f"ERROR: (gcloud) this FAKE gcloud does not know `{' '.join(argv)}`")
 
 

@@ -40,7 +40,7 @@ def test_off_an_image_every_job_runs(monkeypatch):
 def test_the_tag_says_the_framework_and_cloud_build_is_told_it():
     assert of_image_tag("0.1.0-3f2a9c1b7e0d-torch") is TORCH
     assert of_image_tag("0.1.0-3f2a9c1b7e0d") is JAX and of_image_tag(None) is JAX
-    target = type("T", (), {"project": "p"})()
+    target = type("T", (), {"project": "p", "registry": None})()
     step = image_build_step("r/launcher:0.1.0-3f2a9c1b7e0d-torch", target, Path("/src"))  # type: ignore[arg-type]
     assert (
         "--substitutions=_IMAGE=r/launcher:0.1.0-3f2a9c1b7e0d-torch,_FRAMEWORK=torch" in step.argv

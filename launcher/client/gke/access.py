@@ -18,7 +18,7 @@ APIS = {
     "artifactregistry.googleapis.com": "Artifact Registry: the launcher image and the chart",
     "cloudbuild.googleapis.com": "Cloud Build: builds the launcher image, no local Docker",
     "storage.googleapis.com": "Cloud Storage: the checkpoint bucket",
-    "iam.googleapis.com": "IAM: the release acts as a Google service account",
+    "iam.googleapis.com": "IAM: Google service accounts (the release's, the image build's)",
     # GKE's "Use Image streaming to pull container images": "Enable the Container File System
     # API" (the cluster is made with --enable-image-streaming).
     "containerfilesystem.googleapis.com": "Container File System: image streaming",
@@ -31,11 +31,28 @@ APIS = {
 # account by default (iam.automaticIamGrantsForDefaultServiceAccounts drops its Editor grant).
 NODE_ACCOUNT = "${PROJECT_NUMBER}-compute@developer.gserviceaccount.com"
 PULL_ROLE = "roles/artifactregistry.reader"
-# Cloud Build's "Cloud Build service account": builds run as the project's default build
-# account (`gcloud builds get-default-service-account`), the Compute Engine default one in
-# projects made since 2024, which "doesn't have the permissions" a build needs unless granted
-# the Cloud Build Service Account role (uploading the image, its logs, reading the source).
-BUILD_ROLE = "roles/cloudbuild.builds.builder"
+# Cloud Build's "Run builds with a user-managed service account": the default build account
+# "might have unnecessarily broad permissions", and in projects made since 2024 it is the
+# Compute Engine default account every node runs as, which a grant for the build would widen.
+# So the image is built by an account of its own, given what a build of it needs and no more:
+# push to the repository (on it alone), write its logs to Cloud Logging (a build under such an
+# account "must" store them in Cloud Logging or a bucket of the user's: cloudbuild.yaml's
+# `logging: CLOUD_LOGGING_ONLY`), read its staged source (on the staging bucket alone).
+BUILD_ACCOUNT_NAME = "tpu-launcher-build"
+PUSH_ROLE = "roles/artifactregistry.writer"
+LOG_ROLE = "roles/logging.logWriter"
+SOURCE_ROLE = "roles/storage.objectViewer"
+
+
+def build_account(project: str) -> str:
+    return f"{BUILD_ACCOUNT_NAME}@{project}.iam.gserviceaccount.com"
+
+
+def build_staging(project: str) -> str:
+    """Where `gcloud builds submit` stages the source: its own default bucket
+    (`--gcs-source-staging-dir`'s help: gs://[PROJECT_ID]_cloudbuild/source), named so the build
+    account's read is granted on it alone."""
+    return f"gs://{project}_cloudbuild"
 
 
 # GKE's "Use least privilege IAM service accounts": a node's account needs the Kubernetes Engine
@@ -52,10 +69,12 @@ def apis_needed(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> list[str
         apis.append("artifactregistry.googleapis.com")
     if need.launcher_image and builds:
         apis.append("cloudbuild.googleapis.com")
-    if need.bucket:
-        apis.append("storage.googleapis.com")
-    if any(i.gcp_service_account for i in need.identities):
-        apis.append("iam.googleapis.com")
+    if need.bucket or (need.launcher_image and builds and not target.registry):
+        apis.append("storage.googleapis.com")  # the bucket; the build's staged source
+    if any(i.gcp_service_account for i in need.identities) or (
+        need.launcher_image and builds and not target.registry
+    ):
+        apis.append("iam.googleapis.com")  # Google service accounts: named, or the build's
     return apis
 
 
@@ -128,25 +147,47 @@ def image_access_steps(need: ReleaseNeeds, target: GkeTarget, builds: bool) -> l
         )
     ]
     if builds:
+        email = build_account(target.project)
+        member = f"serviceAccount:{email}"
+        staging = build_staging(target.project)
         steps += [
             Step(
-                "Cloud Build's default service account (its builds run as it)",
+                f"the image's build account {email} (builds run as it, not as Cloud Build's "
+                "default account, which may be the one every node runs as)",
                 gcloud(
-                    "builds",
-                    "get-default-service-account",
+                    "iam",
+                    "service-accounts",
+                    "create",
+                    BUILD_ACCOUNT_NAME,
                     project,
-                    "--format=value(serviceAccountEmail.basename())",
+                    "--display-name=tpu-launcher image builds",
                 ),
-                capture_as="BUILD_ACCOUNT",
+                done_if=Check(gcloud("iam", "service-accounts", "describe", email, project)),
             ),
             Step(
-                f"Cloud Build's account may build and push the image ({BUILD_ROLE})",
-                iam_binding(
-                    ("projects",),
-                    target.project,
-                    member="serviceAccount:${BUILD_ACCOUNT}",
-                    role=BUILD_ROLE,
+                f"it may push to {REPOSITORY} ({PUSH_ROLE}, on the repository alone)",
+                iam_binding(("artifacts", "repositories"), *repo, member=member, role=PUSH_ROLE),
+            ),
+            Step(
+                f"it may write its build logs to Cloud Logging ({LOG_ROLE})",
+                iam_binding(("projects",), target.project, member=member, role=LOG_ROLE),
+            ),
+            Step(
+                f"the builds' source staging bucket {staging} (gcloud builds submit's own)",
+                gcloud(
+                    "storage",
+                    "buckets",
+                    "create",
+                    staging,
+                    project,
+                    f"--location={target.region}",
+                    "--uniform-bucket-level-access",
                 ),
+                done_if=Check(gcloud("storage", "buckets", "describe", staging)),
+            ),
+            Step(
+                f"it may read the staged source ({SOURCE_ROLE}, on {staging} alone)",
+                iam_binding(("storage", "buckets"), staging, member=member, role=SOURCE_ROLE),
             ),
         ]
     return steps

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from launcher.client.chart_meta import chart_meta
 from launcher.client.chart_source import chart_repository
+from launcher.client.gke.access import build_account, build_staging
 from launcher.client.gke.release import ReleaseNeeds
 from launcher.client.gke.steps import Check, Step, gcloud
 from launcher.client.gke.target import CREATED_BY, REPOSITORY, GkeTarget
@@ -111,8 +112,16 @@ def image_present_step(image: str, target: GkeTarget) -> Step:
 def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
     """Cloud Build builds images/launcher/Dockerfile from `source` (the checkout) and pushes
     `image`, for the framework its tag's suffix says; skipped when that tag is in the registry
-    already (`tpu-launcher image` rebuilds)."""
+    already (`tpu-launcher image` rebuilds). Into the repository `gke up` makes, as the build
+    account `gke up` makes for it (gke/access.py), its source staged where that account may
+    read; into a registry of your own (--registry), as Cloud Build's default account, whose
+    access is yours to give."""
     framework = of_image_tag(image_tag_of(image))
+    own = [] if target.registry else [
+        f"--service-account=projects/{target.project}/serviceAccounts/"
+        f"{build_account(target.project)}",
+        f"--gcs-source-staging-dir={build_staging(target.project)}/source",
+    ]  # fmt: skip
     return Step(
         f"launcher image {image} (Cloud Build: {DOCKERFILE}, {framework.describe})",
         gcloud(
@@ -122,6 +131,7 @@ def image_build_step(image: str, target: GkeTarget, source: Path) -> Step:
             f"--project={target.project}",
             f"--config={source / CLOUDBUILD}",
             f"--substitutions=_IMAGE={image},_FRAMEWORK={framework.name}",
+            *own,
         ),
         done_if=Check(describe_image(image, target)),
     )

@@ -13,6 +13,8 @@ from pathlib import Path
 from launcher.client.gke.access import (
     api_steps,
     apis_needed,
+    build_account,
+    build_staging,
     image_access_steps,
     node_account_steps,
     project_number_step,
@@ -527,6 +529,14 @@ def down_plan(
                 f"stay on the bucket (`gcloud storage buckets get-iam-policy gs://{need.bucket}` "
                 "lists them; remove-iam-policy-binding removes one)"
             )
+    if need.launcher_image and not target.registry:
+        email, staging = build_account(target.project), build_staging(target.project)
+        stays.append(
+            f"the image's build account {email}, if gke up made it, stays with its grants "
+            f"(push to the repository, logs, read {staging}): `gcloud iam service-accounts "
+            f"delete {email} --project={target.project}` deletes it and them; {staging}, "
+            "where builds stage their source, stays too (`gcloud storage rm -r` deletes it)"
+        )
     return Plan(steps, ["What `gke up` made for this release, deleted."], stays)
 
 

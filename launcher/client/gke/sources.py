@@ -46,6 +46,7 @@ COMMANDS = {
             "Create a Compute Engine workload resource policy",
         ),
         ("compute resource-policies describe", "Describe a Compute Engine resource policy"),
+        ("compute zones describe", "Describe a Compute Engine zone"),
         ("compute resource-policies delete", "Delete Compute Engine resource policies"),
         ("artifacts repositories create", "Create an Artifact Registry repository"),
         ("artifacts repositories describe", "Describe an Artifact Registry repository"),
@@ -57,11 +58,15 @@ COMMANDS = {
         ),
         ("artifacts docker images describe", "Describe an Artifact Registry container image"),
         ("builds submit", "Submit a build using Cloud Build"),
-        ("builds get-default-service-account", "Get the default service account for a project"),
         ("auth configure-docker", "Register gcloud as a Docker credential helper"),
         ("storage buckets create", "Create buckets for storing objects"),
         ("storage buckets describe", "Describes a bucket"),
         ("storage buckets add-iam-policy-binding", "Add an IAM policy binding to a bucket"),
+        ("iam service-accounts create", "Create a service account for a project"),
+        (
+            "iam service-accounts describe",
+            "Show metadata for a service account from a project",
+        ),
         (
             "iam service-accounts add-iam-policy-binding",
             "Add an IAM policy binding to an IAM service account",
@@ -197,6 +202,19 @@ FLAGS = {
     "--config": Source(COMMANDS["builds submit"].page, "The YAML or JSON file for the build"),
     "--substitutions": Source(
         COMMANDS["builds submit"].page, "Parameters to be substituted in the build specification"
+    ),
+    "--service-account": Source(
+        COMMANDS["builds submit"].page,
+        "The service account to use with this build (Cloud Build: Run builds with a "
+        "user-managed service account)",
+    ),
+    "--gcs-source-staging-dir": Source(
+        COMMANDS["builds submit"].page,
+        "A directory in Google Cloud Storage to copy the source used for staging the build",
+    ),
+    "--display-name": Source(
+        COMMANDS["iam service-accounts create"].page,
+        "A textual name to display for the account",
     ),
     "--uniform-bucket-level-access": Source(
         COMMANDS["storage buckets create"].page, "Turns on uniform bucket-level access"
