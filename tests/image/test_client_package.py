@@ -92,7 +92,9 @@ def test_the_readme_road_plans_and_builds_the_image_of_this_version_anywhere(cli
         plan = _run(client, "gke", "plan", "--values", "v6e-16", *TARGET, "--helm", HELM, cwd=where)
         assert plan.returncode == 0, plan.stderr
         joined = plan.stdout.replace("\\\n", " ")
-        build = next(line for line in joined.splitlines() if "gcloud builds submit" in line)
+        build = next(
+            line for line in joined.splitlines() if line.lstrip().startswith("gcloud builds submit")
+        )
         assert f"_IMAGE={REGISTRY}:{tag}," in build, build
         context = Path(build.split("gcloud builds submit ", 1)[1].split()[0].strip("'\""))
         context = (where or client[1]) / context  # relative to where the plan runs
