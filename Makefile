@@ -54,14 +54,14 @@ preempt: venv ## tpu-launcher local preempt: SLICE=N or HOST=N taken back as GKE
 # and a Go build beside the e2e tier starved its jobs (a 2-minute job took over 7).
 # The node tier is not in it: on this machine kind it took CI's run from about 36 to 67 minutes
 # (its Go builds, its images and its pods beside the e2e tier), past what CI allows; make test-node.
-test: venv helm cluster-build scanner ## Every tier but the node tier, in one pytest run on two workers (tests/conftest.py).
+test: venv helm cluster-build scanner torch-tpu ## Every tier but the node tier, in one pytest run on two workers (tests/conftest.py).
 	ci/pytest.sh $(PY) -n 2 -m "not node" $(PYTEST_ARGS)
 test-unit: venv ## Seconds: no Go, no helm, no Ray cluster, no compile.
 test-chart: venv helm ## The chart with Helm 3 and 4: render, schemas, refusals, goldens.
 test-cluster: venv helm cluster-build scanner ## The chart installed into the test control plane.
 test-e2e: venv ## A real Ray cluster on loopback, real MaxText on CPU, faults and resumes.
 test-preflight: venv ## Ahead-of-time compiles for TPU topologies; the bucket check (emulator).
-test-image: venv ## The image's install steps from the built wheel; hadolint; the lock.
+test-image: venv torch-tpu ## The image's install steps from the built wheel; hadolint; the lock; TorchTPU's slice.
 test-node: venv helm node-build ## The chart's pods on a real node (root): policies enforced, Ray in pods.
 test-unit test-chart test-cluster test-e2e test-preflight test-image test-node:
 	ci/pytest.sh $(PY) -m $(@:test-%=%) $(PYTEST_ARGS)
@@ -110,7 +110,7 @@ node-down: venv ## Stop the node and its control plane; delete their state (imag
 
 ##@ Chart and generated files
 
-.PHONY: helm scanner prometheus chart-lint chart-table chart-dashboard chart-vllm-args goldens docs maxtext-configs commands-doc
+.PHONY: helm scanner torch-tpu prometheus chart-lint chart-table chart-dashboard chart-vllm-args goldens docs maxtext-configs commands-doc
 helm: $(HELM) $(HELM4) ## Build the pinned Helm 3 and Helm 4 into .tools (from the Go module proxy).
 $(TOOLS)/helm-%/helm:
 	ci/install-helm.sh $*
@@ -118,6 +118,8 @@ prometheus: ## Unpack the pinned Prometheus (Debian's package) into .tools, for 
 	ci/install-prometheus.sh >/dev/null
 scanner: venv ## Install the pinned checkov the cluster tests scan the live objects with.
 	ci/install-checkov.sh $(CHECKOV_VERSION)
+torch-tpu: venv ## Install the torch image's pinned TorchTPU into .tools (the image tests compare its slice variables).
+	ci/install-torch-tpu.sh
 chart-lint: helm ## helm lint --strict every values file with Helm 3 and Helm 4.
 	for f in values/*.yaml; do for h in $(HELM) $(HELM4); do \
 	  $$h lint --strict $(CHART) -f $$f --set global.gcsfuse.bucketName=example-bucket >/dev/null \

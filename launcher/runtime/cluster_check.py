@@ -24,13 +24,6 @@ WEBHOOK_FIX = (
 )
 
 
-# What TorchTPU's `tpu_dist` builds the slice from, one process per chip: the webhook sets both on
-# every TPU worker (kuberay-tpu-webhook's e2e test TestWebhookMutation_TorchTpuEnvs; TorchTPU
-# reads them as "set by Torch TPU specific launchers"). Webhooks that predate TorchTPU set
-# neither, and the job cannot start its process group.
-TORCH_TPU_ENV = ("TORCH_TPU_TOPOLOGY", "TORCH_TPU_SLICEBUILDER_ADDRESSES")
-
-
 def _affinity_keys(pod: dict) -> set[str]:
     affinity = pod["spec"].get("affinity") or {}
     terms = (affinity.get("podAffinity") or {}).get(
@@ -44,21 +37,20 @@ def _affinity_keys(pod: dict) -> set[str]:
     return keys
 
 
-def webhook_problems(pods: list[dict], framework: str = "jax") -> list[str]:
+def webhook_problems(pods: list[dict]) -> list[str]:
     """What the pods show of the GKE TPU webhook: a multi-host TPU worker without the
     TPU_WORKER_HOSTNAMES it sets was never mutated (no webhook); a Pending one whose required
     pod affinity names a `replicaIndex` label it does not carry met a webhook older than v1.3.2
-    (with KubeRay >= 1.6 such a webhook waits for a label nobody sets). For a PyTorch release
-    (`framework` torch), every TPU worker needs TorchTPU's variables too."""
-    unmutated, stranded, no_torch = [], [], []
+    (with KubeRay >= 1.6 such a webhook waits for a label nobody sets). A PyTorch release needs
+    nothing more: the launcher derives TorchTPU's variables from these
+    (launcher.runtime.torch_tpu_env)."""
+    unmutated, stranded = [], []
     for pod in pods:
         slices = from_pod_spec(pod["spec"], 1)
         if slices is None:
             continue
         name = pod["metadata"]["name"]
         env = {e["name"] for c in pod["spec"]["containers"] for e in c.get("env", [])}
-        if framework == "torch" and not set(TORCH_TPU_ENV) <= env:
-            no_torch.append(name)
         if not slices.shape.multi_host:
             continue
         if "TPU_WORKER_HOSTNAMES" not in env:
@@ -79,14 +71,6 @@ def webhook_problems(pods: list[dict], framework: str = "jax") -> list[str]:
             f"{len(stranded)} TPU worker pod(s) ({_names(stranded)}) stay Pending "
             "on a pod affinity for a `replicaIndex` label no pod carries: the TPU webhook is "
             "older than v1.3.2, which KubeRay >= 1.6 needs; upgrade it to v1.3.2 or newer"
-        )
-    if no_torch and not unmutated:
-        problems.append(
-            f"{len(no_torch)} TPU worker pod(s) ({_names(no_torch)}) lack "
-            f"{' and '.join(TORCH_TPU_ENV)}: this release runs PyTorch jobs (ray.framework=torch), "
-            "and TorchTPU's process group (tpu_dist) builds the slice from them; upgrade the "
-            "KubeRay TPU webhook to a version that injects them (on GKE, the Ray operator "
-            "add-on's current version)"
         )
     return problems
 
@@ -110,7 +94,6 @@ def check(
     expect_nodes: int,
     timeout: float = 300,
     ray_cluster: str | None = None,
-    framework: str = "jax",
 ) -> int:
     """0 once at least `expect_nodes` nodes (head + workers) are alive; 1 after `timeout`
     seconds, or as soon as the RayCluster's pods show that the TPU webhook is missing or too
@@ -123,7 +106,7 @@ def check(
             try:
                 # helm test's service account may list the release's pods.
                 pods = KubeApi.in_cluster().pods(f"ray.io/cluster={ray_cluster}")
-                problems = webhook_problems(pods, framework)
+                problems = webhook_problems(pods)
             except (OSError, KeyError, ValueError) as e:  # no API access: skip this part
                 print(f"note: cannot read the RayCluster's pods ({e}); webhook not checked")
                 read_pods, problems = False, []

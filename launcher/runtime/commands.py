@@ -15,7 +15,6 @@ import sys
 
 from launcher.core.errors import CommandError, UsageError, report
 from launcher.core.frameworks import JAX
-from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.preemption import NOTICE_COMMAND
 from launcher.core.run_requests import (
     TORCH_TRAIN,
@@ -69,7 +68,7 @@ def run_prepare_data(ns: argparse.Namespace) -> int:
 def run_cluster_check(ns: argparse.Namespace) -> int:
     from launcher.runtime.cluster_check import check
 
-    return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster, ns.framework)
+    return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster)
 
 
 def run_serving_check(ns: argparse.Namespace) -> int:
@@ -170,12 +169,6 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--ray-cluster", help="also check the TPU webhook's work on this RayCluster's pods"
-    )
-    p.add_argument(
-        "--framework",
-        choices=FRAMEWORKS,
-        default="jax",
-        help="what the release runs (ray.framework): torch also needs TorchTPU's variables",
     )
     p.set_defaults(func=run_cluster_check)
     p = sub.add_parser(

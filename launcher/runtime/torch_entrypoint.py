@@ -90,7 +90,7 @@ def train_torch(spec: TorchJobSpec) -> int:
                 per_chip=True,
             ),
         ),
-        torch_config=LauncherTorchConfig(),
+        torch_config=LauncherTorchConfig(topology=shape.topology),
         scaling_config=ScalingConfig(
             use_tpu=True,
             num_workers=plan.num_workers,

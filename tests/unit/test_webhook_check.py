@@ -83,31 +83,6 @@ def test_the_same_affinity_is_fine_where_the_label_exists():
     assert webhook_problems(pods) == []
 
 
-HOSTNAMES = {"name": "TPU_WORKER_HOSTNAMES", "value": "tpu-group-0-0.x-headless"}
-# What a webhook that knows TorchTPU adds (kuberay-tpu-webhook's e2e test
-# TestWebhookMutation_TorchTpuEnvs, on a v6e-8: topology "2,4,1", one address per chip).
-TORCH_TPU = [
-    {"name": "TORCH_TPU_TOPOLOGY", "value": "2,4,1"},
-    {"name": "TORCH_TPU_SLICEBUILDER_ADDRESSES", "value": "localhost:8471,localhost:8472"},
-]
-
-
-def test_a_pytorch_release_needs_torchtpus_variables_on_every_tpu_worker():
-    older = [_worker(f"w{i}") for i in range(4)]  # mutated, by a webhook before TorchTPU
-    assert webhook_problems(older) == []  # what a JAX release needs
-    (problem,) = webhook_problems(older, "torch")
-    assert "4 TPU worker pod(s) (w0, w1, w2, ...) lack TORCH_TPU_TOPOLOGY and " in problem
-    assert "ray.framework=torch" in problem and "upgrade the KubeRay TPU webhook" in problem
-    assert (
-        webhook_problems([_worker(f"w{i}", env=[HOSTNAMES, *TORCH_TPU]) for i in range(4)], "torch")
-        == []
-    )
-    # A single-host slice needs them too: one process per chip.
-    (single,) = webhook_problems([_worker("w0", topology="2x4", chips=8, env=[])], "torch")
-    assert "1 TPU worker pod(s) (w0) lack" in single
-    assert webhook_problems([_worker("w0", topology="2x4", chips=8, env=TORCH_TPU)], "torch") == []
-
-
 def test_no_webhook_at_all_is_named_once():
-    (problem,) = webhook_problems([_worker(f"w{i}", env=[]) for i in range(4)], "torch")
+    (problem,) = webhook_problems([_worker(f"w{i}", env=[]) for i in range(4)])
     assert "no TPU_WORKER_HOSTNAMES" in problem
