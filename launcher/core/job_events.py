@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -165,9 +165,18 @@ def format_restart(start: int, workers: int, slices: int, per_chip: bool = False
     )
 
 
-def format_preempted(resumed_at: int, notice_seconds: float | None) -> str:
+def format_preempted(
+    resumed_at: int, notice_seconds: float | None, hosts: Sequence[str] = ()
+) -> str:
+    """The restart after a notice: which hosts went (`<slice>/<worker id>`; Ray stopped every
+    rank of their slices with them, a TPU slice being taken back whole) and where it resumed."""
     notice = f"{notice_seconds:.0f} s notice" if notice_seconds is not None else "no deadline"
-    return f"[preempted] a host was taken back ({notice}); resumed at step {resumed_at}"
+    if not hosts:
+        return f"[preempted] a host was taken back ({notice}); resumed at step {resumed_at}"
+    many = len(hosts) > 1
+    went = f"host{'s' if many else ''} {', '.join(hosts)} {'were' if many else 'was'} taken back"
+    with_it = "them every rank of their slices" if many else "it every rank of its slice"
+    return f"[preempted] {went} ({notice}), and with {with_it}; resumed at step {resumed_at}"
 
 
 def format_hang(what: str) -> str:

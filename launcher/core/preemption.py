@@ -76,10 +76,13 @@ class Restart:
     # FAILED after a notice on capacity GKE does not take back (on-demand, a reservation): the
     # capacity, as the host recorded it (launcher.runtime.node_capacity).
     noticed_on: str | None = None
+    # The hosts the notices in its window named (`<slice>/<worker id>`; empty: none named).
+    hosts: tuple[str, ...] = ()
 
     def describe(self) -> str:
+        went = f" ({', '.join(self.hosts)} taken back)" if self.hosts else ""
         if self.resumed_at is None:  # a script that reports no steps: what it redid is its own
-            why = {PREEMPTED: "preempted", HUNG: "a hang"}.get(self.cause, "a failure")
+            why = {PREEMPTED: f"preempted{went}", HUNG: "a hang"}.get(self.cause, "a failure")
             return (
                 f"start {self.start}: {why}; the script reports no steps, so where it went on "
                 "from (its own checkpoints, if any) is not known to the launcher"
@@ -107,7 +110,7 @@ class Restart:
             )
         if self.saved_step is not None:
             return (
-                f"start {self.start}: preempted, {self.notice_seconds:.0f} s notice; step "
+                f"start {self.start}: preempted{went}, {self.notice_seconds:.0f} s notice; step "
                 f"{self.saved_step} saved on it; {resumed}, {again}"
             )
         why = (
@@ -116,7 +119,7 @@ class Restart:
             else f"the {self.notice_seconds:.0f} s notice was too short to save"
         )
         return (
-            f"start {self.start}: preempted, {why}; {resumed} from the last periodic "
+            f"start {self.start}: preempted{went}, {why}; {resumed} from the last periodic "
             f"checkpoint, {again} (a longer grace period saves them: "
             "ray.worker.terminationGracePeriodSeconds)"
         )
@@ -204,6 +207,10 @@ def restarts(
         # notice's save still counts; the restart is charged as a failure.
         not_reclaimed = notice is not None and notice.get("preemptible") is False
         cause = PREEMPTED if preempted else HUNG if hung else FAILED
+        named = {
+            h for x in notices if attempt.started_at <= x["at"] < nxt.started_at
+            for h in x.get("hosts", ())
+        }  # fmt: skip
         found.append(
             Restart(
                 start=n,
@@ -216,6 +223,7 @@ def restarts(
                 recomputed=max(0, done - resumed + 1) if resumed is not None else 0,
                 hang=hung[0] if hung and not preempted else None,
                 noticed_on=notice.get("capacity") if not_reclaimed and notice else None,
+                hosts=tuple(sorted(named)),
             )
         )
     return found

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,15 @@ LABEL_POD_TYPE = "ray.io/tpu-pod-type"
 # driver reads which process group the slice gives (gloo here, tpu_dist on TPU) before any
 # worker starts.
 LABEL_SIMULATED = "tpu-launcher/simulated-chips"
+
+
+def host_name(labels: Mapping[str, str]) -> str | None:
+    """A TPU host as the job's lines name it, `<slice>/<worker id>`, from its Ray node's labels
+    (None: not a TPU host)."""
+    if LABEL_SLICE not in labels:
+        return None
+    return f"{labels[LABEL_SLICE]}/{labels.get(LABEL_WORKER_ID, '?')}"
+
 
 if TYPE_CHECKING:  # Ray is imported where a config is built: in the cluster
     from ray.train.v2.api.config import ScalingConfig

@@ -30,7 +30,7 @@ from launcher.core.device_metrics import (
     judge,
 )
 from launcher.core.job_events import format_devices
-from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
+from launcher.core.slices import host_name
 from launcher.runtime.periodic import every
 
 WATCH_EVERY_S = 15.0
@@ -47,8 +47,8 @@ def tpu_hosts() -> list[tuple[str, str]]:
     found = []
     for node in ray.nodes():
         labels = node.get("Labels") or {}
-        if node.get("Alive") and LABEL_SLICE in labels and node.get("MetricsExportPort"):
-            host = f"{labels[LABEL_SLICE]}/{labels.get(LABEL_WORKER_ID, '?')}"
+        host = host_name(labels)
+        if node.get("Alive") and host is not None and node.get("MetricsExportPort"):
             url = f"http://{node['NodeManagerAddress']}:{node['MetricsExportPort']}/metrics"
             found.append((host, url))
     return sorted(found)

@@ -22,7 +22,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import NoReturn
+from typing import Any, NoReturn
 
 POLL_S = 0.5
 
@@ -38,20 +38,27 @@ class Notice:
     # taken back with notices (Spot, flex-start): on other capacity a notice is no preemption.
     capacity: str | None = None
     preemptible: bool | None = None
+    # The hosts being taken back (`<slice>/<worker id>`; empty: not known). Ray stops every rank
+    # of their slices with them: a TPU slice is reclaimed whole (ray.train.v2's preemption
+    # watcher counts a slice's every rank as preempted on a drain of any of its hosts).
+    hosts: tuple[str, ...] = ()
 
     def seconds_left(self, now: float | None = None) -> float | None:
         return None if self.deadline is None else max(0.0, self.deadline - (now or time.time()))
 
     def to_json(self) -> dict:
-        found = {"at": self.at, "deadline": self.deadline, "source": self.source}
+        found: dict[str, Any] = {"at": self.at, "deadline": self.deadline, "source": self.source}
         if self.capacity is not None:
             found |= {"capacity": self.capacity, "preemptible": self.preemptible}
+        if self.hosts:
+            found["hosts"] = list(self.hosts)
         return found
 
     def describe(self) -> str:
         left = self.seconds_left(self.at)
+        hosts = f" for {', '.join(self.hosts)}" if self.hosts else ""
         return (
-            f"preemption notice ({self.source}, "
+            f"preemption notice{hosts} ({self.source}, "
             + (f"{left:.0f} s to the deadline" if left is not None else "no deadline")
             + "): saving at the next step every host reaches"
         )
@@ -71,6 +78,21 @@ def _own_drain(node_id: str) -> tuple[bool, float | None]:
     if node_id not in drained:
         return False, None
     return True, (drained[node_id] / 1000 if drained[node_id] else None)
+
+
+def _host_names(node_ids: list[str]) -> tuple[str, ...]:
+    """The TPU hosts of these Ray nodes, as the job's lines name them (from their labels)."""
+    import ray
+
+    from launcher.core.slices import host_name
+
+    wanted = set(node_ids)
+    try:
+        nodes = ray.nodes()
+    except Exception:  # a GCS hiccup: the notice goes on without the names
+        return ()
+    names = (host_name(n.get("Labels") or {}) for n in nodes if n.get("NodeID") in wanted)
+    return tuple(sorted(n for n in names if n is not None))
 
 
 def _to_jax(notice: Notice) -> None:
@@ -113,9 +135,12 @@ class NoticeRelay:
         info = self._context.preemption_context.preemption_info  # type: ignore[attr-defined]
         if info is not None:
             deadline = info.deadline_ms / 1000 if info.deadline_ms else None
-            return Notice(time.time(), deadline, "ray drain")
+            hosts = _host_names(info.preempted_node_ids)
+            return Notice(time.time(), deadline, "ray drain", hosts=hosts)
         draining, deadline = _own_drain(self._node_id)
-        return Notice(time.time(), deadline, "ray drain") if draining else None
+        if not draining:
+            return None
+        return Notice(time.time(), deadline, "ray drain", hosts=_host_names([self._node_id]))
 
     def _watch(self) -> None:
         while not self._stop.wait(POLL_S):

@@ -322,7 +322,8 @@ def _preemption_line(summary_key: str, tracker) -> Callable[[int], None] | None:
         return None
     first = notices[0]
     left = max(0.0, first["deadline"] - first["at"]) if first.get("deadline") else None
-    return lambda step: tracker.say(format_preempted(step, left))
+    hosts = sorted({h for n in notices for h in n.get("hosts", [])})
+    return lambda step: tracker.say(format_preempted(step, left, hosts))
 
 
 def _capacity_fields(capacity: CapacityItem | None) -> dict:

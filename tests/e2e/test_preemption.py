@@ -74,6 +74,7 @@ def test_a_preemption_with_notice_loses_no_step_and_spends_no_failure(local_clus
     assert saved["cause"] == PREEMPTED and saved["saved_step"] is not None, saved
     assert (saved["resumed_at"], saved["recomputed"]) == (saved["saved_step"] + 1, 0), saved
     assert "restarts:     1 preemption (--max_preemptions), 0 failures" in logs
+    assert saved["hosts"] == ["local-slice-0/1"], saved  # the host drained, by its name
     goodput = result["goodput"]
     assert abs(goodput["unaccounted_seconds"]) <= 0.05 * goodput["wall_seconds"], goodput
 

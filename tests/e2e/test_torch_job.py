@@ -125,6 +125,9 @@ def test_a_worker_per_chip_trains_resumes_after_a_killed_host_and_saves_on_a_not
     assert notice["cause"] == "preempted" and notice["saved_step"] is not None, notice
     assert (notice["resumed_at"], notice["recomputed"]) == (notice["saved_step"] + 1, 0), notice
     assert "restarts:     1 preemption (--max_preemptions), 1 failure (--max_failures)" in logs
+    # The host drained, by its name; Ray stops its whole slice (its preempted_ranks: all 8).
+    assert notice["hosts"] == ["local-slice-0/1"], notice
+    assert "[preempted] host local-slice-0/1 was taken back (" in logs
     assert result["first_step"] == notice["saved_step"] + 1, result
     assert result["final_loss"] < 3.0, result  # bytes: ln 256 = 5.5 untrained
     # Ray Train's per-rank report lines (one per rank and save) stay in its own log files.

@@ -186,3 +186,28 @@ def test_a_script_that_reports_no_steps_still_has_its_restarts_counted_and_their
     ]
     (only,) = restarts(stepped, [])
     assert (only.start, only.resumed_at) == (2, 3)
+
+
+def test_a_preemption_names_the_hosts_taken_back_and_says_their_slice_went_with_them():
+    """The notices of a restart's window name the drained hosts (`<slice>/<worker id>`, from
+    their Ray nodes' labels): the restart and its line name them, not the slice's every rank
+    that Ray stops with them (its TPU failure domain is the slice)."""
+    from launcher.core.job_events import format_preempted
+    from launcher.core.slices import host_name
+
+    named = host_name({"ray.io/tpu-slice-name": "local-slice-0", "ray.io/tpu-worker-id": "1"})
+    assert named == "local-slice-0/1" and host_name({}) is None
+    starts = [_attempt(0.0, range(10), [(9, 40.0)]), _attempt(100.0, range(10, 20), [])]
+    notices = [
+        {"at": 30.0, "deadline": 45.0, "hosts": [named]},
+        {"at": 31.0, "deadline": 45.0},  # a host that read no names
+    ]
+    (restart,) = restarts(starts, notices)
+    assert restart.hosts == ("local-slice-0/1",)
+    assert restart.describe().startswith("start 2: preempted (local-slice-0/1 taken back), 15 s")
+    line = format_preempted(10, 15.0, restart.hosts)
+    assert line == (
+        "[preempted] host local-slice-0/1 was taken back (15 s notice), and with it every rank "
+        "of its slice; resumed at step 10"
+    )
+    assert format_preempted(10, None).startswith("[preempted] a host was taken back (no deadline)")
