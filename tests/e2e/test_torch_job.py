@@ -174,18 +174,20 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     (gloo) takes the group Ray Train made, torchrun's variables are there on all 8 ranks, the
     loss falls; the job's view shows rank 0's output, says what a plain script gets, counts no
     steps it was not told of, and shows none of Ray Train's per-rank report lines. A host killed
-    mid-run restarts it: the view says why in one line, and the summary and `status` (its text
-    and its JSON) say the same restart and the same goodput, claiming nothing of where the
-    script went on from. A script naming a backend the slice does not give is refused by the
+    mid-run restarts it: the script resumes from its own torch.distributed.checkpoint save, the
+    view says why in one line, and the summary and `status` (its text and its JSON) say the same
+    restart and the same goodput, claiming nothing of where the script went on from; submitted
+    again, it resumes from its last save, and nothing the launcher says claims it started over. A script naming a backend the slice does not give is refused by the
     driver before any worker starts, with the line to change."""
     work = tmp_path / "team-project"
     work.mkdir()
     shutil.copy(DDP, work / "ddp.py")
     client, name = jobs_client(), run_name("torchrun")
     job_id = f"{name}-job"
+    own = local_cluster.bucket / name / "own-checkpoints"  # the script's own DCP saves
     submit_no_wait(
         local_cluster, job_id, f"--run_name={name}", "ddp.py", "--steps", "30",
-        "--step-seconds", "0.5", cwd=work, options=("--framework", "torch"),
+        "--step-seconds", "0.5", "--ckpt-dir", str(own), cwd=work, options=("--framework", "torch"),
     )  # fmt: skip
     deadline = time.monotonic() + 300
     while "[script] step 10 loss" not in client.logs(job_id):
@@ -213,8 +215,12 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
         per_node.setdefault(node, []).append(local)
     assert {n: sorted(ranks) for n, ranks in per_node.items()} == {0: [0, 1, 2, 3], 1: [0, 1, 2, 3]}
     view = tpu_launcher("logs", job_id, cwd=work, timeout=120).stdout
-    losses = [float(loss) for _, loss in LOSS.findall(view)][-6:]  # the start that finished
-    assert len(losses) == 6 and losses[-1] < losses[0] / 5, view
+    # The restarted group went on from the script's own latest save (the kill came after step
+    # 10 was printed: step 9's save, or a later one).
+    (resumed,) = re.findall(r"^\[script\] resumed from step (\d+)$", view, re.M)
+    assert int(resumed) % 10 == 9, view
+    losses = [float(loss) for _, loss in LOSS.findall(view)]
+    assert losses[-1] < losses[0] / 5, view
     # The restart, said the same by every reader.
     assert re.search(r"^  ranks [\d,]+: \S", view, re.M), view  # why, in one line
     said = "restarts:     0 preemptions (--max_preemptions), 1 failure (--max_failures)"
@@ -232,6 +238,19 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     goodput = re.search(r"goodput: +(\d+)% of (\d+)s wall time by wall time: the script ran", view)
     assert goodput and 0 < int(goodput[1]) < 100, view  # start-up is the rest
     assert "Reporting training result" not in whole + view
+
+    # Submitted again, longer: the script resumes from its own last save, and nothing the
+    # launcher says claims it started over.
+    again = f"{name}-again"
+    submit_no_wait(
+        local_cluster, again, f"--run_name={name}", "ddp.py", "--steps", "40",
+        "--ckpt-dir", str(own), cwd=work, options=("--framework", "torch"),
+    )  # fmt: skip
+    assert wait_until_done(client, again, timeout=600) == "SUCCEEDED", client.logs(again)[-3000:]
+    view = tpu_launcher("logs", again, cwd=work, timeout=120).stdout
+    assert "[script] resumed from step 29" in view and "[script] step 30 loss" in view, view
+    assert "started from step 0" not in view and "from its start" not in view, view
+    assert json.loads(tpu_launcher("status", again, "--json", cwd=work).stdout)["restarts"] == []
 
     (work / "ddp.py").write_text(DDP.read_text().replace('backend="gloo"', 'backend="tpu_dist"'))
     refused = f"{name}-tpu"
