@@ -177,8 +177,9 @@ def test_a_torchrun_script_runs_unchanged_on_every_chip(local_cluster, tmp_path)
     mid-run restarts it: the script resumes from its own torch.distributed.checkpoint save, the
     view says why in one line, and the summary and `status` (its text and its JSON) say the same
     restart and the same goodput, claiming nothing of where the script went on from; submitted
-    again, it resumes from its last save, and nothing the launcher says claims it started over. A script naming a backend the slice does not give is refused by the
-    driver before any worker starts, with the line to change."""
+    again, it resumes from its last save, and nothing the launcher says claims it started over.
+    A script naming a backend the slice does not give is refused by the driver before any worker
+    starts, with the line to change."""
     work = tmp_path / "team-project"
     work.mkdir()
     shutil.copy(DDP, work / "ddp.py")
