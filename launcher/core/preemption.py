@@ -168,16 +168,12 @@ def restarts(
     stepped = [a for a in attempts if a.steps]
     ordered = sorted(stepped or attempts, key=lambda a: a.started_at)
     windows = list(itertools.pairwise(ordered))
-    # The first notice heard in each restart's window (None: none).
-    firsts = [
-        min(
-            (x for x in notices if a.started_at <= x["at"] < b.started_at),
-            key=lambda x: x["at"],
-            default=None,
-        )
-        for a, b in windows
-    ]
-    for n, ((attempt, nxt), notice) in enumerate(zip(windows, firsts, strict=True), start=2):
+    # The notices heard in each restart's window, and the first of them (None: none).
+    heard = [[x for x in notices if a.started_at <= x["at"] < b.started_at] for a, b in windows]
+    firsts = [min(h, key=lambda x: x["at"], default=None) for h in heard]
+    for n, ((attempt, nxt), notice, window) in enumerate(
+        zip(windows, firsts, heard, strict=True), start=2
+    ):
         saved = None
         # MaxText stops after the save on the notice: the last one. A notice with no time to
         # save (its deadline at its arrival) saves nothing: a periodic checkpoint that commits
@@ -207,10 +203,7 @@ def restarts(
         # notice's save still counts; the restart is charged as a failure.
         not_reclaimed = notice is not None and notice.get("preemptible") is False
         cause = PREEMPTED if preempted else HUNG if hung else FAILED
-        named = {
-            h for x in notices if attempt.started_at <= x["at"] < nxt.started_at
-            for h in x.get("hosts", ())
-        }  # fmt: skip
+        named = {h for x in window for h in x.get("hosts", ())}
         found.append(
             Restart(
                 start=n,

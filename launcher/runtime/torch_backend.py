@@ -63,9 +63,10 @@ def _set_torch_tpu_env(worker_group, topology: str) -> None:
     for rank, env in enumerate(envs):
         worker_group.execute_single(rank, set_unless_set, env)
     global _described
-    if describe(envs[0]) != _described:
-        _described = describe(envs[0])
-        print(_described, flush=True)
+    said = describe(envs[0])
+    if said != _described:
+        _described = said
+        print(said, flush=True)
 
 
 @dataclass

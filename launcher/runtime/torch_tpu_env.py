@@ -29,6 +29,8 @@ import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from launcher.runtime.cluster_check import WEBHOOK_FIX
+
 TOPOLOGY, ADDRESSES = "TORCH_TPU_TOPOLOGY", "TORCH_TPU_SLICEBUILDER_ADDRESSES"
 BASE_PORT = 8070  # torch-tpu 0.2.0: TORCH_TPU_BASE_PORT's default
 LOCALHOST = "localhost"
@@ -78,9 +80,7 @@ def one_host_slices(workers: Sequence[ChipWorker]) -> dict[str, list[int]]:
             raise RuntimeError(
                 f"slice {name or '(unnamed)'}'s workers run on {len(nodes)} hosts "
                 f"({', '.join(nodes[:3])}) but have no TPU_WORKER_HOSTNAMES: the KubeRay TPU "
-                "webhook did not mutate them, and TorchTPU cannot build the slice; on GKE enable "
-                "the Ray operator add-on (`tpu-launcher gke plan` prints the command), elsewhere "
-                "install kuberay-tpu-webhook v1.3.2 or newer"
+                f"webhook did not mutate them, and TorchTPU cannot build the slice; {WEBHOOK_FIX}"
             )
     return ranks
 
