@@ -69,7 +69,7 @@ test-unit test-chart test-cluster test-e2e test-preflight test-image test-node:
 .PHONY: verify
 verify: venv helm lint ## Every static check: ruff, format, mypy, shellcheck, hadolint, chart lint, drift.
 	$(VENV)/bin/mypy
-	$(VENV)/bin/hadolint images/launcher/Dockerfile
+	$(VENV)/bin/hadolint images/launcher/Dockerfile ci/node/vllm-standin/Dockerfile
 	$(MAKE) chart-lint
 	$(PY) ci/values_docs.py $(CHART)/values.yaml --check $(CHART)/README.md
 	$(TL) tpu-table --json | diff -q - $(CHART)/files/tpu-table.json \

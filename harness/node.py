@@ -9,6 +9,8 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -31,8 +33,9 @@ SMALL = [
     *("--set", "ray.worker.resources.requests.cpu=250m"),
     *("--set", "ray.worker.resources.requests.memory=1Gi"),
     *("--set", "ray.worker.resources.limits.memory=5Gi"),
-    *("--set", "global.gcsfuse.enabled=true"),
 ]
+# The bucket's volume on every part (the STAND-IN CSI driver serves it).
+BUCKET = ["--set", "global.gcsfuse.enabled=true"]
 # `install`'s GKE target: only its image registry (the node's) and bucket are used here; no
 # --cluster: the release goes to the kubeconfig's current context, the node's (a named cluster
 # would have to be a GKE context there: launcher.client.kube_context).
@@ -98,6 +101,18 @@ def build_launcher_image() -> subprocess.CompletedProcess:
     )
 
 
+def build_vllm_standin() -> str:
+    """The STAND-IN vLLM image (ci/node/vllm-standin) built and in the node; returns its name."""
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "ci" / "node" / "launcher_image.py"), "--vllm-standin"],
+        text=True,
+        capture_output=True,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    print(proc.stdout)
+    return proc.stdout.split(": ", 1)[0]
+
+
 @dataclass(frozen=True)
 class NodeCluster:
     kubeconfig: Path
@@ -160,13 +175,45 @@ class NodeCluster:
             "LAUNCHER_STATE_DIR": str(state),
         }
 
-    def install(self, env: dict[str, str], namespace: str, bucket: str, *sets: str):
-        """`tpu-launcher install --values cpu` into `namespace`, sized for this machine."""
+    def install(
+        self, env: dict[str, str], namespace: str, bucket: str, *sets: str, values: str = "cpu"
+    ):
+        """`tpu-launcher install --values VALUES` (a preset or a file) into `namespace`; the
+        `cpu` preset sized for this machine."""
         where = ["--release", "tpu", "--namespace", namespace]
         target = [*TARGET, "--registry", REGISTRY, "--bucket", bucket]
+        sized = SMALL if values == "cpu" else []
         return tpu_launcher(
-            "install", "--values", "cpu", *where, *target, *SMALL, *sets, env=env, timeout=300
+            "install",
+            "--values",
+            values,
+            *where,
+            *target,
+            *BUCKET,
+            *sized,
+            *sets,
+            env=env,
+            timeout=300,
         )
+
+    @staticmethod
+    def helm_test(env: dict[str, str], namespace: str) -> subprocess.CompletedProcess:
+        """`helm test` of the release `tpu`, with its pods' logs, as a user runs it."""
+        return subprocess.run(
+            [str(helm(3)), "test", "tpu", "-n", namespace, "--logs", "--timeout", "10m"],
+            env=env,
+            text=True,
+            capture_output=True,
+        )
+
+    def uninstall(self, env: dict[str, str], namespace: str) -> None:
+        """The release `tpu` uninstalled and its namespace deleted (not waited for)."""
+        subprocess.run(
+            [str(helm(3)), "uninstall", "tpu", "-n", namespace, "--wait", "--timeout", "120s"],
+            env=env,
+            capture_output=True,
+        )
+        self.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
 
     def ready_ray_pods(self, namespace: str) -> int:
         ray = [
@@ -178,6 +225,61 @@ class NodeCluster:
 
     def describe(self, namespace: str) -> str:
         return self.kubectl("-n", namespace, "describe", "pods", check=False)[-6000:]
+
+    def http_status(
+        self, namespace: str, name: str, address: str, path: str, header: str = ""
+    ) -> tuple[str, str]:
+        """`open` (HTTP 200), `refused-by-server` (HTTP 401) or `no-answer` (the connection
+        not made, or nothing said), as a pod in `namespace` sees GET http://address<path>
+        (address `ip:port`), with one more request header if given; and the answer's first
+        line."""
+        request = f"GET {path} HTTP/1.0\\r\\n" + (f"{header}\\r\\n" if header else "") + "\\r\\n"
+        host, port = address.rsplit(":", 1)
+        script = (
+            f'out=$(printf "{request}" | nc -w 4 {host} {port} | head -1); echo "$out"; '
+            'case "$out" in *" 401 "*) exit 3;; *" 200 "*) exit 0;; *) exit 4;; esac'
+        )
+        self.apply(
+            probe_pod(name, namespace, {"app": "probe"}, self.images["probe"], script, never=True)
+        )
+
+        def ended():
+            pod = self.get("pod", name, namespace) or {}
+            for c in pod.get("status", {}).get("containerStatuses", []):
+                if term := c.get("state", {}).get("terminated"):
+                    return term["exitCode"] + 1  # 0 is falsy
+            return None
+
+        code = self.wait(f"the probe {name}", ended) - 1
+        said = self.kubectl("-n", namespace, "logs", name, check=False)
+        self.kubectl("-n", namespace, "delete", "pod", name, "--wait=false")
+        return {0: "open", 3: "refused-by-server"}.get(code, "no-answer"), said
+
+    @contextmanager
+    def without_policies(self, namespace: str) -> Iterator[None]:
+        """The namespace's NetworkPolicies taken out for the block, then put back as they were."""
+        policies = json.loads(self.kubectl("-n", namespace, "get", "networkpolicy", "-o", "json"))
+        self.kubectl("-n", namespace, "delete", "networkpolicy", "--all")
+        try:
+            yield
+        finally:
+            restored = policies["items"]
+            for p in restored:
+                for key in ("resourceVersion", "uid", "creationTimestamp", "generation"):
+                    p["metadata"].pop(key, None)
+                p["metadata"].pop("managedFields", None)
+            self.apply(*restored)
+
+    def once_policies_are_out(
+        self, namespace: str, name: str, address: str, path: str
+    ) -> tuple[str, str]:
+        """`http_status` from `namespace` once kube-router has taken out the rules of policies
+        just deleted (within its sync: until then the connection is still not made)."""
+        for n in range(10):
+            seen = self.http_status(namespace, f"{name}-{n}", address, path)
+            if seen[0] != "no-answer":
+                return seen
+        return seen
 
 
 def _ready(pod: dict) -> bool:

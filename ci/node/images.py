@@ -170,7 +170,7 @@ PYTHON_EXCLUDES = (
 )
 
 
-def _ray_version(lock: Path) -> str:
+def ray_version(lock: Path) -> str:
     for line in lock.read_text().splitlines():
         if line.startswith("ray=="):
             return line.split("==", 1)[1].split()[0]
@@ -207,7 +207,7 @@ def _debian(dest: Path) -> Path:
 
 def ray_base(dest: Path, lock: Path, python: Path = Path(sys.base_prefix)) -> Image:
     """The stand-in Ray base image (see the module's docstring), built once per content."""
-    version = _ray_version(lock)
+    version = ray_version(lock)
     key = hashlib.sha256()
     for part in (" ".join(DEBIAN_PACKAGES), version, sys.version, CA_BUNDLE.read_text()):
         key.update(part.encode() + b"\0")

@@ -16,6 +16,7 @@ rebuild after a launcher edit reuses the lock's layer. Prints the image's size l
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -34,6 +35,7 @@ from launcher.client.image_tag import ImageSources, of_checkout  # noqa: E402
 DOCKER_SOCK = node.SOCKETS / "docker.sock"
 DOCKER = ["docker", "--host", f"unix://{DOCKER_SOCK}"]
 LOCK = ROOT / "images" / "launcher" / "requirements.lock"
+VLLM_STANDIN = HERE / "vllm-standin"
 
 
 def docker(*args: str, **kw) -> subprocess.CompletedProcess:
@@ -74,7 +76,33 @@ def layers(archive: Path) -> list[dict]:
 
 
 def build(name: str, framework: str) -> Path:
-    """Builds NAME (unless the node has it) and loads it into the node; returns the layer file."""
+    """Builds the launcher image NAME (unless the node has it) and loads it into the node;
+    returns its layer report."""
+    tag = name.rsplit(":", 1)[1]
+    context = ImageSources(of_checkout(ROOT).files, None).context(tag)
+    dockerfile = context / "images" / "launcher" / "Dockerfile"
+    return _build_and_load(name, dockerfile, context, {"FRAMEWORK": framework})
+
+
+def vllm_standin_name() -> str:
+    """The stand-in vLLM image's name: tagged by its sources and the base it is built on."""
+    key = hashlib.sha256(images.ray_base(node.STATE / "images", LOCK).name.encode())
+    for f in sorted(VLLM_STANDIN.iterdir()):
+        key.update(f.name.encode() + b"\0" + f.read_bytes())
+    return f"{images.REGISTRY}/node/vllm-standin:{key.hexdigest()[:12]}"
+
+
+def build_vllm_standin() -> Path:
+    """Builds the STAND-IN for vLLM's image (ci/node/vllm-standin) and loads it into the node."""
+    version = images.ray_version(LOCK)
+    return _build_and_load(
+        vllm_standin_name(), VLLM_STANDIN / "Dockerfile", VLLM_STANDIN, {"RAY_VERSION": version}
+    )
+
+
+def _build_and_load(name: str, dockerfile: Path, context: Path, args: dict[str, str]) -> Path:
+    """Builds NAME from DOCKERFILE on the stand-in Ray base (`--build-arg RAY_IMAGE`) unless
+    the node has it, and loads it into the node's containerd; returns the layer report."""
     tag = name.rsplit(":", 1)[1]
     report = node.RUN / f"{tag}.layers.json"
     if name in node.ctr("images", "ls", "-q").stdout.split() and report.exists():
@@ -84,16 +112,15 @@ def build(name: str, framework: str) -> Path:
     if docker("image", "inspect", base.name, capture_output=True).returncode != 0:
         docker("load", "--quiet", "-i", str(base.archive), check=True, stdout=subprocess.DEVNULL)
     started = time.monotonic()
-    context = ImageSources(of_checkout(ROOT).files, None).context(tag)
+    build_args = [
+        a for k, v in {"RAY_IMAGE": base.name, **args}.items() for a in ("--build-arg", f"{k}={v}")
+    ]
     docker(
         "build",
         "--quiet",
         "-f",
-        str(context / "images" / "launcher" / "Dockerfile"),
-        "--build-arg",
-        f"RAY_IMAGE={base.name}",
-        "--build-arg",
-        f"FRAMEWORK={framework}",
+        str(dockerfile),
+        *build_args,
         "-t",
         name,
         str(context),
@@ -102,7 +129,7 @@ def build(name: str, framework: str) -> Path:
         stdout=subprocess.DEVNULL,
     )
     built = time.monotonic() - started
-    archive = node.STATE / f"launcher-{tag}.tar"
+    archive = node.STATE / f"image-{tag}.tar"
     docker("save", "-o", str(archive), name, check=True)
     try:
         rows = layers(archive)
@@ -138,10 +165,20 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("name", help="the image's name as the chart renders it (REPO:TAG)")
+    parser.add_argument(
+        "name", nargs="?", help="the launcher image's name as the chart renders it (REPO:TAG)"
+    )
     parser.add_argument("--framework", default="jax", choices=["jax", "torch"])
+    parser.add_argument(
+        "--vllm-standin",
+        action="store_true",
+        help="build the STAND-IN vLLM image (ci/node/vllm-standin) instead; its name is printed",
+    )
     args = parser.parse_args(argv)
-    report = json.loads(build(args.name, args.framework).read_text())
+    if args.vllm_standin == bool(args.name):
+        parser.error("name the launcher image, or give --vllm-standin")
+    built = build_vllm_standin() if args.vllm_standin else build(args.name, args.framework)
+    report = json.loads(built.read_text())
     total = sum(r["size"] for r in report["layers"])
     print(
         f"{report['image']}: {total / 1e9:.2f} GB in {len(report['layers'])} layers "

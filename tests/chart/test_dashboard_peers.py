@@ -93,6 +93,10 @@ def test_the_operator_peer_reaches_a_rayjob_and_a_rayservice_dashboard():
         if _selects(p["spec"]["podSelector"], head_labels)
     ]
     assert OPERATOR in _peers_on(head_policy, 8265)
+    # KubeRay 1.6.2 checks the head's Serve proxy on the serving port from the operator too
+    # (rayservice_controller.go updateHeadPodServeLabel): without it the head leaves the
+    # serve Service's endpoints.
+    assert OPERATOR in _peers_on(head_policy, 8000)
     # Without the value nothing is admitted to it there.
     (head_policy,) = [
         p
@@ -119,3 +123,24 @@ def test_a_catch_all_operator_peer_is_refused():
         "--set-json", 'networkPolicy.kuberayOperator=[{"ipBlock":{"cidr":"0.0.0.0/0"}}]', *JOB
     )
     assert "networkPolicy.kuberayOperator[0].ipBlock.cidr" in err
+
+
+def test_a_rayservice_names_its_serving_port_as_kuberay_looks_for_it():
+    """KubeRay 1.6.2 finds a RayService's serving port by the name `serve` (else 8000) for the
+    workers' readiness probe (common/pod.go) and its health check of the head's proxy: another
+    vllm.containerPort is found on every host, and the release's Service targets it."""
+    operator = ("--set-json", f"networkPolicy.kuberayOperator={json.dumps([OPERATOR])}")
+    docs = render(VALUES / "v6e-16-vllm.yaml", "--set", "vllm.containerPort=9000", *operator)
+    (service,) = by_kind(docs, "RayService")
+    cluster = service["spec"]["rayClusterConfig"]
+    groups = [cluster["headGroupSpec"], *cluster["workerGroupSpecs"]]
+    for group in groups:
+        (container,) = group["template"]["spec"]["containers"]
+        assert {"name": "serve", "containerPort": 9000} in container["ports"], group
+    (svc,) = [s for s in by_kind(docs, "Service") if s["spec"]["ports"][0]["name"] == "http"]
+    assert svc["spec"]["ports"][0]["targetPort"] == "serve"
+    head_labels = cluster["headGroupSpec"]["template"]["metadata"]["labels"]
+    (head_policy,) = [
+        p for p in by_kind(docs, "NetworkPolicy") if _selects(p["spec"]["podSelector"], head_labels)
+    ]
+    assert OPERATOR in _peers_on(head_policy, 9000)

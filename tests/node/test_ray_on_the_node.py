@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from harness.helm import helm
 from harness.local_ray import tpu_launcher
-from harness.node import BUCKETS, NodeCluster, follow_rayjob, probe_pod
+from harness.node import BUCKETS, NodeCluster, follow_rayjob
 
 pytestmark = pytest.mark.node
 
@@ -41,23 +39,13 @@ def ray_release(node_cluster: NodeCluster, launcher_image: str, user_env) -> Ite
         explain=lambda: node_cluster.describe(namespace),
     )
     yield {"namespace": namespace, "bucket": BUCKETS / bucket, "where": where}
-    subprocess.run(
-        [str(helm(3)), "uninstall", "tpu", "-n", namespace, "--wait", "--timeout", "120s"],
-        env=user_env,
-        capture_output=True,
-    )
-    node_cluster.kubectl("delete", "namespace", namespace, "--wait=false", check=False)
+    node_cluster.uninstall(user_env, namespace)
 
 
-def test_helm_test_passes_in_real_pods(ray_release, user_env):
+def test_helm_test_passes_in_real_pods(ray_release, node_cluster: NodeCluster, user_env):
     """The chart's own check, in its pod: the head answers with the token and every host of
     the slice joined (Ray's hosts found the head through its Service and cluster DNS)."""
-    proc = subprocess.run(
-        [str(helm(3)), "test", "tpu", "-n", ray_release["namespace"], "--logs", "--timeout", "10m"],
-        env=user_env,
-        text=True,
-        capture_output=True,
-    )
+    proc = node_cluster.helm_test(user_env, ray_release["namespace"])
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "Succeeded" in proc.stdout
 
@@ -77,32 +65,6 @@ def test_submit_trains_to_the_end_and_a_resubmission_resumes(ray_release, user_e
     assert steps[-1] == 14, steps
 
 
-def _http_status(
-    cluster: NodeCluster, namespace: str, name: str, ip: str, path: str
-) -> tuple[str, str]:
-    """`open` (HTTP 200), `token` (HTTP 401: Ray's token auth) or `refused` (no answer), as a
-    pod in `namespace` sees GET http://ip:8265<path>; and the answer's first line."""
-    script = (
-        f'out=$(printf "GET {path} HTTP/1.0\\r\\n\\r\\n" | nc -w 4 {ip} 8265 | head -1); '
-        'echo "$out"; case "$out" in *" 401 "*) exit 3;; *" 200 "*) exit 0;; *) exit 4;; esac'
-    )
-    cluster.apply(
-        probe_pod(name, namespace, {"app": "outsider"}, cluster.images["probe"], script, never=True)
-    )
-
-    def ended():
-        pod = cluster.get("pod", name, namespace) or {}
-        for c in pod.get("status", {}).get("containerStatuses", []):
-            if term := c.get("state", {}).get("terminated"):
-                return term["exitCode"] + 1  # 0 is falsy
-        return None
-
-    code = cluster.wait(f"the probe {name}", ended) - 1
-    said = cluster.kubectl("-n", namespace, "logs", name, check=False)
-    cluster.kubectl("-n", namespace, "delete", "pod", name, "--wait=false")
-    return {0: "open", 3: "token"}.get(code, "refused"), said
-
-
 def test_the_dashboard_is_closed_to_a_pod_outside_the_release(
     ray_release, node_cluster: NodeCluster, namespace: str
 ):
@@ -112,31 +74,12 @@ def test_the_dashboard_is_closed_to_a_pod_outside_the_release(
     head = json.loads(
         node_cluster.kubectl("-n", ns, "get", "pods", "-l", "ray.io/node-type=head", "-o", "json")
     )["items"][0]
-    ip = head["status"]["podIP"]
-    seen, said = _http_status(node_cluster, namespace, "outside", ip, "/api/jobs/")
-    assert seen == "refused", said
-    policies = node_cluster.kubectl("-n", ns, "get", "networkpolicy", "-o", "json")
-    node_cluster.kubectl("-n", ns, "delete", "networkpolicy", "--all")
-    try:
-        # kube-router takes its rules out within its sync: the connection is then made.
-        tries = iter(range(10))
-        while (
-            seen := _http_status(node_cluster, namespace, f"open-{next(tries)}", ip, "/api/jobs/")
-        )[0] == ("refused"):
-            pass
-        assert seen[0] == "token", seen[1]
-    finally:
-        restored = json.loads(policies)["items"]
-        for p in restored:
-            for key in (
-                "resourceVersion",
-                "uid",
-                "creationTimestamp",
-                "generation",
-                "managedFields",
-            ):
-                p["metadata"].pop(key, None)
-        node_cluster.apply(*restored)
+    dashboard = f"{head['status']['podIP']}:8265"
+    seen, said = node_cluster.http_status(namespace, "outside", dashboard, "/api/jobs/")
+    assert seen == "no-answer", said
+    with node_cluster.without_policies(ns):
+        seen, said = node_cluster.once_policies_are_out(namespace, "open", dashboard, "/api/jobs/")
+        assert seen == "refused-by-server", said
 
 
 def test_a_rayjob_runs_its_job_and_gives_its_cluster_back(
