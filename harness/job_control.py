@@ -19,7 +19,7 @@ from typing import NoReturn
 import psutil
 
 from harness.paths import REPO
-from launcher.client.jobs.ray_api import ENDED, RayJobs, default_address
+from launcher.client.jobs.ray_api import ENDED, Dashboard, RayJobs, default_address
 from launcher.client.local.cluster import TOKEN_AUTH
 from launcher.client.local.instance import MEMBER_ENV, local_instance
 from launcher.client.local.layout import HOST_ENV
@@ -32,7 +32,7 @@ RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 def jobs_client() -> RayJobs:
     """The launcher's own client of Ray's job API, on the local cluster (its token is Ray's
     token file, ~/.ray/auth_token, which the client reads as Ray's clients do)."""
-    return RayJobs(default_address())
+    return RayJobs(Dashboard(default_address()))
 
 
 def wait_for_step(client, job_id: str, step: int, timeout: float = 600) -> str:

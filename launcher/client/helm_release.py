@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from launcher.client.commands import run, start
+from launcher.client.jobs.ray_api import Dashboard
 from launcher.client.kube_context import kubectl
 from launcher.core.errors import UsageError
 from launcher.core.ray_auth import DASHBOARD_PORT
@@ -128,11 +129,11 @@ def forwarded(
     namespace: str,
     dry_run: bool = False,
     framework: Framework | None = None,
-) -> Iterator[str]:
-    """Yields a local dashboard address for `release` (a name, or one already read); with auth
-    on, the release's token goes to that address (jobs.ray_api.use_token), never into the
-    environment. Three kubectl calls at most: the release (unless read already), its token
-    Secret (with auth on), the port-forward."""
+) -> Iterator[Dashboard]:
+    """Yields `release`'s dashboard (a name, or one already read) forwarded here, with the
+    release's token where auth is on (jobs.ray_api.Dashboard: sent to that address only, never
+    put in the environment). Three kubectl calls at most: the release (unless read already),
+    its token Secret (with auth on), the port-forward."""
     if isinstance(release, str):
         release = Release.read(release, namespace, dry_run)
     if dry_run:  # as the chart makes it: token auth, KubeRay's Secret
@@ -154,11 +155,7 @@ def forwarded(
     if framework is not None and image:
         refuse_other_framework(image, framework, release.name)
     with port_forward(namespace, f"service/{name}-head-svc", DASHBOARD_PORT, dry_run) as address:
-        if token:
-            from launcher.client.jobs.ray_api import use_token
-
-            use_token(address, token)
-        yield address
+        yield Dashboard(address, token)
 
 
 def refuse_other_framework(image: str, job: Framework, release: str) -> None:

@@ -30,7 +30,7 @@ def test_address_comes_from_flag_then_env_then_local(flag, env, expected, monkey
         monkeypatch.delenv(key, raising=False)
     for key, value in env.items():
         monkeypatch.setenv(key, value)
-    assert ray_jobs.resolve_address(flag) == expected
+    assert ray_jobs.resolve_dashboard(flag).address == expected
 
 
 def test_submission_id_is_named_after_the_run():

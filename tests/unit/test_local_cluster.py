@@ -235,7 +235,7 @@ def test_a_job_command_naming_no_cluster_means_this_directorys_and_says_whose(
     started; list, status and logs read it and say whose it is; every one says which cluster
     first. (The running cluster is a stand-in: its record and an answering dashboard.)"""
     from launcher import cli
-    from launcher.client.jobs.ray_api import resolve_address
+    from launcher.client.jobs.ray_api import resolve_dashboard
     from launcher.client.local import cluster as local_cluster
 
     for variable in ("RAY_ADDRESS", "RAY_API_SERVER_ADDRESS"):
@@ -256,12 +256,12 @@ def test_a_job_command_naming_no_cluster_means_this_directorys_and_says_whose(
         said = capsys.readouterr().err
         assert f"started from {owner}, not from this directory" in said, (argv, said)
         assert "its bucket (/b)" in said and f"--address {address}" in said, said
-    assert resolve_address(None) == address  # reading: allowed, and said
+    assert resolve_dashboard(None).address == address  # reading: allowed, and said
     assert f"started from {owner}, not from this directory" in capsys.readouterr().err
-    assert resolve_address(address, acting=True) == address  # named: used as named
+    assert resolve_dashboard(address, acting=True).address == address  # named: as named
 
     for here in (owner, owner / "examples"):  # its own directory, or one inside it
         monkeypatch.chdir(here)
-        assert resolve_address(None, acting=True) == address
+        assert resolve_dashboard(None, acting=True).address == address
         said = capsys.readouterr().err
         assert said.startswith(f"cluster: the local Ray cluster at {address}, started here"), said

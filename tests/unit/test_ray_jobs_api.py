@@ -67,7 +67,7 @@ def test_every_word_of_the_entrypoint_arrives_as_one_argument(tmp_path):
     import threading
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from launcher.client.jobs.ray_api import RayJobs
+    from launcher.client.jobs import ray_api
 
     posted: list[dict] = []
 
@@ -87,7 +87,8 @@ def test_every_word_of_the_entrypoint_arrives_as_one_argument(tmp_path):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         printer = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
-        jobs = RayJobs(f"http://127.0.0.1:{server.server_address[1]}")
+        address = f"http://127.0.0.1:{server.server_address[1]}"
+        jobs = ray_api.RayJobs(ray_api.Dashboard(address))
         assert jobs.submit([*printer, *NASTY], "j1", {"run_name": "r"}) == "j1"
     finally:
         server.shutdown()
@@ -100,19 +101,22 @@ def test_every_word_of_the_entrypoint_arrives_as_one_argument(tmp_path):
 
 
 def test_a_releases_token_goes_to_its_forwarded_address_only(monkeypatch, tmp_path):
-    """`--release` reads the release's token and sends it to the head it forwarded, never
-    through this process's environment (where every later client would send it anywhere)."""
+    """`--release` reads the release's token and sends it to the head it forwarded, with that
+    dashboard alone: never through this process's environment or a registry of the module
+    (where every later client would send it anywhere), and never in a printed dashboard."""
     from launcher.client.jobs import ray_api
 
     monkeypatch.delenv("RAY_AUTH_TOKEN", raising=False)
     monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "none"))
-    monkeypatch.setattr(ray_api, "_TOKENS", {})
-    ray_api.use_token("http://127.0.0.1:4321/", "s3cret")
-    assert ray_api.headers_for("http://127.0.0.1:4321") == {"Authorization": "Bearer s3cret"}
-    assert ray_api.headers_for("http://127.0.0.1:8265") == {}
+    release = ray_api.Dashboard("http://127.0.0.1:4321/", "s3cret")
+    assert release.address == "http://127.0.0.1:4321"
+    assert release.headers() == {"Authorization": "Bearer s3cret"}
+    assert "s3cret" not in f"{release} {release!r}"
+    assert ray_api.Dashboard("http://127.0.0.1:4321").headers() == {}  # same address, no token
+    assert ray_api.RayJobs(release).dashboard.headers() == release.headers()
     assert "RAY_AUTH_TOKEN" not in os.environ
     monkeypatch.setenv("RAY_AUTH_TOKEN", "mine")  # Ray's own search, elsewhere
-    assert ray_api.headers_for("http://127.0.0.1:8265") == {"Authorization": "Bearer mine"}
+    assert ray_api.Dashboard("http://127.0.0.1:8265").headers() == {"Authorization": "Bearer mine"}
 
 
 def test_the_end_states_are_rays_own():

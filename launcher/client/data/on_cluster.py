@@ -45,9 +45,9 @@ def prepare_on_cluster(ns: argparse.Namespace, request_for: Callable[[str], Prep
                     f"release {ns.release}'s head mounts no bucket (no gcsfuse volume)",
                     "say where its hosts write: --output-dir gs://BUCKET[/prefix]",
                 )
-            address = stack.enter_context(forwarded(read, ns.namespace))
+            dashboard = stack.enter_context(forwarded(read, ns.namespace))
         else:
-            from launcher.client.jobs.ray_api import resolve_address
+            from launcher.client.jobs.ray_api import resolve_dashboard
 
             if not ns.output_dir:
                 raise UsageError(
@@ -56,7 +56,7 @@ def prepare_on_cluster(ns: argparse.Namespace, request_for: Callable[[str], Prep
                     "say where its hosts write: --output-dir gs://BUCKET[/prefix] or a path "
                     "they mount",
                 )
-            output, address = ns.output_dir, resolve_address(ns.address)
+            output, dashboard = ns.output_dir, resolve_dashboard(ns.address)
         request = request_for(output)
         env = {EMULATOR_ENV: os.environ[EMULATOR_ENV]} if os.environ.get(EMULATOR_ENV) else {}
         where = SubmitRequest(
@@ -69,7 +69,7 @@ def prepare_on_cluster(ns: argparse.Namespace, request_for: Callable[[str], Prep
         return submit_entrypoint(
             where,
             f"prepare-{request.name}",
-            address,
+            dashboard,
             entrypoint(request, ns.parallelism, ns.on_tpu_hosts),
             title="prepare",
             env_vars=env,

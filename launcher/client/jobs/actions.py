@@ -9,7 +9,13 @@ import json
 import time
 
 from launcher.client.jobs.output import JobOutput
-from launcher.client.jobs.ray_api import ENDED, RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.ray_api import (
+    ENDED,
+    Dashboard,
+    RayJobs,
+    check_reachable,
+    resolve_dashboard,
+)
 from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
 from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
@@ -119,12 +125,12 @@ def act_on_job(
         if release:
             from launcher.client.helm_release import forwarded
 
-            address = stack.enter_context(forwarded(read or release, namespace))
+            dashboard = stack.enter_context(forwarded(read or release, namespace))
         else:
-            address = resolve_address(
+            dashboard = resolve_dashboard(
                 address or (last_address if not job else None), acting=command == "stop"
             )
-        return _act_on_job(command, job_id, address, follow, raw, wait, as_json)
+        return _act_on_job(command, job_id, dashboard, follow, raw, wait, as_json)
 
 
 def _pending_json(pending) -> dict:
@@ -142,23 +148,23 @@ WAIT_POLL_S = 5.0
 def _act_on_job(
     command: str,
     job_id: str,
-    address: str,
+    dashboard: Dashboard,
     follow: bool,
     raw: bool = False,
     wait: bool = False,
     as_json: bool = False,
 ) -> int:
-    check_reachable(address)
-    jobs = RayJobs(address)
+    check_reachable(dashboard)
+    jobs = RayJobs(dashboard)
     if (info := jobs.info(job_id)) is None:
         raise UsageError(
             "job",
-            f"no job {job_id!r} on the Ray cluster at {address}",
-            f"list the jobs with `tpu-launcher list --address {address}`; a job whose cluster "
+            f"no job {job_id!r} on the Ray cluster at {dashboard}",
+            f"list the jobs with `tpu-launcher list --address {dashboard}`; a job whose cluster "
             "is gone is read from its history: --bucket <the bucket's root>",
         ) from None
     if command == "logs":
-        return _show_logs(address, job_id, follow, raw)
+        return _show_logs(jobs, job_id, follow, raw)
     if command == "stop":
         return _stop(jobs, job_id)
     if wait:
@@ -171,7 +177,7 @@ def _act_on_job(
         return ENDED[info.status] if wait else 0
     if info.message:
         print(f"Ray: {info.message}")
-    _print_goodput(address, job_id)
+    _print_goodput(jobs, job_id)
     print(f"job {job_id}: {info.status}")  # one word a script can read
     return ENDED[info.status] if wait else 0
 
@@ -188,14 +194,14 @@ def _stop(jobs: RayJobs, job_id: str, timeout_s: float = 120.0) -> int:
     return 0 if state in ENDED else 1
 
 
-def _show_logs(address: str, job_id: str, follow: bool, raw: bool) -> int:
+def _show_logs(jobs: RayJobs, job_id: str, follow: bool, raw: bool) -> int:
     """The job's log as submit shows it (plan, progress, checkpoints, restarts, the summary),
     or every line with `raw`; the whole log is written to the job's log file either way."""
     if not follow:
-        return show_log_text(job_id, RayJobs(address).logs(job_id), raw)
+        return show_log_text(job_id, jobs.logs(job_id), raw)
     output = JobOutput(log_path(job_id), verbose=raw)
     try:
-        follow_job(address, job_id, output)
+        follow_job(jobs, job_id, output)
     finally:
         output.close()
     if not raw:
@@ -215,9 +221,9 @@ def show_log_text(job_id: str, text: str, raw: bool) -> int:
     return 0
 
 
-def _print_goodput(address: str, job_id: str) -> None:
+def _print_goodput(jobs: RayJobs, job_id: str) -> None:
     """Where the job's time went, from its result line (once it has one)."""
-    logs = RayJobs(address).logs(job_id)
+    logs = jobs.logs(job_id)
     if preempted := events(logs, EventKind.PREEMPTED):
         print(f"preempted, resumed at step {preempted[-1].fields['step']}")
     if devices := last_devices(logs):

@@ -18,7 +18,13 @@ import sys
 import time
 
 from launcher.client.cluster_options import add_bucket_option, add_where_options
-from launcher.client.jobs.ray_api import JobInfo, RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.ray_api import (
+    Dashboard,
+    JobInfo,
+    RayJobs,
+    check_reachable,
+    resolve_dashboard,
+)
 from launcher.core.job_events import last_devices, last_result, last_step
 from launcher.core.job_record import FIELDS, JobRecord
 
@@ -88,8 +94,8 @@ def format_rows(rows: list[JobRecord]) -> str:
     )
 
 
-def list_jobs(address: str, limit: int) -> list[JobRecord]:
-    client = RayJobs(address)
+def list_jobs(dashboard: Dashboard, limit: int) -> list[JobRecord]:
+    client = RayJobs(dashboard)
     jobs = [j for j in client.jobs() if j.submission_id]  # not drivers run by hand
     jobs.sort(key=lambda j: j.start_time or 0, reverse=True)
     now_ms = time.time() * 1000
@@ -115,12 +121,12 @@ def run_list(ns: argparse.Namespace) -> int:
         if ns.release:
             from launcher.client.helm_release import forwarded
 
-            address = stack.enter_context(forwarded(ns.release, ns.namespace))
+            dashboard = stack.enter_context(forwarded(ns.release, ns.namespace))
         else:
-            address = resolve_address(ns.address)
-        check_reachable(address, ns.release, ns.namespace)
-        rows = list_jobs(address, ns.limit)
-    _print(rows, ns.json, f"no jobs on the Ray cluster at {address} yet")
+            dashboard = resolve_dashboard(ns.address)
+        check_reachable(dashboard, ns.release, ns.namespace)
+        rows = list_jobs(dashboard, ns.limit)
+    _print(rows, ns.json, f"no jobs on the Ray cluster at {dashboard} yet")
     return 0
 
 

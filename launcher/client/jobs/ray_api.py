@@ -20,7 +20,7 @@ import urllib.parse
 import urllib.request
 import zipfile
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,39 +35,44 @@ def default_address() -> str:
     return local_instance().dashboard_address
 
 
-def resolve_address(flag: str | None, acting: bool = False) -> str:
+@dataclass(frozen=True)
+class Dashboard:
+    """A Ray dashboard to call: its address, and the token it asks for where the launcher read
+    one (a release's, from KubeRay's Secret: launcher.client.helm_release.forwarded); without
+    one, Ray's own search (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token). A token
+    read goes to this address only, and never into this process's environment."""
+
+    address: str
+    token: str = field(default="", repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "address", self.address.rstrip("/"))
+
+    def __str__(self) -> str:
+        return self.address
+
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.token}"} if self.token else auth_headers()
+
+
+def resolve_dashboard(flag: str | None, acting: bool = False) -> Dashboard:
     """The dashboard a job command means: --address, Ray's variables, else this directory's
     local cluster (launcher.client.local.cluster.jobs_cluster_here; `acting`: submit, stop)."""
     for value in (flag, os.environ.get("RAY_API_SERVER_ADDRESS"), os.environ.get("RAY_ADDRESS")):
         if value:
-            return value if "://" in value else f"http://{value}"
+            return Dashboard(value if "://" in value else f"http://{value}")
     from launcher.client.local.cluster import jobs_cluster_here
 
-    return jobs_cluster_here(acting)
+    return Dashboard(jobs_cluster_here(acting))
 
 
-# A release's token, by the address its head is forwarded to (launcher.client.helm_release):
-# sent to that address only, and never put in this process's environment.
-_TOKENS: dict[str, str] = {}
-
-
-def use_token(address: str, token: str) -> None:
-    _TOKENS[address.rstrip("/")] = token
-
-
-def headers_for(address: str) -> dict[str, str]:
-    """The Authorization header for `address`: a release's token, else Ray's own search
-    (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token)."""
-    token = _TOKENS.get(address.rstrip("/"))
-    return {"Authorization": f"Bearer {token}"} if token else auth_headers()
-
-
-def check_reachable(address: str, release: str | None = None, namespace: str = "default") -> None:
-    """Fails fast, and clearly, when no Ray dashboard answers at `address` (the port-forward
+def check_reachable(
+    dashboard: Dashboard, release: str | None = None, namespace: str = "default"
+) -> None:
+    """Fails fast, and clearly, when no Ray dashboard answers at its address (the port-forward
     to `release`'s head, when given)."""
-    request = urllib.request.Request(
-        f"{address.rstrip('/')}/api/version", headers=headers_for(address)
-    )
+    address = dashboard.address
+    request = urllib.request.Request(f"{address}/api/version", headers=dashboard.headers())
     try:
         with urllib.request.urlopen(request, timeout=5):
             return
@@ -171,16 +176,17 @@ def package_zip(directory: Path, skipped_dirs: Iterable[str] = ()) -> tuple[str,
 
 
 class RayJobs:
-    """The job API of the Ray dashboard at `address`, with the token Ray's clients would send."""
+    """The job API of a Ray dashboard, with its token (`Dashboard.headers`)."""
 
-    def __init__(self, address: str, timeout_s: float = 60.0) -> None:
-        self.address = address.rstrip("/")
+    def __init__(self, dashboard: Dashboard, timeout_s: float = 60.0) -> None:
+        self.dashboard = dashboard
+        self.address = dashboard.address
         self.timeout_s = timeout_s
 
     def _call(
         self, what: str, method: str, path: str, body: bytes | None = None, json_body: Any = None
     ) -> bytes:
-        headers = headers_for(self.address)
+        headers = self.dashboard.headers()
         if json_body is not None:
             body = json.dumps(json_body).encode()
             headers["Content-Type"] = "application/json"

@@ -25,7 +25,7 @@ from launcher.client.commands import run
 from launcher.client.jobs.files import SKIPPED_DIRS, plan_shipment
 from launcher.client.jobs.output import JobOutput
 from launcher.client.jobs.ray_api import ENDED as JOB_ENDED
-from launcher.client.jobs.ray_api import RayJobs, check_reachable, resolve_address
+from launcher.client.jobs.ray_api import Dashboard, RayJobs, check_reachable, resolve_dashboard
 from launcher.client.jobs.slice_target import bind_job_to, resolve_target
 from launcher.client.workspace import state_dir
 from launcher.core.errors import CONFIG_ERROR_EXIT_CODE
@@ -84,7 +84,7 @@ def address_for(
     stack: contextlib.ExitStack,
     framework: Framework = JAX,
     read: Release | None = None,
-) -> str:
+) -> Dashboard:
     """A release's head, forwarded here (a job of the other framework refused), or --address.
     `read`: the release as resolve_target read it already (not read again)."""
     if request.release:
@@ -93,7 +93,7 @@ def address_for(
         return stack.enter_context(
             forwarded(read or request.release, request.namespace, request.dry_run, framework)
         )
-    return resolve_address(request.address, acting=not request.dry_run)  # a dry run acts on none
+    return resolve_dashboard(request.address, acting=not request.dry_run)  # a dry run acts on none
 
 
 def submit(request: SubmitRequest) -> int:
@@ -197,7 +197,7 @@ def submit_run_request(
 def submit_entrypoint(
     request: SubmitRequest,
     run_name: str,
-    address: str,
+    dashboard: Dashboard,
     entrypoint: list[str],
     title: str = "training",
     working_dir: Path | None = None,
@@ -210,12 +210,12 @@ def submit_entrypoint(
     metadata = {RUN_METADATA: run_name}
     if request.dry_run:
         shipping = ["--working-dir", str(working_dir)] if working_dir is not None else []
-        same = ["ray", "job", "submit", "--address", address, "--submission-id", job_id]
+        same = ["ray", "job", "submit", "--address", dashboard.address, "--submission-id", job_id]
         same += ["--metadata-json", json.dumps(metadata), *shipping, "--no-wait", "--"]
         run("submit the job", [*same, *entrypoint], dry_run=True)
     else:
-        check_reachable(address, request.release, request.namespace)
-        jobs = RayJobs(address)
+        check_reachable(dashboard, request.release, request.namespace)
+        jobs = RayJobs(dashboard)
         runtime_env = None
         if working_dir is not None:
             # What job_files listed is what ships: its exclusions, and no .gitignore of the
@@ -231,9 +231,9 @@ def submit_entrypoint(
             runtime_env = {**(runtime_env or {}), "env_vars": env_vars}
         jobs.submit(entrypoint, job_id, metadata, runtime_env)
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
-        STATE_FILE.write_text(f"{job_id}\n{address}\n")
+        STATE_FILE.write_text(f"{job_id}\n{dashboard.address}\n")
     print(
-        f"{'would submit' if request.dry_run else 'submitted'} job {job_id} to {address}",
+        f"{'would submit' if request.dry_run else 'submitted'} job {job_id} to {dashboard}",
         flush=True,
     )
     if request.no_wait or request.dry_run:
@@ -243,16 +243,17 @@ def submit_entrypoint(
     if request.release:  # the forwarded port closes with this command
         print(f"dashboard: `helm status {request.release}` shows its port-forward", flush=True)
     else:
-        print(f"dashboard: {address}/#/jobs/{job_id}", flush=True)
+        print(f"dashboard: {dashboard}/#/jobs/{job_id}", flush=True)
     print(format_full_log(output.log_path), flush=True)
+    jobs = RayJobs(dashboard)
     try:
-        follow_job(address, job_id, output)
+        follow_job(jobs, job_id, output)
     except KeyboardInterrupt:
         output.close()
         print(f"\nstopped following; job {job_id} goes on (`tpu-launcher stop {job_id}` stops it)")
         return 130
     output.close()
-    info = RayJobs(address).info(job_id)
+    info = jobs.info(job_id)
     status = info.status if info else "FAILED"
     if status != "SUCCEEDED" and not request.verbose:
         print(f"\nthe job's last lines ({output.log_path} has them all):")
@@ -273,11 +274,10 @@ def log_path(job_id: str) -> Path:
     return STATE_FILE.parent / "logs" / f"{job_id}.log"
 
 
-def follow_job(address: str, job_id: str, output: JobOutput) -> None:
+def follow_job(jobs: RayJobs, job_id: str, output: JobOutput) -> None:
     """Feeds the job's log into `output` until the job ends. Ray's job API serves the whole
     log on each read (no offset; its tail is a websocket), so the poll slows as the log grows:
     a second apart up to 1 MB, at most 15 s apart."""
-    jobs = RayJobs(address)
     seen = output.fed
     while True:
         ended = jobs.status(job_id) in JOB_ENDED  # before the read: no line is left unread
