@@ -37,13 +37,22 @@ def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
         )
 
 
-def add_bucket_option(p: argparse.ArgumentParser) -> None:
+def add_history_options(p: argparse.ArgumentParser) -> None:
+    """--bucket or --data-dir: the job's history read from the bucket, not the Ray cluster."""
+    from launcher.core.gcs import BUCKET_FORMS
     from launcher.core.job_history import JOBS_SUBDIR
 
-    p.add_argument(
+    where = p.add_mutually_exclusive_group()
+    where.add_argument(
         "--bucket",
-        metavar="ROOT",
+        metavar="BUCKET",
         help="read the job's history from the bucket, not the Ray cluster (which may be gone): "
-        "the root the job wrote runs under, a directory (the local cluster's bucket, a gcsfuse "
-        f"mount) or gs://BUCKET[/prefix]; each job keeps <run>/{JOBS_SUBDIR}/<id>/",
+        f"{BUCKET_FORMS}, the root the job wrote its runs under; each job keeps "
+        f"<run>/{JOBS_SUBDIR}/<id>/",
+    )
+    where.add_argument(
+        "--data-dir",
+        metavar="DIR",
+        help="the same, from the bucket as this machine sees it: the local cluster's bucket "
+        "directory, or a gcsfuse mount",
     )

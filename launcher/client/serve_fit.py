@@ -106,7 +106,7 @@ def _read_gs(url: str) -> str | None:
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
 
-        from launcher.preflight.bucket_check import storage_client
+        from launcher.core.gcs import storage_client
     except ImportError:
         from launcher.core.package_version import pip_install
 

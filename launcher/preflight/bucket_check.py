@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from launcher.core.checkpoints import committed_steps_in_listing
 from launcher.core.errors import UsageError
-from launcher.core.gcs import split_url, storage_client
+from launcher.core.gcs import Bucket, storage_client
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR
 
 
@@ -27,31 +27,24 @@ class BucketReport:
         return f"preflight: {self.url} exists, is writable and listable; {resume}"
 
 
-def child_prefixes(client, bucket: str, prefix: str) -> list[str]:
-    """The "directories" right under `prefix` (each ending in /), sorted."""
-    found = client.list_blobs(bucket, prefix=prefix, delimiter="/")
-    list(found)  # the iterator fills .prefixes as it pages
-    return sorted(found.prefixes)
-
-
-def check_bucket(url: str, run_name: str = "") -> BucketReport:
+def check_bucket(where: Bucket, run_name: str = "") -> BucketReport:
     from google.api_core import exceptions as gexc
 
-    bucket_name, prefix = split_url(url)
-    run_prefix = "/".join(p for p in (prefix, run_name) if p)
+    bucket_name, url = where.name, where.url
+    run_prefix = "/".join(p for p in (where.prefix, run_name) if p)
     client = storage_client()
     try:
         bucket = client.lookup_bucket(bucket_name)
     except gexc.Forbidden as e:
         raise UsageError(
-            "bucket",
+            "--bucket",
             f"the job's identity may not read bucket {bucket_name} ({e})",
             "grant its Google service account roles/storage.objectUser on the "
             "bucket (Workload Identity: ray.serviceAccount.gcpServiceAccount)",
         ) from None
     if bucket is None:
         raise UsageError(
-            "bucket",
+            "--bucket",
             f"bucket {bucket_name} does not exist",
             f"create it (gcloud storage buckets create gs://{bucket_name}) or fix "
             "global.gcsfuse.bucketName",
@@ -63,7 +56,7 @@ def check_bucket(url: str, run_name: str = "") -> BucketReport:
         probe.delete()
     except gexc.Forbidden as e:
         raise UsageError(
-            "bucket",
+            "--bucket",
             f"the job's identity cannot write or list under {url} ({e})",
             "grant its Google service account roles/storage.objectUser on the "
             "bucket, not only objectViewer",

@@ -1,7 +1,7 @@
 """Preflight: will this MaxText job fit and run on that slice? Answered on a CPU workstation,
 before anyone pays for a TPU-hour.
 
-    tpu-launcher preflight --values values/v6e-16.yaml [--bucket gs://b/prefix] [--advise] \
+    tpu-launcher preflight --values values/v6e-16.yaml [--bucket gs://b[/prefix]] [--advise] \
         -- [launcher flags] base.yml model_name=llama3-8b run_name=r per_device_batch_size=1 ...
 
 The job's arguments are the same as `tpu-launcher submit`'s. The target slice is resolved by
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from launcher.core.checkpoint_tiers import tier_plan
 from launcher.core.errors import UsageError
+from launcher.core.gcs import Bucket
 from launcher.core.job_plan import Job, JobPlan, plan_job
 from launcher.core.preemption import DEFAULT_GRACE_S
 from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
@@ -42,7 +43,7 @@ class PreflightRequest:
     # slices are the target; None: the job's own slice, for no release.
     release: ReleaseFacts | None = None
     target_source: str | None = None  # where it came from ("release tpu"); None: the job's own
-    bucket: str | None = None  # gs://bucket/prefix to check
+    bucket: Bucket | None = None  # checked: exists, writable and listable under the run
     data_dir: str | None = None  # the bucket seen here (a mount, a copy): the job's data checked
     hosts_data_dir: str = DEFAULT_OUTPUT_DIR  # where the job's hosts see it (GKE: the mount)
     advise: bool = False

@@ -20,7 +20,7 @@ def test_list_logs_and_status_of_a_stopped_clusters_job_answer_from_the_bucket(
 ):
     assert trained_run.code == 0, trained_run.output[-3000:]
     bucket = str(local_cluster.bucket)
-    listed = local_cluster.launcher("list", "--bucket", bucket, "--json", "--limit", "100")
+    listed = local_cluster.launcher("list", "--data-dir", bucket, "--json", "--limit", "100")
     assert listed.returncode == 0, listed.stderr
     assert f"from the bucket's history: {bucket}" in listed.stderr
     # The run's jobs: the trained one and, after the train test, the one it stopped and the one
@@ -33,15 +33,15 @@ def test_list_logs_and_status_of_a_stopped_clusters_job_answer_from_the_bucket(
     assert (row["state"], row["step"], row["total_steps"]) == ("SUCCEEDED", 10, 10), row
     job_dir = trained_run.dir / "jobs" / job_id
 
-    status = local_cluster.launcher("status", job_id, "--bucket", bucket)
+    status = local_cluster.launcher("status", job_id, "--data-dir", bucket)
     assert status.returncode == 0, status.stderr
     assert f"from the bucket's history: {job_dir}" in status.stdout
     assert "goodput:" in status.stdout and f"job {job_id}: SUCCEEDED" in status.stdout
-    shown = local_cluster.launcher("status", job_id, "--bucket", bucket, "--json")
+    shown = local_cluster.launcher("status", job_id, "--data-dir", bucket, "--json")
     as_json = json.loads(shown.stdout)
     assert as_json["goodput"]["wall_seconds"] > 0 and as_json["source"] == str(job_dir)
 
-    logs = local_cluster.launcher("logs", job_id, "--bucket", bucket)
+    logs = local_cluster.launcher("logs", job_id, "--data-dir", bucket)
     assert logs.returncode == 0, logs.stderr
     # The tidy view of the whole log, to its summary: every line the driver had when it ended.
     assert "[checkpoint] saved step 9" in logs.stdout

@@ -102,7 +102,7 @@ def test_trains_on_the_corpus_checkpoints_evaluates_and_resumes(
     assert job == status
     bucket = str(local_cluster.bucket)
     recorded = json.loads(
-        local_cluster.launcher("status", "--json", "--bucket", bucket, job_id).stdout
+        local_cluster.launcher("status", "--json", "--data-dir", bucket, job_id).stdout
     )
     assert recorded.pop("source") == str(trained_run.dir / "jobs" / job_id)
     timed = {"started_at", "duration_seconds", "message"}

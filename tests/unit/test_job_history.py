@@ -63,33 +63,33 @@ def test_a_job_written_as_it_runs_reads_back_without_a_cluster(tmp_path):
     record = json.loads((job_dir / "job.json").read_text())
     assert record["state"] == "SUCCEEDED" and record["result"] == {"last_step": 9}
 
-    listed = _tpu_launcher("list", "--bucket", str(bucket), "--json")
+    listed = _tpu_launcher("list", "--data-dir", str(bucket), "--json")
     assert listed.returncode == 0, listed.stderr
     (row,) = json.loads(listed.stdout)
     assert (row["job_id"], row["state"], row["run"], row["step"]) == (JOB, "SUCCEEDED", "demo", 4)
     assert f"from the bucket's history: {bucket}" in listed.stderr
     # One record, three readers: the history file, `list --json` and `status --json`.
-    shown = json.loads(_tpu_launcher("status", JOB, "--bucket", str(bucket), "--json").stdout)
+    shown = json.loads(_tpu_launcher("status", JOB, "--data-dir", str(bucket), "--json").stdout)
     assert shown.pop("source") == str(job_dir)
     assert row == shown == JobRecord.from_json(record).to_json()
     assert row["goodput"]["wall_seconds"] == 50.0
-    status = _tpu_launcher("status", JOB, "--bucket", str(bucket))
+    status = _tpu_launcher("status", JOB, "--data-dir", str(bucket))
     assert status.returncode == 0, status.stderr
     assert f"from the bucket's history: {job_dir} (the Ray cluster is not asked)" in status.stdout
     assert "goodput:" in status.stdout and status.stdout.endswith(f"job {JOB}: SUCCEEDED\n")
-    logs = _tpu_launcher("logs", JOB, "--bucket", str(bucket))
+    logs = _tpu_launcher("logs", JOB, "--data-dir", str(bucket))
     assert logs.returncode == 0, logs.stderr
     assert line in logs.stdout and format_summary_title("training") in logs.stdout
 
 
 def test_what_the_bucket_cannot_answer_is_said(tmp_path):
     (tmp_path / "run").mkdir()
-    missing = _tpu_launcher("status", "nope", "--bucket", str(tmp_path))
+    missing = _tpu_launcher("status", "nope", "--data-dir", str(tmp_path))
     assert missing.returncode == 2
     assert f"no job 'nope' recorded under {tmp_path}" in missing.stderr
-    waited = _tpu_launcher("status", "nope", "--bucket", str(tmp_path), "--wait")
-    assert waited.returncode == 2 and "drop --bucket" in waited.stderr
-    no_dir = _tpu_launcher("list", "--bucket", str(tmp_path / "absent"))
+    waited = _tpu_launcher("status", "nope", "--data-dir", str(tmp_path), "--wait")
+    assert waited.returncode == 2 and "drop --data-dir" in waited.stderr
+    no_dir = _tpu_launcher("list", "--data-dir", str(tmp_path / "absent"))
     assert no_dir.returncode == 2 and "is not a directory" in no_dir.stderr
 
 

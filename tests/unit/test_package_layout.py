@@ -143,3 +143,22 @@ def test_the_clusters_door_has_the_commands_the_workstation_refuses():
 
     (sub,) = (a for a in parser()._actions if isinstance(a, argparse._SubParsersAction))
     assert set(sub.choices) == CLUSTER_COMMANDS
+
+
+def test_cloud_storage_is_reached_from_one_module():
+    """launcher.core.gcs holds the storage client, the bucket's parse and gs:// URLs: what
+    needs Cloud Storage imports them there, so the emulator's switch, the missing package's
+    install line and the bucket's rule hold everywhere."""
+    reaching = {
+        name
+        for name, path in MODULES.items()
+        if "google.cloud import storage" in (text := path.read_text())
+        or 'find_spec("google.cloud.storage")' in text
+        or "storage.Client(" in text
+    }
+    assert reaching == {"launcher.core.gcs"}
+    borrowed = {name for name in MODULES if "launcher.preflight.bucket_check" in GRAPH[name]}
+    assert borrowed <= {"launcher.preflight.command"}, (
+        f"{sorted(borrowed)} import from the bucket preflight: take what is Cloud Storage's "
+        "from launcher.core.gcs"
+    )

@@ -18,6 +18,7 @@ from launcher.core.datasets import (
     read_manifest,
 )
 from launcher.core.errors import UsageError
+from launcher.core.gcs import has_storage_client
 from launcher.core.tokenizers import TOKENIZER_TYPES
 from launcher.core.trainers import SFT_FIELDS
 from launcher.corpus import shipped
@@ -51,15 +52,6 @@ def _threshold(text: str) -> float:
     if not 0 < value < 1:
         raise argparse.ArgumentTypeError(f"{text}: a Jaccard similarity between 0 and 1, e.g. 0.8")
     return value
-
-
-def _has_storage_client() -> bool:
-    from importlib.util import find_spec
-
-    try:
-        return find_spec("google.cloud.storage") is not None
-    except ModuleNotFoundError:  # not even the google namespace
-        return False
 
 
 def _request(ns: argparse.Namespace, source: Path | str, output: Path | str) -> PrepareRequest:
@@ -109,7 +101,7 @@ def run_prepare(ns: argparse.Namespace) -> int:
 
     url = ns.output_dir if ns.output_dir and ns.output_dir.startswith("gs://") else None
     if url:
-        if not _has_storage_client():  # said before the corpus is read, not after
+        if not has_storage_client():  # said before the corpus is read, not after
             from launcher.core.package_version import pip_install
 
             raise UsageError(

@@ -14,7 +14,7 @@ from launcher.client.data.prepare import STATE
 from launcher.client.workspace import DATA_STAGING
 from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST
 from launcher.core.errors import UsageError
-from launcher.preflight.bucket_check import split_url, storage_client
+from launcher.core.gcs import split_url, storage_client
 
 STAGING = DATA_STAGING
 
@@ -59,7 +59,7 @@ def upload(local: Path, url: str, name: str) -> int:
         ) from None
 
 
-def _same(blob, path: Path) -> bool:  # blob: a google.cloud.storage Blob
+def _same(blob, path: Path) -> bool:  # blob: a Cloud Storage Blob
     if not blob.exists():
         return False
     blob.reload()

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from launcher.core.capacity import CAPACITIES, RESERVATION_ITEM
 from launcher.core.errors import UsageError
+from launcher.core.gcs import parse_bucket
 from launcher.core.tpu_table import AI_ZONES_SOURCE, parent_zone, region_of_zone
 from launcher.core.values_file import TPU_BLOCKS
 
@@ -84,6 +85,9 @@ class GkeTarget:
         given = {k: getattr(ns, k, None) or os.environ.get(env) for k, env in _ENV.items()}
         for key, prop in _GCLOUD_CONFIG.items():  # as gcloud itself would default them
             given[key] = given[key] or gcloud_config(prop)
+        if given["bucket"]:  # a whole bucket: the release mounts it on every host
+            field = "--bucket" if getattr(ns, "bucket", None) else _ENV["bucket"]
+            given["bucket"] = parse_bucket(given["bucket"], field, prefix=False).name
         given["bucket_location"] = getattr(ns, "bucket_location", None)
         given["reservation"] = getattr(ns, "reservation", None)
         given["registry"] = getattr(ns, "registry", None)
@@ -202,8 +206,9 @@ def add_target_options(p: argparse.ArgumentParser, *, pools: bool = True) -> Non
     )
     p.add_argument(
         "--bucket",
-        help="checkpoint bucket, no gs:// (default: the values' global.gcsfuse.bucketName) "
-        "[env BUCKET]",
+        metavar="BUCKET",
+        help="the checkpoint bucket the release mounts, BUCKET or gs://BUCKET (default: the "
+        "values' global.gcsfuse.bucketName) [env BUCKET]",
     )
     p.add_argument(
         "--registry",

@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from typing import TYPE_CHECKING
 
 from launcher.client.jobs.output import JobOutput
 from launcher.client.jobs.ray_api import (
@@ -22,6 +23,9 @@ from launcher.core.goodput import format_breakdown, format_compile_cache, format
 from launcher.core.job_events import EventKind, events, last_devices, last_result
 from launcher.core.preemption import Restart, format_restarts
 from launcher.core.tpu_prices import format_cost
+
+if TYPE_CHECKING:
+    from launcher.client.jobs.history import BucketHistory
 
 
 def _last_job() -> tuple[str | None, str | None]:
@@ -41,26 +45,27 @@ def act_on_job(
     raw: bool = False,
     wait: bool = False,
     as_json: bool = False,
-    bucket: str | None = None,
+    history: BucketHistory | None = None,
 ) -> int:
     """`logs`, `status` or `stop` of a job (default: the last one submitted from here), on
     `address`, or on a chart release's head (port-forwarded, its token sent), or from its
-    history under `bucket`. `status --wait` returns when the job has ended, with ENDED's code
+    `history` in the bucket. `status --wait` returns when the job has ended, with ENDED's code
     for how."""
     last_id, last_address = _last_job()
     job_id = job or last_id
-    if bucket is not None:
+    if history is not None:
         if not job_id:
             raise UsageError("job", "no job id given", "pass the submission id")
         if follow or wait or command == "stop":
+            option = history.option.split()[0]
             raise UsageError(
-                "--bucket",
+                option,
                 "a job's history in the bucket is read, not followed, waited on or stopped",
-                "ask the Ray cluster that runs it: drop --bucket",
+                f"ask the Ray cluster that runs it: drop {option}",
             )
         from launcher.client.jobs.history import act_on_recorded
 
-        return act_on_recorded(command, job_id, bucket, raw, as_json, show_log_text)
+        return act_on_recorded(command, job_id, history, raw, as_json, show_log_text)
     read = None  # the release, once read
     if release and not job:  # a RayJob release: its own job, or what it waits for
         from launcher.client.helm_release import Release, rayjob_state
@@ -161,7 +166,7 @@ def _act_on_job(
             "job",
             f"no job {job_id!r} on the Ray cluster at {dashboard}",
             f"list the jobs with `tpu-launcher list --address {dashboard}`; a job whose cluster "
-            "is gone is read from its history: --bucket <the bucket's root>",
+            "is gone is read from its history: --bucket BUCKET (or --data-dir, the bucket's mount)",
         ) from None
     if command == "logs":
         return _show_logs(jobs, job_id, follow, raw)

@@ -7,12 +7,13 @@ import argparse
 import dataclasses
 from typing import TYPE_CHECKING
 
-from launcher.client.cluster_options import add_bucket_option, add_where_options, verbose_default
+from launcher.client.cluster_options import add_history_options, add_where_options, verbose_default
 from launcher.client.kube_context import add_kube_context_option
 from launcher.client.values_presets import add_values_option
 from launcher.client.workspace import LOCAL_BUCKET
 from launcher.core.errors import UsageError
 from launcher.core.frameworks import NAMES as FRAMEWORKS
+from launcher.core.gcs import BUCKET_FORMS
 from launcher.core.package_version import doc
 from launcher.core.run_requests import (
     ExportRequest,
@@ -99,15 +100,17 @@ def where_the_metrics_are() -> str:
 
 def run_preflight(ns: argparse.Namespace) -> int:
     from launcher.client.jobs.slice_target import resolve_target
+    from launcher.core.gcs import parse_bucket
     from launcher.core.job_plan import parse_job_args
     from launcher.preflight.command import PreflightRequest, preflight
 
+    bucket = parse_bucket(ns.bucket) if ns.bucket else None  # refused before a release is read
     target = resolve_target(ns.values, ns.release, ns.namespace)
     request = PreflightRequest(
         parse_job_args(job_args(ns.job_args)),
         release=target.facts if target else None,
         target_source=target.source if target else None,
-        bucket=ns.bucket,
+        bucket=bucket,
         data_dir=ns.data_dir,
         advise=ns.advise,
         max_batch=ns.max_batch,
@@ -125,6 +128,7 @@ def run_preflight(ns: argparse.Namespace) -> int:
 
 def run_on_job(ns: argparse.Namespace) -> int:
     from launcher.client.jobs.actions import act_on_job
+    from launcher.client.jobs.history import history_at
 
     return act_on_job(
         ns.command,
@@ -136,7 +140,7 @@ def run_on_job(ns: argparse.Namespace) -> int:
         raw=getattr(ns, "raw", False),
         wait=getattr(ns, "wait", False),
         as_json=getattr(ns, "json", False),
-        bucket=getattr(ns, "bucket", None),
+        history=history_at(getattr(ns, "bucket", None), getattr(ns, "data_dir", None)),
     )
 
 
@@ -262,7 +266,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--namespace", default="default", help="the release's namespace")
     add_kube_context_option(p)
     p.add_argument(
-        "--bucket", help="gs://bucket/prefix to check (exists, writable, latest checkpoint)"
+        "--bucket",
+        metavar="BUCKET",
+        help=f"the checkpoint bucket to check ({BUCKET_FORMS}): it exists, the job can write "
+        "and list under the run's prefix, and the checkpoint a run would resume from",
     )
     p.add_argument(
         "--data-dir",
@@ -297,7 +304,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         q.add_argument("job", nargs="?", help="submission id")
         add_where_options(q, verbose=False)
         if name != "stop":
-            add_bucket_option(q)
+            add_history_options(q)
         if name == "logs":
             q.add_argument("--follow", action="store_true", help="go on printing as it runs")
             q.add_argument(

@@ -1,7 +1,8 @@
-"""`list`, `logs` and `status` with `--bucket`: a job's history as its driver wrote it into the
-run's directory (launcher.core.job_history), read without the Ray cluster, which may be gone (a
-RayJob's is, once it ended). The bucket is a directory (the local cluster's, a gcsfuse mount)
-or gs://BUCKET[/prefix], read with google-cloud-storage (the [preflight] extra)."""
+"""`list`, `logs` and `status` with `--bucket` or `--data-dir`: a job's history as its driver
+wrote it into the run's directory (launcher.core.job_history), read without the Ray cluster,
+which may be gone (a RayJob's is, once it ended). The bucket is named as every command names it
+(`--bucket BUCKET` or `gs://BUCKET[/prefix]`, read with google-cloud-storage, the gcs extra), or
+given as this machine sees it (`--data-dir`: the local cluster's directory, a gcsfuse mount)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.core.errors import UsageError
+from launcher.core.gcs import Bucket, child_prefixes, parse_bucket, split_url, storage_client_for
 from launcher.core.job_history import JOBS_SUBDIR, LOG, RECORD, RECORD_GLOB
 from launcher.core.job_record import RUNNING, JobRecord
 
@@ -30,24 +32,39 @@ class Recorded:
         return JobRecord.from_json(self.record)
 
 
+def history_at(bucket: str | None, data_dir: str | None) -> BucketHistory | None:
+    """The history `--bucket` or `--data-dir` names; None where neither is given."""
+    if bucket:
+        return BucketHistory(parse_bucket(bucket))
+    if data_dir:
+        return BucketHistory(Path(data_dir))
+    return None
+
+
 class BucketHistory:
-    def __init__(self, root: str):
-        self.root = root.rstrip("/")
-        self.gcs = root.startswith("gs://")
-        if not self.gcs and not Path(root).is_dir():
+    def __init__(self, root: Bucket | Path):
+        self.bucket = root if isinstance(root, Bucket) else None
+        self.gcs = self.bucket is not None
+        self.root = str(root).rstrip("/")
+        if isinstance(root, Path) and not root.is_dir():
             raise UsageError(
-                "--bucket",
-                f"{root!r} is not a directory",
-                "pass the bucket's root as the job saw it: a directory (the local cluster's "
-                "bucket, a gcsfuse mount) or gs://BUCKET[/prefix]",
+                "--data-dir",
+                f"{str(root)!r} is not a directory",
+                "pass the bucket as this machine sees it (the local cluster's bucket "
+                "directory, a gcsfuse mount), or name the bucket itself: --bucket BUCKET",
             )
+
+    @property
+    def option(self) -> str:
+        """The option that reads this history again, for the lines that suggest a command."""
+        return f"--bucket {self.root}" if self.gcs else f"--data-dir {self.root}"
 
     def jobs(self) -> list[Recorded]:
         """Every job recorded under the root, newest first."""
-        if self.gcs:
+        if self.bucket is not None:
             found = [
                 Recorded(url.rsplit("/", 1)[0], json.loads(text))
-                for url, text in _gcs_records(self.root)
+                for url, text in _gcs_records(self.bucket)
             ]
         else:
             found = [
@@ -63,7 +80,7 @@ class BucketHistory:
         raise UsageError(
             "job",
             f"no job {job_id!r} recorded under {self.root} (<run>/{JOBS_SUBDIR}/<id>/{RECORD})",
-            f"list the recorded jobs with `tpu-launcher list --bucket {self.root}`; a job's "
+            f"list the recorded jobs with `tpu-launcher list {self.option}`; a job's "
             "history is written by launchers from this version on",
         )
 
@@ -74,28 +91,15 @@ class BucketHistory:
         return path.read_text(errors="replace") if path.is_file() else ""
 
 
-def _storage():
-    try:
-        from launcher.preflight.bucket_check import storage_client
-
-        return storage_client()
-    except ImportError:
-        from launcher.core.package_version import pip_install
-
-        raise UsageError(
-            "--bucket",
-            "reading gs:// needs google-cloud-storage",
-            f"{pip_install('gcs')}, or pass the bucket's gcsfuse mount",
-        ) from None
+def _storage() -> Any:
+    return storage_client_for("--bucket", "or pass the bucket's gcsfuse mount as --data-dir")
 
 
-def _gcs_records(root: str) -> list[tuple[str, str]]:
+def _gcs_records(root: Bucket) -> list[tuple[str, str]]:
     """(the record's gs:// URL, its text) for every <run>/jobs/<id>/job.json under root."""
-    from launcher.preflight.bucket_check import child_prefixes, split_url
-
-    bucket_name, prefix = split_url(root)
+    bucket_name = root.name
     client = _storage()
-    base = f"{prefix}/" if prefix else ""
+    base = f"{root.prefix}/" if root.prefix else ""
     found = []
     for run in child_prefixes(client, bucket_name, base):
         for blob in client.list_blobs(bucket_name, prefix=f"{run}{JOBS_SUBDIR}/"):
@@ -105,8 +109,6 @@ def _gcs_records(root: str) -> list[tuple[str, str]]:
 
 
 def _gcs_read(url: str) -> str:
-    from launcher.preflight.bucket_check import split_url
-
     bucket_name, name = split_url(url)
     blob = _storage().bucket(bucket_name).blob(name)
     return blob.download_as_text() if blob.exists() else ""
@@ -130,7 +132,7 @@ def state_of(recorded: Recorded) -> str:
 def act_on_recorded(
     command: str,
     job_id: str,
-    root: str,
+    history: BucketHistory,
     raw: bool,
     as_json: bool,
     show_log: Callable[[str, str, bool], int],
@@ -140,7 +142,6 @@ def act_on_recorded(
     from launcher.core.goodput import format_breakdown
     from launcher.core.tpu_prices import format_cost
 
-    history = BucketHistory(root)
     recorded = history.job(job_id)
     if command == "logs":
         print(source_line(recorded.where), file=sys.stderr)

@@ -17,7 +17,7 @@ import re
 import sys
 import time
 
-from launcher.client.cluster_options import add_bucket_option, add_where_options
+from launcher.client.cluster_options import add_history_options, add_where_options
 from launcher.client.jobs.ray_api import (
     Dashboard,
     JobInfo,
@@ -102,20 +102,13 @@ def list_jobs(dashboard: Dashboard, limit: int) -> list[JobRecord]:
     return [row(j, client.logs(j.submission_id or ""), now_ms) for j in jobs[:limit]]
 
 
-def list_rows(root: str, limit: int) -> list[JobRecord]:
-    """`list --bucket`: the record of each recorded job, newest first."""
-    from launcher.client.jobs.history import BucketHistory
-
-    return [recorded.job for recorded in BucketHistory(root).jobs()[:limit]]
-
-
 def run_list(ns: argparse.Namespace) -> int:
-    if ns.bucket:
-        from launcher.client.jobs.history import source_line
+    from launcher.client.jobs.history import history_at, source_line
 
-        rows = list_rows(ns.bucket, ns.limit)
-        print(source_line(ns.bucket), file=sys.stderr)
-        _print(rows, ns.json, f"no job recorded under {ns.bucket} yet")
+    if history := history_at(ns.bucket, ns.data_dir):
+        rows = [recorded.job for recorded in history.jobs()[: ns.limit]]
+        print(source_line(history.root), file=sys.stderr)
+        _print(rows, ns.json, f"no job recorded under {history.root} yet")
         return 0
     with contextlib.ExitStack() as stack:
         if ns.release:
@@ -141,7 +134,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("list", help="the cluster's jobs: id, state, run, step, start, duration")
     add_where_options(p, verbose=False)
     p.add_argument("--limit", type=int, default=20, help="the newest N jobs (default 20)")
-    add_bucket_option(p)
+    add_history_options(p)
     p.add_argument(
         "--json",
         action="store_true",

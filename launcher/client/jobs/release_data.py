@@ -43,7 +43,7 @@ def bucket_of_pod(pod: dict[str, Any]) -> BucketMount | None:
 
 
 def _datasets_in(client: Any, bucket: str) -> list[str]:
-    from launcher.preflight.bucket_check import child_prefixes
+    from launcher.core.gcs import child_prefixes
 
     return [
         p.rstrip("/").rsplit("/", 1)[-1]
@@ -66,7 +66,7 @@ def data_seen_here(job: Job, where: BucketMount | None) -> Iterator[tuple[str, s
         from google.api_core import exceptions as gexc
         from google.auth import exceptions as auth_exc
 
-        from launcher.preflight.bucket_check import storage_client
+        from launcher.core.gcs import storage_client
     except ImportError:
         from launcher.core.package_version import pip_install
 
