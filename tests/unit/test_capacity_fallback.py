@@ -129,7 +129,7 @@ def api_server(tmp_path, monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     (tmp_path / "token").write_text(_ApiServer.token)
     monkeypatch.setattr(
-        "launcher.runtime.node_capacity._server",
+        "launcher.runtime.kube_api._server",
         lambda host, port: f"http://{host}:{port}",
     )
     yield server.server_address[1], tmp_path

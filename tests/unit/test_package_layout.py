@@ -162,3 +162,18 @@ def test_cloud_storage_is_reached_from_one_module():
         f"{sorted(borrowed)} import from the bucket preflight: take what is Cloud Storage's "
         "from launcher.core.gcs"
     )
+
+
+def test_the_pods_reach_the_api_server_through_one_client():
+    """launcher.runtime.kube_api is the in-cluster commands' one Kubernetes client: the pod's
+    account, its CA, the API server's address from the env and the timeout, held once."""
+    reaching = {
+        name
+        for name, path in MODULES.items()
+        if name.startswith("launcher.runtime")
+        and any(
+            word in path.read_text()
+            for word in ("KUBERNETES_SERVICE_HOST", "kubernetes.io/serviceaccount", "/api/v1/")
+        )
+    }
+    assert reaching == {"launcher.runtime.kube_api"}
