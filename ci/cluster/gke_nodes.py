@@ -16,11 +16,18 @@ import json
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.core.capacity import POOL_CAPACITY_LABEL, Capacity, release_capacities  # noqa: E402
+from launcher.core.capacity import (  # noqa: E402
+    POOL_CAPACITY_LABEL,
+    Capacity,
+    CapacityItem,
+    capacity_items,
+    queued_items,
+)
 from launcher.core.machines import CPU_POOL_MACHINE, MACHINES, node_vcpus  # noqa: E402
 from launcher.core.slices import Slices  # noqa: E402
 from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL  # noqa: E402
@@ -106,6 +113,17 @@ def tpu_pools(
             for h in range(shape.hosts)
         ]
     return nodes
+
+
+def release_capacities(
+    values: dict, component: str, block: dict, path: str, generation: Any
+) -> list[CapacityItem]:
+    """What a release's slice group gets, as the chart renders it (templates/_tpu.tpl): its
+    capacity items, flex-start as queued provisioning for the Ray workers under a Kueue
+    queue. (The client reads the same from the render: launcher.core.capacity.items_of_pod.)"""
+    items = capacity_items(block, path, generation.name, generation.flex_start)
+    queue = (values.get("kueue") or {}).get("queueName")
+    return queued_items(items) if component == "ray" and queue else items
 
 
 def nodes_for(values: dict, suffix: str = "") -> list[dict]:

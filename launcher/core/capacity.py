@@ -152,17 +152,6 @@ def capacity_of(block: dict[str, Any], path: str, generation: str, flex_start: b
     return CAPACITIES[name]
 
 
-def release_capacities(
-    values: dict[str, Any], component: str, block: dict[str, Any], path: str, generation: Any
-) -> list[CapacityItem]:
-    """What a release's slice group gets, as the chart renders it (templates/_tpu.tpl): its
-    capacity items, flex-start as queued provisioning for the Ray workers under a Kueue
-    queue."""
-    items = capacity_items(block, path, generation.name, generation.flex_start)
-    queue = (values.get("kueue") or {}).get("queueName")
-    return _queued(items) if component == "ray" and queue else items
-
-
 def capacity_from_selector(selector: dict[str, str]) -> tuple[Capacity, str | None]:
     """The capacity a rendered pod's node selector asks for, and its reservation's name."""
     for capacity in (QUEUED_FLEX_START, *CAPACITIES.values()):
@@ -256,7 +245,7 @@ def block_words(block: dict[str, Any]) -> list[str]:
     return [_word(*_split(w, block.get("reservation"))) for w in words]
 
 
-def _queued(items: list[CapacityItem]) -> list[CapacityItem]:
+def queued_items(items: list[CapacityItem]) -> list[CapacityItem]:
     """The items as GKE obtains them for Ray workers under a Kueue queue: flex-start as its
     queued provisioning (QUEUED_FLEX_START)."""
     return [CapacityItem(QUEUED_FLEX_START) if i.capacity.name == FLEX_START else i for i in items]
@@ -311,7 +300,7 @@ def items_of_pod(pod: dict[str, Any]) -> list[CapacityItem]:
                     t.get("key") in QUEUED_FLEX_START.node_labels
                     for t in pod.get("tolerations", [])
                 )
-                return _queued(items) if by_queue else items
+                return queued_items(items) if by_queue else items
     return []
 
 

@@ -1,6 +1,6 @@
 """Every rule the GKE road relies on names its source: each gcloud command and flag that `gke
 plan|up|down` runs, for every values file and every way of obtaining the TPUs, and each field of
-the Kueue objects `gke queue` prints, is in launcher/client/gke/sources.py with its page and the
+the Kueue objects `gke queue` prints, is in tests/support/gke_sources.py with its page and the
 words there. A rule added without one is listed here."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from launcher import cli
 from launcher.client.gke import commands as gke_commands
 from launcher.client.gke.plan import down_plan
 from launcher.client.gke.queue import queue_objects
-from launcher.client.gke.sources import COMMANDS, FLAGS, KUEUE_FIELDS, unsourced
 from launcher.core.errors import UsageError
+from tests.support.gke_sources import COMMANDS, FLAGS, KUEUE_FIELDS, unsourced
 
 pytestmark = pytest.mark.chart
 
@@ -49,7 +49,7 @@ def test_every_gcloud_command_and_flag_of_a_plan_names_its_source(values):
         down = down_plan(need, target, ns.release, ns.namespace, ns.helm)
         for argv in up.commands("gcloud") + down.commands("gcloud"):
             missing.update(unsourced(argv))
-    assert not missing, f"rules without a source in gke/sources.py: {sorted(missing)}"
+    assert not missing, f"rules without a source in tests/support/gke_sources.py: {sorted(missing)}"
 
 
 @pytest.mark.parametrize("values", ["v6e-16.yaml", "v6e-16-x2.yaml", "v5e-32-saxml.yaml"])
