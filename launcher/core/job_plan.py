@@ -12,6 +12,7 @@ target slice of a values file or a release).
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from launcher.core.data_checks import DataPlan, check_data, check_elastic_data, 
 from launcher.core.datasets import DATASETS_SUBDIR
 from launcher.core.elastic_slices import SliceSizing, sizings
 from launcher.core.errors import UsageError
+from launcher.core.frameworks import JAX, Framework
 from launcher.core.job_flags import (
     DEFAULT_HANG_STEP_FACTOR,
     DEFAULT_HANG_TIMEOUT_S,
@@ -198,6 +200,17 @@ class JobPlan:
     @property
     def min_slices(self) -> int:
         return min(self.sizings, default=self.slices.num_slices if self.slices else 1)
+
+    @property
+    def framework(self) -> Framework:
+        return JAX
+
+    def steps_asked(self, metrics: Mapping[str, Any]) -> int | None:
+        steps = self.args.get("steps")
+        return int(steps) if steps is not None else None
+
+    def tokens_per_step(self, num_devices: int) -> int:
+        return self.args.tokens_per_step(num_devices)
 
     @property
     def run_name(self) -> str:

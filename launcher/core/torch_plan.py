@@ -13,10 +13,13 @@ run's do (launcher.runtime.torch_job).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from launcher.core.errors import UsageError
+from launcher.core.frameworks import TORCH, Framework
 from launcher.core.job_flags import (
     DEFAULT_HANG_STEP_FACTOR,
     DEFAULT_HANG_TIMEOUT_S,
@@ -123,6 +126,18 @@ class TorchPlan:
     spec: TorchJobSpec
     slices: TpuSlices
     output_dir: str
+
+    @property
+    def framework(self) -> Framework:
+        return TORCH
+
+    def steps_asked(self, metrics: Mapping[str, Any]) -> int | None:
+        """A script's length as it reported it (TorchJob), if it did."""
+        total = metrics.get("total_steps")
+        return int(total) if total is not None else None
+
+    def tokens_per_step(self, num_devices: int) -> int:
+        return 0  # a script's batch is its own
 
     @property
     def run_name(self) -> str:

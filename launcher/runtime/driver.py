@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from launcher.core.run_dir import RAY_RESULTS_SUBDIR, RunDir
+from launcher.core.training_plan import TrainingPlan
 from launcher.runtime.job_outcome import JobOutcome
 
 
@@ -87,7 +88,7 @@ def metric_labels(policy: Policy, run_name: str, slice_name: str) -> dict[str, s
 
 def drive(
     trainer: Any,
-    plan: Any,
+    plan: TrainingPlan,
     key: str,
     run_dir: RunDir,
     started_at: float,

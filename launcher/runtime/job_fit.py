@@ -7,11 +7,13 @@ from __future__ import annotations
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from launcher.core.goodput import by_wall_time, format_breakdown
+from launcher.core.outcome import Outcome
 from launcher.core.tpu_prices import format_cost
+from launcher.core.training_plan import TrainingPlan
 from launcher.runtime.job_outcome import JobOutcome
 
 
@@ -41,8 +43,8 @@ def fit_job(
     budgets: RestartBudgets,
     labels: dict[str, str] | None,
     history: Any,
-    priced: Callable[[dict[str, Any]], tuple[dict[str, Any] | None, str]] | None = None,
-) -> dict[str, Any] | None:
+    priced: Callable[[Outcome], tuple[dict[str, Any] | None, str]] | None = None,
+) -> Outcome | None:
     """`trainer.fit()`; the run's outcome, or None once a failure is said (and the history
     ended FAILED). `labels`: the job's Ray metrics labels (None: --nometrics); `priced`: the
     cost of an outcome, said on a failure too (the chips were paid for)."""
@@ -66,9 +68,9 @@ def fit_job(
         outcome = outcomes.read()
         if reporter is not None:
             reporter.stop(outcome)
-        for line in format_breakdown(outcome["goodput"]):
+        for line in format_breakdown(outcome.goodput):
             print(line, flush=True)
-        for restart in outcome["restarts"]:
+        for restart in outcome.restarts:
             print(f"  {restart.describe()}", flush=True)
         if priced is not None and (cost := priced(outcome)[0]) is not None:
             print(format_cost(cost), flush=True)
@@ -109,7 +111,7 @@ def run_job(
     outcomes: JobOutcome,
     budgets: RestartBudgets,
     labels: dict[str, str] | None,
-    plan: Any,
+    plan: TrainingPlan,
     total_steps: int | None,
     price_per_chip_hour: float = 0.0,
 ) -> int:
@@ -121,15 +123,18 @@ def run_job(
 
     history = outcomes.history(plan.run_name, total_steps)
     start = time.monotonic()
-    priced = lambda outcome: run_cost(plan, outcome, price_per_chip_hour)  # noqa: E731
+
+    def priced(outcome: Outcome) -> tuple[dict[str, Any] | None, str]:
+        return run_cost(plan, outcome, price_per_chip_hour)
+
     if (outcome := fit_job(trainer, outcomes, budgets, labels, history, priced)) is None:
         return 1
     summary = read_summary(outcomes.summary_key)
     if not reports_steps(plan, summary):  # no step clock: the script's own time, for all
         ran = summary.get("script_seconds", 0.0)
-        outcome = {**outcome, "goodput": by_wall_time(outcome["goodput"], ran)}
+        outcome = replace(outcome, goodput=by_wall_time(outcome.goodput, ran))
     cost, no_cost = priced(outcome)
-    outcome = {**outcome, "cost": cost, "no_cost": no_cost}
+    outcome = replace(outcome, cost=cost, no_cost=no_cost)
     record = print_summary(plan, summary, time.monotonic() - start, outcome)
     if history is not None:
         history.finish("SUCCEEDED", record)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
 from launcher.core.goodput import breakdown, saves_by_tier, startup_timeline
+from launcher.core.outcome import Outcome, Start, Trained
 from launcher.core.preemption import restarts
 from launcher.core.run_dir import RunDir
 
@@ -41,7 +41,7 @@ class JobOutcome:
         self.preempted_before = set(preempted_hosts())
         return self
 
-    def read(self, plot: bool = True) -> dict[str, Any]:
+    def read(self, plot: bool = True) -> Outcome:
         """Goodput from every start's events, the loss curve as a sparkline, and (with `plot`)
         the plot (PNG, next to the TensorBoard logs) when there were steps."""
         from launcher.runtime.plots import loss_sparkline, write_plot
@@ -49,65 +49,59 @@ class JobOutcome:
 
         key = self.summary_key
         attempts = sorted(read_attempts(key), key=lambda a: a.started_at)
-        outcome: dict[str, Any] = {
-            "goodput": breakdown(attempts, self.started_at, time.time()),
-            "compile_cache": {
+        goodput = breakdown(attempts, self.started_at, time.time())
+        timelines = startup_timeline(attempts, self.started_at)
+        starts = [
+            Start(
+                slices=a.slices,
+                workers=a.workers,
+                first_step=a.steps[0].step if a.steps else None,
+                last_step=a.steps[-1].step if a.steps else None,
+                seconds_to_first_step=round(a.steps[0].logged_at - a.started_at, 1)
+                if a.steps
+                else None,
+                batch_tokens=sorted({p.total_weights for p in a.steps}),
+                megascale=a.megascale,
+                capacity=a.capacity,
+                restored_from=a.restored_from,
+                timeline=timeline,
+            )
+            for a, timeline in zip(attempts, timelines, strict=True)
+        ]
+        # The last computation of each step (a restart computes some again), and of each eval.
+        points = sorted(
+            {p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step
+        )
+        evals = sorted({step: loss for a in attempts for step, loss in a.evals}.items())
+        sparkline = plotted = None
+        if points and plot:
+            sparkline = loss_sparkline([p.loss for p in points])
+            try:
+                plotted = str(write_plot(points, self.run_dir.plot, evals))
+            except OSError as e:  # a plot is not worth failing the job over
+                print(f"launcher: could not write the plot: {e}", file=sys.stderr)
+        return Outcome(
+            goodput=goodput,
+            compile_cache={
                 "dir": self.compile_cache_dir,
                 "hits": sum(a.compile_cache_hits for a in attempts),
                 "hits_per_start": [a.compile_cache_hits for a in attempts],
                 "compile_seconds_per_start": [round(a.compile_seconds, 2) for a in attempts],
                 "saved_seconds": sum(a.compile_seconds_saved for a in attempts),
             },
-        }
-        # Each start as it ran: on how many slices, which steps and how long to the first, the
-        # global batch in tokens reported, and the MEGASCALE_* its workers saw.
-        outcome["saves"] = saves_by_tier(attempts)
-        outcome["starts"] = [
-            {
-                "slices": a.slices,
-                "workers": a.workers,
-                "first_step": a.steps[0].step if a.steps else None,
-                "last_step": a.steps[-1].step if a.steps else None,
-                # From the worker group's start to its first step: restore, data, compile.
-                "seconds_to_first_step": round(a.steps[0].logged_at - a.started_at, 1)
-                if a.steps
-                else None,
-                "batch_tokens": sorted({p.total_weights for p in a.steps}),
-                "megascale": a.megascale,
-                "capacity": a.capacity,
-                # The memory tier: where the start's restore read its copy.
-                "restored_from": a.restored_from,
-            }
-            for a in attempts
-        ]
-        for start, timeline in zip(
-            outcome["starts"], startup_timeline(attempts, self.started_at), strict=True
-        ):
-            start["timeline"] = timeline
-        outcome["restarts"] = restarts(
-            attempts,
-            read_notices(key),
-            [at for node, at in preempted_hosts().items() if node not in self.preempted_before],
-            read_hangs(key),
+            saves=saves_by_tier(attempts),
+            starts=starts,
+            restarts=restarts(
+                attempts,
+                read_notices(key),
+                [at for node, at in preempted_hosts().items() if node not in self.preempted_before],
+                read_hangs(key),
+            ),
+            trained=Trained(len(points), int(sum(p.total_weights for p in points))),
+            evals=evals,
+            sparkline=sparkline,
+            plot=plotted,
         )
-        # The last computation of each step (a restart computes some again), and of each eval.
-        points = sorted(
-            {p.step: p for a in attempts for p in a.steps}.values(), key=lambda p: p.step
-        )
-        # What the chips' time bought: each step once, and the tokens MaxText counted in them
-        # (0 where it reports none: a PyTorch job).
-        outcome["trained"] = {
-            "steps": len(points),
-            "tokens": int(sum(p.total_weights for p in points)),
-        }
-        outcome["evals"] = sorted({step: loss for a in attempts for step, loss in a.evals}.items())
-        if points and plot:
-            outcome["sparkline"] = loss_sparkline([p.loss for p in points])
-            try:
-                outcome["plot"] = str(write_plot(points, self.run_dir.plot, outcome["evals"]))
-            except OSError as e:  # a plot is not worth failing the job over
-                print(f"launcher: could not write the plot: {e}", file=sys.stderr)
-        return outcome
 
     def history(self, run_name: str, total_steps: int | None):
         """The job's history in its run's directory (launcher.core.job_history), written as it
@@ -124,7 +118,7 @@ class JobOutcome:
                 submission_id,
                 log,
                 JobRecord(submission_id, RUNNING, run=run_name, total_steps=total_steps),
-                lambda: self.read(plot=False)["goodput"],
+                lambda: self.read(plot=False).goodput,
             )
             .start()
             .finish_on_sigterm()

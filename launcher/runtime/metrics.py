@@ -27,6 +27,7 @@ from typing import Any
 
 from launcher.core import job_metrics as jm
 from launcher.core.checkpoints import committed_steps
+from launcher.core.outcome import Outcome
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR
 from launcher.runtime.periodic import every
 
@@ -113,7 +114,7 @@ class JobReporter:
     def __init__(
         self,
         metrics: JobMetrics,
-        outcome: Callable[[], dict[str, Any]],
+        outcome: Callable[[], Outcome],
         run_dir: Path,
         every_s: float = jm.REPORT_EVERY_S,
     ) -> None:
@@ -130,7 +131,7 @@ class JobReporter:
         self._thread.start()
         return self
 
-    def stop(self, outcome: dict[str, Any] | None = None) -> None:
+    def stop(self, outcome: Outcome | None = None) -> None:
         """Stops reporting; records `outcome` (the summary's) as the job's last figures."""
         self._stop.set()
         self._thread.join(timeout=self.every_s + 5)
@@ -145,14 +146,14 @@ class JobReporter:
             except Exception as e:  # a figure is never worth the job: say it, go on
                 print(f"launcher: metrics not reported: {type(e).__name__}: {e}", file=sys.stderr)
 
-    def report(self, outcome: dict[str, Any]) -> None:
-        m, goodput = self.metrics, outcome["goodput"]
+    def report(self, outcome: Outcome) -> None:
+        m, goodput = self.metrics, outcome.goodput
         m.set(jm.GOODPUT, goodput["goodput"])
         m.set(jm.WALL, goodput["wall_seconds"])
         for part, seconds in goodput["parts"].items():
             m.set(jm.GOODPUT_PART, seconds, part=part)
         counts: dict[str, int] = {}
-        for restart in outcome["restarts"]:
+        for restart in outcome.restarts:
             counts[restart.cause] = counts.get(restart.cause, 0) + 1
         for cause, count in counts.items():
             m.inc(jm.RESTARTS, count - self._restarts.get(cause, 0), cause=cause)

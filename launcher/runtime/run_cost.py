@@ -4,34 +4,29 @@ their generation and the capacity GKE provided (launcher.core.tpu_prices)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import JobPlan
+from launcher.core.outcome import Outcome
 from launcher.core.release_facts import ReleaseFacts
 from launcher.core.slices import TpuSlices
 from launcher.core.tpu_prices import Price, job_cost, no_price_reason, price_of
-
-
-def capacity_of(outcome: Mapping[str, Any]) -> str | None:
-    """The capacity the latest start that knew one ran on (None: not known)."""
-    known = [s["capacity"] for s in outcome.get("starts", []) if s.get("capacity")]
-    return known[-1] if known else None
+from launcher.core.training_plan import TrainingPlan
 
 
 def run_cost(
-    plan: Any,
-    outcome: Mapping[str, Any],
+    plan: TrainingPlan,
+    outcome: Outcome,
     price_per_chip_hour: float,
     release: ReleaseFacts | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
     """The job's cost record (None: no price or no TPU chips) and why, in words, when none."""
     slices = plan.slices
-    if not isinstance(slices, TpuSlices):
+    if not isinstance(slices, TpuSlices):  # a CPU slice (or, before submission, none known)
         return None, "no TPU chips (a CPU slice)"
-    generation = slices.shape.generation.name
-    capacity = capacity_of(outcome)
+    shape = slices.shape
+    generation = shape.generation.name
+    capacity = outcome.capacity
     try:
         if price_per_chip_hour > 0:
             price: Price | None = Price(price_per_chip_hour, "the job's --price_per_chip_hour")
@@ -42,11 +37,9 @@ def run_cost(
         return None, str(e)
     if price is None:
         return None, no_price_reason(generation, capacity)
-    goodput, trained = outcome["goodput"], outcome.get("trained", {})
-    steps = trained.get("steps", 0)
-    tokens = trained.get("tokens", 0)
-    if not tokens and isinstance(plan, JobPlan):  # MaxText reported no count: the batch's size
-        tokens = steps * plan.args.tokens_per_step(slices.num_devices)
-    chips = slices.shape.chips * slices.num_slices
+    goodput, steps, tokens = outcome.goodput, outcome.trained.steps, outcome.trained.tokens
+    if not tokens:  # none reported (MaxText's count, where it gives none): the batch's size
+        tokens = steps * plan.tokens_per_step(slices.num_devices)
+    chips = shape.chips * slices.num_slices
     cost = job_cost(price, chips, goodput["wall_seconds"], goodput["goodput"], steps, tokens)
     return cost.to_json(), ""

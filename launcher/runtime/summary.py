@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict
+from typing import Any
 
 from launcher.core.checkpoints import committed_steps
+from launcher.core.frameworks import JAX
 from launcher.core.goodput import (
     format_breakdown,
     format_compile_cache,
@@ -15,27 +17,28 @@ from launcher.core.goodput import (
     format_timeline,
 )
 from launcher.core.job_events import format_result, format_summary_title
-from launcher.core.job_plan import JobPlan
+from launcher.core.outcome import Outcome
 from launcher.core.preemption import format_restarts
-from launcher.core.torch_plan import TorchPlan
 from launcher.core.tpu_prices import format_cost
+from launcher.core.training_plan import TrainingPlan
 
 
-def reports_steps(plan: JobPlan | TorchPlan, metrics: dict) -> bool:
+def reports_steps(plan: TrainingPlan, metrics: dict[str, Any]) -> bool:
     """Whether the job's steps are known to the launcher: MaxText's always, a script's where it
     reports them through TorchJob (its length, or a step)."""
-    total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
-    return bool(total or "last_step" in metrics)
+    return bool(plan.steps_asked(metrics) or "last_step" in metrics)
 
 
-def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outcome: dict) -> dict:
+def print_summary(
+    plan: TrainingPlan, metrics: dict[str, Any], seconds: float, outcome: Outcome
+) -> dict[str, Any]:
     """Prints the summary and its machine-readable record; returns the record. A MaxText
-    job's (JobPlan) adds its compile cache, TensorBoard files and MaxText's way to go on."""
-    maxtext = isinstance(plan, JobPlan)
+    job's adds its compile cache, TensorBoard files and MaxText's way to go on."""
+    maxtext = plan.framework is JAX
     run_dir = plan.run_dir
     steps = committed_steps(run_dir.path)
     first = metrics.get("first_step")
-    total = plan.args.get("steps") if isinstance(plan, JobPlan) else metrics.get("total_steps")
+    total = plan.steps_asked(metrics)
     reported = reports_steps(plan, metrics)
     # A script that reports no steps may keep checkpoints of its own, which the launcher cannot
     # see: it says neither that the run started at 0 nor that it resumed.
@@ -60,7 +63,7 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         )
     if "final_loss" in metrics:
         print(f"loss:         {metrics['first_loss']:.4f} -> {metrics['final_loss']:.4f}")
-    if evals := outcome.get("evals"):
+    if evals := outcome.evals:
         (first, first_loss), (last, last_loss) = evals[0], evals[-1]
         print(
             f"eval loss:    {first_loss:.4f} -> {last_loss:.4f} (perplexity "
@@ -68,33 +71,33 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
             f"{last}, {len(evals)} evals)"
         )
     print(f"checkpoints:  {run_dir.checkpoints} (steps {', '.join(map(str, steps)) or '-'})")
-    restored_from = [start.get("restored_from") for start in outcome["starts"]]
-    if saves_line := format_saves(outcome.get("saves", {}), restored_from):
+    restored_from = [start.restored_from for start in outcome.starts]
+    if saves_line := format_saves(outcome.saves, restored_from):
         print(saves_line)
-    if outcome.get("sparkline"):
-        print(f"loss curve:   {outcome['sparkline']}")
-    for line in format_breakdown(outcome["goodput"]):  # by wall time where steps are not known
+    if outcome.sparkline:
+        print(f"loss curve:   {outcome.sparkline}")
+    for line in format_breakdown(outcome.goodput):  # by wall time where steps are not known
         print(line)
     if maxtext:
-        print(format_compile_cache(outcome["compile_cache"]))
-    for line in format_timeline([start.get("timeline") for start in outcome["starts"]]):
+        print(format_compile_cache(outcome.compile_cache))
+    for line in format_timeline([start.timeline for start in outcome.starts]):
         print(line)
-    cost = outcome.get("cost")
-    print(format_cost(cost) if cost else f"cost:         not known: {outcome.get('no_cost', '-')}")
-    if len({start["slices"] for start in outcome["starts"]}) > 1:
+    cost = outcome.cost
+    print(format_cost(cost) if cost else f"cost:         not known: {outcome.no_cost}")
+    if len({start.slices for start in outcome.starts}) > 1:
         print(
             "slices:       "
             + " -> ".join(
-                f"{start['slices']} (steps {start['first_step']}-{start['last_step']})"
-                if start["first_step"] is not None
-                else f"{start['slices']} (no step)"
-                for start in outcome["starts"]
+                f"{start.slices} (steps {start.first_step}-{start.last_step})"
+                if start.first_step is not None
+                else f"{start.slices} (no step)"
+                for start in outcome.starts
             )
         )
-    for line in format_restarts(outcome["restarts"]):
+    for line in format_restarts(outcome.restarts):
         print(line)
-    if outcome.get("plot"):
-        print(f"plot:         {outcome['plot']}")
+    if outcome.plot:
+        print(f"plot:         {outcome.plot}")
     if maxtext:
         # The event files' directory, not a command: TensorBoard is not installed with us.
         print(f"tensorboard:  {run_dir.tensorboard} (MaxText's event files)")
@@ -119,14 +122,14 @@ def print_summary(plan: JobPlan | TorchPlan, metrics: dict, seconds: float, outc
         "run_dir": str(run_dir.path),
         "checkpoints": steps,
         **metrics,
-        "goodput": outcome["goodput"],
-        "compile_cache": outcome["compile_cache"],
+        "goodput": outcome.goodput,
+        "compile_cache": outcome.compile_cache,
         "cost": cost,
-        "starts": outcome["starts"],
-        "saves": outcome.get("saves", {}),
-        "restarts": [asdict(r) for r in outcome["restarts"]],
-        "evals": outcome.get("evals", []),
-        "plot": outcome.get("plot"),
+        "starts": [asdict(start) for start in outcome.starts],
+        "saves": outcome.saves,
+        "restarts": [asdict(r) for r in outcome.restarts],
+        "evals": outcome.evals,
+        "plot": outcome.plot,
     }
     print(format_result(record), flush=True)
     return record

@@ -8,6 +8,7 @@ import pytest
 
 from launcher.core.errors import UsageError
 from launcher.core.job_plan import JobOptions, parse_job_args, plan_job
+from launcher.core.outcome import Outcome, Start, Trained
 from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
 from launcher.core.tpu_prices import (
     LIST_PRICES,
@@ -74,12 +75,23 @@ def _plan(options: JobOptions = V6E_16):
     return plan_job(options, ["tiny-llama.yml", "run_name=r", "steps=10"])
 
 
-def _outcome(capacity: str | None, tokens: int = 0) -> dict:
-    return {
-        "goodput": {"wall_seconds": 3600.0, "goodput": 0.5},
-        "trained": {"steps": 10, "tokens": tokens},
-        "starts": [{"capacity": None}, {"capacity": capacity}],
-    }
+def _start(capacity: str | None = None) -> Start:
+    return Start(
+        slices=1, workers=4, first_step=None, last_step=None, seconds_to_first_step=None,
+        batch_tokens=[], megascale={}, capacity=capacity, restored_from=None, timeline=None,
+    )  # fmt: skip
+
+
+def _outcome(capacity: str | None, tokens: int = 0) -> Outcome:
+    return Outcome(
+        goodput={"wall_seconds": 3600.0, "goodput": 0.5},
+        compile_cache={},
+        saves={},
+        starts=[_start(), _start(capacity)],
+        restarts=[],
+        trained=Trained(steps=10, tokens=tokens),
+        evals=[],
+    )
 
 
 def test_the_driver_prices_the_capacity_the_latest_start_ran_on():

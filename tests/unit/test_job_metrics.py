@@ -12,6 +12,7 @@ import pytest
 
 from launcher.core import job_metrics as jm
 from launcher.core.dashboard import SELECTOR, dashboard, queries
+from launcher.core.outcome import Outcome, Trained
 from launcher.core.preemption import FAILED, PREEMPTED
 from launcher.runtime.metrics import JobReporter, StepMetrics, submission_id
 
@@ -112,14 +113,19 @@ def test_no_mfu_where_the_devices_are_cpus():
     assert rec.get(jm.MFU) is None and rec.get(jm.TFLOPS) == 0.001
 
 
-def _outcome(goodput: float, *causes: str) -> dict:
+def _outcome(goodput: float, *causes: str) -> Outcome:
     parts = dict.fromkeys(
         ("startup", "compile", "productive", "checkpoint", "restarts", "other"), 1.0
     )
-    return {
-        "goodput": {"goodput": goodput, "wall_seconds": 6.0, "parts": parts},
-        "restarts": [SimpleNamespace(cause=c) for c in causes],
-    }
+    return Outcome(
+        goodput={"goodput": goodput, "wall_seconds": 6.0, "parts": parts},
+        compile_cache={},
+        saves={},
+        starts=[],
+        restarts=[SimpleNamespace(cause=c) for c in causes],
+        trained=Trained(0, 0),
+        evals=[],
+    )
 
 
 def test_the_driver_counts_each_restart_once_by_its_cause(tmp_path):

@@ -106,16 +106,21 @@ def test_a_script_reporting_no_steps_is_neither_said_to_start_at_zero_nor_to_res
     reports nothing through TorchJob: the launcher cannot see its resumes, so the summary must
     not say it started from step 0 or that a resubmission starts it again."""
     from launcher.core.goodput import Attempt, breakdown, by_wall_time
+    from launcher.core.outcome import Outcome, Start, Trained
     from launcher.runtime.summary import print_summary
 
     spec = TorchJobSpec.parse(["--run_name=r", "t.py"])
     # As the driver hands it over: no step clock, so the script's 30 s of the job's 60 s.
     goodput = by_wall_time(breakdown([Attempt(started_at=5.0)], 0.0, 60.0), 30.0)
     plan = TorchPlan(spec, TpuSlices(slice_shape("v5p", "2x2x2"), num_slices=1), str(tmp_path))
-    outcome = {
-        "starts": [{"slices": 1, "first_step": None, "last_step": None}],
-        "restarts": [], "goodput": goodput, "compile_cache": {}, "no_cost": "no price",
-    }  # fmt: skip
+    start = Start(
+        slices=1, workers=4, first_step=None, last_step=None, seconds_to_first_step=None,
+        batch_tokens=[], megascale={}, capacity=None, restored_from=None, timeline=None,
+    )  # fmt: skip
+    outcome = Outcome(
+        goodput=goodput, compile_cache={}, saves={}, starts=[start], restarts=[],
+        trained=Trained(0, 0), evals=[], no_cost="no price",
+    )  # fmt: skip
     print_summary(plan, {"script_seconds": 30.0}, 60.0, outcome)
     out = capsys.readouterr().out
     assert "its steps are not reported to the launcher" in out
