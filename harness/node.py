@@ -227,16 +227,27 @@ class NodeCluster:
         return self.kubectl("-n", namespace, "describe", "pods", check=False)[-6000:]
 
     def http_status(
-        self, namespace: str, name: str, address: str, path: str, header: str = ""
+        self,
+        namespace: str,
+        name: str,
+        address: str,
+        path: str,
+        header: str = "",
+        tries: int = 6,
     ) -> tuple[str, str]:
         """`open` (HTTP 200), `refused-by-server` (HTTP 401) or `no-answer` (the connection
         not made, or nothing said), as a pod in `namespace` sees GET http://address<path>
         (address `ip:port`), with one more request header if given; and the answer's first
-        line."""
+        line. A new pod's address reaches the policy's sets some seconds after the pod starts
+        (kube-router syncs on the pod's event; GKE's dataplane is eventually consistent too),
+        so a request not answered is tried again, `tries` times 5 s apart: `no-answer` means
+        none of them was."""
         request = f"GET {path} HTTP/1.0\\r\\n" + (f"{header}\\r\\n" if header else "") + "\\r\\n"
         host, port = address.rsplit(":", 1)
         script = (
-            f'out=$(printf "{request}" | nc -w 4 {host} {port} | head -1); echo "$out"; '
+            f"i=0; while [ $i -lt {tries} ]; do "
+            f'out=$(printf "{request}" | nc -w 4 {host} {port} | head -1); '
+            '[ -n "$out" ] && break; i=$((i+1)); sleep 1; done; echo "$out"; '
             'case "$out" in *" 401 "*) exit 3;; *" 200 "*) exit 0;; *) exit 4;; esac'
         )
         self.apply(
