@@ -233,15 +233,18 @@ class NodeCluster:
         address: str,
         path: str,
         header: str = "",
-        tries: int = 6,
+        tries: int = 12,
     ) -> tuple[str, str]:
         """`open` (HTTP 200), `refused-by-server` (HTTP 401) or `no-answer` (the connection
-        not made, or nothing said), as a pod in `namespace` sees GET http://address<path>
-        (address `ip:port`), with one more request header if given; and the answer's first
-        line. A new pod's address reaches the policy's sets some seconds after the pod starts
-        (kube-router syncs on the pod's event; GKE's dataplane is eventually consistent too),
-        so a request not answered is tried again, `tries` times 5 s apart: `no-answer` means
-        none of them was."""
+        not made, refused by a policy, or nothing said), as a pod in `namespace` sees GET
+        http://address<path> (address `ip:port`), with one more request header if given; and
+        the answer's first line. kube-router refuses what no policy admits with ICMP's port
+        unreachable (nc: "Connection refused"), and a new pod's address reaches its sets only
+        with its next full sync, which here has come 30 s and more after the pod started (it
+        syncs on every pod's event, the RayService's probes among them; GKE's dataplane is
+        eventually consistent too): a request not answered is tried again, `tries` times about
+        5 s apart, so `no-answer` means none of them was, and a pod wrongly admitted is
+        answered within the window."""
         request = f"GET {path} HTTP/1.0\\r\\n" + (f"{header}\\r\\n" if header else "") + "\\r\\n"
         host, port = address.rsplit(":", 1)
         script = (
@@ -286,7 +289,7 @@ class NodeCluster:
     ) -> tuple[str, str]:
         """`http_status` from `namespace` once kube-router has taken out the rules of policies
         just deleted (within its sync: until then the connection is still not made)."""
-        for n in range(10):
+        for n in range(5):  # each try is a minute of requests (http_status)
             seen = self.http_status(namespace, f"{name}-{n}", address, path)
             if seen[0] != "no-answer":
                 return seen
