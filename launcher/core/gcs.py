@@ -45,14 +45,15 @@ def parse_bucket(text: str, field: str = "--bucket", *, prefix: bool = True) -> 
     """BUCKET, gs://BUCKET or (where `prefix`) gs://BUCKET/some/prefix; a directory, a name
     Cloud Storage refuses, or a prefix where the command takes a whole bucket is refused."""
     m = _URL.fullmatch(text)
-    if m is None and _BARE.fullmatch(text) and not os.path.isdir(text):
-        return Bucket(text)
     if m is None:
-        if os.path.isdir(text) or text.startswith((".", "/", "~")) or "/" in text:
+        bare, directory = _BARE.fullmatch(text) is not None, os.path.isdir(text)
+        if bare and not directory:
+            return Bucket(text)
+        if directory or text.startswith((".", "/", "~")) or "/" in text:
             raise UsageError(
                 field,
                 f"{text!r} is a path: {field} names a bucket in Cloud Storage ({BUCKET_FORMS})",
-                (f"gs://{text} names the bucket of that name; " if _BARE.fullmatch(text) else "")
+                (f"gs://{text} names the bucket of that name; " if bare else "")
                 + "where the command reads the bucket as this machine sees it (a gcsfuse mount, "
                 f"the local cluster's bucket directory), pass that directory as --data-dir {text}",
             )

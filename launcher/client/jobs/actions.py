@@ -57,11 +57,10 @@ def act_on_job(
         if not job_id:
             raise UsageError("job", "no job id given", "pass the submission id")
         if follow or wait or command == "stop":
-            option = history.option.split()[0]
             raise UsageError(
-                option,
+                history.flag,
                 "a job's history in the bucket is read, not followed, waited on or stopped",
-                f"ask the Ray cluster that runs it: drop {option}",
+                f"ask the Ray cluster that runs it: drop {history.flag}",
             )
         from launcher.client.jobs.history import act_on_recorded
 

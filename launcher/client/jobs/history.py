@@ -44,7 +44,6 @@ def history_at(bucket: str | None, data_dir: str | None) -> BucketHistory | None
 class BucketHistory:
     def __init__(self, root: Bucket | Path):
         self.bucket = root if isinstance(root, Bucket) else None
-        self.gcs = self.bucket is not None
         self.root = str(root).rstrip("/")
         if isinstance(root, Path) and not root.is_dir():
             raise UsageError(
@@ -55,9 +54,14 @@ class BucketHistory:
             )
 
     @property
+    def flag(self) -> str:
+        """The option this history was named by: --bucket, or --data-dir for a directory."""
+        return "--bucket" if self.bucket is not None else "--data-dir"
+
+    @property
     def option(self) -> str:
         """The option that reads this history again, for the lines that suggest a command."""
-        return f"--bucket {self.root}" if self.gcs else f"--data-dir {self.root}"
+        return f"{self.flag} {self.root}"
 
     def jobs(self) -> list[Recorded]:
         """Every job recorded under the root, newest first."""
@@ -85,7 +89,7 @@ class BucketHistory:
         )
 
     def log(self, recorded: Recorded) -> str:
-        if self.gcs:
+        if self.bucket is not None:
             return _gcs_read(f"{recorded.where}/{LOG}")
         path = Path(recorded.where) / LOG
         return path.read_text(errors="replace") if path.is_file() else ""
