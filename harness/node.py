@@ -264,7 +264,8 @@ class NodeCluster:
                     return term["exitCode"] + 1  # 0 is falsy
             return None
 
-        code = self.wait(f"the probe {name}", ended) - 1
+        # Each request takes at most 5 s (nc's 4 s and the pause): the pod's start beside them.
+        code = self.wait(f"the probe {name}", ended, timeout=60 + 5 * tries) - 1
         said = self.kubectl("-n", namespace, "logs", name, check=False)
         self.kubectl("-n", namespace, "delete", "pod", name, "--wait=false")
         return {0: "open", 3: "refused-by-server"}.get(code, "no-answer"), said
@@ -288,12 +289,9 @@ class NodeCluster:
         self, namespace: str, name: str, address: str, path: str
     ) -> tuple[str, str]:
         """`http_status` from `namespace` once kube-router has taken out the rules of policies
-        just deleted (within its sync: until then the connection is still not made)."""
-        for n in range(5):  # each try is a minute of requests (http_status)
-            seen = self.http_status(namespace, f"{name}-{n}", address, path)
-            if seen[0] != "no-answer":
-                return seen
-        return seen
+        just deleted (within its sync: until then the connection is still not made): the
+        probe's own retries, for five minutes."""
+        return self.http_status(namespace, name, address, path, tries=60)
 
 
 def _ready(pod: dict) -> bool:
