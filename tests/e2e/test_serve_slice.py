@@ -22,7 +22,7 @@ from launcher.core.slices import LABEL_ACCELERATOR, LABEL_SLICE, LABEL_TOPOLOGY
 pytestmark = pytest.mark.e2e
 
 
-def test_a_replica_reserves_one_whole_slice(local_cluster: LocalCluster):
+def test_a_replica_reserves_one_whole_slice(local_cluster: LocalCluster, tmp_path):
     started = json.loads(nodes_file().read_text())["nodes"]  # as `up` started them
     hosts = [n["labels"] for n in started if LABEL_SLICE in n["labels"]]
     slices = sorted({h[LABEL_SLICE] for h in hosts})
@@ -30,11 +30,11 @@ def test_a_replica_reserves_one_whole_slice(local_cluster: LocalCluster):
     env = {**os.environ, **local_instance().env, **TOKEN_AUTH}
     done = subprocess.run(
         [sys.executable, "-m", "tests.support.serve_slice_driver", accelerator, topology,
-         str(len(slices))],
+         str(len(slices)), str(tmp_path / "found.json")],
         capture_output=True, text=True, cwd=REPO, env=env, timeout=240,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    found = json.loads(done.stdout.strip().splitlines()[-1])
+    found = json.loads((tmp_path / "found.json").read_text())
     per_slice = len(hosts) // len(slices)
     whole = [[[s, str(w)] for w in range(per_slice)] for s in slices]
     assert sorted(found["placed"]) == whole  # each replica: every host of one slice

@@ -1,16 +1,18 @@
 """A Ray driver that reserves TPU slices as Ray Serve LLM reserves one per replica (its own
 TPUAccelerator over ray.util.tpu.SlicePlacementGroup), run against the local cluster by
-tests/e2e/test_serve_slice.py. Prints one JSON line: where each reservation's bundles landed
+tests/e2e/test_serve_slice.py. Writes one JSON file: where each reservation's bundles landed
 (the slice and worker id of each node), whether one more, beyond the cluster's slices, was
-refused while they were held, and where it landed once the first was given back.
+refused while they were held, and where it landed once the first was given back. A file, not
+stdout: Ray's own processes print there too, after the driver's last line (seen in CI).
 
-Usage: python -m tests.support.serve_slice_driver ACCELERATOR_TYPE TOPOLOGY SLICES"""
+Usage: python -m tests.support.serve_slice_driver ACCELERATOR_TYPE TOPOLOGY SLICES OUT_JSON"""
 
 from __future__ import annotations
 
 import json
 import os
 import sys
+from pathlib import Path
 
 import ray
 from ray.llm._internal.serve.core.configs.accelerators import TPUAccelerator, TPUConfig
@@ -20,8 +22,8 @@ from ray.util.tpu import get_tpu_version_from_type, slice_placement_group
 SLICE_LABEL, WORKER_LABEL = "ray.io/tpu-slice-name", "ray.io/tpu-worker-id"
 
 
-def main(accelerator_type: str, topology: str, slices: int) -> None:
-    ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR")
+def main(accelerator_type: str, topology: str, slices: int, out: Path) -> None:
+    ray.init(address=os.environ["RAY_ADDRESS"], logging_level="ERROR", log_to_driver=False)
     labels = {n["NodeID"]: n.get("Labels", {}) for n in ray.nodes()}
     chips = 1
     for d in topology.split("x"):
@@ -60,8 +62,8 @@ def main(accelerator_type: str, topology: str, slices: int) -> None:
     after = sorted((labels[n][SLICE_LABEL], labels[n][WORKER_LABEL]) for n in nodes)
     for tpu, _ in [*held[1:], (extra_tpu, extra)]:
         tpu.shutdown()
-    print(json.dumps({"placed": placed, "extra_waited": waited, "extra_placed": after}))
+    out.write_text(json.dumps({"placed": placed, "extra_waited": waited, "extra_placed": after}))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2], int(sys.argv[3]))
+    main(sys.argv[1], sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]))
