@@ -29,6 +29,8 @@ MODEL_KEYS = (
     "mlp_activations",
     "num_experts",
     "num_experts_per_tok",
+    "base_moe_mlp_dim",
+    "norm_topk_prob",
     "fused_qkv",
     "fused_mlp",
     "use_qk_norm",

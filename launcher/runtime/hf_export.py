@@ -5,8 +5,9 @@ vLLM serves. It is the job `tpu-launcher export` submits.
 Only the parameters are read (Orbax restores the `params` subtree of the training state, as
 numpy). Names, shapes and layout changes (MaxText folds 1/sqrt(head_dim) into the query kernel
 where Hugging Face scales in attention; Llama 3.1's rotary pairs are interleaved in MaxText and
-halves in Hugging Face) are MaxText's own Llama conversion tables
-(`maxtext.checkpoint_conversion`), applied here without the torch its converter needs. The
+halves in Hugging Face; experts stacked on an axis of their own) are MaxText's own conversion
+tables of the model's family (launcher.runtime.model_families), applied here without the torch
+its converter needs. The
 directory is written beside its final name and renamed last, so a half-written export is never
 served.
 """
@@ -32,21 +33,27 @@ from launcher.core.run_dir import output_dir
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import ExportRequest, check_request
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
-from launcher.runtime.llama_tables import llama31_rope_scaling, llama_tables
 from launcher.runtime.model_card import CARD, base_model_config, model_card
+from launcher.runtime.model_families import (
+    Family,
+    conversion_tables,
+    family_of_block,
+    hf_shapes,
+    llama31_rope_scaling,
+)
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
 EXPORT_RECORD = "tpu-launcher-export.json"
 WEIGHTS_FILE = "model.safetensors"
-# MaxText's decoder block for the Llama family (Llama 2, 3, 3.1 and the demo's tiny-llama).
-LLAMA_BLOCK = "llama2"
 ROPE_TYPES = ("default", "llama3.1")
 
 
 @dataclass(frozen=True)
-class LlamaShape:
-    """The model's sizes as MaxText derived them (pyconfig), named as Hugging Face names them."""
+class ModelShape:
+    """The model's family and sizes as MaxText derived them (pyconfig), named as Hugging Face
+    names them."""
 
+    family: Family
     vocab_size: int
     hidden_size: int
     intermediate_size: int
@@ -59,29 +66,26 @@ class LlamaShape:
     rope_type: str
     max_position_embeddings: int
     tie_word_embeddings: bool
-    scan_layers: bool
-    param_scan_axis: int
+    num_experts: int
+    num_experts_per_tok: int
+    moe_intermediate_size: int
+    norm_topk_prob: bool
+    config: Any  # MaxText's own (pyconfig): its conversion tables read it too
 
     @classmethod
-    def from_maxtext(cls, c) -> LlamaShape:
-        block = str(getattr(c.decoder_block, "value", c.decoder_block))  # pyconfig's enums
-        if block != LLAMA_BLOCK:
-            raise UsageError(
-                "decoder_block",
-                f"export writes Llama-family models (decoder_block {LLAMA_BLOCK}); this run's "
-                f"is {block}",
-                "convert it with MaxText's own converter (python -m "
-                "maxtext.checkpoint_conversion.to_huggingface, needs torch) and point "
-                "vllm.model at its output",
-            )
+    def from_maxtext(cls, c) -> ModelShape:
+        family = family_of_block(str(getattr(c.decoder_block, "value", c.decoder_block)))
         rope_type = str(getattr(c.rope_type, "value", c.rope_type))  # pyconfig's enums
-        if rope_type not in ROPE_TYPES:
+        if rope_type not in ROPE_TYPES or (rope_type != "default" and not family.llama31_rope):
             raise UsageError(
                 "rope_type",
-                f"export knows rope_type {' and '.join(ROPE_TYPES)}; this run's is {rope_type}",
+                f"export writes rope_type default (and llama3.1 for Llama); this "
+                f"{family.block} run's is {rope_type}",
                 "use MaxText's own converter (maxtext.checkpoint_conversion.to_huggingface)",
             )
+        experts = int(getattr(c, "num_experts", 1) or 1) if family.moe else 0
         return cls(
+            family=family,
             vocab_size=int(c.vocab_size),
             hidden_size=int(c.emb_dim),
             intermediate_size=int(c.mlp_dim),
@@ -94,20 +98,15 @@ class LlamaShape:
             rope_type=rope_type,
             max_position_embeddings=int(c.max_target_length),
             tie_word_embeddings=bool(c.logits_via_embedding),
-            scan_layers=bool(c.scan_layers),
-            param_scan_axis=int(c.param_scan_axis),
+            num_experts=experts,
+            num_experts_per_tok=int(c.num_experts_per_tok) if experts else 0,
+            moe_intermediate_size=int(c.moe_mlp_dim) if experts else 0,
+            norm_topk_prob=bool(getattr(c, "norm_topk_prob", False)),
+            config=c,
         )
 
-    def hf_dims(self) -> dict[str, int]:
-        """The dict MaxText's conversion tables read."""
-        keys = (
-            "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
-            "num_attention_heads", "num_key_value_heads", "head_dim",
-        )  # fmt: skip
-        return {k: getattr(self, k) for k in keys}
-
     def hf_config(self, dtype: str, special: dict[str, int | None]) -> dict:
-        """config.json of a transformers LlamaForCausalLM with these sizes; `special`: the
+        """config.json of the family's transformers model with these sizes; `special`: the
         tokenizer's bos/eos token ids (None: it has none, and vLLM stops at no token)."""
         import transformers
 
@@ -116,17 +115,46 @@ class LlamaShape:
             rope = {**llama31_rope_scaling(), "rope_theta": self.rope_theta}
         # As a dict: torch_dtype is one of the keys PretrainedConfig takes through **kwargs.
         fields: dict[str, Any] = {
-            "architectures": ["LlamaForCausalLM"],
+            "architectures": [self.family.architecture],
             **special,
-            **self.hf_dims(),
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_hidden_layers,
+            "num_attention_heads": self.num_attention_heads,
+            "num_key_value_heads": self.num_key_value_heads,
+            "head_dim": self.head_dim,
             "rms_norm_eps": self.rms_norm_eps,
             "max_position_embeddings": self.max_position_embeddings,
             "tie_word_embeddings": self.tie_word_embeddings,
             "rope_parameters": rope,
             "torch_dtype": dtype,
+            **self._family_fields(),
         }
-        config = transformers.LlamaConfig(**fields)
-        return config.to_dict()
+        return getattr(transformers, self.family.config_class)(**fields).to_dict()
+
+    def _family_fields(self) -> dict[str, Any]:
+        """What the family's config class needs beyond the sizes for MaxText's computation:
+        full attention (MaxText's blocks have no window), every layer a MoE layer."""
+        block = self.family.block
+        fields: dict[str, Any] = {}
+        if block in ("mistral", "qwen3", "qwen3_moe", "mixtral"):
+            fields["sliding_window"] = None
+        if block in ("qwen3", "qwen3_moe"):
+            fields["use_sliding_window"] = False
+        if block == "qwen3_moe":
+            fields |= {
+                "num_experts": self.num_experts, "num_experts_per_tok": self.num_experts_per_tok,
+                "moe_intermediate_size": self.moe_intermediate_size, "decoder_sparse_step": 1,
+                "mlp_only_layers": [], "norm_topk_prob": self.norm_topk_prob,
+            }  # fmt: skip
+        if block == "mixtral":
+            fields |= {
+                "num_local_experts": self.num_experts,
+                "num_experts_per_tok": self.num_experts_per_tok,
+                "intermediate_size": self.moe_intermediate_size,
+            }
+        return fields
 
 
 def restore_params(items_dir: Path) -> dict:
@@ -147,35 +175,60 @@ def restore_params(items_dir: Path) -> dict:
     return restored["params"]  # a training state nests them: {"params": {"params": ...}}
 
 
-def to_hf_tensors(params: dict, shape: LlamaShape) -> dict[str, np.ndarray]:
-    """MaxText's parameter tree -> Hugging Face Llama tensors, by MaxText's own tables."""
-    from maxtext.checkpoint_conversion.utils.hf_shape import LLAMA31_HF_WEIGHTS_TO_SHAPE
+def to_hf_tensors(params: dict, shape: ModelShape) -> dict[str, np.ndarray]:
+    """MaxText's parameter tree -> Hugging Face tensors, by MaxText's own tables of the family."""
+    from maxtext.checkpoint_conversion.utils.tensor_handling import apply_hook_fns
 
-    dims = shape.hf_dims()
-    names, hooks = llama_tables(dims, shape.scan_layers, shape.rope_type, saving_to_hf=True)
-    shapes = LLAMA31_HF_WEIGHTS_TO_SHAPE(dims)
+    dims = shape.hf_config("float32", {})
+    names, hooks = conversion_tables(shape.family, dims, shape.config, saving_to_hf=True)
+    shapes = hf_shapes(shape.family, dims)
     flat = _flatten(params)
     if shape.tie_word_embeddings:  # no logits kernel: lm_head is the embedding
         names = {k: v for k, v in names.items() if "logits_dense" not in k}
+    # Qwen's table names the attention biases of Qwen 2.5, which Qwen 3 does not have.
+    names = {k: v for k, v in names.items() if k in flat or not k.endswith("-bias")}
     missing = sorted(set(names) - set(flat))
     if missing:
         raise UsageError(
             "checkpoint",
-            f"the checkpoint has no {', '.join(missing[:3])} (a Llama-style MaxText model has)",
+            f"the checkpoint has no {', '.join(missing[:3])} (a {shape.family.block} MaxText "
+            "model has)",
             "check that the run's config is the one the checkpoint was trained with",
         )
     out: dict[str, np.ndarray] = {}
     for mt_key, hf_names in names.items():
-        value = flat[mt_key]
-        per_layer = isinstance(hf_names, list)
-        for i, hf_name in enumerate(hf_names if per_layer else [hf_names]):
-            tensor = np.take(value, i, axis=shape.param_scan_axis) if per_layer else value
-            for hook in hooks.get(mt_key, []):
-                tensor = hook(tensor, shapes[hf_name])
-            out[hf_name] = np.ascontiguousarray(np.asarray(tensor))
+        for hf_name, tensor in _split(flat[mt_key], hf_names, shape.config, mt_key):
+            tensor = np.asarray(apply_hook_fns(tensor, shapes[hf_name], hooks.get(mt_key)))
+            out[hf_name] = np.ascontiguousarray(tensor)
             if list(out[hf_name].shape) != list(shapes[hf_name]):
                 raise AssertionError(f"{hf_name}: {out[hf_name].shape} != {shapes[hf_name]}")
     return out
+
+
+def _split(value: np.ndarray, hf_names: Any, config, mt_key: str):
+    """(Hugging Face name, its slice of `value`): the inverse of the import's stacking, on the
+    axes MaxText's converter (to_huggingface) slices."""
+    from maxtext.checkpoint_conversion.utils.tensor_handling import nesting_depth, stacked_axes
+
+    depth = nesting_depth(hf_names)
+    if depth == 0:
+        yield hf_names, value
+        return
+    if depth == 1:
+        scan_axis = int(config.param_scan_axis)
+        axes: tuple[int, ...] = (scan_axis if config.scan_layers and value.ndim > scan_axis else 0,)
+    else:
+        axes = tuple(stacked_axes(mt_key, config, depth))
+    leading = np.moveaxis(value, axes, tuple(range(depth)))
+
+    def walk(tensor: np.ndarray, names: Any, level: int):
+        if level == depth:
+            yield names, tensor
+            return
+        for i, sub in enumerate(names):
+            yield from walk(tensor[i], sub, level + 1)
+
+    yield from walk(leading, hf_names, 0)
 
 
 def _flatten(tree: dict, prefix: str = "") -> dict[str, np.ndarray]:
@@ -271,7 +324,7 @@ def write_export(found: RunCheckpoint, staging: Path) -> dict[str, Any]:
     from safetensors.numpy import save_file
 
     model = found.model.with_defaults(hardware="cpu", skip_jax_distributed_system=True)
-    shape = LlamaShape.from_maxtext(pyconfig.initialize(model.argv("export")))
+    shape = ModelShape.from_maxtext(pyconfig.initialize(model.argv("export")))
     tensors = to_hf_tensors(restore_params(found.items_dir), shape)
     dtype = str(next(iter(tensors.values())).dtype)
     save_file(tensors, str(staging / WEIGHTS_FILE), metadata={"format": "pt"})
@@ -292,6 +345,7 @@ def write_export(found: RunCheckpoint, staging: Path) -> dict[str, Any]:
         "step": found.step,
         "source": str(found.items_dir.parent),
         "model": str(found.model.config),
+        "architecture": shape.family.architecture,
         "tokenizer": tokenizer,
         "dtype": dtype,
         "parameters": int(sum(t.size for t in tensors.values())),
@@ -303,7 +357,8 @@ def _print_result(found: RunCheckpoint, target: Path, record: dict) -> None:
     files = sorted(p for p in target.iterdir() if p.is_file())
     print("\n" + format_summary_title("export"), flush=True)
     print(f"run:        {found.run}, checkpoint step {record['step']} ({record['source']})")
-    print(f"model:      {target} (Hugging Face LlamaForCausalLM, {record['dtype']})")
+    arch = record.get("architecture", "LlamaForCausalLM")  # exports before it was recorded
+    print(f"model:      {target} (Hugging Face {arch}, {record['dtype']})")
     print(f"parameters: {record['parameters']:,}; tokenizer: {record['tokenizer']}")
     print("files:      " + ", ".join(f"{p.name} ({p.stat().st_size:,} B)" for p in files))
     # The same path in a serving pod: the chart mounts the bucket at global.gcsfuse.mountPath in

@@ -1,14 +1,15 @@
-"""`python -m launcher.runtime hf-import`: a Hugging Face Llama-family model directory (config.json,
-*.safetensors, the tokenizer) as MaxText's parameter checkpoint under imports/<name>/, which a
-job loads with `--from <name>`. It is the job `tpu-launcher import` submits.
+"""`python -m launcher.runtime hf-import`: a Hugging Face model directory (config.json,
+*.safetensors, the tokenizer) of a family MaxText computes (launcher.runtime.model_families) as
+MaxText's parameter checkpoint under imports/<name>/, which a job loads with `--from <name>`. It
+is the job `tpu-launcher import` submits.
 
-The conversion is MaxText's own (`maxtext.checkpoint_conversion`): its Llama name and layout
-tables, its hooks (the query kernel takes Hugging Face's 1/sqrt(head_dim) out of attention,
-Llama 3.1's rotary pairs are interleaved in MaxText and halves in Hugging Face), MaxText's
-abstract model for every target shape and its own checkpoint writer. Only the driver is ours:
-`to_maxtext.main` knows a model by the name in its table (and its sizes with it) and reads
-tensors through torch; this reads the directory's own config.json and its tensors as numpy,
-so any size of the family converts, without torch.
+The conversion is MaxText's own (`maxtext.checkpoint_conversion`): its per-family name and
+layout tables, its hooks (the query kernel takes Hugging Face's 1/sqrt(head_dim) out of
+attention, Llama 3.1's rotary pairs are interleaved in MaxText and halves in Hugging Face,
+experts stacked on their own axis), MaxText's abstract model for every target shape and its own
+checkpoint writer. Only the driver is ours: `to_maxtext.main` knows a model by the name in its
+table (and its sizes with it) and reads tensors through torch; this reads the directory's own
+config.json and its tensors as numpy, so any size of a family converts, without torch.
 """
 
 from __future__ import annotations
@@ -38,9 +39,13 @@ from launcher.core.run_dir import output_dir
 from launcher.core.run_requests import ImportRequest, check_request
 from launcher.runtime.hf_hub import download
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
-from launcher.runtime.llama_tables import ROPE_SCALING_KEYS, llama31_rope_scaling, llama_tables
+from launcher.runtime.model_families import (
+    MAXTEXT_CONVERTER,
+    conversion_tables,
+    family_of,
+    maxtext_keys,
+)
 
-LLAMA = "LlamaForCausalLM"
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "tokenizer.model", "generation_config.json", "chat_template.jinja")  # fmt: skip
 
@@ -66,66 +71,6 @@ def source_dir(source: str) -> Path:
     return path
 
 
-def llama_keys(hf: dict[str, Any]) -> dict[str, str]:
-    """config.json -> the MaxText keys of the same model; what MaxText's Llama block cannot
-    compute is refused here, not found wrong after training."""
-    arch = (hf.get("architectures") or ["?"])[0]
-    unsupported = [
-        f"{k}={hf.get(k)}"
-        for k, ok in (
-            ("hidden_act", hf.get("hidden_act", "silu") == "silu"),
-            ("attention_bias", not hf.get("attention_bias", False)),
-            ("mlp_bias", not hf.get("mlp_bias", False)),
-        )
-        if not ok
-    ]
-    if arch != LLAMA or unsupported:
-        raise UsageError(
-            "config.json",
-            f"import converts {LLAMA} (SiLU, no biases); this model is {arch}"
-            + (f" with {', '.join(unsupported)}" if unsupported else ""),
-            "convert it with MaxText's own converter, which knows its models by name "
-            "(python -m maxtext.checkpoint_conversion.to_maxtext model_name=...), and give its "
-            "output as load_parameters_path=",
-        )
-    rope = hf.get("rope_parameters") or {**(hf.get("rope_scaling") or {})}
-    theta = rope.get("rope_theta", hf.get("rope_theta", 10_000.0))
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    # MaxText's LLaMARotaryEmbedding (rope_type llama3.1) has Llama 3.1's scaling built in.
-    llama31 = {k: v for k, v in llama31_rope_scaling().items() if k in ROPE_SCALING_KEYS}
-    if kind == "llama3" and all(rope.get(k) == v for k, v in llama31.items()):
-        rope_type = "llama3.1"
-    elif kind == "default":
-        rope_type = "default"
-    else:
-        raise UsageError(
-            "config.json",
-            f"rope {kind} {rope} is not one MaxText's Llama block computes (default, or "
-            f"Llama 3.1's {llama31})",
-            "use MaxText's converter for this model (maxtext.checkpoint_conversion.to_maxtext)",
-        )
-    heads = int(hf["num_attention_heads"])
-    tied = bool(hf.get("tie_word_embeddings", False))
-    return {
-        "decoder_block": "llama2",
-        "base_emb_dim": str(hf["hidden_size"]),
-        "base_num_query_heads": str(heads),
-        "base_num_kv_heads": str(hf.get("num_key_value_heads", heads)),
-        "base_mlp_dim": str(hf["intermediate_size"]),
-        "base_num_decoder_layers": str(hf["num_hidden_layers"]),
-        "head_dim": str(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
-        "vocab_size": str(hf["vocab_size"]),
-        "normalization_layer_epsilon": str(hf.get("rms_norm_eps", 1e-6)),
-        "rope_max_timescale": str(int(theta)),
-        "rope_type": rope_type,
-        "logits_via_embedding": str(tied).lower(),
-        # MaxText divides tied logits by sqrt(emb_dim) by default; Hugging Face's lm_head is the
-        # embedding as it is (Llama 3.2 1B and 3B are tied).
-        **({"normalize_embedding_logits": "false"} if tied else {}),
-        "scan_layers": "true",
-    }
-
-
 def tensor_reader(directory: Path) -> tuple[Callable[[str], np.ndarray], int]:
     """A reader of the directory's tensors by Hugging Face name (one safetensors file or an
     index of shards, memory-mapped), and their bytes on disk."""
@@ -149,7 +94,7 @@ def tensor_reader(directory: Path) -> tuple[Callable[[str], np.ndarray], int]:
         if name not in shard_of:
             raise UsageError(
                 "SOURCE",
-                f"{directory} has no tensor {name}, which a Llama of its config.json has",
+                f"{directory} has no tensor {name}, which a model of its config.json has",
                 "copy the model whole: every *.safetensors shard and its index",
             )
         with safe_open(directory / shard_of[name], framework="np") as f:
@@ -176,34 +121,55 @@ def to_maxtext_params(read: Callable[[str], np.ndarray], hf: dict, config) -> di
     """MaxText's parameter tree ({"params": {"decoder": ...}}) of the Hugging Face tensors."""
     import jax
     from maxtext.checkpoint_conversion.to_maxtext import get_maxtext_model_info
-    from maxtext.checkpoint_conversion.utils.tensor_handling import apply_hook_fns
 
-    scan, axis = bool(config.scan_layers), int(config.param_scan_axis)
+    family = family_of(hf)
     hf = {**hf, "head_dim": int(config.head_dim)}  # older config.json files leave it implied
-    rope_type = str(getattr(config.rope_type, "value", config.rope_type))  # pyconfig's enums
-    names, hooks = llama_tables(hf, scan, rope_type, saving_to_hf=False)
+    names, hooks = conversion_tables(family, hf, config, saving_to_hf=False)
     targets, treedef = get_maxtext_model_info(config)
     leaves: list[Any] = [None] * len(targets)
     for mt_key, (index, shape) in targets.items():
         if mt_key not in names:
             raise UsageError(
                 "config.json",
-                f"MaxText's model of this shape has {mt_key}, which its Llama table maps from "
-                "no Hugging Face tensor",
-                "convert it with MaxText's own converter (maxtext.checkpoint_conversion."
-                "to_maxtext model_name=...) and give its output as load_parameters_path=",
+                f"MaxText's model of this shape has {mt_key}, which its {family.tables_of} "
+                "table maps from no Hugging Face tensor",
+                MAXTEXT_CONVERTER,
             )
-        source = names[mt_key]
-        if isinstance(source, list):  # one tensor per layer, stacked on the scan axis
-            per_layer = tuple(s for i, s in enumerate(shape) if i != axis)
-            layers = [apply_hook_fns(read(n), per_layer, hooks.get(mt_key)) for n in source]
-            value = np.stack([np.asarray(t) for t in layers], axis=axis)
-        else:
-            value = np.asarray(apply_hook_fns(read(source), shape, hooks.get(mt_key)))
+        value = _assemble(names[mt_key], read, hooks.get(mt_key), tuple(shape), config, mt_key)
         if tuple(value.shape) != tuple(shape):
             raise AssertionError(f"{mt_key}: {value.shape} != {shape}")
         leaves[index] = value
     return jax.tree_util.tree_unflatten(treedef, leaves)
+
+
+def _assemble(source: Any, read: Callable[[str], np.ndarray], hooks, shape: tuple, config,
+              mt_key: str) -> np.ndarray:  # fmt: skip
+    """One MaxText tensor from its Hugging Face tensors: one name, or names nested one list per
+    stacked axis (layers when scanned, experts; experts outermost), as MaxText's tables give
+    them and where its converter (to_maxtext) puts those axes. numpy: the dtype stays."""
+    from maxtext.checkpoint_conversion.utils.tensor_handling import (
+        apply_hook_fns,
+        nesting_depth,
+        slice_shape,
+        stacked_axes,
+    )
+
+    depth = nesting_depth(source)
+    if depth == 0:
+        return np.asarray(apply_hook_fns(read(source), shape, hooks))
+    if depth == 1:  # layers on the scan axis; an unscanned layer's experts on axis 0
+        scan_axis = int(config.param_scan_axis)
+        axes: tuple[int, ...] = (scan_axis if config.scan_layers and len(shape) > scan_axis else 0,)
+    else:
+        axes = tuple(stacked_axes(mt_key, config, depth))
+    piece = slice_shape(shape, axes)
+
+    def gather(keys: Any, level: int) -> np.ndarray:
+        if level == depth:
+            return np.asarray(apply_hook_fns(read(keys), piece, hooks))
+        return np.stack([gather(k, level + 1) for k in keys])
+
+    return np.moveaxis(gather(source, 0), tuple(range(depth)), axes)
 
 
 def convert(source: Path, target: Path, model: dict[str, str]) -> tuple[int, str]:
@@ -240,7 +206,7 @@ def import_model(request: ImportRequest, on_this_host: bool = False) -> int:
         revision = download(hub, Path(output_dir()) / hub.bucket_dir)
     source = source_dir(hub.bucket_dir if hub else request.source)
     hf = json.loads((source / "config.json").read_text())
-    model = llama_keys(hf)
+    model = maxtext_keys(hf)
     print(f"launcher: import {source} ({hf['architectures'][0]}) to {target}", flush=True)
     started = time.monotonic()
     _, weight_bytes = tensor_reader(source)

@@ -12,7 +12,7 @@ from tokenizers import Tokenizer
 
 from launcher.core.byte_tokenizer import byte_tokenizer_files
 from launcher.core.errors import UsageError
-from launcher.runtime.hf_export import LlamaShape, to_hf_tensors
+from launcher.runtime.hf_export import ModelShape, to_hf_tensors
 
 pytestmark = pytest.mark.unit
 
@@ -24,8 +24,14 @@ TINY = dict(
 )  # fmt: skip
 
 
-def _shape(**changes) -> LlamaShape:
-    return LlamaShape.from_maxtext(SimpleNamespace(**{**TINY, **changes}))
+TINY_HF = {
+    "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
+}  # fmt: skip
+
+
+def _shape(**changes) -> ModelShape:
+    return ModelShape.from_maxtext(SimpleNamespace(**{**TINY, **changes}))
 
 
 def _scanned_params(rng: np.random.Generator) -> dict:
@@ -58,11 +64,8 @@ def _unscanned(params: dict) -> dict:
 
 def test_sizes_come_from_maxtexts_config():
     shape = _shape()
-    assert shape.hf_dims() == {
-        "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
-        "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    }  # fmt: skip
     config = shape.hf_config("float32", {"bos_token_id": None, "eos_token_id": None})
+    assert {k: config[k] for k in TINY_HF} == TINY_HF
     assert config["architectures"] == ["LlamaForCausalLM"] and config["model_type"] == "llama"
     assert config["rope_parameters"] == {"rope_type": "default", "rope_theta": 10_000.0}
     assert config["eos_token_id"] is None, "vLLM would stop at a byte the model may emit"

@@ -18,7 +18,7 @@ import pytest
 from launcher.core.errors import UsageError
 from launcher.core.model_imports import IMPORT_RECORD, ImportRecord, hub_model, import_dir
 from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.runtime.hf_import import llama_keys
+from launcher.runtime.model_families import maxtext_keys
 from tests.support.fake_hub import HubRepo, fake_hub
 from tests.support.hf_llama_reference import write_tiny_llama
 
@@ -83,7 +83,7 @@ def test_a_gated_model_comes_with_the_token_once_and_is_imported_whole(tmp_path,
     # Hugging Face's own name (a model card's base_model) and the commit that was imported.
     assert (record.source, record.revision) == ("acme/tiny-llama", COMMIT)
     hf_config = json.loads((llama_repo / "config.json").read_text())
-    assert record.model == llama_keys(hf_config) and record.parameters == 106_816
+    assert record.model == maxtext_keys(hf_config) and record.parameters == 106_816
     downloaded = bucket / "hf" / "acme" / "tiny-llama"
     assert (downloaded / "config.json").read_bytes() == (llama_repo / "config.json").read_bytes()
 

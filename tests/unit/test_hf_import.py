@@ -26,37 +26,17 @@ from launcher.core.model_imports import (
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.run_requests import ImportRequest
 from launcher.core.start_from import resolve_from
-from launcher.runtime.hf_import import import_model, llama_keys, maxtext_config
+from launcher.runtime.hf_import import import_model
 from launcher.runtime.host_memory import conversion_bytes, largest_memory
+from launcher.runtime.model_families import maxtext_keys
 from tests.support.hf_llama_reference import HfLlama, write_tiny_llama
+from tests.support.maxtext_logits import maxtext_logits
 
 pytestmark = pytest.mark.unit
 
 TOKENS = list(b"The import is exact, not only loadable.")
 # float32 through two layers against float64: measured 2.2e-6 at logits of magnitude ~3.
 TOLERANCE = 1e-4
-
-
-def _maxtext_logits(record: ImportRecord, items: Path, ids: list[int]) -> np.ndarray:
-    """The logits MaxText's own model computes on `ids` with the parameters MaxText's own loader
-    (what load_parameters_path runs) reads from `items`."""
-    import jax
-    import jax.numpy as jnp
-    from maxtext.utils import maxtext_utils
-    from maxtext.utils.model_creation_utils import from_pretrained
-
-    keys = {**record.model, "load_parameters_path": str(items), "max_target_length": str(len(ids))}
-    keys |= {"attention": "dot_product", "dtype": "float32", "weight_dtype": "float32"}
-    config = maxtext_config({**keys, "matmul_precision": "highest"})
-    mesh = jax.sharding.Mesh(maxtext_utils.create_device_mesh(config), config.mesh_axes)
-    model = from_pretrained(config, mesh=mesh)
-    tokens = jnp.asarray([ids], dtype=jnp.int32)
-    with jax.set_mesh(mesh):
-        logits = model(
-            tokens, jnp.arange(len(ids))[None], decoder_segment_ids=jnp.ones_like(tokens),
-            enable_dropout=False,
-        )  # fmt: skip
-    return np.asarray(logits[0], dtype=np.float64)
 
 
 @pytest.mark.parametrize("tied", [False, True], ids=["lm_head", "tied-embeddings"])
@@ -85,7 +65,7 @@ def test_the_imported_parameters_compute_hugging_faces_logits(tmp_path, monkeypa
         reference.w["lm_head.weight"] = embedding.astype(ml_dtypes.bfloat16).astype(np.float64)
         reference.config = {**reference.config, "tie_word_embeddings": False}
     expected = reference.logits(TOKENS)
-    got = _maxtext_logits(record, target / PARAMS_ITEMS, TOKENS)
+    got = maxtext_logits(record, target / PARAMS_ITEMS, TOKENS)
     assert np.abs(expected).max() > 1, "logits too small to tell a wrong layout apart"
     np.testing.assert_allclose(got, expected, atol=TOLERANCE, rtol=0)
 
@@ -112,7 +92,7 @@ LLAMA = {
 def test_llama_31_rope_and_an_implied_head_dim_are_read_as_maxtext_names_them():
     llama31 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
                "high_freq_factor": 4.0, "original_max_position_embeddings": 8192}  # fmt: skip
-    keys = llama_keys({**LLAMA, "rope_scaling": llama31, "rope_theta": 500000.0})
+    keys = maxtext_keys({**LLAMA, "rope_scaling": llama31, "rope_theta": 500000.0})
     assert (keys["rope_type"], keys["rope_max_timescale"], keys["head_dim"]) == (
         "llama3.1", "500000", "16",
     )  # fmt: skip
@@ -130,7 +110,7 @@ def test_llama_31_rope_and_an_implied_head_dim_are_read_as_maxtext_names_them():
 )
 def test_what_maxtexts_llama_block_cannot_compute_is_refused_with_the_way_out(change, said):
     with pytest.raises(UsageError) as e:
-        llama_keys({**LLAMA, **change})
+        maxtext_keys({**LLAMA, **change})
     assert said in e.value.problem and "to_maxtext" in e.value.fix
 
 

@@ -341,8 +341,9 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_about_run)
     p = sub.add_parser(
         "import",
-        help="convert a Hugging Face Llama model (in the bucket, or from the Hub) into "
-        "MaxText's parameters (imports/NAME), which a job starts from with --from=NAME",
+        help="convert a Hugging Face model (Llama, Mistral, Qwen3, Qwen3-MoE, Mixtral; in the "
+        "bucket or from the Hub) into MaxText's parameters (imports/NAME), which a job starts "
+        "from with --from=NAME",
         description="The conversion runs as a job on the cluster, as a task on a host with the "
         f"memory it needs (twice the weights), checked first. {doc('fine-tuning.md')}",
     )

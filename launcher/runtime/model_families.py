@@ -1,0 +1,231 @@
+"""The Hugging Face architectures `import` and `export` convert, one row a family: the MaxText
+decoder block that computes it and the model whose conversion tables MaxText keeps for it
+(maxtext.checkpoint_conversion.utils: param_mapping's names and hooks, hf_shape's shapes),
+applied here to any size the model's own config.json gives. What a row's block cannot compute
+(an activation, a bias, a rope, a window) is refused with the field, its value and the way out.
+
+MaxText's tables are keyed by a model name with its sizes (to_maxtext's `model_name=`); the
+functions behind a name take the sizes as a config dict, which is what lets one row serve every
+size of its family. Llama 3.2's rotary scaling is refused: MaxText's LLaMARotaryEmbedding has
+Llama 3.1's factor 8 built in (maxtext/layers/embeddings.py, _apply_scaling_factor), and a model
+with factor 32 would be trained as a different model.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.core.errors import UsageError
+
+# The keys of MaxText's Llama 3.1 rotary scaling as Hugging Face's config.json names them
+# (rope_type and rope_theta aside).
+ROPE_SCALING_KEYS = (
+    "factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings",
+)  # fmt: skip
+MAXTEXT_CONVERTER = (
+    "convert it with MaxText's own converter, which knows its models by name (python -m "
+    "maxtext.checkpoint_conversion.to_maxtext model_name=...), and give its output as "
+    "load_parameters_path="
+)
+
+
+@dataclass(frozen=True)
+class Family:
+    architecture: str  # config.json's architectures[0]
+    block: str  # MaxText's decoder_block
+    tables_of: str  # the model in MaxText's PARAM_MAPPING, HOOK_FNS and HF_SHAPE tables
+    config_class: str  # transformers' config class, for the export's config.json
+    moe: bool = False
+    qk_norm: bool = False
+    # Llama 3.1's rotary embedding (LLaMARotaryEmbedding) pairs features (2i, 2i+1), so the
+    # tables reorder q/k for Hugging Face's halves; every other block rotates halves.
+    llama31_rope: bool = False
+
+
+FAMILIES = (
+    Family("LlamaForCausalLM", "llama2", "llama3.1-8b", "LlamaConfig", llama31_rope=True),
+    # Mistral's tensors are Llama's, by name and layout; MaxText has no Mistral table of its own.
+    Family("MistralForCausalLM", "mistral", "llama3.1-8b", "MistralConfig"),
+    Family("Qwen3ForCausalLM", "qwen3", "qwen3-0.6b", "Qwen3Config", qk_norm=True),
+    Family("Qwen3MoeForCausalLM", "qwen3_moe", "qwen3-30b-a3b", "Qwen3MoeConfig", True, True),
+    Family("MixtralForCausalLM", "mixtral", "mixtral-8x7b", "MixtralConfig", moe=True),
+)
+BY_ARCHITECTURE = {f.architecture: f for f in FAMILIES}
+BY_BLOCK = {f.block: f for f in FAMILIES}
+
+
+def family_of(hf: dict[str, Any]) -> Family:
+    arch = (hf.get("architectures") or ["?"])[0]
+    if arch not in BY_ARCHITECTURE:
+        raise UsageError(
+            "config.json",
+            f"import converts {', '.join(BY_ARCHITECTURE)}; this model is {arch}",
+            MAXTEXT_CONVERTER,
+        )
+    return BY_ARCHITECTURE[arch]
+
+
+def family_of_block(block: str) -> Family:
+    if block not in BY_BLOCK:
+        raise UsageError(
+            "decoder_block",
+            f"export writes decoder_block {', '.join(BY_BLOCK)}; this run's is {block}",
+            "convert it with MaxText's own converter (python -m "
+            "maxtext.checkpoint_conversion.to_huggingface, needs torch) and point vllm.model "
+            "at its output",
+        )
+    return BY_BLOCK[block]
+
+
+def maxtext_keys(hf: dict[str, Any]) -> dict[str, str]:
+    """config.json -> the MaxText keys of the same model; what the family's block cannot
+    compute is refused here, not found wrong after training."""
+    family = family_of(hf)
+    _refuse_what_the_block_lacks(family, hf)
+    heads = int(hf["num_attention_heads"])
+    tied = bool(hf.get("tie_word_embeddings", False))
+    keys = {
+        "decoder_block": family.block,
+        "base_emb_dim": str(hf["hidden_size"]),
+        "base_num_query_heads": str(heads),
+        "base_num_kv_heads": str(hf.get("num_key_value_heads") or heads),
+        "base_mlp_dim": str(hf["intermediate_size"]),
+        "base_num_decoder_layers": str(hf["num_hidden_layers"]),
+        "head_dim": str(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
+        "vocab_size": str(hf["vocab_size"]),
+        "normalization_layer_epsilon": str(hf.get("rms_norm_eps", 1e-6)),
+        "rope_max_timescale": str(int(_rope(hf)[0])),
+        "rope_type": _rope_type(family, hf),
+        "logits_via_embedding": str(tied).lower(),
+        # MaxText divides tied logits by sqrt(emb_dim) by default; Hugging Face's lm_head is the
+        # embedding as it is (Llama 3.2 1B and 3B, the small Qwen3 are tied).
+        **({"normalize_embedding_logits": "false"} if tied else {}),
+        "scan_layers": "true",
+    }
+    if family.qk_norm:
+        keys["use_qk_norm"] = "true"
+    if family.moe:
+        experts = hf.get("num_experts", hf.get("num_local_experts"))
+        moe_dim = hf.get("moe_intermediate_size") or hf["intermediate_size"]
+        keys |= {
+            "num_experts": str(experts),
+            "num_experts_per_tok": str(hf["num_experts_per_tok"]),
+            "base_moe_mlp_dim": str(moe_dim),
+            # Every layer is a MoE layer (checked above): MaxText sizes them by base_mlp_dim.
+            "base_mlp_dim": str(moe_dim),
+        }
+        if "norm_topk_prob" in hf:  # Qwen3-MoE's; Mixtral always renormalizes the top k
+            keys["norm_topk_prob"] = str(bool(hf["norm_topk_prob"])).lower()
+    return keys
+
+
+def _rope(hf: dict[str, Any]) -> tuple[float, str, dict[str, Any]]:
+    """(theta, rope type, the scaling dict), from transformers 5's rope_parameters or 4's keys."""
+    rope = hf.get("rope_parameters") or {**(hf.get("rope_scaling") or {})}
+    theta = rope.get("rope_theta", hf.get("rope_theta", 10_000.0))
+    return float(theta), str(rope.get("rope_type", rope.get("type", "default"))), rope
+
+
+def _rope_type(family: Family, hf: dict[str, Any]) -> str:
+    _, kind, rope = _rope(hf)
+    llama31 = {k: v for k, v in llama31_rope_scaling().items() if k in ROPE_SCALING_KEYS}
+    if kind == "default":
+        return "default"
+    exact = all(rope.get(k) == v for k, v in llama31.items())
+    if family.llama31_rope and kind == "llama3" and exact:
+        return "llama3.1"
+    computed = f"default, or Llama 3.1's {llama31}" if family.llama31_rope else "default"
+    raise UsageError(
+        "config.json",
+        f"rope {kind} {rope} is not one MaxText's {family.block} block computes ({computed}; "
+        "its Llama 3.1 scaling has factor 8 built in)",
+        MAXTEXT_CONVERTER,
+    )
+
+
+def _refuse_what_the_block_lacks(family: Family, hf: dict[str, Any]) -> None:
+    unsupported = [
+        f"{k}={hf.get(k)}"
+        for k, ok in (
+            ("hidden_act", hf.get("hidden_act", "silu") == "silu"),
+            ("attention_bias", not hf.get("attention_bias", False)),
+            ("mlp_bias", not hf.get("mlp_bias", False)),
+        )
+        if not ok
+    ]
+    if unsupported:
+        raise UsageError(
+            "config.json",
+            f"MaxText's {family.block} block computes SiLU without biases; this "
+            f"{family.architecture} has {', '.join(unsupported)}",
+            MAXTEXT_CONVERTER,
+        )
+    # Sliding-window attention: MaxText's Mistral and Qwen3 blocks attend to every earlier
+    # token (they pass no attention_type), the same model only up to the window.
+    window = hf.get("sliding_window") if hf.get("use_sliding_window", True) else None
+    positions = int(hf.get("max_position_embeddings") or 0)
+    if window and int(window) < positions:
+        raise UsageError(
+            "config.json",
+            f"sliding_window={window}: this model attends to the last {window} tokens, and "
+            f"MaxText's {family.block} block to every earlier one (the same model only on "
+            f"sequences of at most {window} tokens)",
+            f'if it will train and serve on at most {window} tokens, set "sliding_window": '
+            f'null and "max_position_embeddings": {window} in config.json and import again',
+        )
+    if family.moe and (hf.get("mlp_only_layers") or int(hf.get("decoder_sparse_step", 1)) != 1):
+        raise UsageError(
+            "config.json",
+            f"mlp_only_layers={hf.get('mlp_only_layers')}, decoder_sparse_step="
+            f"{hf.get('decoder_sparse_step')}: MaxText's {family.block} block makes every "
+            "layer a MoE layer",
+            MAXTEXT_CONVERTER,
+        )
+    heads, head_dim = int(hf["num_attention_heads"]), hf.get("head_dim")
+    if family.block == "mixtral" and head_dim and int(head_dim) * heads != int(hf["hidden_size"]):
+        raise UsageError(  # MaxText's Mixtral shapes (hf_shape.py) take head_dim from these two
+            "config.json",
+            f"head_dim={head_dim} with {heads} heads is not hidden_size={hf['hidden_size']}, "
+            "which MaxText's Mixtral tables assume",
+            MAXTEXT_CONVERTER,
+        )
+
+
+Hooks = dict[str, list[Callable[..., Any]]]
+
+
+def conversion_tables(
+    family: Family, dims: dict[str, Any], config: Any, saving_to_hf: bool
+) -> tuple[dict[str, Any], Hooks]:
+    """(MaxText name -> its Hugging Face name(s): one, one per layer when scanned, one per
+    expert (and layer); MaxText name -> the hooks to apply in order) for a model of `dims`
+    (Hugging Face's config.json) and MaxText's `config` of the same model."""
+    from maxtext.checkpoint_conversion.utils.param_mapping import HOOK_FNS, PARAM_MAPPING
+
+    scan = bool(config.scan_layers)
+    names = PARAM_MAPPING[family.tables_of](dims, config, scan_layers=scan)
+    hooks = HOOK_FNS[family.tables_of](dims, config, scan_layers=scan, saving_to_hf=saving_to_hf)
+    chains = {k: list(v) if isinstance(v, list) else [v] for k, v in hooks.items()}
+    rope_type = str(getattr(config.rope_type, "value", config.rope_type))  # pyconfig's enums
+    if family.tables_of.startswith("llama3.1") and rope_type != "llama3.1":
+        # The Llama 3.1 tables reorder q/k for its interleaved rotary pairs; the default
+        # rotary embedding (Llama 2 and 3, Mistral) already rotates halves.
+        chains = {k: [h for h in v if h.__name__ != "adjust_rope"] for k, v in chains.items()}
+    return names, chains
+
+
+def hf_shapes(family: Family, dims: dict[str, Any]) -> dict[str, Any]:
+    """Hugging Face name -> its shape, by MaxText's table of the family."""
+    from maxtext.checkpoint_conversion.utils.hf_shape import HF_SHAPE
+
+    return HF_SHAPE[family.tables_of](dims)
+
+
+def llama31_rope_scaling() -> dict[str, Any]:
+    """Llama 3.1's rotary scaling as MaxText's LLaMARotaryEmbedding computes it, in Hugging
+    Face's config.json form (rope_type llama3 and the 8B's rope_theta included)."""
+    from maxtext.checkpoint_conversion.utils.hf_model_configs import llama31_8b_config
+
+    return dict(llama31_8b_config.rope_scaling)
