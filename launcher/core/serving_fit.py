@@ -32,8 +32,9 @@ DEFAULT_UTILIZATION = 0.9
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "fp8": 1, "int4": 0.5}
 
 
-# Published configs (config.json of meta-llama/Llama-3.1-8B, -70B and -405B on Hugging Face), for
-# sizing a slice before the model is in the bucket: `tpu-launcher serve-fit llama3.1-70b`.
+# Published configs (config.json of meta-llama/Llama-3.1-8B, -70B and -405B, Qwen/Qwen3-8B and
+# Qwen3-30B-A3B, mistralai/Mistral-7B-v0.3 and Mixtral-8x7B-v0.1 on Hugging Face), for sizing a
+# slice before the model is in the bucket: `tpu-launcher serve-fit llama3.1-70b`.
 KNOWN_MODELS: dict[str, dict[str, Any]] = {
     "llama3.1-8b": dict(
         hidden_size=4096,
@@ -62,6 +63,54 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
         vocab_size=128256,
         torch_dtype="bfloat16",
     ),
+    "qwen3-8b": dict(
+        architectures=["Qwen3ForCausalLM"],
+        hidden_size=4096,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=12288,
+        vocab_size=151936,
+        torch_dtype="bfloat16",
+    ),
+    "qwen3-30b-a3b": dict(
+        architectures=["Qwen3MoeForCausalLM"],
+        hidden_size=2048,
+        num_hidden_layers=48,
+        num_attention_heads=32,
+        num_key_value_heads=4,
+        head_dim=128,
+        intermediate_size=6144,
+        moe_intermediate_size=768,
+        num_experts=128,
+        num_experts_per_tok=8,
+        vocab_size=151936,
+        torch_dtype="bfloat16",
+    ),
+    "mistral-7b": dict(
+        architectures=["MistralForCausalLM"],
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        intermediate_size=14336,
+        vocab_size=32768,
+        torch_dtype="bfloat16",
+    ),
+    "mixtral-8x7b": dict(
+        architectures=["MixtralForCausalLM"],
+        hidden_size=4096,
+        num_hidden_layers=32,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        intermediate_size=14336,
+        num_local_experts=8,
+        num_experts_per_tok=2,
+        vocab_size=32000,
+        torch_dtype="bfloat16",
+    ),
 }
 
 
@@ -70,7 +119,8 @@ class ModelSize:
     """What the fit needs of a model: parameters, attention shape, layers."""
 
     name: str
-    parameters: int
+    parameters: int  # every weight: what the hosts hold (all of a MoE's experts)
+    active_parameters: int  # what one token computes with (a MoE's routed experts only)
     layers: int
     attention_heads: int
     kv_heads: int
@@ -84,10 +134,11 @@ class ModelSize:
 
 
 def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
-    """The size of a Hugging Face decoder (Llama's layout: Llama, Mistral, Qwen2 and the models
-    `tpu-launcher export` writes) from its config.json: embeddings, per layer the attention
-    projections (grouped KV heads), a gated MLP and two norms, the final norm, and an untied
-    output head unless `tie_word_embeddings`."""
+    """The size of a Hugging Face decoder (Llama's layout and its kin: Llama, Mistral, Qwen3,
+    and the MoE ones, Qwen3-MoE and Mixtral) from its config.json: embeddings, per layer the
+    attention projections (grouped KV heads, Qwen3's per-head q/k norms), a gated MLP, or a
+    router and its experts' gated MLPs, and two norms, the final norm, and an untied output
+    head unless `tie_word_embeddings`."""
     try:
         hidden = int(config["hidden_size"])
         layers = int(config["num_hidden_layers"])
@@ -104,11 +155,21 @@ def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or hidden // heads)
     attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
-    per_layer = attention + 3 * hidden * inter + 2 * hidden
+    if any(a.startswith("Qwen3") for a in config.get("architectures") or []):
+        attention += 2 * head_dim  # q_norm, k_norm
+    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+    if experts > 1:  # Qwen3-MoE names the experts' size apart; Mixtral's is intermediate_size
+        expert = 3 * hidden * int(config.get("moe_intermediate_size") or inter)
+        routed = int(config.get("num_experts_per_tok") or 1)
+        mlp, active_mlp = hidden * experts + experts * expert, hidden * experts + routed * expert
+    else:
+        mlp = active_mlp = 3 * hidden * inter
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
+    rest = layers * (attention + 2 * hidden) + embeddings + hidden
     return ModelSize(
         name=name,
-        parameters=layers * per_layer + embeddings + hidden,
+        parameters=rest + layers * mlp,
+        active_parameters=rest + layers * active_mlp,
         layers=layers,
         attention_heads=heads,
         kv_heads=kv_heads,
@@ -198,7 +259,13 @@ class ServingFit:
         s, g = self.shape, self.shape.generation
         need = self.weights + self.kv_per_sequence * (self.max_num_seqs or 1)
         return [
-            f"{self.model.name}: {self.model.parameters / 1e9:.2f}B parameters, "
+            f"{self.model.name}: {self.model.parameters / 1e9:.2f}B parameters"
+            + (
+                f" ({self.model.active_parameters / 1e9:.2f}B active per token)"
+                if self.model.active_parameters != self.model.parameters
+                else ""
+            )
+            + ", "
             f"{self.weights / GIB:.1f} GiB of weights at {self.weight_bytes_per_param:g} "
             f"bytes each; KV cache {self.kv_per_sequence / GIB:.2f} GiB per "
             f"{self.max_model_len}-token sequence",

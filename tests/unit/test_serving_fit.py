@@ -3,7 +3,9 @@ model cards: 8.03B, 70.6B, 405B) and Hugging Face's "Llama 3.1 - 405B, 70B & 8B"
 in FP16 and FP8/INT8: 16/8 GB, 140/70 GB, 810/405 GB; the KV cache of 128k tokens in FP16: 15.62
 GB for 8B, 39.06 GB for 70B, in GiB as computed there). And vLLM's rules: at least one request of
 max_model_len must fit, the attention heads divide over the tensor-parallel devices, KV heads
-replicate past their count."""
+replicate past their count. The other families against their makers' model cards: Qwen3-8B
+8.2B, Qwen3-30B-A3B 30.5B with 3.3B activated, Mistral 7B 7.3B, Mixtral 8x7B 46.7B with 12.9B
+active (Mistral AI's "Mixtral of experts" post)."""
 
 from __future__ import annotations
 
@@ -35,6 +37,22 @@ def test_parameters_and_weights_match_the_published_sizes(name, billions, bf16_g
     for dtype, published in (("bfloat16", bf16_gb), ("int8", int8_gb)):
         weights = serving_fit.fit(model, shape, dtype=dtype).weights
         assert weights / 1e9 == pytest.approx(published, rel=0.015), (name, dtype)
+
+
+@pytest.mark.parametrize(
+    ("name", "billions", "active"),
+    [
+        ("qwen3-8b", 8.2, 8.2),
+        ("qwen3-30b-a3b", 30.5, 3.3),
+        ("mistral-7b", 7.3, 7.3),
+        ("mixtral-8x7b", 46.7, 12.9),
+    ],
+)
+def test_every_familys_published_config_has_its_published_parameter_count(name, billions, active):
+    """A MoE's hosts hold every expert; a token computes with the routed ones."""
+    model = MODELS[name]
+    assert model.parameters / 1e9 == pytest.approx(billions, abs=0.06)
+    assert model.active_parameters / 1e9 == pytest.approx(active, abs=0.06)
 
 
 @pytest.mark.parametrize(("name", "gib"), [("llama3.1-8b", 15.62), ("llama3.1-70b", 39.06)])
