@@ -27,6 +27,13 @@ SFT_KEYS = {
     "use_sft": "true",
     # The loss on what the model is to say, not on the prompts it is given (TRL's default too).
     "sft_train_on_completion_only": "true",
+    # The chat template places the special tokens. MaxText's Grain SFT pipeline renders a turn
+    # with the template, then encodes its prompt and its completion apart with add_bos and
+    # add_eos (grain_data_processing._tokenize_sft_chunks): left on, a BOS-adding tokenizer
+    # trains on `[BOS] prompt [EOS] [BOS] completion [EOS]`, which no chat server sends. Its
+    # Hugging Face pipeline turns both off for SFT (hf_data_processing.preprocessing_pipeline).
+    "add_bos": "false",
+    "add_eos": "false",
 }
 # MaxText 0.2.5's DPO is Tunix's trainer (train_dpo.py imports tunix.sft.dpo), a loop of its
 # own; the loop every host runs here refuses use_dpo (train_utils.validate_train_config).

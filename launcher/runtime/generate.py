@@ -24,7 +24,7 @@ from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.run_dir import RunDir, output_dir
 from launcher.core.run_record import find_run_checkpoint
 from launcher.core.run_requests import GenerateRequest, check_request
-from launcher.runtime.prompt_tokens import Tokenizer, as_user_turn, tokenizer_for, until_eos
+from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos, user_turn_ids
 
 # The prompt is padded to a multiple of this: prompts of similar length share one compiled
 # prefill (in the run's compilation cache).
@@ -46,8 +46,10 @@ def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan
     found = find_run_checkpoint(request.run, request.step, request.maxtext_argv, output_dir)
     model = found.model
     tokenizer = tokenizer_for(model)
-    text = as_user_turn(tokenizer, request.prompt) if request.chat else request.prompt
-    prompt_ids = tokenizer.encode(text)
+    if request.chat:
+        prompt_ids = user_turn_ids(tokenizer, request.prompt)
+    else:
+        prompt_ids = tokenizer.encode(request.prompt)
     prefill = -(-len(prompt_ids) // PREFILL_BUCKET) * PREFILL_BUCKET
     forced = {
         "load_parameters_path": str(found.items_dir),

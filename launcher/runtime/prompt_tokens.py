@@ -84,9 +84,11 @@ def until_eos(ids: list[int], eos_id: int | None) -> list[int]:
     return ids
 
 
-def as_user_turn(tokenizer: Tokenizer, prompt: str) -> str:
-    """`prompt` as a user's turn and the assistant's cue, by the tokenizer's chat template: what
-    a fine-tuned model was trained to answer. Raises UsageError."""
+def user_turn_ids(tokenizer: Tokenizer, prompt: str) -> list[int]:
+    """`prompt` as a user's turn and the assistant's cue, in ids, by the tokenizer's chat
+    template with the special tokens where the template puts them and nowhere else: the ids an
+    SFT run trained its prompts as (trainers.SFT_KEYS) and a chat server sends (transformers'
+    apply_chat_template, vLLM's chat API). Raises UsageError."""
     impl = getattr(getattr(tokenizer, "_impl", None), "tokenizer", None)  # transformers'
     if impl is None or not getattr(impl, "chat_template", None):
         raise UsageError(
@@ -96,4 +98,7 @@ def as_user_turn(tokenizer: Tokenizer, prompt: str) -> str:
             "fine-tune from an import whose tokenizer has one (--trainer=sft --from=NAME)",
         )
     messages = [{"role": "user", "content": prompt}]
-    return str(impl.apply_chat_template(messages, tokenize=False, add_generation_prompt=True))
+    ids = impl.apply_chat_template(
+        messages, tokenize=True, add_generation_prompt=True, return_dict=False
+    )
+    return [int(i) for i in ids]

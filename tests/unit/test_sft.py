@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -20,7 +21,8 @@ from launcher.core.job_plan import JobOptions, plan_job
 from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.trainers import SFT_KEYS, describe_trainer, trainer_keys
 from launcher.corpus import instructions
-from launcher.runtime.prompt_tokens import ByteTokenizer, as_user_turn
+from launcher.runtime.hf_export import tokenizer_files
+from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, user_turn_ids
 
 pytestmark = pytest.mark.unit
 
@@ -131,5 +133,76 @@ def test_sft_needs_a_chat_template_and_says_so_before_the_job_starts(tmp_path):
 
 def test_generate_chat_needs_the_runs_tokenizer_to_have_a_template():
     with pytest.raises(UsageError) as e:
-        as_user_turn(ByteTokenizer(), "hi")
+        user_turn_ids(ByteTokenizer(), "hi")
     assert e.value.field == "--chat" and "has no chat template" in e.value.problem
+
+
+BOS, EOS = "<s>", "</s>"
+# A Llama-like chat format: BOS from the template, an end of turn after every message.
+BOS_TEMPLATE = (
+    "{{ bos_token }}{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}</s>{% endfor %}"
+    "{% if add_generation_prompt %}assistant: {% endif %}"
+)
+
+
+def _bos_adding_tokenizer(directory: Path) -> None:
+    """Byte-level BPE whose post-processor adds BOS (as Llama 3's and Mistral's do), with
+    BOS and EOS as special tokens 256 and 257 and a chat template that places BOS itself."""
+    from tokenizers import Tokenizer, processors
+
+    directory.mkdir()
+    byte_tokenizer_files(directory)  # the byte-level BPE, then BOS and EOS added to it
+    tokenizer = Tokenizer.from_file(str(directory / "tokenizer.json"))
+    tokenizer.add_special_tokens([BOS, EOS])
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B", special_tokens=[(BOS, 256)]
+    )
+    tokenizer.save(str(directory / "tokenizer.json"))
+    config = {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": BOS, "eos_token": EOS}
+    config |= {"chat_template": BOS_TEMPLATE, "model_max_length": 4096}
+    (directory / "tokenizer_config.json").write_text(json.dumps(config))
+
+
+def test_sft_trains_on_the_ids_generate_chat_and_a_chat_server_send(tmp_path):
+    """The ids MaxText's SFT pipeline trains an example on, with the keys --trainer=sft sets,
+    are the chat template's, special tokens once: the prompt's are what `generate --chat`
+    sends and what the export's template gives a chat server (transformers'
+    apply_chat_template, as vLLM's chat API renders it)."""
+    from maxtext.input_pipeline import data_processing_utils, grain_data_processing
+    from transformers import AutoTokenizer
+
+    source = tmp_path / "tokenizer"
+    _bos_adding_tokenizer(source)
+    tokenizer_keys = ["tokenizer_type=huggingface", f"tokenizer_path={source}", "vocab_size=512"]
+    args = _sft_plan(tmp_path, *tokenizer_keys).args
+    config = SimpleNamespace(
+        tokenizer_path=str(source), tokenizer_type="huggingface", hf_access_token=None,
+        add_bos=args.get("add_bos"), add_eos=args.get("add_eos"),
+    )  # fmt: skip
+    # What each host's Grain pipeline does with a record (sft_preprocessing_pipeline's steps).
+    maxtexts, _ = data_processing_utils.get_tokenizer_and_pad_id(config)
+    example = {"prompt": "What is 2+2?", "completion": "4"}
+    columns = ("prompt", "completion")
+    rendered = grain_data_processing._format_chat_template_grain(
+        dict(example), columns, maxtexts.tokenizer
+    )
+    trained = grain_data_processing._tokenize_sft_chunks(rendered, "prompt", maxtexts.tokenizer)
+    prompt_ids, completion_ids = trained["prompt"]
+
+    exported = tmp_path / "export"
+    exported.mkdir()
+    tokenizer_files(args, exported)
+    server = AutoTokenizer.from_pretrained(exported)
+    user = [{"role": "user", "content": example["prompt"]}]
+    turn = [*user, {"role": "assistant", "content": example["completion"]}]
+    whole = server.apply_chat_template(turn, tokenize=True, return_dict=False)
+    assert prompt_ids + completion_ids == whole, "trained on other ids than the template's"
+    assert whole.count(256) == 1 and whole[0] == 256, "BOS once, where the template puts it"
+    assert completion_ids == [*b"4", 257], "the answer and the end of its turn"
+    asked = server.apply_chat_template(
+        user, tokenize=True, add_generation_prompt=True, return_dict=False
+    )
+    assert asked == prompt_ids, "a chat server asks in another form than SFT trained"
+    assert user_turn_ids(tokenizer_for(args), example["prompt"]) == prompt_ids, "generate --chat"
+    # The user's own add_bos stands: --trainer=sft sets the keys only where they are not given.
+    assert _sft_plan(tmp_path, *tokenizer_keys, "add_bos=true").args.get("add_bos") is True
