@@ -24,13 +24,16 @@ def job_args(values: list[str]) -> list[str]:
     return values[1:] if values[:1] == ["--"] else values
 
 
-def add_run_options(p: argparse.ArgumentParser, run_required: bool = True) -> None:
+def add_run_options(
+    p: argparse.ArgumentParser, run_required: bool = True, generating: bool = False
+) -> None:
     """Which trained run and checkpoint, and the model keys over the run's own."""
     p.add_argument(
         "--run",
         required=run_required,
         help="the run_name it was trained with"
-        + ("" if run_required else " (without it, --release asks a serving release's vLLM)"),
+        + ("" if run_required else " (without it, --release asks a serving release's vLLM)")
+        + ("; or an import's name (import:NAME where a run has it too)" if generating else ""),
     )
     p.add_argument("--step", type=int, help="the checkpoint (default: the latest committed)")
     p.add_argument(
@@ -52,7 +55,7 @@ def add_generation_options(p: argparse.ArgumentParser) -> None:
         help="ask as a user: the prompt rendered by the run's tokenizer's chat template, the "
         "format a fine-tuned (--trainer=sft) run learned (a served model: the chat API)",
     )
-    add_run_options(p, run_required=False)
+    add_run_options(p, run_required=False, generating=True)
 
 
 @dataclass(frozen=True)

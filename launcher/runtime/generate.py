@@ -21,8 +21,8 @@ from launcher.core.job_plan import (
     plan_job,
 )
 from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.run_dir import RunDir, output_dir
-from launcher.core.run_record import find_run_checkpoint
+from launcher.core.run_dir import output_dir
+from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import GenerateRequest, check_request
 from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos, user_turn_ids
 
@@ -33,8 +33,7 @@ PREFILL_BUCKET = 16
 
 @dataclass(frozen=True)
 class GenerationPlan:
-    run_dir: RunDir
-    step: int
+    found: RunCheckpoint  # the run's checkpoint, or the import, it generates from
     args: MaxTextArgs  # the run's model, pointed at the checkpoint, sized for the prompt
     tokenizer: Tokenizer
     prompt_ids: list[int]
@@ -43,7 +42,9 @@ class GenerationPlan:
 def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan:
     """Finds the run and its checkpoint and builds the decode arguments. Raises UsageError."""
     check_request(request)
-    found = find_run_checkpoint(request.run, request.step, request.maxtext_argv, output_dir)
+    found = find_run_checkpoint(
+        request.run, request.step, request.maxtext_argv, output_dir, imports=True
+    )
     model = found.model
     tokenizer = tokenizer_for(model)
     if request.chat:
@@ -60,7 +61,7 @@ def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan
         "decode_sampling_temperature": str(request.temperature or 1.0),
     }
     args = MaxTextArgs(model.config, {**model.overrides, **forced})
-    return GenerationPlan(found.run_dir, found.step, args, tokenizer, prompt_ids)
+    return GenerationPlan(found, args, tokenizer, prompt_ids)
 
 
 def generate(request: GenerateRequest) -> int:
@@ -75,8 +76,7 @@ def generate(request: GenerateRequest) -> int:
     )
     assert job.slices is not None
     print(
-        f"launcher: generate from run {request.run}, checkpoint step {plan.step} "
-        f"({plan.run_dir.checkpoint(plan.step)})",
+        f"launcher: generate from {plan.found.describe()}",
         flush=True,
     )
     print(
@@ -119,7 +119,10 @@ def _print_result(request: GenerateRequest, plan: GenerationPlan, out: dict, sec
     text = plan.tokenizer.decode(ids)
     quoted = json.dumps  # control characters escaped: a tiny model emits any byte
     print("\n" + format_summary_title("generate"), flush=True)
-    print(f"run:        {request.run}, checkpoint step {plan.step}")
+    found = plan.found
+    where = f"{found.run}, checkpoint step {found.step}"
+    where = f"import {found.run}" if found.imported else where
+    print(f"run:        {where}")
     turn = " (a user's turn, by the chat template)" if request.chat else ""
     print(f"prompt:     {quoted(request.prompt, ensure_ascii=False)}{turn}")
     print(f"generated:  {quoted(text, ensure_ascii=False)}")
@@ -134,7 +137,7 @@ def _print_result(request: GenerateRequest, plan: GenerationPlan, out: dict, sec
         format_result(
             {
                 "run": request.run,
-                "step": plan.step,
+                "step": plan.found.step,
                 "prompt_ids": plan.prompt_ids,
                 "token_ids": ids,
                 "text": text,

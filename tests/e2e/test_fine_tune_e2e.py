@@ -3,10 +3,11 @@ hub: a tiny Llama directory as Hugging Face saves one (tests/support: transforme
 random weights, a byte tokenizer with a chat template) is imported as a job (MaxText's
 conversion, in a Ray task that reserves its memory), fine-tuned with SFT on the project's own
 instruction set (MaxText's train loop with use_sft, both simulated hosts, held-out eval), then
-`generate` asks it a held-out question as a user (MaxText's inference engine) and `export` writes
-it for vLLM. The exported model is held against MaxText by Hugging Face's Llama forward pass
-written out in numpy (tests/support/hf_llama_reference.py): it must pick every token MaxText
-picked. That the import is exact, logit for logit, is tests/unit/test_hf_import.py's."""
+`generate` asks it a held-out question as a user (MaxText's inference engine; before training,
+the import itself) and `export` writes it for vLLM. The exported model (and the import) is held
+against MaxText by Hugging Face's Llama forward pass written out in numpy
+(tests/support/hf_llama_reference.py): it must pick every token MaxText picked. That the
+import is exact, logit for logit, is tests/unit/test_hf_import.py's."""
 
 from __future__ import annotations
 
@@ -55,6 +56,19 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     assert "as a task that reserves 2.0 GiB of host memory" in out and "== imported ==" in out
     assert f"--from={name}" in out
 
+    # Generated from the import itself, before any run of that name (MaxText's base.yml with
+    # the import's keys): greedy, every token the source model picks in Hugging Face's forward
+    # pass (the numpy reference).
+    plain = ("--prompt", held_out["prompt"], "--max-tokens", "8", "--temperature", "0")
+    code, out = local_cluster.about_run("generate", name, *plain, "--", "dtype=float32")
+    assert code == 0, out[-6000:]
+    assert f"generate from import {name}" in out
+    from_import = launcher_result(out)
+    assert from_import["prompt_ids"] == list(held_out["prompt"].encode())
+    base = HfLlama(source)
+    agreement = base.greedy_agreement(from_import["prompt_ids"], from_import["token_ids"])
+    assert all(agreement), f"generate from the import disagrees with the source at {agreement}"
+
     dataset = f"{name}-set"
     prepared = tpu_launcher(
         "data", "prepare", "--fields", "prompt,completion", "--name", dataset, "--output-dir",
@@ -88,7 +102,6 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     assert TRAINED_FORMAT.match(answer["text"]), answer["text"]
     # The base model, before any training, does not answer so (the import's own weights,
     # greedy, by the numpy reference): the format is what fine-tuning taught.
-    base = HfLlama(source)
     ids = list(turn.encode())
     for _ in range(len(ANSWER_PREFIX)):
         ids.append(int(base.logits(ids)[-1].argmax()))

@@ -11,10 +11,12 @@ from pathlib import Path
 import pytest
 
 from launcher.client.jobs.output import JobOutput
+from launcher.core.byte_tokenizer import byte_tokenizer_files
 from launcher.core.checkpoints import COMMIT_MARKER
 from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.model_imports import IMPORT_RECORD, PARAMS_ITEMS, ImportRecord, import_dir
 from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RUN_RECORD
 from launcher.core.run_record import read_run_record, write_run_record
 from launcher.core.run_requests import GenerateRequest, check_request
@@ -43,7 +45,7 @@ def _run(bucket: Path, name: str, committed: list[int], unfinished: list[int] = 
 def test_the_latest_committed_checkpoint_of_the_recorded_model(tmp_path):
     run_dir = _run(tmp_path, "demo", committed=[0, 5, 9], unfinished=[10])
     plan = plan_generation(GenerateRequest("demo", "hello", max_tokens=20), str(tmp_path))
-    assert plan.step == 9, "an unfinished save must never be loaded"
+    assert plan.found.step == 9, "an unfinished save must never be loaded"
     args = plan.args
     assert args.config.name == "tiny-llama.yml"
     assert args.get("load_parameters_path") == str(run_dir / "checkpoints/9/items")
@@ -65,7 +67,8 @@ def test_a_chosen_step_greedy_and_the_users_keys_over_the_record(tmp_path):
         "demo", prompt, temperature=0, step=5, maxtext_argv=["per_device_batch_size=2"]
     )
     plan = plan_generation(request, str(tmp_path))
-    assert plan.step == 5 and plan.args.get("load_parameters_path").endswith("checkpoints/5/items")
+    assert plan.found.step == 5
+    assert plan.args.get("load_parameters_path").endswith("checkpoints/5/items")
     assert plan.args.get("decode_sampling_strategy") == "greedy"
     assert plan.args.get("per_device_batch_size") == 2
     assert plan.args.get("max_prefill_predict_length") == 2 * PREFILL_BUCKET
@@ -157,3 +160,36 @@ def test_submit_shows_the_generated_text_and_keeps_the_result_line_in_the_log(tm
     assert "checkpoint step 9" in shown and 'generated:  "\\u0004ab"' in shown
     assert "Config param" not in shown and result not in shown
     assert result in (tmp_path / "job.log").read_text()
+
+
+def _import(bucket: Path, name: str) -> Path:
+    """An import's directory as `tpu-launcher import` leaves it: record, parameters, tokenizer."""
+    where = Path(import_dir(str(bucket), name))
+    (where / PARAMS_ITEMS).mkdir(parents=True)
+    (where / "tokenizer").mkdir()
+    byte_tokenizer_files(where / "tokenizer")
+    shape = {"decoder_block": "qwen3", "base_emb_dim": "64", "vocab_size": "256"}
+    record = ImportRecord(name, "/models/q", "Qwen3ForCausalLM", shape, 1000, "float32", 1.0)
+    (where / IMPORT_RECORD).write_text(record.to_json())
+    return where
+
+
+def test_an_import_is_generated_from_with_the_model_its_from_builds(tmp_path):
+    where = _import(tmp_path, "chat")
+    plan = plan_generation(GenerateRequest("chat", "hi", temperature=0), str(tmp_path))
+    assert plan.found.imported is not None and plan.found.describe().startswith("import chat")
+    args = plan.args
+    assert args.config.name == "base.yml", "no run config: MaxText's base and the import's keys"
+    assert args.get("load_parameters_path") == str(where / PARAMS_ITEMS)
+    assert (args.get("decoder_block"), args.get("base_emb_dim")) == ("qwen3", 64)
+    assert args.get("tokenizer_path") == str(where / "tokenizer")
+    assert plan.prompt_ids == list(b"hi")
+    # A run of the same name is the run; import:NAME is the import; an import has no steps.
+    _run(tmp_path, "chat", committed=[4])
+    run_plan = plan_generation(GenerateRequest("chat", "hi"), str(tmp_path))
+    assert run_plan.found.imported is None and run_plan.found.step == 4
+    import_plan = plan_generation(GenerateRequest("import:chat", "hi"), str(tmp_path))
+    assert import_plan.found.imported == where / PARAMS_ITEMS
+    with pytest.raises(UsageError) as e:
+        plan_generation(GenerateRequest("import:chat", "hi", step=3), str(tmp_path))
+    assert e.value.field == "--step" and "one checkpoint" in e.value.problem

@@ -328,7 +328,8 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         q.set_defaults(func=run_on_job)
 
     p = sub.add_parser(
-        "generate", help="generate text from a run's latest checkpoint, on the cluster's slice"
+        "generate",
+        help="generate text from a run's latest checkpoint or an import, on the cluster's slice",
     )
     add_generation_options(p)
     add_where_options(p)

@@ -187,7 +187,8 @@ def submit_run_request(
     with contextlib.ExitStack() as stack:
         return submit_entrypoint(
             target,
-            f"{request.verb}-{request.run}",
+            # import:NAME as a word a job id and its log's file name can hold
+            f"{request.verb}-{request.run.replace(':', '-')}",
             address_for(target, stack),
             request.command(),
             title=request.title,
