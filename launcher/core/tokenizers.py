@@ -67,6 +67,17 @@ def load_tokenizer(
             fix=f"one of {', '.join(TOKENIZER_TYPES)}",
         )
     if not resolved.startswith("gs://") and not os.path.exists(resolved):
+        if maxtext_tokenizer_assets() is None and os.sep not in path:
+            from launcher.core.package_version import pip_install
+
+            raise UsageError(
+                field=field,
+                problem=f"tokenizer {path!r} is no file here, and MaxText's tokenizer assets "
+                "(where a bare name such as tokenizer.llama2 is found) come with MaxText, "
+                "which is not installed here",
+                fix="give the tokenizer file's path (MaxText's assets/tokenizers has them), or "
+                f"{pip_install('preflight')} (Linux x86_64) for the assets by name",
+            )
         raise UsageError(
             field=field,
             problem=f"tokenizer {path!r} not found (nor among MaxText's tokenizer assets)",
@@ -106,24 +117,26 @@ class _HuggingFaceTokenizer:
 
 
 def _build(path: str, kind: str, add_bos: bool, add_eos: bool, field: str) -> Any:
-    """MaxText's own tokenizer where MaxText is installed; without it, a Hugging Face tokenizer
-    counted as MaxText counts it, and the others refused with how to get MaxText's."""
+    """MaxText's own tokenizer where MaxText is installed; without it (the data extra), the
+    same tokenizer counted as MaxText counts it."""
     if find_spec("maxtext") is not None:
         from maxtext.input_pipeline.tokenizer import build_tokenizer
 
         return build_tokenizer(path, kind, add_bos, add_eos, None)
     if kind == "huggingface":
         return _HuggingFaceTokenizer(path, add_bos, add_eos)
-    from launcher.core.package_version import pip_install
+    if path.startswith("gs://"):
+        raise UsageError(
+            field=field,
+            problem=f"a {kind} tokenizer in the bucket ({path}) is read with MaxText's "
+            "bucket code, and MaxText is not installed here",
+            fix="copy the file here (gcloud storage cp) and give its path",
+        )
+    from launcher.core import maxtext_tokenizers
 
-    raise UsageError(
-        field=field,
-        problem=f"a {kind} tokenizer is counted with MaxText's own tokenizer code, and MaxText "
-        "is not installed here",
-        fix=f"{pip_install('preflight')} (Linux x86_64, Python 3.12), or give the tokenizer "
-        "in Hugging Face's format (a directory with tokenizer.json), which the data extra "
-        "counts on any machine",
-    )
+    if kind == "tiktoken":
+        return maxtext_tokenizers.TikTokenTokenizer(path, add_bos, add_eos)
+    return maxtext_tokenizers.SentencePieceTokenizer(path, add_bos, add_eos)
 
 
 def vocabulary_size(impl: Any) -> int:

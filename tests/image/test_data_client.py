@@ -1,7 +1,8 @@
 """`data prepare` on a workstation with the client and its data extra only (no JAX, libtpu or
 MaxText: what a macOS laptop can install): the same dataset, byte for byte, as the training
-stack prepares from the same corpus, with the byte tokenizer and with a Hugging Face tokenizer
-counted as MaxText counts it. A tokenizer only MaxText's code reads is refused with the fix."""
+stack prepares from the same corpus, with the byte tokenizer, a Hugging Face tokenizer, a
+sentencepiece model and a tiktoken file, each counted as MaxText counts it. A tokenizer asset
+that only comes with MaxText is refused with the fix."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 
 from harness.paths import REPO
 from tests.image.conftest import install_client, run_client
+from tests.support.tokenizer_files import sentencepiece_model, tiktoken_file
 
 pytestmark = pytest.mark.image
 
@@ -46,7 +48,7 @@ def test_the_data_extra_brings_no_training_stack(data_client):
         assert found.returncode != 0, module
 
 
-@pytest.mark.parametrize("tokenizer", ["bytes", "hf"])
+@pytest.mark.parametrize("tokenizer", ["bytes", "hf", "sentencepiece", "tiktoken"])
 def test_the_same_corpus_gives_the_same_dataset_with_or_without_maxtext(
     data_client, tmp_path, tokenizer
 ):
@@ -56,6 +58,10 @@ def test_the_same_corpus_gives_the_same_dataset_with_or_without_maxtext(
         made = _prepare_here(str(corpus), "--name", "seed", "--no-progress", cwd=tmp_path)
         assert made.returncode == 0, made.stderr
         argv += ["--tokenizer", str(tmp_path / ".local/bucket/datasets/seed/tokenizer")]
+    if tokenizer == "sentencepiece":
+        argv += ["--tokenizer", str(sentencepiece_model(tmp_path))]
+    if tokenizer == "tiktoken":
+        argv += ["--tokenizer", str(tiktoken_file(tmp_path))]
     light, full = tmp_path / "light", tmp_path / "full"
     light.mkdir()
     full.mkdir()
@@ -68,15 +74,13 @@ def test_the_same_corpus_gives_the_same_dataset_with_or_without_maxtext(
     assert ours == theirs  # the manifest (its token counts included) and every shard
 
 
-def test_a_tokenizer_only_maxtext_reads_is_refused_with_the_fix(data_client, tmp_path):
-    model = tmp_path / "tok.model"
-    model.write_bytes(b"not read")
+def test_a_tokenizer_asset_only_maxtext_has_is_refused_with_the_fix(data_client, tmp_path):
     ran = run_client(
-        data_client, "data", "prepare", "--name", "x", "--tokenizer", str(model),
+        data_client, "data", "prepare", "--name", "x", "--tokenizer", "tokenizer.llama2",
         "--output-dir", str(tmp_path / "out"), "--no-progress",
     )  # fmt: skip
     assert ran.returncode == 2, ran.stdout + ran.stderr
-    assert "sentencepiece tokenizer is counted with MaxText's own tokenizer code" in ran.stderr
+    assert "tokenizer assets" in ran.stderr and "come with MaxText" in ran.stderr
     assert "Traceback" not in ran.stderr
     assert not (tmp_path / "out" / "datasets" / "x").exists()
 
