@@ -33,8 +33,9 @@ DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2, "int8": 1, "fp8": 1, "
 
 
 # Published configs (config.json of meta-llama/Llama-3.1-8B, -70B and -405B, Qwen/Qwen3-8B and
-# Qwen3-30B-A3B, mistralai/Mistral-7B-v0.3 and Mixtral-8x7B-v0.1 on Hugging Face), for sizing a
-# slice before the model is in the bucket: `tpu-launcher serve-fit llama3.1-70b`.
+# Qwen3-30B-A3B, mistralai/Mistral-7B-v0.3 and Mixtral-8x7B-v0.1, deepseek-ai/DeepSeek-V3 (its
+# multi-token-prediction layer, which vLLM loads only to speculate, left out) on Hugging Face),
+# for sizing a slice before the model is in the bucket: `tpu-launcher serve-fit llama3.1-70b`.
 KNOWN_MODELS: dict[str, dict[str, Any]] = {
     "llama3.1-8b": dict(
         hidden_size=4096,
@@ -99,6 +100,26 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
         vocab_size=32768,
         torch_dtype="bfloat16",
     ),
+    "deepseek-v3": dict(
+        architectures=["DeepseekV3ForCausalLM"],
+        hidden_size=7168,
+        num_hidden_layers=61,
+        num_attention_heads=128,
+        num_key_value_heads=128,
+        intermediate_size=18432,
+        moe_intermediate_size=2048,
+        n_routed_experts=256,
+        n_shared_experts=1,
+        num_experts_per_tok=8,
+        first_k_dense_replace=3,
+        q_lora_rank=1536,
+        kv_lora_rank=512,
+        qk_nope_head_dim=128,
+        qk_rope_head_dim=64,
+        v_head_dim=128,
+        vocab_size=129280,
+        torch_dtype="bfloat16",
+    ),
     "mixtral-8x7b": dict(
         architectures=["MixtralForCausalLM"],
         hidden_size=4096,
@@ -123,22 +144,25 @@ class ModelSize:
     active_parameters: int  # what one token computes with (a MoE's routed experts only)
     layers: int
     attention_heads: int
-    kv_heads: int
+    kv_heads: int  # what vLLM caches per token and layer: KV heads of head_dim elements,
     head_dim: int
+    kv_tensors: int = 2  # K and V; MLA caches one latent (one head of its own size) instead
 
     def kv_bytes_per_token(self, kv_dtype_bytes: float, tensor_parallel: int) -> float:
-        """K and V of every layer for one token, over the whole tensor-parallel group: vLLM
-        keeps at least one KV head per device, so past the model's KV heads they replicate."""
+        """The KV cache of every layer for one token, over the whole tensor-parallel group:
+        vLLM keeps at least one KV head per device, so past the model's KV heads they
+        replicate (an MLA latent is one head: every device holds it whole)."""
         heads = max(self.kv_heads, tensor_parallel)
-        return 2 * self.layers * heads * self.head_dim * kv_dtype_bytes
+        return self.kv_tensors * self.layers * heads * self.head_dim * kv_dtype_bytes
 
 
 def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
     """The size of a Hugging Face decoder (Llama's layout and its kin: Llama, Mistral, Qwen3,
-    and the MoE ones, Qwen3-MoE and Mixtral) from its config.json: embeddings, per layer the
-    attention projections (grouped KV heads, Qwen3's per-head q/k norms), a gated MLP, or a
-    router and its experts' gated MLPs, and two norms, the final norm, and an untied output
-    head unless `tie_word_embeddings`."""
+    and the MoE ones, Qwen3-MoE, Mixtral and DeepSeek V2/V3) from its config.json: embeddings,
+    per layer the attention projections (grouped KV heads, Qwen3's per-head q/k norms,
+    DeepSeek's latent attention), a gated MLP, or a router and its experts' gated MLPs
+    (DeepSeek's shared experts, and its first_k_dense_replace dense layers), and two norms, the
+    final norm, and an untied output head unless `tie_word_embeddings`."""
     try:
         hidden = int(config["hidden_size"])
         layers = int(config["num_hidden_layers"])
@@ -154,27 +178,58 @@ def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
         ) from None
     kv_heads = int(config.get("num_key_value_heads") or heads)
     head_dim = int(config.get("head_dim") or hidden // heads)
-    attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
+    kv_tensors = 2
+    if config.get("kv_lora_rank"):
+        attention, kv_heads, head_dim = _mla(config, hidden, heads)
+        kv_tensors = 1
+    else:
+        attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
     if any(a.startswith("Qwen3") for a in config.get("architectures") or []):
         attention += 2 * head_dim  # q_norm, k_norm
-    experts = int(config.get("num_experts") or config.get("num_local_experts") or 0)
+    dense = 3 * hidden * inter
+    experts = int(
+        config.get("num_experts")
+        or config.get("num_local_experts")
+        or config.get("n_routed_experts")
+        or 0
+    )
+    moe_layers = mlp = active_mlp = 0  # the MoE layers, and each one's parameters
     if experts > 1:  # Qwen3-MoE names the experts' size apart; Mixtral's is intermediate_size
         expert = 3 * hidden * int(config.get("moe_intermediate_size") or inter)
         routed = int(config.get("num_experts_per_tok") or 1)
-        mlp, active_mlp = hidden * experts + experts * expert, hidden * experts + routed * expert
-    else:
-        mlp = active_mlp = 3 * hidden * inter
+        router = hidden * experts
+        if config.get("n_routed_experts"):  # DeepSeek: the router's bias, shared experts
+            router += experts
+            router += int(config.get("n_shared_experts") or 0) * expert
+        mlp, active_mlp = router + experts * expert, router + routed * expert
+        moe_layers = layers - int(config.get("first_k_dense_replace") or 0)
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
-    rest = layers * (attention + 2 * hidden) + embeddings + hidden
+    rest = layers * (attention + 2 * hidden) + embeddings + hidden + (layers - moe_layers) * dense
     return ModelSize(
         name=name,
-        parameters=rest + layers * mlp,
-        active_parameters=rest + layers * active_mlp,
+        parameters=rest + moe_layers * mlp,
+        active_parameters=rest + moe_layers * active_mlp,
         layers=layers,
         attention_heads=heads,
         kv_heads=kv_heads,
         head_dim=head_dim,
+        kv_tensors=kv_tensors,
     )
+
+
+def _mla(config: dict[str, Any], hidden: int, heads: int) -> tuple[int, int, int]:
+    """DeepSeek's multi-head latent attention: (its parameters a layer, the KV heads and head
+    size vLLM caches). Queries through a low-rank q_a/q_b pair (or one projection without
+    q_lora_rank), keys and values from a compressed latent of kv_lora_rank plus the shared
+    rotary key; vLLM caches that latent alone, as one head of kv_lora_rank + qk_rope_head_dim
+    (ModelConfig.get_num_kv_heads and get_head_size with use_mla; MLAAttentionSpec)."""
+    rank, rope = int(config["kv_lora_rank"]), int(config["qk_rope_head_dim"])
+    nope, value = int(config["qk_nope_head_dim"]), int(config["v_head_dim"])
+    q_rank = int(config.get("q_lora_rank") or 0)
+    query = heads * (nope + rope)
+    q = hidden * q_rank + q_rank + q_rank * query if q_rank else hidden * query
+    kv = hidden * (rank + rope) + rank + rank * heads * (nope + value)
+    return q + kv + heads * value * hidden, 1, rank + rope
 
 
 def read_model(path: str | Path) -> tuple[ModelSize, str]:

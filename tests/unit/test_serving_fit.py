@@ -62,6 +62,17 @@ def test_the_kv_cache_of_128k_tokens_matches_the_published_size(name, gib):
     assert per_token * 128_000 / GIB == pytest.approx(gib, abs=0.01)
 
 
+def test_deepseeks_latent_attention_and_shared_experts_give_its_published_sizes():
+    """DeepSeek-V3: 671B parameters, 37B active per token (its model card; 37.55B counted from
+    its config, the card rounds); MLA caches (kv_lora_rank + qk_rope_head_dim) x 61 layers =
+    35,136 elements a token (the DeepSeek-V2 paper's (d_c + d_h^R) l), whole on every device."""
+    model = MODELS["deepseek-v3"]
+    assert model.parameters / 1e9 == pytest.approx(671, abs=0.5)
+    assert model.active_parameters / 1e9 == pytest.approx(37, abs=0.6)
+    assert model.kv_bytes_per_token(2, tensor_parallel=1) == 35_136 * 2
+    assert model.kv_bytes_per_token(2, tensor_parallel=8) == 8 * 35_136 * 2
+
+
 def test_kv_heads_replicate_past_their_count():
     model = MODELS["llama3.1-8b"]  # 8 KV heads
     assert model.kv_bytes_per_token(2, 32) == 4 * model.kv_bytes_per_token(2, 8)
