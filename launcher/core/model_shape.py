@@ -41,6 +41,14 @@ MODEL_KEYS = (
     "normalization_layer_epsilon",
     "rope_type",
     "rope_max_timescale",
+    # Gemma 3's block (launcher/runtime/model_families.py, gemma3_keys): its windows, ropes and
+    # post-norms, and the switch that lets them stand over its model file's.
+    "override_model_config",
+    "sliding_window_size",
+    "local_rope_max_timescale",
+    "rope_linear_scaling_factor",
+    "use_post_attn_norm",
+    "use_post_ffw_norm",
     # The vocabulary the embedding rows stand for.
     "tokenizer_type",
     "tokenizer_path",

@@ -38,6 +38,8 @@ from launcher.runtime.model_families import (
     Family,
     conversion_tables,
     family_of_block,
+    gemma3_layer_types,
+    gemma3_query_scalars,
     hf_shapes,
     llama31_rope_scaling,
 )
@@ -148,6 +150,8 @@ class ModelShape:
                 "moe_intermediate_size": self.moe_intermediate_size, "decoder_sparse_step": 1,
                 "mlp_only_layers": [], "norm_topk_prob": self.norm_topk_prob,
             }  # fmt: skip
+        if block == "gemma3":
+            fields |= _gemma3_fields(self)
         if block == "mixtral":
             fields |= {
                 "num_local_experts": self.num_experts,
@@ -155,6 +159,30 @@ class ModelShape:
                 "intermediate_size": self.moe_intermediate_size,
             }
         return fields
+
+
+def _gemma3_fields(shape: ModelShape) -> dict[str, Any]:
+    """Gemma 3's config.json beyond the sizes, from the MaxText keys the block computes."""
+    c = shape.config
+    full: dict[str, Any] = {"rope_type": "default", "rope_theta": float(c.rope_max_timescale)}
+    if float(c.rope_linear_scaling_factor) != 1.0:
+        full |= {"rope_type": "linear", "factor": float(c.rope_linear_scaling_factor)}
+    scalars = gemma3_query_scalars(shape.hidden_size, shape.num_attention_heads, shape.head_dim)
+    return {
+        "hidden_activation": "gelu_pytorch_tanh",
+        "sliding_window": int(c.sliding_window_size),
+        "layer_types": gemma3_layer_types(shape.num_hidden_layers),
+        "rope_parameters": {
+            "full_attention": full,
+            "sliding_attention": {
+                "rope_type": "default",
+                "rope_theta": float(c.local_rope_max_timescale),
+            },
+        },
+        "query_pre_attn_scalar": scalars[str(c.model_name)],
+        "final_logit_softcapping": None,
+        "attn_logit_softcapping": None,
+    }
 
 
 def restore_params(items_dir: Path) -> dict:

@@ -42,6 +42,11 @@ class Family:
     # Llama 3.1's rotary embedding (LLaMARotaryEmbedding) pairs features (2i, 2i+1), so the
     # tables reorder q/k for Hugging Face's halves; every other block rotates halves.
     llama31_rope: bool = False
+    # config.json's activation key and the one value the block computes.
+    activation: tuple[str, str] = ("hidden_act", "silu")
+    # The tables are those of a multimodal model, naming this text model's tensors under its
+    # language model ("model.language_model."), where this architecture has "model.".
+    text_of: str = ""
 
 
 FAMILIES = (
@@ -51,6 +56,16 @@ FAMILIES = (
     Family("Qwen3ForCausalLM", "qwen3", "qwen3-0.6b", "Qwen3Config", qk_norm=True),
     Family("Qwen3MoeForCausalLM", "qwen3_moe", "qwen3-30b-a3b", "Qwen3MoeConfig", True, True),
     Family("MixtralForCausalLM", "mixtral", "mixtral-8x7b", "MixtralConfig", moe=True),
+    # Gemma 3 1B and the text model of the larger ones (their language_model).
+    Family(
+        "Gemma3ForCausalLM",
+        "gemma3",
+        "gemma3-4b",
+        "Gemma3TextConfig",
+        qk_norm=True,
+        activation=("hidden_activation", "gelu_pytorch_tanh"),
+        text_of="model.language_model.",
+    ),
 )
 BY_ARCHITECTURE = {f.architecture: f for f in FAMILIES}
 BY_BLOCK = {f.block: f for f in FAMILIES}
@@ -100,12 +115,15 @@ def maxtext_keys(hf: dict[str, Any]) -> dict[str, str]:
         "rope_type": _rope_type(family, hf),
         "logits_via_embedding": str(tied).lower(),
         # MaxText divides tied logits by sqrt(emb_dim) by default; Hugging Face's lm_head is the
-        # embedding as it is (Llama 3.2 1B and 3B, the small Qwen3 are tied).
-        **({"normalize_embedding_logits": "false"} if tied else {}),
+        # embedding as it is (Llama 3.2 1B and 3B, the small Qwen3 are tied). Gemma's tables
+        # store the embedding times sqrt(emb_dim), which that division undoes.
+        **({"normalize_embedding_logits": "false"} if tied and not family.text_of else {}),
         "scan_layers": "true",
     }
     if family.qk_norm:
         keys["use_qk_norm"] = "true"
+    if family.block == "gemma3":
+        keys |= gemma3_keys(hf)
     if family.moe:
         experts = hf.get("num_experts", hf.get("num_local_experts"))
         moe_dim = hf.get("moe_intermediate_size") or hf["intermediate_size"]
@@ -129,6 +147,8 @@ def _rope(hf: dict[str, Any]) -> tuple[float, str, dict[str, Any]]:
 
 
 def _rope_type(family: Family, hf: dict[str, Any]) -> str:
+    if family.block == "gemma3":
+        return "default"  # a rope per layer type, linear scaling on the global: gemma3_keys
     _, kind, rope = _rope(hf)
     llama31 = {k: v for k, v in llama31_rope_scaling().items() if k in ROPE_SCALING_KEYS}
     if kind == "default":
@@ -146,10 +166,11 @@ def _rope_type(family: Family, hf: dict[str, Any]) -> str:
 
 
 def _refuse_what_the_block_lacks(family: Family, hf: dict[str, Any]) -> None:
+    act_key, act = family.activation
     unsupported = [
         f"{k}={hf.get(k)}"
         for k, ok in (
-            ("hidden_act", hf.get("hidden_act", "silu") == "silu"),
+            (act_key, hf.get(act_key, act) == act),
             ("attention_bias", not hf.get("attention_bias", False)),
             ("mlp_bias", not hf.get("mlp_bias", False)),
         )
@@ -158,10 +179,12 @@ def _refuse_what_the_block_lacks(family: Family, hf: dict[str, Any]) -> None:
     if unsupported:
         raise UsageError(
             "config.json",
-            f"MaxText's {family.block} block computes SiLU without biases; this "
+            f"MaxText's {family.block} block computes {act} without biases; this "
             f"{family.architecture} has {', '.join(unsupported)}",
             MAXTEXT_CONVERTER,
         )
+    if family.block == "gemma3":
+        return  # its windows are the block's own: gemma3_keys
     # Sliding-window attention: MaxText's Mistral and Qwen3 blocks attend to every earlier
     # token (they pass no attention_type), the same model only up to the window.
     window = hf.get("sliding_window") if hf.get("use_sliding_window", True) else None
@@ -193,6 +216,77 @@ def _refuse_what_the_block_lacks(family: Family, hf: dict[str, Any]) -> None:
         )
 
 
+# MaxText's Gemma 3 block: five sliding-window layers, then one global, repeated
+# (maxtext/models/gemma3.py, GEMMA3_ATTENTION_PATTERN); config.json's layer_types.
+GEMMA3_PATTERN = ("sliding_attention",) * 5 + ("full_attention",)
+
+
+def gemma3_query_scalars(hidden_size: int, heads: int, head_dim: int) -> dict[str, int]:
+    """MaxText's model name -> the query_pre_attn_scalar it computes: MaxText scales Gemma 3's
+    queries by a rule keyed by the name (gemma3.get_query_pre_attn_scalar): head_dim**-0.5 for
+    4b and 12b, (emb_dim / heads)**-0.5 for 27b."""
+    return {"gemma3-4b": head_dim, "gemma3-27b": hidden_size // heads}
+
+
+def gemma3_layer_types(layers: int) -> list[str]:
+    return [GEMMA3_PATTERN[i % len(GEMMA3_PATTERN)] for i in range(layers)]
+
+
+def gemma3_ropes(hf: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(global, local) rope of a Gemma 3 config.json: transformers 5's rope_parameters per
+    layer type, or 4's rope_theta, rope_scaling and rope_local_base_freq."""
+    per_type = hf.get("rope_parameters") or {}
+    if "full_attention" in per_type:
+        return dict(per_type["full_attention"]), dict(per_type.get("sliding_attention") or {})
+    full = {"rope_theta": hf.get("rope_theta", 1_000_000.0), **(hf.get("rope_scaling") or {})}
+    return full, {"rope_theta": hf.get("rope_local_base_freq", 10_000.0)}
+
+
+def gemma3_keys(hf: dict[str, Any]) -> dict[str, str]:
+    """The keys of MaxText's Gemma 3 block beyond the sizes; what it cannot compute refused."""
+    layers, heads = int(hf["num_hidden_layers"]), int(hf["num_attention_heads"])
+    types = list(hf.get("layer_types") or gemma3_layer_types(layers))
+    refusals = []
+    if types != gemma3_layer_types(layers):
+        refusals.append(f"layer_types={types} (MaxText's: {', '.join(GEMMA3_PATTERN)}, repeated)")
+    if layers < len(GEMMA3_PATTERN):  # its scanned layers are groups of the pattern's six
+        refusals.append(f"num_hidden_layers={layers} (MaxText's block scans groups of six)")
+    for cap in ("final_logit_softcapping", "attn_logit_softcapping"):
+        if hf.get(cap) is not None:
+            refusals.append(f"{cap}={hf[cap]} (Gemma 3 has none)")
+    if not hf.get("tie_word_embeddings", True):
+        refusals.append("tie_word_embeddings=false (MaxText's Gemma 3 tables have no lm_head)")
+    full, local = gemma3_ropes(hf)
+    for rope, allowed in ((full, ("default", "linear")), (local, ("default",))):
+        if rope.get("rope_type", rope.get("type", "default")) not in allowed:
+            refusals.append(f"rope {rope} (MaxText computes {' or '.join(allowed)} here)")
+    head_dim = int(hf.get("head_dim") or int(hf["hidden_size"]) // heads)
+    scalar = hf.get("query_pre_attn_scalar", head_dim)
+    scalars = gemma3_query_scalars(int(hf["hidden_size"]), heads, head_dim)
+    model_name = next((n for n, v in scalars.items() if v == scalar), None)
+    if model_name is None:
+        refusals.append(f"query_pre_attn_scalar={scalar} (MaxText's: head_dim or hidden/heads)")
+    if refusals:
+        raise UsageError(
+            "config.json",
+            f"MaxText's gemma3 block does not compute {'; '.join(refusals)}",
+            MAXTEXT_CONVERTER,
+        )
+    return {
+        # The model file gives the rest of the block (mlp_activations gelu and linear, the
+        # vision tower's keys, unused); every key given here is over it.
+        "model_name": str(model_name),
+        "override_model_config": "true",
+        "sliding_window_size": str(hf.get("sliding_window") or 4096),
+        "use_post_attn_norm": "true",
+        "use_post_ffw_norm": "true",
+        "rope_max_timescale": str(int(float(full.get("rope_theta", 1_000_000.0)))),
+        "local_rope_max_timescale": str(int(float(local.get("rope_theta", 10_000.0)))),
+        "rope_linear_scaling_factor": str(float(full.get("factor", 1.0))
+                                          if full.get("rope_type") == "linear" else 1.0),
+    }  # fmt: skip
+
+
 Hooks = dict[str, list[Callable[..., Any]]]
 
 
@@ -205,8 +299,13 @@ def conversion_tables(
     from maxtext.checkpoint_conversion.utils.param_mapping import HOOK_FNS, PARAM_MAPPING
 
     scan = bool(config.scan_layers)
-    names = PARAM_MAPPING[family.tables_of](dims, config, scan_layers=scan)
-    hooks = HOOK_FNS[family.tables_of](dims, config, scan_layers=scan, saving_to_hf=saving_to_hf)
+    tables_dims = _as_multimodal(dims) if family.text_of else dims
+    names = PARAM_MAPPING[family.tables_of](tables_dims, config, scan_layers=scan)
+    hooks = HOOK_FNS[family.tables_of](
+        tables_dims, config, scan_layers=scan, saving_to_hf=saving_to_hf
+    )
+    if family.text_of:
+        names = {k: _renamed(v, family.text_of) for k, v in names.items() if "vision" not in k}
     chains = {k: list(v) if isinstance(v, list) else [v] for k, v in hooks.items()}
     rope_type = str(getattr(config.rope_type, "value", config.rope_type))  # pyconfig's enums
     if family.tables_of.startswith("llama3.1") and rope_type != "llama3.1":
@@ -220,7 +319,26 @@ def hf_shapes(family: Family, dims: dict[str, Any]) -> dict[str, Any]:
     """Hugging Face name -> its shape, by MaxText's table of the family."""
     from maxtext.checkpoint_conversion.utils.hf_shape import HF_SHAPE
 
-    return HF_SHAPE[family.tables_of](dims)
+    if not family.text_of:
+        return HF_SHAPE[family.tables_of](dims)
+    shapes = HF_SHAPE[family.tables_of](_as_multimodal(dims))
+    text = family.text_of
+    return {_renamed(k, text): v for k, v in shapes.items() if k.startswith(text)}
+
+
+def _as_multimodal(dims: dict[str, Any]) -> dict[str, Any]:
+    """A text model's config.json as the multimodal model's tables read one: the text model as
+    text_config, a vision tower of no layers (whose names are dropped)."""
+    vision = dict(hidden_size=1, intermediate_size=1, num_hidden_layers=0, patch_size=1,
+                  num_channels=1, image_size=1)  # fmt: skip
+    return {"text_config": dims, "vision_config": vision}
+
+
+def _renamed(names: Any, text_of: str) -> Any:
+    """A table's Hugging Face name(s), nested lists kept, with the text model's prefix."""
+    if isinstance(names, list):
+        return [_renamed(n, text_of) for n in names]
+    return "model." + names.removeprefix(text_of) if names.startswith(text_of) else names
 
 
 def llama31_rope_scaling() -> dict[str, Any]:

@@ -78,7 +78,7 @@ def write_tiny_llama(
     """A Llama model directory as Hugging Face's save_pretrained writes one: transformers'
     own LlamaConfig as config.json, random weights under Hugging Face's names in
     model.safetensors, and a tokenizer (UTF-8 bytes). The weights come from numpy, not from
-    LlamaForCausalLM(config): that needs torch, which nothing here installs (3 GB)."""
+    LlamaForCausalLM(config): the reference it is held to is numpy too, not torch."""
     import transformers
     from safetensors.numpy import save_file
 

@@ -125,3 +125,22 @@ def test_the_model_card_of_a_run_started_from_a_run_names_both_and_the_first_imp
     card = model_card("sft", 5, "/x", args)
     assert "from run `pre` at step 20" in card and "import `base`" in card
     assert json.dumps("/src/llama") in card  # Hugging Face's base_model: the first import
+
+
+def test_a_run_of_a_gemma3_import_is_started_from_with_its_windows_and_ropes(tmp_path):
+    """Gemma 3 1B's keys (launcher/runtime/model_families.py) over gemma3-4b's model file: a
+    job from that run must build the 1B (a 512-token window, no rope scaling), not the 4B the
+    model file describes; MaxText's pyconfig refuses the keys without override_model_config."""
+    from launcher.runtime.model_families import maxtext_keys
+    from tests.unit.test_model_families import GEMMA3_1B
+
+    keys = maxtext_keys(GEMMA3_1B)
+    _run(
+        tmp_path, "pre", ["tiny-llama.yml", "run_name=pre", *(f"{k}={v}" for k, v in keys.items())]
+    )
+    args, _ = resolve_from(MaxTextArgs.parse(["tiny-llama.yml", "run_name=sft"]), "pre", "/d",
+                           str(tmp_path))  # fmt: skip
+    config = _pyconfig(args)
+    assert (config.sliding_window_size, config.rope_linear_scaling_factor) == (512, 1.0)
+    assert (config.emb_dim, config.num_decoder_layers, config.head_dim) == (1152, 26, 256)
+    assert (config.local_rope_max_timescale, config.rope_max_timescale) == (10_000, 1_000_000)

@@ -1,0 +1,86 @@
+"""Tiny models of the families `import` converts, made by transformers from each family's own
+config class (random weights, two layers, MoE with four experts) and saved as save_pretrained
+saves them; and transformers' forward pass over such a directory, as the reference that
+MaxText's tokens are held to."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SIZES = dict(
+    hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+    num_key_value_heads=2, head_dim=16, vocab_size=256,
+)  # fmt: skip
+# (transformers' config class, what the family adds to the sizes)
+FAMILIES = {
+    "qwen3": ("Qwen3Config", {}),
+    # Qwen3-30B-A3B's routing (its config.json: norm_topk_prob true).
+    "qwen3-moe": ("Qwen3MoeConfig", dict(num_experts=4, num_experts_per_tok=2,
+                                          moe_intermediate_size=32, norm_topk_prob=True)),
+    "mistral": ("MistralConfig", dict(sliding_window=None)),  # v0.3's: full attention
+    "mixtral": ("MixtralConfig", dict(num_local_experts=4, num_experts_per_tok=2)),
+    # Gemma 3 4B's ropes (linear scaling 8 on the global layers) and query scaling (by
+    # head_dim); seven layers: a scanned group of MaxText's six and one more; a window of five
+    # tokens, which a prompt longer than it crosses.
+    "gemma3": ("Gemma3TextConfig", dict(
+        num_hidden_layers=7, sliding_window=5, query_pre_attn_scalar=16,
+        rope_parameters={"full_attention": {"rope_type": "linear", "factor": 8.0,
+                                            "rope_theta": 1_000_000.0},
+                         "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}},
+    )),
+}  # fmt: skip
+
+
+def tiny_model(
+    family: str, directory: Path, seed: int = 5, std: float = 0.3, norms: float = 0.0,
+    **config: Any,
+):  # fmt: skip
+    """The family's tiny model (`config` on top of its sizes), saved with a byte tokenizer
+    (launcher.core.byte_tokenizer: UTF-8 bytes and a chat template); the model. `std`: the
+    weights' spread, larger than the initializer's so that a wrong layout moves the logits;
+    `norms`: the norm weights' mean (1: a model that trains as a pretrained one does)."""
+    import torch
+    import transformers
+
+    from launcher.core.byte_tokenizer import byte_tokenizer_files
+
+    config_class, extra = FAMILIES[family]
+    made = getattr(transformers, config_class)(**{**SIZES, **extra, **config})
+    torch.manual_seed(seed)
+    model = transformers.AutoModelForCausalLM.from_config(made).float().eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            p.normal_(norms if "norm" in name else 0.0, std)
+    model.save_pretrained(directory)
+    byte_tokenizer_files(directory)
+    return model
+
+
+def parameter_count(directory: Path) -> int:
+    from safetensors.numpy import load_file
+
+    return sum(t.size for t in load_file(directory / "model.safetensors").values())
+
+
+class Transformers:
+    """transformers' own model of a saved directory, in float32."""
+
+    def __init__(self, model_dir: Path):
+        import transformers
+
+        self.model = transformers.AutoModelForCausalLM.from_pretrained(model_dir).float().eval()
+        self.config = self.model.config
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            return self.model(torch.tensor([ids])).logits[0].double().numpy()
+
+    def greedy_agreement(self, prompt: list[int], generated: list[int]) -> list[bool]:
+        """For each generated token: is it the argmax after its prefix (teacher-forced)?"""
+        picks = self.logits([*prompt, *generated[:-1]])[len(prompt) - 1 :].argmax(axis=-1)
+        return [int(a) == int(b) for a, b in zip(picks, generated, strict=True)]
