@@ -1,13 +1,14 @@
 """From a pretrained model to an answer, end to end on the real local Ray cluster, nothing from a
-hub: a tiny Llama directory as Hugging Face saves one (tests/support: transformers' config,
-random weights, a byte tokenizer with a chat template) is imported as a job (MaxText's
-conversion, in a Ray task that reserves its memory), fine-tuned with SFT on the project's own
-instruction set (MaxText's train loop with use_sft, both simulated hosts, held-out eval), then
-`generate` asks it a held-out question as a user (MaxText's inference engine; before training,
-the import itself) and `export` writes it for vLLM. The exported model (and the import) is held
-against MaxText by Hugging Face's Llama forward pass written out in numpy
-(tests/support/hf_llama_reference.py): it must pick every token MaxText picked. That the
-import is exact, logit for logit, is tests/unit/test_hf_import.py's."""
+hub: a tiny Qwen3 directory as Hugging Face saves one (tests/support/tiny_models.py:
+transformers' own config class and model, random weights, q/k norms, a byte tokenizer with a
+chat template; a family other than Llama, whose road is the same) is imported as a job
+(MaxText's conversion, in a Ray task that reserves its memory), fine-tuned with SFT on the
+project's own instruction set (MaxText's train loop with use_sft, both simulated hosts,
+held-out eval), then `generate` asks it a held-out question as a user (MaxText's inference
+engine; before training, the import itself) and `export` writes it for vLLM. The exported model
+(and the import) is held against MaxText by transformers' own forward pass: it must pick every
+token MaxText picked. That each family's import is exact, logit for logit, is
+tests/unit/test_model_families.py's (Llama's: test_hf_import.py's)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from launcher.client.data.prepare import split_of
 from launcher.core.checkpoints import committed_steps
 from launcher.core.runtime_door import RUNTIME_MODULE
 from launcher.corpus.instructions import ANSWER_PREFIX, examples
-from tests.support.hf_llama_reference import HfLlama, write_tiny_llama
+from tests.support.tiny_models import Transformers, parameter_count, tiny_model
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -47,25 +48,28 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     name = run_name("sft")
     # Made for a longer context than the run trains at (max_target_length 128): the export
     # says the model's own.
-    source = write_tiny_llama(local_cluster.bucket / "hf" / name, seed=5, max_positions=4096)
+    source = local_cluster.bucket / "hf" / name
+    tiny_model("qwen3", source, std=0.1, norms=1.0, max_position_embeddings=4096)
+    parameters = parameter_count(source)
     imported = local_cluster.launcher("import", f"hf/{name}", "--name", name, timeout=300)
     out = imported.stdout + imported.stderr
     assert imported.returncode == 0, out[-6000:]
     record = launcher_result(out)
-    assert (record["name"], record["source"], record["parameters"]) == (name, str(source), 106_816)
+    assert (record["name"], record["source"]) == (name, str(source))
+    assert record["parameters"] == parameters
     assert "as a task that reserves 2.0 GiB of host memory" in out and "== imported ==" in out
     assert f"--from={name}" in out
 
     # Generated from the import itself, before any run of that name (MaxText's base.yml with
-    # the import's keys): greedy, every token the source model picks in Hugging Face's forward
-    # pass (the numpy reference).
+    # the import's keys): greedy, every token the source model picks in transformers' forward
+    # pass.
     plain = ("--prompt", held_out["prompt"], "--max-tokens", "8", "--temperature", "0")
     code, out = local_cluster.about_run("generate", name, *plain, "--", "dtype=float32")
     assert code == 0, out[-6000:]
     assert f"generate from import {name}" in out
     from_import = launcher_result(out)
     assert from_import["prompt_ids"] == list(held_out["prompt"].encode())
-    base = HfLlama(source)
+    base = Transformers(source)
     agreement = base.greedy_agreement(from_import["prompt_ids"], from_import["token_ids"])
     assert all(agreement), f"generate from the import disagrees with the source at {agreement}"
 
@@ -81,7 +85,7 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     )  # fmt: skip
     assert code == 0, out[-6000:]
     trained = launcher_result(out)
-    assert f"starts from import {name}: 106,816 parameters of LlamaForCausalLM" in out
+    assert f"starts from import {name}: {parameters:,} parameters of Qwen3ForCausalLM" in out
     assert "trainer: sft" in out, "the plan does not say it fine-tunes"
     evals = trained["evals"]
     assert evals[0][0] == 0 and len(evals) >= 3 and evals[-1][1] < EVAL_RATIO * evals[0][1], evals
@@ -101,7 +105,7 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     assert answer["prompt_ids"] == list(turn.encode())
     assert TRAINED_FORMAT.match(answer["text"]), answer["text"]
     # The base model, before any training, does not answer so (the import's own weights,
-    # greedy, by the numpy reference): the format is what fine-tuning taught.
+    # greedy, by transformers): the format is what fine-tuning taught.
     ids = list(turn.encode())
     for _ in range(len(ANSWER_PREFIX)):
         ids.append(int(base.logits(ids)[-1].argmax()))
@@ -124,9 +128,9 @@ def test_imports_fine_tunes_answers_and_exports(local_cluster, tmp_path, held_ou
     assert f'base_model: "{source}"' in card and f"from import `{name}`" in card
     assert f"dataset `{dataset}`" in card and f"- steps: {step} " in card
     assert "Fine-tuned (SFT" in card
-    hf = HfLlama(model_dir)
-    assert hf.config["architectures"] == ["LlamaForCausalLM"]
-    assert hf.config["max_position_embeddings"] == exported["max_position_embeddings"] == 4096
+    hf = Transformers(model_dir)
+    assert hf.config.architectures == ["Qwen3ForCausalLM"]
+    assert hf.config.max_position_embeddings == exported["max_position_embeddings"] == 4096
     agreement = hf.greedy_agreement(answer["prompt_ids"], answer["token_ids"])
     assert all(agreement), f"the exported model disagrees with MaxText at {agreement}"
 
