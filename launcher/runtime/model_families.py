@@ -56,7 +56,8 @@ FAMILIES = (
     Family("Qwen3ForCausalLM", "qwen3", "qwen3-0.6b", "Qwen3Config", qk_norm=True),
     Family("Qwen3MoeForCausalLM", "qwen3_moe", "qwen3-30b-a3b", "Qwen3MoeConfig", True, True),
     Family("MixtralForCausalLM", "mixtral", "mixtral-8x7b", "MixtralConfig", moe=True),
-    # Gemma 3 1B and the text model of the larger ones (their language_model).
+    # Gemma 3 1B, and text-only checkpoints of the larger ones (published with their vision
+    # tower as Gemma3ForConditionalGeneration, which is not converted).
     Family(
         "Gemma3ForCausalLM",
         "gemma3",
