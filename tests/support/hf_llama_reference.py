@@ -11,6 +11,8 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.support.tiny_models import greedy_agreement
+
 
 class HfLlama:
     def __init__(self, model_dir: Path):
@@ -66,10 +68,7 @@ class HfLlama:
         return x @ head.T
 
     def greedy_agreement(self, prompt: list[int], generated: list[int]) -> list[bool]:
-        """For each generated token: is it the argmax after its prefix (teacher-forced)?"""
-        logits = self.logits([*prompt, *generated[:-1]])
-        picks = logits[len(prompt) - 1 :].argmax(axis=-1)
-        return [int(a) == int(b) for a, b in zip(picks, generated, strict=True)]
+        return greedy_agreement(self.logits([*prompt, *generated[:-1]]), prompt, generated)
 
 
 def write_tiny_llama(

@@ -1,7 +1,7 @@
 """Tiny models of the families `import` converts, made by transformers from each family's own
-config class (random weights, two layers, MoE with four experts) and saved as save_pretrained
-saves them; and transformers' forward pass over such a directory, as the reference that
-MaxText's tokens are held to."""
+config class (random weights, two layers (Gemma 3: seven), MoE with four experts) and saved as
+save_pretrained saves them; transformers' forward pass over such a directory, as the reference
+that MaxText's tokens are held to; and Gemma 3's published sizes."""
 
 from __future__ import annotations
 
@@ -65,6 +65,33 @@ def parameter_count(directory: Path) -> int:
     return sum(t.size for t in load_file(directory / "model.safetensors").values())
 
 
+def logits_of(model, ids: list[int]) -> np.ndarray:
+    """A transformers model's logits at every position of `ids`, in float64."""
+    import torch
+
+    with torch.no_grad():
+        return model(torch.tensor([ids])).logits[0].double().numpy()
+
+
+def greedy_agreement(logits: np.ndarray, prompt: list[int], generated: list[int]) -> list[bool]:
+    """For each generated token: is it the argmax after its prefix (teacher-forced)? `logits`:
+    a reference's over the prompt and all but the last generated token."""
+    picks = logits[len(prompt) - 1 :].argmax(axis=-1)
+    return [int(a) == int(b) for a, b in zip(picks, generated, strict=True)]
+
+
+# Gemma 3's published config.json files (google/gemma-3-1b-it; gemma-3-27b-it's text_config):
+# the sizes that pick MaxText's query scaling, and the ropes.
+GEMMA3_1B = {"architectures": ["Gemma3ForCausalLM"], "hidden_size": 1152, "num_attention_heads": 4,
+             "num_key_value_heads": 1, "head_dim": 256, "query_pre_attn_scalar": 256,
+             "num_hidden_layers": 26, "sliding_window": 512, "rope_theta": 1_000_000,
+             "rope_local_base_freq": 10_000, "rope_scaling": None, "intermediate_size": 6912,
+             "vocab_size": 262144}  # fmt: skip
+GEMMA3_27B_TEXT = {**GEMMA3_1B, "hidden_size": 5376, "num_attention_heads": 32, "head_dim": 128,
+                   "query_pre_attn_scalar": 168, "num_hidden_layers": 62, "sliding_window": 1024,
+                   "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}  # fmt: skip
+
+
 class Transformers:
     """transformers' own model of a saved directory, in float32."""
 
@@ -75,12 +102,7 @@ class Transformers:
         self.config = self.model.config
 
     def logits(self, ids: list[int]) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            return self.model(torch.tensor([ids])).logits[0].double().numpy()
+        return logits_of(self.model, ids)
 
     def greedy_agreement(self, prompt: list[int], generated: list[int]) -> list[bool]:
-        """For each generated token: is it the argmax after its prefix (teacher-forced)?"""
-        picks = self.logits([*prompt, *generated[:-1]])[len(prompt) - 1 :].argmax(axis=-1)
-        return [int(a) == int(b) for a, b in zip(picks, generated, strict=True)]
+        return greedy_agreement(self.logits([*prompt, *generated[:-1]]), prompt, generated)

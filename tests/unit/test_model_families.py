@@ -23,20 +23,20 @@ from launcher.runtime.hf_export import ModelShape, restore_params, to_hf_tensors
 from launcher.runtime.hf_import import import_model, maxtext_config
 from launcher.runtime.model_families import BY_ARCHITECTURE, maxtext_keys
 from tests.support.maxtext_logits import maxtext_logits
-from tests.support.tiny_models import FAMILIES, SIZES, tiny_model
+from tests.support.tiny_models import (
+    FAMILIES,
+    GEMMA3_1B,
+    GEMMA3_27B_TEXT,
+    SIZES,
+    logits_of,
+    tiny_model,
+)
 
 pytestmark = pytest.mark.unit
 
 TOKENS = list(b"Every family, imported exactly.")
 # float32 against float32 through two layers: measured under 1e-6 at logits of magnitude ~3.
 TOLERANCE = 1e-4
-
-
-def _logits(model) -> np.ndarray:
-    import torch
-
-    with torch.no_grad():
-        return model(torch.tensor([TOKENS])).logits[0].double().numpy()
 
 
 def _bfloat16_output_layer(model):
@@ -70,11 +70,11 @@ def test_a_family_imports_computes_transformers_logits_and_exports_back(
     assert record.model["decoder_block"] == BY_ARCHITECTURE[record.architecture].block
     assert record.parameters == sum(t.size for t in tensors.values())
 
-    expected = _logits(model)
+    expected = logits_of(model, TOKENS)
     got = maxtext_logits(record, target / PARAMS_ITEMS, TOKENS)
     assert np.abs(expected).max() > 1, "logits too small to tell a wrong layout apart"
     tied = model.config.tie_word_embeddings
-    computed = _logits(_bfloat16_output_layer(model)) if tied else expected
+    computed = logits_of(_bfloat16_output_layer(model), TOKENS) if tied else expected
     np.testing.assert_allclose(got, computed, atol=TOLERANCE, rtol=0)
     # Tied, the rounding alone can turn a near tie (Gemma 3's case here, at one position).
     assert (got.argmax(-1) == computed.argmax(-1)).all()
@@ -98,7 +98,7 @@ def test_a_family_imports_computes_transformers_logits_and_exports_back(
     (exported / "config.json").write_text(json.dumps(config))
     reloaded = transformers.AutoModelForCausalLM.from_pretrained(exported).float().eval()
     assert type(reloaded) is type(model)
-    np.testing.assert_allclose(_logits(reloaded), expected, atol=1e-6, rtol=0)
+    np.testing.assert_allclose(logits_of(reloaded, TOKENS), expected, atol=1e-6, rtol=0)
 
 
 LLAMA32_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
@@ -141,18 +141,6 @@ def test_qwen3s_window_switched_off_is_full_attention_and_imports():
              "use_sliding_window": False, "max_position_embeddings": 40960}  # fmt: skip
     keys = maxtext_keys({**SIZES, **qwen3})
     assert (keys["decoder_block"], keys["use_qk_norm"]) == ("qwen3", "true")
-
-
-# Gemma 3's published config.json files (google/gemma-3-1b-it; gemma-3-27b-it's text_config):
-# the sizes that pick MaxText's query scaling, and the ropes.
-GEMMA3_1B = {"architectures": ["Gemma3ForCausalLM"], "hidden_size": 1152, "num_attention_heads": 4,
-             "num_key_value_heads": 1, "head_dim": 256, "query_pre_attn_scalar": 256,
-             "num_hidden_layers": 26, "sliding_window": 512, "rope_theta": 1_000_000,
-             "rope_local_base_freq": 10_000, "rope_scaling": None, "intermediate_size": 6912,
-             "vocab_size": 262144}  # fmt: skip
-GEMMA3_27B_TEXT = {**GEMMA3_1B, "hidden_size": 5376, "num_attention_heads": 32, "head_dim": 128,
-                   "query_pre_attn_scalar": 168, "num_hidden_layers": 62, "sliding_window": 1024,
-                   "rope_scaling": {"factor": 8.0, "rope_type": "linear"}}  # fmt: skip
 
 
 @pytest.mark.parametrize(

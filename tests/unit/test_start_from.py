@@ -132,7 +132,7 @@ def test_a_run_of_a_gemma3_import_is_started_from_with_its_windows_and_ropes(tmp
     job from that run must build the 1B (a 512-token window, no rope scaling), not the 4B the
     model file describes; MaxText's pyconfig refuses the keys without override_model_config."""
     from launcher.runtime.model_families import maxtext_keys
-    from tests.unit.test_model_families import GEMMA3_1B
+    from tests.support.tiny_models import GEMMA3_1B
 
     keys = maxtext_keys(GEMMA3_1B)
     _run(
