@@ -120,6 +120,22 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
         vocab_size=129280,
         torch_dtype="bfloat16",
     ),
+    # openai/gpt-oss-20b's config.json (-120b's: GPT_OSS_120B below).
+    "gpt-oss-20b": dict(
+        architectures=["GptOssForCausalLM"],
+        hidden_size=2880,
+        num_hidden_layers=24,
+        num_attention_heads=64,
+        num_key_value_heads=8,
+        head_dim=64,
+        intermediate_size=2880,
+        num_local_experts=32,
+        num_experts_per_tok=4,
+        attention_bias=True,
+        sliding_window=128,
+        vocab_size=201088,
+        torch_dtype="bfloat16",
+    ),
     "mixtral-8x7b": dict(
         architectures=["MixtralForCausalLM"],
         hidden_size=4096,
@@ -133,6 +149,10 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
         torch_dtype="bfloat16",
     ),
 }
+# openai/gpt-oss-120b's config.json: gpt-oss-20b's with more layers and experts.
+KNOWN_MODELS["gpt-oss-120b"] = {
+    **KNOWN_MODELS["gpt-oss-20b"], "num_hidden_layers": 36, "num_local_experts": 128,
+}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -158,10 +178,11 @@ class ModelSize:
 
 def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
     """The size of a Hugging Face decoder (Llama's layout and its kin: Llama, Mistral, Qwen3,
-    and the MoE ones, Qwen3-MoE, Mixtral and DeepSeek V2/V3) from its config.json: embeddings,
-    per layer the attention projections (grouped KV heads, Qwen3's per-head q/k norms,
-    DeepSeek's latent attention), a gated MLP, or a router and its experts' gated MLPs
-    (DeepSeek's shared experts, and its first_k_dense_replace dense layers), and two norms, the
+    and the MoE ones, Qwen3-MoE, Mixtral, gpt-oss and DeepSeek V2/V3) from its config.json:
+    embeddings, per layer the attention projections (grouped KV heads, Qwen3's per-head q/k
+    norms, gpt-oss's biases and sinks, DeepSeek's latent attention), a gated MLP, or a router
+    and its experts' gated MLPs (gpt-oss's biased, DeepSeek's shared experts and its
+    first_k_dense_replace dense layers), and two norms, the
     final norm, and an untied output head unless `tie_word_embeddings`."""
     try:
         hidden = int(config["hidden_size"])
@@ -184,8 +205,14 @@ def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
         kv_tensors = 1
     else:
         attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
-    if any(a.startswith("Qwen3") for a in config.get("architectures") or []):
+    architectures = config.get("architectures") or []
+    if any(a.startswith("Qwen3") for a in architectures):
         attention += 2 * head_dim  # q_norm, k_norm
+    gpt_oss = "GptOssForCausalLM" in architectures  # its sinks, and biases on every expert
+    if config.get("attention_bias"):
+        attention += heads * head_dim + 2 * kv_heads * head_dim + hidden
+    if gpt_oss:
+        attention += heads  # one sink a head
     dense = 3 * hidden * inter
     experts = int(
         config.get("num_experts")
@@ -198,6 +225,9 @@ def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
         expert = 3 * hidden * int(config.get("moe_intermediate_size") or inter)
         routed = int(config.get("num_experts_per_tok") or 1)
         router = hidden * experts
+        if gpt_oss:  # the router's bias; each expert's on gate_up and down
+            router += experts
+            expert += 2 * int(config["intermediate_size"]) + hidden
         if config.get("n_routed_experts"):  # DeepSeek: the router's bias, shared experts
             router += experts
             router += int(config.get("n_shared_experts") or 0) * expert

@@ -15,20 +15,26 @@ import time
 import uuid
 from dataclasses import dataclass
 
+from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title
 from launcher.core.job_plan import (
     JobOptions,
     plan_job,
 )
 from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.model_shape import model_values
 from launcher.core.run_dir import output_dir
 from launcher.core.run_record import RunCheckpoint, find_run_checkpoint
 from launcher.core.run_requests import GenerateRequest, check_request
+from launcher.runtime.model_families import MOE_BIAS_VAR_MODELS
 from launcher.runtime.prompt_tokens import Tokenizer, tokenizer_for, until_eos, user_turn_ids
 
 # The prompt is padded to a multiple of this: prompts of similar length share one compiled
 # prefill (in the run's compilation cache).
 PREFILL_BUCKET = 16
+# MaxText's blocks with sliding-window layers (models/gemma2.py, gemma3.py, gemma4.py,
+# gpt_oss.py: their attention patterns).
+SLIDING_WINDOW_BLOCKS = ("gemma2", "gemma3", "gemma4", "gpt_oss")
 
 
 @dataclass(frozen=True)
@@ -61,7 +67,48 @@ def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan
         "decode_sampling_temperature": str(request.temperature or 1.0),
     }
     args = MaxTextArgs(model.config, {**model.overrides, **forced})
+    check_window(args, prefill)
+    check_loadable(args)
     return GenerationPlan(found, args, tokenizer, prompt_ids)
+
+
+def check_loadable(args: MaxTextArgs) -> None:
+    """MaxText's inference engine loads parameters through from_pretrained, which frees every
+    weight and restores only nnx.Param (utils/model_creation_utils.py): a model whose routing
+    bias is a MoEBiasVar fails at its first step ("Array has been deleted"; measured on a tiny
+    DeepSeek V3 import). Training's loader restores it."""
+    name = str(model_values(args).get("model_name") or "")
+    if name.startswith(MOE_BIAS_VAR_MODELS):
+        raise UsageError(
+            "--run",
+            f"MaxText's inference engine cannot load a {name} model: its loader frees the "
+            "routing bias (a MoEBiasVar) and restores only parameters",
+            "export the run (tpu-launcher export) and serve it with vLLM",
+        )
+
+
+def check_window(args: MaxTextArgs, prefill: int) -> None:
+    """MaxText's inference engine places a decoded token at the end of each KV cache's slots,
+    not at its position (layers/attention_op.py, generate_attention_mask: next_pos =
+    kv_seq_len - 1 in autoregressive mode), so a sliding-window layer attends to the wrong
+    tokens once the caches are longer than the window: measured on tiny Gemma 3 and gpt-oss
+    models, greedy tokens then leave transformers' after the first. Within the window it
+    computes the model."""
+    values = model_values(args)
+    window = int(values.get("sliding_window_size") or 0)
+    length = int(args.get("max_target_length"))
+    if str(values.get("decoder_block")) not in SLIDING_WINDOW_BLOCKS or not 0 < window < length:
+        return
+    room = window - prefill
+    raise UsageError(
+        "--max-tokens",
+        f"the prompt (padded to {prefill} tokens) and the new tokens need {length} positions, "
+        f"past this model's {window}-token sliding window, and MaxText's inference engine "
+        "masks a window by its cache's slots, not the token's position: past it, it computes "
+        "a different model",
+        (f"ask for at most {room} new tokens" if room > 0 else "shorten the prompt")
+        + f" (within {window} positions), or export the run and serve it with vLLM",
+    )
 
 
 def generate(request: GenerateRequest) -> int:

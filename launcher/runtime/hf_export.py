@@ -35,19 +35,23 @@ from launcher.core.run_requests import ExportRequest, check_request
 from launcher.runtime.host_memory import conversion_bytes, run_where_memory_is
 from launcher.runtime.model_card import CARD, base_model_config, model_card
 from launcher.runtime.model_families import (
+    YARN_KEYS,
     Family,
     conversion_tables,
     family_of_block,
     gemma3_layer_types,
     gemma3_query_scalars,
+    gpt_oss_layer_types,
     hf_shapes,
     llama31_rope_scaling,
+    stacking_axis,
 )
 from launcher.runtime.prompt_tokens import has_byte_tokens
 
 EXPORT_RECORD = "tpu-launcher-export.json"
 WEIGHTS_FILE = "model.safetensors"
-ROPE_TYPES = ("default", "llama3.1")
+# The ropes export writes beyond default, by block: the family's own.
+ROPE_TYPES = {"llama2": ("default", "llama3.1"), "gpt_oss": ("yarn",), "deepseek": ("yarn",)}
 
 
 @dataclass(frozen=True)
@@ -78,11 +82,11 @@ class ModelShape:
     def from_maxtext(cls, c) -> ModelShape:
         family = family_of_block(str(getattr(c.decoder_block, "value", c.decoder_block)))
         rope_type = str(getattr(c.rope_type, "value", c.rope_type))  # pyconfig's enums
-        if rope_type not in ROPE_TYPES or (rope_type != "default" and not family.llama31_rope):
+        if rope_type not in ROPE_TYPES.get(family.block, ("default",)):
             raise UsageError(
                 "rope_type",
-                f"export writes rope_type default (and llama3.1 for Llama); this "
-                f"{family.block} run's is {rope_type}",
+                f"export writes rope_type default (llama3.1 for Llama, yarn for gpt-oss); "
+                f"this {family.block} run's is {rope_type}",
                 "use MaxText's own converter (maxtext.checkpoint_conversion.to_huggingface)",
             )
         experts = int(getattr(c, "num_experts", 1) or 1) if family.moe else 0
@@ -152,6 +156,10 @@ class ModelShape:
             }  # fmt: skip
         if block == "gemma3":
             fields |= _gemma3_fields(self)
+        if block == "gpt_oss":
+            fields |= _gpt_oss_fields(self)
+        if block == "deepseek":
+            fields |= _deepseek_fields(self)
         if block == "mixtral":
             fields |= {
                 "num_local_experts": self.num_experts,
@@ -185,6 +193,64 @@ def _gemma3_fields(shape: ModelShape) -> dict[str, Any]:
     }
 
 
+def _gpt_oss_fields(shape: ModelShape) -> dict[str, Any]:
+    """gpt-oss's config.json beyond the sizes, from the MaxText keys the block computes."""
+    c = shape.config
+    return {
+        "num_local_experts": shape.num_experts,
+        "num_experts_per_tok": shape.num_experts_per_tok,
+        "intermediate_size": shape.moe_intermediate_size,
+        "attention_bias": True,
+        "sliding_window": int(c.sliding_window_size),
+        "layer_types": gpt_oss_layer_types(shape.num_hidden_layers),
+        "swiglu_limit": float(c.mlp_activations_limit),
+        "rope_parameters": _yarn(shape),
+    }
+
+
+def _yarn(shape: ModelShape) -> dict[str, Any]:
+    """Hugging Face's YaRN parameters of MaxText's yarn rope keys."""
+    c = shape.config
+    yarn = {hf: float(getattr(c, mt)) for hf, mt in YARN_KEYS.items()}
+    yarn["original_max_position_embeddings"] = int(c.original_max_position_embeddings)
+    return {"rope_type": "yarn", "rope_theta": shape.rope_theta, **yarn,
+            "truncate": bool(c.rope_truncate)}  # fmt: skip
+
+
+def _deepseek_fields(shape: ModelShape) -> dict[str, Any]:
+    """DeepSeek V3's config.json beyond the sizes, from the MaxText keys the block computes (the
+    inverse of model_families.deepseek_keys)."""
+    c = shape.config
+    rope = _yarn(shape)
+    mscale = float(c.mscale)
+    if mscale:  # the softmax's; the rotary output scaled too where rope_attention_scaling
+        rope |= {
+            "mscale_all_dim": mscale,
+            **({} if c.rope_attention_scaling else {"mscale": mscale}),
+        }
+    groups, top_groups = int(c.n_routing_groups), int(c.topk_routing_group)
+    return {
+        "n_routed_experts": shape.num_experts,
+        "num_experts_per_tok": shape.num_experts_per_tok,
+        "moe_intermediate_size": shape.moe_intermediate_size,
+        "n_shared_experts": int(c.shared_experts),
+        "first_k_dense_replace": int(c.first_num_dense_layers),
+        "n_group": groups if groups > 0 else 1,
+        "topk_group": top_groups if top_groups > 0 else 1,
+        "routed_scaling_factor": float(c.routed_scaling_factor),
+        "norm_topk_prob": True,
+        "q_lora_rank": int(c.q_lora_rank) or None,
+        "kv_lora_rank": int(c.kv_lora_rank),
+        "qk_nope_head_dim": int(c.qk_nope_head_dim),
+        "qk_rope_head_dim": int(c.qk_rope_head_dim),
+        "v_head_dim": int(c.v_head_dim),
+        "head_dim": int(c.qk_rope_head_dim),
+        "num_key_value_heads": shape.num_attention_heads,
+        "rope_interleave": bool(c.rope_interleave),
+        "rope_parameters": rope,
+    }
+
+
 def restore_params(items_dir: Path) -> dict:
     """The parameters of an Orbax training state ({"params": {"decoder": ...}}, MaxText's
     conversion tables' form), as numpy arrays on this host."""
@@ -213,9 +279,12 @@ def to_hf_tensors(params: dict, shape: ModelShape) -> dict[str, np.ndarray]:
     flat = _flatten(params)
     if shape.tie_word_embeddings:  # no logits kernel: lm_head is the embedding
         names = {k: v for k, v in names.items() if "logits_dense" not in k}
-    # Qwen's table names the attention biases of Qwen 2.5, which Qwen 3 does not have.
-    names = {k: v for k, v in names.items() if k in flat or not k.endswith("-bias")}
-    missing = sorted(set(names) - set(flat))
+    # Qwen's table names the attention biases of Qwen 2.5, which Qwen 3 does not have; the
+    # DeepSeek table the tensors of V2's query and V3.2's indexer: a name this model's shapes
+    # lack is another model's.
+    names = {k: v for k, v in names.items() if _in(k, flat) or not _atoms(k)[0].endswith("-bias")}
+    names = {k: v for k, v in names.items() if all(n in shapes for n in _hf_names(v))}
+    missing = sorted(k for key in names for k in _atoms(key) if k not in flat)
     if missing:
         raise UsageError(
             "checkpoint",
@@ -225,12 +294,32 @@ def to_hf_tensors(params: dict, shape: ModelShape) -> dict[str, np.ndarray]:
         )
     out: dict[str, np.ndarray] = {}
     for mt_key, hf_names in names.items():
-        for hf_name, tensor in _split(flat[mt_key], hf_names, shape.config, mt_key):
+        # A composite key's tensors, sliced alike, go to its hook together (gpt-oss's wi_0 and
+        # wi_1, interleaved into gate_up_proj).
+        parts = [_split(flat[k], hf_names, shape.config, k) for k in _atoms(mt_key)]
+        for sliced in zip(*parts, strict=True):
+            hf_name = sliced[0][0]
+            tensors = [t for _, t in sliced]
+            tensor = tensors if isinstance(mt_key, tuple) else tensors[0]
             tensor = np.asarray(apply_hook_fns(tensor, shapes[hf_name], hooks.get(mt_key)))
             out[hf_name] = np.ascontiguousarray(tensor)
             if list(out[hf_name].shape) != list(shapes[hf_name]):
                 raise AssertionError(f"{hf_name}: {out[hf_name].shape} != {shapes[hf_name]}")
     return out
+
+
+def _atoms(key: str | tuple[str, ...]) -> tuple[str, ...]:
+    """A table's MaxText key as its keys: one, or a composite key's several."""
+    return key if isinstance(key, tuple) else (key,)
+
+
+def _hf_names(names: Any) -> list[str]:
+    """A table's Hugging Face name(s), nested lists flattened."""
+    return [n for sub in names for n in _hf_names(sub)] if isinstance(names, list) else [names]
+
+
+def _in(key: str | tuple[str, ...], flat: dict[str, np.ndarray]) -> bool:
+    return all(k in flat for k in _atoms(key))
 
 
 def _split(value: np.ndarray, hf_names: Any, config, mt_key: str):
@@ -243,8 +332,7 @@ def _split(value: np.ndarray, hf_names: Any, config, mt_key: str):
         yield hf_names, value
         return
     if depth == 1:
-        scan_axis = int(config.param_scan_axis)
-        axes: tuple[int, ...] = (scan_axis if config.scan_layers and value.ndim > scan_axis else 0,)
+        axes: tuple[int, ...] = (stacking_axis(mt_key, config, value.ndim),)
     else:
         axes = tuple(stacked_axes(mt_key, config, depth))
     leading = np.moveaxis(value, axes, tuple(range(depth)))

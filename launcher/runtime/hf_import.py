@@ -44,6 +44,7 @@ from launcher.runtime.model_families import (
     conversion_tables,
     family_of,
     maxtext_keys,
+    stacking_axis,
 )
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
@@ -126,16 +127,29 @@ def to_maxtext_params(read: Callable[[str], np.ndarray], hf: dict, config) -> di
     hf = {**hf, "head_dim": int(config.head_dim)}  # older config.json files leave it implied
     names, hooks = conversion_tables(family, hf, config, saving_to_hf=False)
     targets, treedef = get_maxtext_model_info(config)
+    # A composite key, (MaxText keys), is one Hugging Face tensor MaxText keeps as several
+    # (gpt-oss's gate_up_proj: wi_0 and wi_1); its hook stacks them on a last axis.
+    composite = [keys for keys in names if isinstance(keys, tuple)]
+    part_of = {k: (keys, i) for keys in composite for i, k in enumerate(keys)}
+    composites: dict[tuple[str, ...], np.ndarray] = {}
     leaves: list[Any] = [None] * len(targets)
     for mt_key, (index, shape) in targets.items():
-        if mt_key not in names:
+        if mt_key in names:
+            value = _assemble(names[mt_key], read, hooks.get(mt_key), tuple(shape), config, mt_key)
+        elif mt_key in part_of:
+            keys, i = part_of[mt_key]
+            if keys not in composites:
+                stacked = (*shape, len(keys))
+                composites[keys] = _assemble(names[keys], read, hooks.get(keys), stacked, config,
+                                             mt_key)  # fmt: skip
+            value = composites[keys][..., i]
+        else:
             raise UsageError(
                 "config.json",
                 f"MaxText's model of this shape has {mt_key}, which its {family.tables_of} "
                 "table maps from no Hugging Face tensor",
                 MAXTEXT_CONVERTER,
             )
-        value = _assemble(names[mt_key], read, hooks.get(mt_key), tuple(shape), config, mt_key)
         if tuple(value.shape) != tuple(shape):
             raise AssertionError(f"{mt_key}: {value.shape} != {shape}")
         leaves[index] = value
@@ -158,8 +172,7 @@ def _assemble(source: Any, read: Callable[[str], np.ndarray], hooks, shape: tupl
     if depth == 0:
         return np.asarray(apply_hook_fns(read(source), shape, hooks))
     if depth == 1:  # layers on the scan axis; an unscanned layer's experts on axis 0
-        scan_axis = int(config.param_scan_axis)
-        axes: tuple[int, ...] = (scan_axis if config.scan_layers and len(shape) > scan_axis else 0,)
+        axes: tuple[int, ...] = (stacking_axis(mt_key, config, len(shape)),)
     else:
         axes = tuple(stacked_axes(mt_key, config, depth))
     piece = slice_shape(shape, axes)

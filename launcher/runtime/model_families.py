@@ -47,6 +47,8 @@ class Family:
     # The tables are those of a multimodal model, naming this text model's tensors under its
     # language model ("model.language_model."), where this architecture has "model.".
     text_of: str = ""
+    # Biases on the attention's projections (and the experts'), which the block computes.
+    biases: bool = False
 
 
 FAMILIES = (
@@ -67,6 +69,12 @@ FAMILIES = (
         activation=("hidden_activation", "gelu_pytorch_tanh"),
         text_of="model.language_model.",
     ),
+    # gpt-oss 20b and 120b: attention sinks, biases, a 128-token window on every other layer,
+    # YaRN, and the experts' clamped SwiGLU (maxtext/layers/moe.py, apply_ffn_activation).
+    Family("GptOssForCausalLM", "gpt_oss", "gpt-oss-20b", "GptOssConfig", moe=True, biases=True),
+    # DeepSeek V3 (and R1, V3.1, Kimi K2 as published in its form): latent attention, dense
+    # layers first, shared experts, grouped sigmoid routing with a correction bias, YaRN.
+    Family("DeepseekV3ForCausalLM", "deepseek", "deepseek3-671b", "DeepseekV3Config", moe=True),
 )
 BY_ARCHITECTURE = {f.architecture: f for f in FAMILIES}
 BY_BLOCK = {f.block: f for f in FAMILIES}
@@ -112,8 +120,7 @@ def maxtext_keys(hf: dict[str, Any]) -> dict[str, str]:
         "head_dim": str(hf.get("head_dim") or int(hf["hidden_size"]) // heads),
         "vocab_size": str(hf["vocab_size"]),
         "normalization_layer_epsilon": str(hf.get("rms_norm_eps", 1e-6)),
-        "rope_max_timescale": str(int(_rope(hf)[0])),
-        "rope_type": _rope_type(family, hf),
+        **({} if family.block in BLOCK_KEYS else _rope_keys(family, hf)),
         "logits_via_embedding": str(tied).lower(),
         # MaxText divides tied logits by sqrt(emb_dim) by default; Hugging Face's lm_head is the
         # embedding as it is (Llama 3.2 1B and 3B, the small Qwen3 are tied). Gemma's tables
@@ -123,10 +130,8 @@ def maxtext_keys(hf: dict[str, Any]) -> dict[str, str]:
     }
     if family.qk_norm:
         keys["use_qk_norm"] = "true"
-    if family.block == "gemma3":
-        keys |= gemma3_keys(hf)
     if family.moe:
-        experts = hf.get("num_experts", hf.get("num_local_experts"))
+        experts = hf.get("num_experts") or hf.get("num_local_experts") or hf.get("n_routed_experts")
         moe_dim = hf.get("moe_intermediate_size") or hf["intermediate_size"]
         keys |= {
             "num_experts": str(experts),
@@ -137,6 +142,8 @@ def maxtext_keys(hf: dict[str, Any]) -> dict[str, str]:
         }
         if "norm_topk_prob" in hf:  # Qwen3-MoE's; Mixtral always renormalizes the top k
             keys["norm_topk_prob"] = str(bool(hf["norm_topk_prob"])).lower()
+    if family.block in BLOCK_KEYS:  # over the generic ones
+        keys |= BLOCK_KEYS[family.block](hf)
     return keys
 
 
@@ -147,9 +154,11 @@ def _rope(hf: dict[str, Any]) -> tuple[float, str, dict[str, Any]]:
     return float(theta), str(rope.get("rope_type", rope.get("type", "default"))), rope
 
 
+def _rope_keys(family: Family, hf: dict[str, Any]) -> dict[str, str]:
+    return {"rope_max_timescale": str(int(_rope(hf)[0])), "rope_type": _rope_type(family, hf)}
+
+
 def _rope_type(family: Family, hf: dict[str, Any]) -> str:
-    if family.block == "gemma3":
-        return "default"  # a rope per layer type, linear scaling on the global: gemma3_keys
     _, kind, rope = _rope(hf)
     llama31 = {k: v for k, v in llama31_rope_scaling().items() if k in ROPE_SCALING_KEYS}
     if kind == "default":
@@ -167,13 +176,22 @@ def _rope_type(family: Family, hf: dict[str, Any]) -> str:
 
 
 def _refuse_what_the_block_lacks(family: Family, hf: dict[str, Any]) -> None:
+    quantized = hf.get("quantization_config")
+    if quantized:  # DeepSeek V3's FP8 with block scales, a GPTQ or AWQ checkpoint
+        raise UsageError(
+            "config.json",
+            f"this checkpoint is quantized ({quantized.get('quant_method', quantized)}); "
+            "import reads the weights as they are stored",
+            "dequantize it to bfloat16 first (DeepSeek's inference/fp8_cast_bf16.py for its "
+            "FP8 checkpoints) and import that",
+        )
     act_key, act = family.activation
     unsupported = [
         f"{k}={hf.get(k)}"
         for k, ok in (
             (act_key, hf.get(act_key, act) == act),
-            ("attention_bias", not hf.get("attention_bias", False)),
-            ("mlp_bias", not hf.get("mlp_bias", False)),
+            ("attention_bias", family.biases or not hf.get("attention_bias", False)),
+            ("mlp_bias", family.biases or not hf.get("mlp_bias", False)),
         )
         if not ok
     ]
@@ -184,8 +202,8 @@ def _refuse_what_the_block_lacks(family: Family, hf: dict[str, Any]) -> None:
             f"{family.architecture} has {', '.join(unsupported)}",
             MAXTEXT_CONVERTER,
         )
-    if family.block == "gemma3":
-        return  # its windows are the block's own: gemma3_keys
+    if family.block in BLOCK_KEYS:
+        return  # its windows are the block's own: BLOCK_KEYS
     # Sliding-window attention: MaxText's Mistral and Qwen3 blocks attend to every earlier
     # token (they pass no attention_type), the same model only up to the window.
     window = hf.get("sliding_window") if hf.get("use_sliding_window", True) else None
@@ -278,6 +296,7 @@ def gemma3_keys(hf: dict[str, Any]) -> dict[str, str]:
         # vision tower's keys, unused); every key given here is over it.
         "model_name": str(model_name),
         "override_model_config": "true",
+        "rope_type": "default",  # a rope per layer type, linear scaling on the global's
         "sliding_window_size": str(hf.get("sliding_window") or 4096),
         "use_post_attn_norm": "true",
         "use_post_ffw_norm": "true",
@@ -288,12 +307,146 @@ def gemma3_keys(hf: dict[str, Any]) -> dict[str, str]:
     }  # fmt: skip
 
 
-Hooks = dict[str, list[Callable[..., Any]]]
+# MaxText's gpt-oss block: a sliding-window layer, then a global one, scanned in pairs
+# (maxtext/models/gpt_oss.py, GPT_OSS_ATTENTION_PATTERN; its model file's
+# inhomogeneous_layer_cycle_interval: 2).
+GPT_OSS_PATTERN = ("sliding_attention", "full_attention")
+GPT_OSS_SWIGLU_ALPHA = 1.702  # built into MaxText's clamped SwiGLU (moe.py, apply_ffn_activation)
+# Hugging Face's YaRN keys -> MaxText's (base.yml's yarn RoPE parameters).
+YARN_KEYS = {"factor": "rope_factor", "beta_fast": "beta_fast", "beta_slow": "beta_slow",
+             "original_max_position_embeddings": "original_max_position_embeddings"}  # fmt: skip
+
+
+def gpt_oss_layer_types(layers: int) -> list[str]:
+    return [GPT_OSS_PATTERN[i % len(GPT_OSS_PATTERN)] for i in range(layers)]
+
+
+def gpt_oss_keys(hf: dict[str, Any]) -> dict[str, str]:
+    """The keys of MaxText's gpt-oss block beyond the sizes; what it cannot compute refused."""
+    layers = int(hf["num_hidden_layers"])
+    types = list(hf.get("layer_types") or gpt_oss_layer_types(layers))
+    theta, kind, rope = _rope(hf)
+    refusals = []
+    if types != gpt_oss_layer_types(layers):
+        refusals.append(f"layer_types={types} (MaxText's: {', '.join(GPT_OSS_PATTERN)}, repeated)")
+    if layers % len(GPT_OSS_PATTERN):  # its scan drops a last odd layer
+        refusals.append(f"num_hidden_layers={layers} (MaxText's block scans pairs of layers)")
+    if float(hf.get("swiglu_alpha", GPT_OSS_SWIGLU_ALPHA)) != GPT_OSS_SWIGLU_ALPHA:
+        refusals.append(f"swiglu_alpha={hf['swiglu_alpha']} (MaxText's: {GPT_OSS_SWIGLU_ALPHA})")
+    if hf.get("tie_word_embeddings", False):
+        refusals.append("tie_word_embeddings=true (MaxText's gpt-oss tables have an lm_head)")
+    extra = sorted(set(rope) - {*YARN_KEYS, "rope_type", "type", "rope_theta", "truncate"})
+    if kind != "yarn" or extra:
+        refusals.append(f"rope {rope} (MaxText computes YaRN here, without {extra or 'others'})")
+    # MaxText's config model declares each of YaRN's numbers an int (configs/types.py).
+    fractional = [f"{k}={rope[k]}" for k in YARN_KEYS if k in rope and float(rope[k]) % 1]
+    if fractional:
+        refusals.append(f"rope {', '.join(fractional)} (MaxText's YaRN takes whole numbers)")
+    if refusals:
+        raise UsageError(
+            "config.json",
+            f"MaxText's gpt_oss block does not compute {'; '.join(refusals)}",
+            MAXTEXT_CONVERTER,
+        )
+    return {
+        # The model file gives the rest of the block (attention_sink, attention_bias, mlp_bias,
+        # routed_bias, mlp_activations, rope_interleave false, rope_attention_scaling true,
+        # inhomogeneous_layer_cycle_interval 2); every key given here is over it.
+        "model_name": "gpt-oss-20b",
+        "override_model_config": "true",
+        "sliding_window_size": str(hf.get("sliding_window") or 128),
+        "mlp_activations_limit": str(float(hf.get("swiglu_limit", 7.0))),
+        "rope_type": "yarn",
+        "rope_max_timescale": str(int(theta)),
+        "max_position_embeddings": str(hf.get("max_position_embeddings", 131072)),
+        **{mt: str(int(float(rope[hf]))) for hf, mt in YARN_KEYS.items() if hf in rope},
+        "rope_truncate": str(bool(rope.get("truncate", True))).lower(),
+    }
+
+
+def deepseek_keys(hf: dict[str, Any]) -> dict[str, str]:
+    """The keys of MaxText's DeepSeek V3 block beyond the sizes; what it cannot compute refused.
+    MaxText routes as DeepSeek V3 by the model's name (layers/moe.py, get_topk: a model_name
+    starting with deepseek3), and always renormalizes sigmoid scores over the top k."""
+    theta, kind, rope = _rope(hf)
+    refusals = []
+    if hf.get("scoring_func", "sigmoid") != "sigmoid" or not hf.get("norm_topk_prob", True):
+        routing = (
+            f"scoring_func={hf.get('scoring_func')}, norm_topk_prob={hf.get('norm_topk_prob')}"
+        )
+        refusals.append(f"{routing} (MaxText's: sigmoid, renormalized)")
+    # Hugging Face scales the softmax by mscale_all_dim's factor squared and the rotary output
+    # by the ratio of mscale's factor to it (modeling_deepseek_v3.py, yarn_apply_mscale;
+    # modeling_rope_utils.py, _compute_yarn_parameters); MaxText the softmax by its mscale's
+    # and the output by 0.1 ln(factor) + 1 or not at all (attention_mla.py, embeddings.py).
+    mscale, all_dim = float(rope.get("mscale") or 0), float(rope.get("mscale_all_dim") or 0)
+    extra = sorted(set(rope) - {*YARN_KEYS, "rope_type", "type", "rope_theta", "truncate",
+                                "mscale", "mscale_all_dim"})  # fmt: skip
+    if kind != "yarn" or extra or (all_dim and mscale and mscale != all_dim):
+        refusals.append(
+            f"rope {rope} (MaxText computes YaRN here, with mscale equal to mscale_all_dim, or "
+            "without mscale_all_dim)"
+        )
+    fractional = [f"{k}={rope[k]}" for k in YARN_KEYS if k in rope and float(rope[k]) % 1]
+    if fractional:
+        refusals.append(f"rope {', '.join(fractional)} (MaxText's YaRN takes whole numbers)")
+    positions = int(hf.get("max_position_embeddings", 163840))
+    if all_dim and positions <= int(rope.get("original_max_position_embeddings", 4096)):
+        refusals.append(
+            f"max_position_embeddings={positions} with mscale_all_dim (MaxText scales the "
+            "softmax only past original_max_position_embeddings)"
+        )
+    if hf.get("tie_word_embeddings", False):
+        refusals.append("tie_word_embeddings=true (MaxText's DeepSeek tables have an lm_head)")
+    if refusals:
+        raise UsageError(
+            "config.json",
+            f"MaxText's deepseek block does not compute {'; '.join(refusals)}",
+            MAXTEXT_CONVERTER,
+        )
+    groups = int(hf.get("n_group") or 1)
+    return {
+        "model_name": "deepseek3-671b",
+        "override_model_config": "true",
+        "base_mlp_dim": str(hf["intermediate_size"]),  # the dense layers'
+        "first_num_dense_layers": str(hf.get("first_k_dense_replace", 0)),
+        "shared_experts": str(hf.get("n_shared_experts") or 0),
+        "routed_scaling_factor": str(float(hf.get("routed_scaling_factor", 1.0))),
+        "n_routing_groups": str(groups if groups > 1 else -1),
+        "topk_routing_group": str(int(hf.get("topk_group") or 1) if groups > 1 else -1),
+        "q_lora_rank": str(hf.get("q_lora_rank") or 0),
+        "kv_lora_rank": str(hf["kv_lora_rank"]),
+        "qk_nope_head_dim": str(hf["qk_nope_head_dim"]),
+        "qk_rope_head_dim": str(hf["qk_rope_head_dim"]),
+        "v_head_dim": str(hf["v_head_dim"]),
+        "rope_interleave": str(bool(hf.get("rope_interleave", True))).lower(),
+        "rope_type": "yarn",
+        "rope_max_timescale": str(int(theta)),
+        "max_position_embeddings": str(positions),
+        **{mt: str(int(float(rope[hf_key]))) for hf_key, mt in YARN_KEYS.items() if hf_key in rope},
+        "rope_truncate": str(bool(rope.get("truncate", True))).lower(),
+        "mscale": str(all_dim),  # 0: no softmax scale
+        # Without mscale_all_dim, Hugging Face scales the rotary output by 0.1 ln(factor) + 1.
+        "rope_attention_scaling": str(not (all_dim and mscale)).lower(),
+    }
+
+
+# The blocks whose keys beyond the sizes (windows, ropes, the model file) one function gives.
+BLOCK_KEYS: dict[str, Callable[[dict[str, Any]], dict[str, str]]] = {
+    "gemma3": gemma3_keys,
+    "gpt_oss": gpt_oss_keys,
+    "deepseek": deepseek_keys,
+}
+
+# A MaxText key of a table: one parameter, or a composite key's several (gpt-oss's wi_0 and
+# wi_1, one Hugging Face tensor).
+MaxTextKey = str | tuple[str, ...]
+Hooks = dict[MaxTextKey, list[Callable[..., Any]]]
 
 
 def conversion_tables(
     family: Family, dims: dict[str, Any], config: Any, saving_to_hf: bool
-) -> tuple[dict[str, Any], Hooks]:
+) -> tuple[dict[MaxTextKey, Any], Hooks]:
     """(MaxText name -> its Hugging Face name(s): one, one per layer when scanned, one per
     expert (and layer); MaxText name -> the hooks to apply in order) for a model of `dims`
     (Hugging Face's config.json) and MaxText's `config` of the same model."""
@@ -313,7 +466,31 @@ def conversion_tables(
         # The Llama 3.1 tables reorder q/k for its interleaved rotary pairs; the default
         # rotary embedding (Llama 2 and 3, Mistral) already rotates halves.
         chains = {k: [h for h in v if h.__name__ != "adjust_rope"] for k, v in chains.items()}
+    if str(getattr(config, "model_name", "")).startswith(MOE_BIAS_VAR_MODELS):
+        names = {_as_moe_bias_var(k): v for k, v in names.items()}
+        chains = {_as_moe_bias_var(k): v for k, v in chains.items()}
     return names, chains
+
+
+# MaxText keeps these models' routing bias in a collection of its own, MoEBiasVar, not params
+# (layers/moe.py, GateLogit: model_name deepseek3, deepseek4, kimi-k2), though its DeepSeek
+# table names it a parameter; the collection is stacked on axis 0 when scanned, not on
+# param_scan_axis (checkpoint_conversion/to_maxtext.py, _build_single_axis_stacked_tensor).
+MOE_BIAS_VAR_MODELS = ("deepseek3", "deepseek4", "kimi-k2")
+
+
+def _as_moe_bias_var(key: Any) -> Any:
+    if isinstance(key, str) and key.startswith("params-") and key.endswith("MoeBlock_0-gate-bias"):
+        return "MoEBiasVar-" + key.removeprefix("params-")
+    return key
+
+
+def stacking_axis(mt_key: str, config: Any, ndim: int) -> int:
+    """The axis a one-level list of Hugging Face names stacks on: layers on param_scan_axis when
+    scanned (a collection other than params: axis 0), an unscanned layer's experts on 0."""
+    scan_axis = int(config.param_scan_axis)
+    scanned = bool(config.scan_layers) and mt_key.startswith("params-")
+    return scan_axis if scanned and ndim > scan_axis else 0
 
 
 def hf_shapes(family: Family, dims: dict[str, Any]) -> dict[str, Any]:

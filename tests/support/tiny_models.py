@@ -1,7 +1,7 @@
 """Tiny models of the families `import` converts, made by transformers from each family's own
-config class (random weights, two layers (Gemma 3: seven), MoE with four experts) and saved as
-save_pretrained saves them; transformers' forward pass over such a directory, as the reference
-that MaxText's tokens are held to; and Gemma 3's published sizes."""
+config class (random weights, two layers (Gemma 3: seven; gpt-oss: four), MoE with four
+experts) and saved as save_pretrained saves them; transformers' forward pass over such a
+directory, as the reference that MaxText's tokens are held to; and Gemma 3's published sizes."""
 
 from __future__ import annotations
 
@@ -31,6 +31,23 @@ FAMILIES = {
                                             "rope_theta": 1_000_000.0},
                          "sliding_attention": {"rope_type": "default", "rope_theta": 10_000.0}},
     )),
+    # gpt-oss 20b's YaRN, sinks, biases and clamped SwiGLU (the config class's defaults); four
+    # layers (two of MaxText's scanned pairs), a window of five tokens.
+    "gpt-oss": ("GptOssConfig", dict(num_hidden_layers=4, num_local_experts=4,
+                                     num_experts_per_tok=2, sliding_window=5)),
+    # DeepSeek V3's latent attention (q_a/q_b, kv_a with its shared rotary key, kv_b), one
+    # dense layer then two MoE ones (eight experts in four groups, two groups picked, one
+    # shared expert), its sigmoid routing with a correction bias, its YaRN with mscale.
+    "deepseek-v3": ("DeepseekV3Config", dict(
+        num_hidden_layers=3, first_k_dense_replace=1, num_key_value_heads=4,
+        n_routed_experts=8, n_group=4, topk_group=2, num_experts_per_tok=2, n_shared_experts=1,
+        moe_intermediate_size=32, routed_scaling_factor=2.5, q_lora_rank=32, kv_lora_rank=16,
+        qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, head_dim=8,
+        max_position_embeddings=163840,
+        rope_parameters={"rope_type": "yarn", "factor": 40.0, "beta_fast": 32.0,
+                         "beta_slow": 1.0, "mscale": 1.0, "mscale_all_dim": 1.0,
+                         "original_max_position_embeddings": 4096, "rope_theta": 10000.0},
+    )),
 }  # fmt: skip
 
 
@@ -54,6 +71,9 @@ def tiny_model(
     with torch.no_grad():
         for name, p in model.named_parameters():
             p.normal_(norms if "norm" in name else 0.0, std)
+        for name, b in model.named_buffers():  # DeepSeek's routing bias is one
+            if name.endswith("e_score_correction_bias"):
+                b.normal_(0.0, std)
     model.save_pretrained(directory)
     byte_tokenizer_files(directory)
     return model

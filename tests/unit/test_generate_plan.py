@@ -162,13 +162,13 @@ def test_submit_shows_the_generated_text_and_keeps_the_result_line_in_the_log(tm
     assert result in (tmp_path / "job.log").read_text()
 
 
-def _import(bucket: Path, name: str) -> Path:
+def _import(bucket: Path, name: str, **shape: str) -> Path:
     """An import's directory as `tpu-launcher import` leaves it: record, parameters, tokenizer."""
     where = Path(import_dir(str(bucket), name))
     (where / PARAMS_ITEMS).mkdir(parents=True)
     (where / "tokenizer").mkdir()
     byte_tokenizer_files(where / "tokenizer")
-    shape = {"decoder_block": "qwen3", "base_emb_dim": "64", "vocab_size": "256"}
+    shape = {"decoder_block": "qwen3", "base_emb_dim": "64", "vocab_size": "256", **shape}
     record = ImportRecord(name, "/models/q", "Qwen3ForCausalLM", shape, 1000, "float32", 1.0)
     (where / IMPORT_RECORD).write_text(record.to_json())
     return where
@@ -193,3 +193,37 @@ def test_an_import_is_generated_from_with_the_model_its_from_builds(tmp_path):
     with pytest.raises(UsageError) as e:
         plan_generation(GenerateRequest("import:chat", "hi", step=3), str(tmp_path))
     assert e.value.field == "--step" and "one checkpoint" in e.value.problem
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [{"decoder_block": "gpt_oss", "sliding_window_size": "128"},
+     {"decoder_block": "gemma3", "model_name": "gemma3-4b", "override_model_config": "true",
+      "sliding_window_size": "128"}],
+    ids=["gpt-oss", "gemma3"],
+)  # fmt: skip
+def test_generation_past_a_sliding_window_is_refused_within_it_planned(tmp_path, shape):
+    """MaxText's engine masks a window by its caches' slots (generate.check_window): past the
+    window it decodes a different model."""
+    _import(tmp_path, "oss", **shape)
+    # "hi": 2 tokens, padded to 16; 16 + 112 = 128 positions, the window.
+    plan = plan_generation(GenerateRequest("oss", "hi", max_tokens=112), str(tmp_path))
+    assert plan.args.get("max_target_length") == 128
+    with pytest.raises(UsageError) as e:
+        plan_generation(GenerateRequest("oss", "hi", max_tokens=113), str(tmp_path))
+    assert "128-token sliding window" in e.value.problem
+    assert "at most 112 new tokens" in e.value.fix and "vLLM" in e.value.fix
+    # A window longer than the sequence, or a block without windowed layers: planned.
+    _import(tmp_path, "long", **{**shape, "sliding_window_size": "4096"})
+    plan_generation(GenerateRequest("long", "hi", max_tokens=1000), str(tmp_path))
+    _import(tmp_path, "qwen", sliding_window_size="8")
+    plan_generation(GenerateRequest("qwen", "hi", max_tokens=1000), str(tmp_path))
+
+
+def test_generation_from_a_model_whose_routing_bias_maxtexts_engine_drops_is_refused(tmp_path):
+    """DeepSeek V3's routing bias is a MoEBiasVar, which the engine's loader frees."""
+    _import(tmp_path, "ds", decoder_block="deepseek", model_name="deepseek3-671b",
+            override_model_config="true")  # fmt: skip
+    with pytest.raises(UsageError) as e:
+        plan_generation(GenerateRequest("ds", "hi"), str(tmp_path))
+    assert "deepseek3-671b" in e.value.problem and "vLLM" in e.value.fix

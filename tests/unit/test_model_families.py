@@ -1,5 +1,5 @@
 """Every family `import` converts, exactly, both ways. For each, a tiny model that transformers
-makes from the family's own config class (random weights, two layers, MoE with four experts):
+makes from the family's own config class (tests/support/tiny_models.py: random weights):
 `import` writes MaxText's parameters, MaxText's own model loads them as a job would and computes
 transformers' logits on the same tokens (greedy tokens equal at every position); `export`'s
 conversion gives back the very tensors, and its config.json with them is a model transformers
@@ -16,7 +16,9 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from launcher.core.errors import UsageError
+from launcher.core.maxtext_args import MaxTextArgs
 from launcher.core.model_imports import IMPORT_RECORD, PARAMS_ITEMS, ImportRecord, import_dir
+from launcher.core.model_shape import MODEL_KEYS
 from launcher.core.run_dir import OUTPUT_DIR_ENV
 from launcher.core.run_requests import ImportRequest
 from launcher.runtime.hf_export import ModelShape, restore_params, to_hf_tensors
@@ -101,6 +103,7 @@ def test_a_family_imports_computes_transformers_logits_and_exports_back(
     np.testing.assert_allclose(logits_of(reloaded, TOKENS), expected, atol=1e-6, rtol=0)
 
 
+DEEPSEEK = {"architectures": ["DeepseekV3ForCausalLM"], **FAMILIES["deepseek-v3"][1]}
 LLAMA32_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
                 "high_freq_factor": 4.0, "original_max_position_embeddings": 8192,
                 "rope_theta": 500000.0}  # fmt: skip
@@ -121,11 +124,35 @@ LLAMA32_ROPE = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
           "layer_types": ["full_attention"] * 12}, "layer_types=", "to_maxtext"),
         ({"architectures": ["Gemma3ForCausalLM"], "num_hidden_layers": 6,
           "query_pre_attn_scalar": 100}, "query_pre_attn_scalar=100", "to_maxtext"),
-        ({"architectures": ["GptOssForCausalLM"]}, "this model is GptOssForCausalLM",
+        # MaxText's gpt-oss block scans pairs of layers (a window, then global).
+        ({"architectures": ["GptOssForCausalLM"], "num_hidden_layers": 3, "num_local_experts": 4,
+          "num_experts_per_tok": 2}, "num_hidden_layers=3", "to_maxtext"),
+        ({"architectures": ["GptOssForCausalLM"], "num_local_experts": 4, "num_experts_per_tok": 2,
+          "swiglu_alpha": 1.5}, "swiglu_alpha=1.5", "to_maxtext"),
+        ({"architectures": ["GptOssForCausalLM"], "num_local_experts": 4, "num_experts_per_tok": 2,
+          "rope_parameters": {"rope_type": "yarn", "factor": 32.0, "mscale": 0.7,
+                              "original_max_position_embeddings": 4096}}, "mscale", "to_maxtext"),
+        ({"architectures": ["GptOssForCausalLM"], "num_local_experts": 4, "num_experts_per_tok": 2,
+          "rope_parameters": {"rope_type": "yarn", "factor": 2.5,
+                              "original_max_position_embeddings": 4096}}, "factor=2.5",
          "to_maxtext"),
+        ({"architectures": ["DeepseekV2ForCausalLM"]}, "this model is DeepseekV2ForCausalLM",
+         "to_maxtext"),
+        # MaxText renormalizes DeepSeek V3's sigmoid scores, and takes one mscale for the
+        # softmax and the rotary output.
+        ({**DEEPSEEK, "norm_topk_prob": False}, "norm_topk_prob=False", "to_maxtext"),
+        ({**DEEPSEEK, "rope_parameters": {**DEEPSEEK["rope_parameters"], "mscale": 0.707}},
+         "mscale equal to mscale_all_dim", "to_maxtext"),
+        # The published DeepSeek V3 weights: FP8 with 128x128 block scales.
+        ({**DEEPSEEK, "quantization_config": {"quant_method": "fp8", "fmt": "e4m3",
+                                              "weight_block_size": [128, 128]}},
+         "quantized (fp8)", "fp8_cast_bf16"),
     ],
     ids=["llama-3.2-rope", "mistral-window", "qwen3-moe-dense-layers", "gemma3-all-global",
-         "gemma3-query-scale", "gpt-oss"],
+         "gemma3-query-scale", "gpt-oss-odd-layers", "gpt-oss-alpha", "gpt-oss-mscale",
+         "gpt-oss-fractional-yarn",
+         "deepseek-v2", "deepseek-v3-not-renormalized", "deepseek-v3-mscales",
+         "deepseek-v3-fp8"],
 )  # fmt: skip
 def test_what_a_familys_block_cannot_compute_is_refused_with_the_field_and_way_out(
     config, said, fix
@@ -133,6 +160,21 @@ def test_what_a_familys_block_cannot_compute_is_refused_with_the_field_and_way_o
     with pytest.raises(UsageError) as e:
         maxtext_keys({**SIZES, **config})
     assert said in e.value.problem and fix in e.value.fix
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_every_key_an_import_sets_is_one_a_run_started_from_it_is_held_to(family):
+    """A run begun from a run of an import builds the same model on every key the import set
+    (launcher.core.start_from compares MODEL_KEYS), and each value is of the kind MaxText's
+    config model declares (a job given `beta_fast=32.0` is refused before it runs)."""
+    import transformers
+
+    config_class, extra = FAMILIES[family]
+    config = getattr(transformers, config_class)(**{**SIZES, **extra}).to_dict()
+    row = next(f for f in BY_ARCHITECTURE.values() if f.config_class == config_class)
+    keys = maxtext_keys({**config, "architectures": [row.architecture]})
+    assert set(keys) <= set(MODEL_KEYS), set(keys) - set(MODEL_KEYS)
+    MaxTextArgs.parse([f"{k}={v}" for k, v in keys.items()]).check_value_types()
 
 
 def test_qwen3s_window_switched_off_is_full_attention_and_imports():
