@@ -120,7 +120,21 @@ KNOWN_MODELS: dict[str, dict[str, Any]] = {
         vocab_size=129280,
         torch_dtype="bfloat16",
     ),
-    # openai/gpt-oss-20b's config.json (-120b's: GPT_OSS_120B below).
+    # google/gemma-3-1b-it's config.json (tied: Gemma3TextConfig's default).
+    "gemma-3-1b": dict(
+        architectures=["Gemma3ForCausalLM"],
+        hidden_size=1152,
+        num_hidden_layers=26,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=256,
+        intermediate_size=6912,
+        sliding_window=512,
+        vocab_size=262144,
+        tie_word_embeddings=True,
+        torch_dtype="bfloat16",
+    ),
+    # openai/gpt-oss-20b's config.json (-120b's below).
     "gpt-oss-20b": dict(
         architectures=["GptOssForCausalLM"],
         hidden_size=2880,
@@ -178,11 +192,12 @@ class ModelSize:
 
 def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
     """The size of a Hugging Face decoder (Llama's layout and its kin: Llama, Mistral, Qwen3,
-    and the MoE ones, Qwen3-MoE, Mixtral, gpt-oss and DeepSeek V2/V3) from its config.json:
-    embeddings, per layer the attention projections (grouped KV heads, Qwen3's per-head q/k
-    norms, gpt-oss's biases and sinks, DeepSeek's latent attention), a gated MLP, or a router
+    Gemma 3, and the MoE ones, Qwen3-MoE, Mixtral, gpt-oss and DeepSeek V2/V3) from its
+    config.json: embeddings, per layer the attention projections (grouped KV heads, Qwen3's and
+    Gemma 3's per-head q/k norms, gpt-oss's biases and sinks, DeepSeek's latent attention), a
+    gated MLP, or a router
     and its experts' gated MLPs (gpt-oss's biased, DeepSeek's shared experts and its
-    first_k_dense_replace dense layers), and two norms, the
+    first_k_dense_replace dense layers), and two norms (Gemma 3: four), the
     final norm, and an untied output head unless `tie_word_embeddings`."""
     try:
         hidden = int(config["hidden_size"])
@@ -206,8 +221,10 @@ def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
     else:
         attention = hidden * heads * head_dim * 2 + hidden * kv_heads * head_dim * 2
     architectures = config.get("architectures") or []
-    if any(a.startswith("Qwen3") for a in architectures):
+    gemma3 = any(a.startswith("Gemma3") for a in architectures)
+    if gemma3 or any(a.startswith("Qwen3") for a in architectures):
         attention += 2 * head_dim  # q_norm, k_norm
+    norms = 4 if gemma3 else 2  # Gemma 3's post-attention and post-MLP norms too
     gpt_oss = "GptOssForCausalLM" in architectures  # its sinks, and biases on every expert
     if config.get("attention_bias"):
         attention += heads * head_dim + 2 * kv_heads * head_dim + hidden
@@ -234,7 +251,8 @@ def model_size(config: dict[str, Any], name: str = "model") -> ModelSize:
         mlp, active_mlp = router + experts * expert, router + routed * expert
         moe_layers = layers - int(config.get("first_k_dense_replace") or 0)
     embeddings = vocab * hidden * (1 if config.get("tie_word_embeddings") else 2)
-    rest = layers * (attention + 2 * hidden) + embeddings + hidden + (layers - moe_layers) * dense
+    dense_layers = layers - moe_layers
+    rest = layers * (attention + norms * hidden) + embeddings + hidden + dense_layers * dense
     return ModelSize(
         name=name,
         parameters=rest + moe_layers * mlp,

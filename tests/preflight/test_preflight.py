@@ -291,21 +291,27 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
     assert again.returncode == 0 and "verdict: fits" in again.stdout, again.stdout + again.stderr
 
 
-def test_a_job_from_an_import_compiles_the_imports_shape_where_its_record_is_seen(tmp_path):
+# A dense family other than Llama's, and a MoE one with sinks, biases and a window (the
+# tutorial's job is Llama's).
+@pytest.mark.parametrize("family", ["qwen3", "gpt-oss"])
+def test_a_job_from_an_import_compiles_the_imports_shape_where_its_record_is_seen(tmp_path, family):
     from launcher.core.run_dir import OUTPUT_DIR_ENV
     from launcher.core.run_requests import ImportRequest
     from launcher.runtime.hf_import import import_model
-    from tests.support.hf_llama_reference import write_tiny_llama
+    from tests.support.tiny_models import parameter_count, tiny_model
 
-    bucket = tmp_path / "bucket"
+    bucket, source = tmp_path / "bucket", tmp_path / "hf"
+    tiny_model(family, source)
     with pytest.MonkeyPatch.context() as env:
         env.setenv(OUTPUT_DIR_ENV, str(bucket))
-        import_model(ImportRequest("tiny", str(write_tiny_llama(tmp_path / "hf"))), True)
+        import_model(ImportRequest("tiny", str(source)), True)
     job = ("--", "--from=tiny", "base.yml", "run_name=r", "max_target_length=128")
     seen = preflight("--values", "values/v6e-16.yaml", "--data-dir", str(bucket), *job)
     assert seen.returncode == 0, seen.stdout + seen.stderr
-    assert "preflight: starts from import tiny: 106,816 parameters" in seen.stdout
-    # The import's 106,816 parameters, not base.yml's own model (about a billion).
+    assert f"preflight: starts from import tiny: {parameter_count(source):,} parameters" in (
+        seen.stdout
+    )
+    # The import's parameters, not base.yml's own model (about a billion).
     assert _gib(seen.stdout, "parameters + optimizer state") < 0.01, seen.stdout
     unseen = preflight("--values", "values/v6e-16.yaml", *job)
     assert unseen.returncode == 0, unseen.stdout + unseen.stderr

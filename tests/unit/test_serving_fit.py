@@ -60,6 +60,11 @@ def test_every_familys_published_config_has_its_published_parameter_count(name, 
     assert (model.active_parameters - looked_up) / 1e9 == pytest.approx(active, abs=0.06)
 
 
+def test_gemma3s_four_norms_and_qk_norms_give_its_exact_published_count():
+    """google/gemma-3-1b-it's safetensors hold 999,885,952 parameters (tied embeddings)."""
+    assert MODELS["gemma-3-1b"].parameters == 999_885_952
+
+
 @pytest.mark.parametrize(("name", "gib"), [("llama3.1-8b", 15.62), ("llama3.1-70b", 39.06)])
 def test_the_kv_cache_of_128k_tokens_matches_the_published_size(name, gib):
     # tensor parallel 8 = the models' 8 KV heads: no replication.
