@@ -14,6 +14,7 @@ import sys
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Any
 
 from launcher.core.errors import UsageError
 from launcher.core.job_events import format_result, format_summary_title
@@ -67,17 +68,18 @@ def plan_generation(request: GenerateRequest, output_dir: str) -> GenerationPlan
         "decode_sampling_temperature": str(request.temperature or 1.0),
     }
     args = MaxTextArgs(model.config, {**model.overrides, **forced})
-    check_window(args, prefill)
-    check_loadable(args)
+    model_keys = model_values(args)  # as MaxText will set them: the model file read once
+    check_window(model_keys, int(args.get("max_target_length")), prefill)
+    check_loadable(model_keys)
     return GenerationPlan(found, args, tokenizer, prompt_ids)
 
 
-def check_loadable(args: MaxTextArgs) -> None:
+def check_loadable(model_keys: dict[str, Any]) -> None:
     """MaxText's inference engine loads parameters through from_pretrained, which frees every
     weight and restores only nnx.Param (utils/model_creation_utils.py): a model whose routing
     bias is a MoEBiasVar fails at its first step ("Array has been deleted"; measured on a tiny
     DeepSeek V3 import). Training's loader restores it."""
-    name = str(model_values(args).get("model_name") or "")
+    name = str(model_keys.get("model_name") or "")
     if name.startswith(MOE_BIAS_VAR_MODELS):
         raise UsageError(
             "--run",
@@ -87,17 +89,15 @@ def check_loadable(args: MaxTextArgs) -> None:
         )
 
 
-def check_window(args: MaxTextArgs, prefill: int) -> None:
+def check_window(model_keys: dict[str, Any], length: int, prefill: int) -> None:
     """MaxText's inference engine places a decoded token at the end of each KV cache's slots,
     not at its position (layers/attention_op.py, generate_attention_mask: next_pos =
     kv_seq_len - 1 in autoregressive mode), so a sliding-window layer attends to the wrong
     tokens once the caches are longer than the window: measured on tiny Gemma 3 and gpt-oss
     models, greedy tokens then leave transformers' after the first. Within the window it
     computes the model."""
-    values = model_values(args)
-    window = int(values.get("sliding_window_size") or 0)
-    length = int(args.get("max_target_length"))
-    if str(values.get("decoder_block")) not in SLIDING_WINDOW_BLOCKS or not 0 < window < length:
+    window = int(model_keys.get("sliding_window_size") or 0)
+    if str(model_keys.get("decoder_block")) not in SLIDING_WINDOW_BLOCKS or not 0 < window < length:
         return
     room = window - prefill
     raise UsageError(

@@ -54,6 +54,10 @@ WEIGHTS_FILE = "model.safetensors"
 ROPE_TYPES = {"llama2": ("default", "llama3.1"), "gpt_oss": ("yarn",), "deepseek": ("yarn",)}
 
 
+def _ropes_by_block() -> str:
+    return ", ".join(f"{'/'.join(r)} for {b}" for b, r in ROPE_TYPES.items())
+
+
 @dataclass(frozen=True)
 class ModelShape:
     """The model's family and sizes as MaxText derived them (pyconfig), named as Hugging Face
@@ -85,8 +89,8 @@ class ModelShape:
         if rope_type not in ROPE_TYPES.get(family.block, ("default",)):
             raise UsageError(
                 "rope_type",
-                f"export writes rope_type default (llama3.1 for Llama, yarn for gpt-oss); "
-                f"this {family.block} run's is {rope_type}",
+                f"export writes rope_type default ({_ropes_by_block()}); this {family.block} "
+                f"run's is {rope_type}",
                 "use MaxText's own converter (maxtext.checkpoint_conversion.to_huggingface)",
             )
         experts = int(getattr(c, "num_experts", 1) or 1) if family.moe else 0
@@ -282,7 +286,6 @@ def to_hf_tensors(params: dict, shape: ModelShape) -> dict[str, np.ndarray]:
     # Qwen's table names the attention biases of Qwen 2.5, which Qwen 3 does not have; the
     # DeepSeek table the tensors of V2's query and V3.2's indexer: a name this model's shapes
     # lack is another model's.
-    names = {k: v for k, v in names.items() if _in(k, flat) or not _atoms(k)[0].endswith("-bias")}
     names = {k: v for k, v in names.items() if all(n in shapes for n in _hf_names(v))}
     missing = sorted(k for key in names for k in _atoms(key) if k not in flat)
     if missing:
@@ -316,10 +319,6 @@ def _atoms(key: str | tuple[str, ...]) -> tuple[str, ...]:
 def _hf_names(names: Any) -> list[str]:
     """A table's Hugging Face name(s), nested lists flattened."""
     return [n for sub in names for n in _hf_names(sub)] if isinstance(names, list) else [names]
-
-
-def _in(key: str | tuple[str, ...], flat: dict[str, np.ndarray]) -> bool:
-    return all(k in flat for k in _atoms(key))
 
 
 def _split(value: np.ndarray, hf_names: Any, config, mt_key: str):

@@ -317,6 +317,27 @@ YARN_KEYS = {"factor": "rope_factor", "beta_fast": "beta_fast", "beta_slow": "be
              "original_max_position_embeddings": "original_max_position_embeddings"}  # fmt: skip
 
 
+def _yarn_keys(hf: dict[str, Any], also: tuple[str, ...] = ()) -> tuple[dict[str, str], list[str]]:
+    """MaxText's YaRN keys of config.json's rope, and what of it MaxText cannot compute: another
+    rope, a key beyond YARN_KEYS (and the block's own, `also`), a number not whole (MaxText's
+    config model declares each of YaRN's an int: configs/types.py)."""
+    theta, kind, rope = _rope(hf)
+    refusals = []
+    extra = sorted(set(rope) - {*YARN_KEYS, "rope_type", "type", "rope_theta", "truncate", *also})
+    if kind != "yarn" or extra:
+        refusals.append(f"rope {rope} (MaxText computes YaRN here, without {extra or 'others'})")
+    fractional = [f"{k}={rope[k]}" for k in YARN_KEYS if k in rope and float(rope[k]) % 1]
+    if fractional:
+        refusals.append(f"rope {', '.join(fractional)} (MaxText's YaRN takes whole numbers)")
+    keys = {
+        "rope_type": "yarn",
+        "rope_max_timescale": str(int(theta)),
+        **{mt: str(int(float(rope[k]))) for k, mt in YARN_KEYS.items() if k in rope},
+        "rope_truncate": str(bool(rope.get("truncate", True))).lower(),
+    }
+    return keys, refusals
+
+
 def gpt_oss_layer_types(layers: int) -> list[str]:
     return [GPT_OSS_PATTERN[i % len(GPT_OSS_PATTERN)] for i in range(layers)]
 
@@ -325,8 +346,7 @@ def gpt_oss_keys(hf: dict[str, Any]) -> dict[str, str]:
     """The keys of MaxText's gpt-oss block beyond the sizes; what it cannot compute refused."""
     layers = int(hf["num_hidden_layers"])
     types = list(hf.get("layer_types") or gpt_oss_layer_types(layers))
-    theta, kind, rope = _rope(hf)
-    refusals = []
+    yarn, refusals = _yarn_keys(hf)
     if types != gpt_oss_layer_types(layers):
         refusals.append(f"layer_types={types} (MaxText's: {', '.join(GPT_OSS_PATTERN)}, repeated)")
     if layers % len(GPT_OSS_PATTERN):  # its scan drops a last odd layer
@@ -335,13 +355,6 @@ def gpt_oss_keys(hf: dict[str, Any]) -> dict[str, str]:
         refusals.append(f"swiglu_alpha={hf['swiglu_alpha']} (MaxText's: {GPT_OSS_SWIGLU_ALPHA})")
     if hf.get("tie_word_embeddings", False):
         refusals.append("tie_word_embeddings=true (MaxText's gpt-oss tables have an lm_head)")
-    extra = sorted(set(rope) - {*YARN_KEYS, "rope_type", "type", "rope_theta", "truncate"})
-    if kind != "yarn" or extra:
-        refusals.append(f"rope {rope} (MaxText computes YaRN here, without {extra or 'others'})")
-    # MaxText's config model declares each of YaRN's numbers an int (configs/types.py).
-    fractional = [f"{k}={rope[k]}" for k in YARN_KEYS if k in rope and float(rope[k]) % 1]
-    if fractional:
-        refusals.append(f"rope {', '.join(fractional)} (MaxText's YaRN takes whole numbers)")
     if refusals:
         raise UsageError(
             "config.json",
@@ -356,11 +369,8 @@ def gpt_oss_keys(hf: dict[str, Any]) -> dict[str, str]:
         "override_model_config": "true",
         "sliding_window_size": str(hf.get("sliding_window") or 128),
         "mlp_activations_limit": str(float(hf.get("swiglu_limit", 7.0))),
-        "rope_type": "yarn",
-        "rope_max_timescale": str(int(theta)),
+        **yarn,
         "max_position_embeddings": str(hf.get("max_position_embeddings", 131072)),
-        **{mt: str(int(float(rope[hf]))) for hf, mt in YARN_KEYS.items() if hf in rope},
-        "rope_truncate": str(bool(rope.get("truncate", True))).lower(),
     }
 
 
@@ -368,8 +378,8 @@ def deepseek_keys(hf: dict[str, Any]) -> dict[str, str]:
     """The keys of MaxText's DeepSeek V3 block beyond the sizes; what it cannot compute refused.
     MaxText routes as DeepSeek V3 by the model's name (layers/moe.py, get_topk: a model_name
     starting with deepseek3), and always renormalizes sigmoid scores over the top k."""
-    theta, kind, rope = _rope(hf)
-    refusals = []
+    _, _, rope = _rope(hf)
+    yarn, refusals = _yarn_keys(hf, also=("mscale", "mscale_all_dim"))
     if hf.get("scoring_func", "sigmoid") != "sigmoid" or not hf.get("norm_topk_prob", True):
         routing = (
             f"scoring_func={hf.get('scoring_func')}, norm_topk_prob={hf.get('norm_topk_prob')}"
@@ -380,16 +390,11 @@ def deepseek_keys(hf: dict[str, Any]) -> dict[str, str]:
     # modeling_rope_utils.py, _compute_yarn_parameters); MaxText the softmax by its mscale's
     # and the output by 0.1 ln(factor) + 1 or not at all (attention_mla.py, embeddings.py).
     mscale, all_dim = float(rope.get("mscale") or 0), float(rope.get("mscale_all_dim") or 0)
-    extra = sorted(set(rope) - {*YARN_KEYS, "rope_type", "type", "rope_theta", "truncate",
-                                "mscale", "mscale_all_dim"})  # fmt: skip
-    if kind != "yarn" or extra or (all_dim and mscale and mscale != all_dim):
+    if all_dim and mscale and mscale != all_dim:
         refusals.append(
             f"rope {rope} (MaxText computes YaRN here, with mscale equal to mscale_all_dim, or "
             "without mscale_all_dim)"
         )
-    fractional = [f"{k}={rope[k]}" for k in YARN_KEYS if k in rope and float(rope[k]) % 1]
-    if fractional:
-        refusals.append(f"rope {', '.join(fractional)} (MaxText's YaRN takes whole numbers)")
     positions = int(hf.get("max_position_embeddings", 163840))
     if all_dim and positions <= int(rope.get("original_max_position_embeddings", 4096)):
         refusals.append(
@@ -420,11 +425,8 @@ def deepseek_keys(hf: dict[str, Any]) -> dict[str, str]:
         "qk_rope_head_dim": str(hf["qk_rope_head_dim"]),
         "v_head_dim": str(hf["v_head_dim"]),
         "rope_interleave": str(bool(hf.get("rope_interleave", True))).lower(),
-        "rope_type": "yarn",
-        "rope_max_timescale": str(int(theta)),
+        **yarn,
         "max_position_embeddings": str(positions),
-        **{mt: str(int(float(rope[hf_key]))) for hf_key, mt in YARN_KEYS.items() if hf_key in rope},
-        "rope_truncate": str(bool(rope.get("truncate", True))).lower(),
         "mscale": str(all_dim),  # 0: no softmax scale
         # Without mscale_all_dim, Hugging Face scales the rotary output by 0.1 ln(factor) + 1.
         "rope_attention_scaling": str(not (all_dim and mscale)).lower(),
