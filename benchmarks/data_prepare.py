@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """How fast `data prepare` goes per core: the workstation's path (one process) and the cluster's
-(Ray Data tasks, launcher.runtime.prepare_on_ray, on an in-process Ray with this machine's
+(Ray Data tasks, launcher.runtime.data.prepare, on an in-process Ray with this machine's
 cores), on the same generated corpus, measured side by side in one run; both datasets must
 have the same checksum; the head's memory a document while it builds the index. Then the wall
 time 100 GB would take on a v6e-16 release's hosts at the
 Ray path's rate per core, with the CPUs the chart gives Ray (its values' requests: the head's,
 and each TPU host's with --on-tpu-hosts) and with every vCPU of the TPU hosts
-(launcher.core.machines).
+(launcher.core.tpu.machines).
 
     .venv/bin/python benchmarks/data_prepare.py [--mb 24] [--files 8] [--shard-mb 1]
 """
@@ -68,8 +68,8 @@ def index_bytes_per_document(documents: int = 2_000_000, files: int = 20) -> tup
 
     import numpy as np
 
-    from launcher.core.dataset_shards import PrepareRequest
-    from launcher.runtime.prepare_on_ray import KEY_BYTES, Scan, build_index
+    from launcher.core.data.shards import PrepareRequest
+    from launcher.runtime.data.prepare import KEY_BYTES, Scan, build_index
 
     rng, per = np.random.default_rng(0), documents // files
     scans = [
@@ -112,10 +112,10 @@ def main() -> None:
     import ray
 
     from launcher.client.data.prepare import prepare
-    from launcher.core.dataset_shards import PrepareRequest
-    from launcher.core.machines import node_vcpus
-    from launcher.core.tpu_table import tpu_type
-    from launcher.runtime.prepare_on_ray import prepare_on_ray
+    from launcher.core.data.shards import PrepareRequest
+    from launcher.core.tpu.machines import node_vcpus
+    from launcher.core.tpu.table import tpu_type
+    from launcher.runtime.data.prepare import prepare_on_ray
 
     cores = os.cpu_count() or 1
     held, peak = index_bytes_per_document()  # first: this process's peak is still low

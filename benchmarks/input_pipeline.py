@@ -41,7 +41,7 @@ def pipeline_tokens_per_s(dataset: Path, workers: int, batches: int) -> float:
     from maxtext.input_pipeline.grain_data_processing import make_grain_train_iterator
     from maxtext.utils import maxtext_utils
 
-    from launcher.core.datasets import Manifest, maxtext_keys
+    from launcher.core.data.datasets import Manifest, maxtext_keys
 
     manifest = Manifest.from_json((dataset / "manifest.json").read_text())
     keys = maxtext_keys(manifest, str(dataset))

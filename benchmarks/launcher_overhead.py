@@ -39,9 +39,9 @@ import psutil
 from harness.local_ray import require_local_cluster
 from harness.paths import REPO
 from launcher.client.local.cluster import running_slices
-from launcher.core.job_events import EventKind, parse
-from launcher.core.run_dir import compile_cache_for
-from launcher.runtime.progress import parse_step_line
+from launcher.core.job.events import EventKind, parse
+from launcher.core.job.run_dir import compile_cache_for
+from launcher.runtime.train.progress import parse_step_line
 
 WARMUP_STEPS = 5  # compile, first checkpoint
 # Where the time to the first step goes under `tpu-launcher submit`: the first line of each stage.
@@ -402,7 +402,7 @@ SEED_STEP_S = 1.1  # the GKE tutorial's Llama 3 8B step on a v6e-16 ("seconds: 1
 RECORDING = """
 import time
 import ray
-from launcher.runtime.metrics import JobMetrics, StepMetrics
+from launcher.runtime.job.metrics import JobMetrics, StepMetrics
 ray.init(address="auto")
 steps = StepMetrics(JobMetrics({"run": "bench", "slice": "v5p-16", "job_id": "bench"}), 459, True)
 n = 5000

@@ -52,7 +52,7 @@ from harness.local_ray import (
     run_name,
     tpu_launcher,
 )
-from launcher.runtime.progress import parse_step_line, steps_logged
+from launcher.runtime.train.progress import parse_step_line, steps_logged
 
 TARGET = 0.60  # recovery with the cache / without
 ONE_SLICE = ("--tpu=v5p-16", "--num_slices=1")

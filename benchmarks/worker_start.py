@@ -3,7 +3,7 @@
 the modules it imports for options few jobs use (Vertex AI's SDK, scipy.stats) imported as
 MaxText imports them and deferred to their first use, and torch (where installed beside JAX, as
 in the tests' environment) imported or kept out (what the launcher's workers do:
-launcher/core/deferred_imports.py); and, deferred, without the bytecode `make venv` compiles
+launcher/core/maxtext/deferred_imports.py); and, deferred, without the bytecode `make venv` compiles
 (a venv uv installs by default, where PYTHONDONTWRITEBYTECODE keeps Python from writing it at
 the first import): side by side, fresh processes, alternating, median of N.
 
@@ -21,10 +21,12 @@ import tempfile
 import time
 
 from harness.paths import REPO
-from launcher.core.deferred_imports import DEFERRED, KEPT_OUT
+from launcher.core.maxtext.deferred_imports import DEFERRED, KEPT_OUT
 
 IMPORT = "from maxtext.trainers.pre_train import train"
-DEFER = "from launcher.core.deferred_imports import maxtext_imports\nwith maxtext_imports():\n"
+DEFER = (
+    "from launcher.core.maxtext.deferred_imports import maxtext_imports\nwith maxtext_imports():\n"
+)
 
 
 def seconds_to_import(defer: bool, bytecode: bool = True) -> float:

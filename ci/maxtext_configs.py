@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the launcher's copy of the pinned MaxText's configs (every YAML config and the config
-model, configs/types.py, kept as text) into launcher/core/maxtext_configs/, so a client with no
+model, configs/types.py, kept as text) into launcher/core/maxtext/configs/, so a client with no
 MaxText installed (any Python the package declares, any OS) checks a job's keys, kinds and model
 as the image's MaxText will. The copy is MaxText's own files, Apache-2.0, unchanged.
 
@@ -15,7 +15,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from launcher.core.maxtext_args import (
+from launcher.core.maxtext.args import (
     MAXTEXT_COPY,
     MAXTEXT_COPY_VERSION,
     MAXTEXT_TYPES_COPY,

@@ -2,7 +2,7 @@
 """Writes the TPU table's derived names into values.schema.json, so the schema never lists a
 generation, node label or machine type the table does not have (nor misses one it has: the
 hand-kept pattern once refused Ironwood's real label, tpu7x); and the launcher's own words for
-a choice (a capacity fallback's walkers, launcher.core.capacity.FALLBACKS; the generations and
+a choice (a capacity fallback's walkers, launcher.core.tpu.capacity.FALLBACKS; the generations and
 capacities cost.pricesPerChipHour is keyed by; the checkpoint tiers).
 
 ci/schema_enums.py charts/tpu-stack/values.schema.json --check  # exit 1 if it is stale
@@ -18,10 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-from launcher.core.capacity import CAPACITIES, FALLBACKS
-from launcher.core.checkpoint_tiers import TIERS
-from launcher.core.tpu_prices import PRICE_TEXT
-from launcher.core.tpu_table import GENERATIONS
+from launcher.core.job.checkpoint_tiers import TIERS
+from launcher.core.tpu.capacity import CAPACITIES, FALLBACKS
+from launcher.core.tpu.prices import PRICE_TEXT
+from launcher.core.tpu.table import GENERATIONS
 
 
 def enums() -> dict[str, list[str]]:

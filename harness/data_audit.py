@@ -1,4 +1,4 @@
-"""Reads back `--record_examples` (launcher.runtime.example_record): which examples each step
+"""Reads back `--record_examples` (launcher.runtime.train.example_record): which examples each step
 of a run trained on, per host, as MaxText's train loop got them, across restarts."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from launcher.runtime.example_record import RECORD_SUBDIR, read_records
+from launcher.runtime.train.example_record import RECORD_SUBDIR, read_records
 
 
 def final_history(run_dir: Path) -> dict[int, dict[int, list[str]]]:

@@ -24,7 +24,7 @@ from launcher.client.local.cluster import TOKEN_AUTH
 from launcher.client.local.instance import MEMBER_ENV, local_instance
 from launcher.client.local.layout import HOST_ENV
 from launcher.client.local.nodes import processes_with_env
-from launcher.runtime.progress import steps_logged
+from launcher.runtime.train.progress import steps_logged
 
 RESTORED = re.compile(r"restoring from this run's directory step (\d+)")
 
@@ -125,7 +125,7 @@ def submit_no_wait(
 
 def drained_for_preemption() -> dict[str, float]:
     """The hosts Ray saw die drained for preemption, and when, as a job's driver reads them
-    (launcher.runtime.job_outcome.preempted_hosts), from a driver of the local cluster."""
+    (launcher.runtime.job.outcome.preempted_hosts), from a driver of the local cluster."""
     # The answer goes to a file and the driver takes no worker logs: a driver's stdout also
     # carries the cluster's worker lines (in CI once a JAX host's log line after the JSON).
     with tempfile.NamedTemporaryFile("r", suffix=".json") as answer:
@@ -133,7 +133,7 @@ def drained_for_preemption() -> dict[str, float]:
             "import json, ray, sys\n"
             f"ray.init(address='{local_instance().head_address}', logging_level='ERROR',"
             " log_to_driver=False)\n"
-            "from launcher.runtime.job_outcome import preempted_hosts\n"
+            "from launcher.runtime.job.outcome import preempted_hosts\n"
             "with open(sys.argv[1], 'w') as f:\n"
             "    json.dump(preempted_hosts(), f)\n"
         )

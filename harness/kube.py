@@ -17,7 +17,7 @@ import pytest
 
 from ci.cluster import control_plane, gke_nodes
 from harness.helm import BUCKET, CHART, helm
-from launcher.runtime.kube_api import KubeApi
+from launcher.runtime.cluster.kube_api import KubeApi
 
 # How long the control plane may take to settle a release's objects (schedule its pods, delete
 # its namespace) on a machine the e2e tier keeps busy.

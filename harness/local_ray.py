@@ -15,7 +15,7 @@ from pathlib import Path
 from harness.paths import REPO
 from launcher.client.local.instance import local_instance
 from launcher.core.child_process import ends_with_this_process
-from launcher.core.job_events import EventKind, events, last_result
+from launcher.core.job.events import EventKind, events, last_result
 
 
 def tpu_launcher(

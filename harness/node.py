@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.helm import CHART, helm
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
-from launcher.client.image_tag import of_checkout
+from launcher.client.release.image_tag import of_checkout
 
 NODE = REPO / "ci" / "node" / "node.py"
 RUN = REPO / ".tools" / "node" / "run"

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from launcher.client.local import prometheus as local_prometheus
 from launcher.core import job_metrics as jm
-from launcher.core.job_metrics import JobMetric
+from launcher.core.job.metrics import JobMetric
 
 WINDOW = "2h"  # far enough back for any job of a test session
 

@@ -40,13 +40,13 @@ def _tpu_table(ns: argparse.Namespace) -> int:
     """Every slice the table knows, a row each under a header; --json: the chart's copy."""
     import json
 
-    from launcher.core.tpu_table import GENERATIONS, as_json_table, slice_shape
+    from launcher.core.tpu.table import GENERATIONS, as_json_table, slice_shape
 
     if ns.json:
         print(json.dumps(as_json_table(), indent=2, sort_keys=True))
         return 0
     if ns.prices:
-        from launcher.core.tpu_prices import LIST_PRICES, PRICES_AS_OF, PRICES_SOURCE
+        from launcher.core.tpu.prices import LIST_PRICES, PRICES_AS_OF, PRICES_SOURCE
 
         print(f"{'GEN':>5} {'CAPACITY':<10} {'USD/CHIP-HOUR':>13}")
         for gen_name, by_capacity in LIST_PRICES.items():
@@ -73,19 +73,21 @@ def _tpu_table(ns: argparse.Namespace) -> int:
 
 
 def _dashboard(ns: argparse.Namespace) -> int:
-    from launcher.core.dashboard import render
+    from launcher.core.job.dashboard import render
 
     sys.stdout.write(render())
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    from launcher.client import completion, saxml_http, serve_fit
+    from launcher.client import completion
     from launcher.client.data import commands as data_commands
     from launcher.client.gke import commands as gke_commands
     from launcher.client.jobs import commands as job_commands
     from launcher.client.jobs import listing as job_list
     from launcher.client.local import commands as local_commands
+    from launcher.client.serve import fit as serve_fit
+    from launcher.client.serve import saxml_http
 
     parser = argparse.ArgumentParser(
         prog="tpu-launcher",
@@ -213,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     prog = " ".join(["tpu-launcher", ns.command, *filter(None, [action])])
     try:
         if isinstance(getattr(ns, "values", None), list):  # every command's -f, read one way
-            from launcher.client.values_presets import resolve_all
+            from launcher.client.release.values_presets import resolve_all
 
             ns.values = resolve_all(ns.values)
         if hasattr(ns, "kube_context") and getattr(ns, "release", None):

@@ -21,16 +21,16 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from launcher.core.capacity import (  # noqa: E402
+from launcher.core.tpu.capacity import (  # noqa: E402
     POOL_CAPACITY_LABEL,
     Capacity,
     CapacityItem,
     capacity_items,
     queued_items,
 )
-from launcher.core.machines import CPU_POOL_MACHINE, MACHINES, node_vcpus  # noqa: E402
-from launcher.core.slices import Slices  # noqa: E402
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL  # noqa: E402
+from launcher.core.tpu.machines import CPU_POOL_MACHINE, MACHINES, node_vcpus  # noqa: E402
+from launcher.core.tpu.slices import Slices  # noqa: E402
+from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL  # noqa: E402
 from launcher.core.values_file import TPU_BLOCKS, load_values, tpu_blocks, tpu_slices  # noqa: E402
 
 CHART = ROOT / "charts" / "tpu-stack"
@@ -95,7 +95,7 @@ def tpu_pools(
         GKE_ACCELERATOR_LABEL: gen.gke_accelerator,
         GKE_TOPOLOGY_LABEL: shape.topology,
         **capacity.labels_for(reservation),
-        # As `gke plan` labels a fallback's pools (launcher.core.capacity.POOL_CAPACITY_LABEL).
+        # As `gke plan` labels a fallback's pools (launcher.core.tpu.capacity.POOL_CAPACITY_LABEL).
         **({POOL_CAPACITY_LABEL: capacity.name} if tag else {}),
     }
     nodes = []
@@ -120,7 +120,7 @@ def release_capacities(
 ) -> list[CapacityItem]:
     """What a release's slice group gets, as the chart renders it (templates/_tpu.tpl): its
     capacity items, flex-start as queued provisioning for the Ray workers under a Kueue
-    queue. (The client reads the same from the render: launcher.core.capacity.items_of_pod.)"""
+    queue. (The client reads the same from the render: launcher.core.tpu.capacity.items_of_pod.)"""
     items = capacity_items(block, path, generation.name, generation.flex_start)
     queue = (values.get("kueue") or {}).get("queueName")
     return queued_items(items) if component == "ray" and queue else items

@@ -2,13 +2,13 @@
 its classic builder: Debian packages no buildx), on the stand-in Ray base (ci/node/images.py:
 `--build-arg RAY_IMAGE`), and loaded into the node tier's containerd under the name the chart
 renders for the release. The build context is the files the Dockerfile copies, staged as for an
-installed client (launcher.client.image_tag): the classic builder reads no
+installed client (launcher.client.release.image_tag): the classic builder reads no
 Dockerfile.dockerignore, and the clone holds gigabytes it must not send (.venv, .tools).
 
     python ci/node/launcher_image.py NAME [--framework jax|torch]
 
 Built once per name (the name's tag is the content of the image's sources:
-launcher.client.image_tag); Docker's state is kept in /var/lib/tpu-stack-node/docker, so a
+launcher.client.release.image_tag); Docker's state is kept in /var/lib/tpu-stack-node/docker, so a
 rebuild after a launcher edit reuses the lock's layer. Prints the image's size layer by layer
 (what every host on GKE pulls) and writes it to .tools/node/run/<tag>.layers.json.
 """
@@ -30,7 +30,7 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ci.node import images, node  # noqa: E402
-from launcher.client.image_tag import ImageSources, of_checkout  # noqa: E402
+from launcher.client.release.image_tag import ImageSources, of_checkout  # noqa: E402
 
 DOCKER_SOCK = node.SOCKETS / "docker.sock"
 DOCKER = ["docker", "--host", f"unix://{DOCKER_SOCK}"]

@@ -40,7 +40,7 @@ def add_where_options(p: argparse.ArgumentParser, verbose: bool = True) -> None:
 def add_history_options(p: argparse.ArgumentParser) -> None:
     """--bucket or --data-dir: the job's history read from the bucket, not the Ray cluster."""
     from launcher.core.gcs import BUCKET_FORMS
-    from launcher.core.job_history import JOBS_SUBDIR
+    from launcher.core.job.history import JOBS_SUBDIR
 
     where = p.add_mutually_exclusive_group()
     where.add_argument(

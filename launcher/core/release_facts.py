@@ -22,12 +22,12 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from launcher.core.checkpoint_tiers import BUCKET, MEMORY, TIERS, HostMemory
 from launcher.core.errors import UsageError
+from launcher.core.job.checkpoint_tiers import BUCKET, MEMORY, TIERS, HostMemory
 from launcher.core.quantities import quantity
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_prices import checked_overrides
-from launcher.core.tpu_table import slice_shape
+from launcher.core.tpu.prices import checked_overrides
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import slice_shape
 
 RELEASE_ENV = "LAUNCHER_RELEASE"
 # Raised when a field changes meaning; a reader refuses facts of a version it does not know.

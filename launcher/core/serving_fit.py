@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import GENERATIONS, SliceShape, slice_shape, tpu_type
+from launcher.core.tpu.table import GENERATIONS, SliceShape, slice_shape, tpu_type
 
 GIB = 1 << 30
 # vLLM's default share of each device's HBM the engine may use (EngineArgs

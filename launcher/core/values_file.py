@@ -9,14 +9,14 @@ from typing import Any
 
 import yaml
 
-from launcher.core.capacity import block_words
-from launcher.core.checkpoint_tiers import BUCKET, MEMORY
 from launcher.core.errors import UsageError
-from launcher.core.preemption import DEFAULT_GRACE_S
+from launcher.core.job.checkpoint_tiers import BUCKET, MEMORY
 from launcher.core.release_facts import BucketMount, CpuSlice, IdleRelease, ReleaseFacts
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_prices import checked_overrides
-from launcher.core.tpu_table import SliceShape, slice_shape, tpu_type
+from launcher.core.tpu.capacity import block_words
+from launcher.core.tpu.preemption import DEFAULT_GRACE_S
+from launcher.core.tpu.prices import checked_overrides
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import SliceShape, slice_shape, tpu_type
 
 # Where in the values each slice group lives, and what turns it on.
 TPU_BLOCKS = {

@@ -27,7 +27,7 @@ from torch import nn
 from torch.distributed.fsdp import fully_shard
 
 import launcher.corpus
-from launcher.runtime.torch_job import TorchJob
+from launcher.runtime.torch.job import TorchJob
 
 CORPUS = Path(launcher.corpus.__file__).parent / "tiny"  # the installed launcher's
 

@@ -8,9 +8,9 @@ import math
 import shlex
 from dataclasses import fields
 
-from launcher.core.job_plan import Job, JobOptions
-from launcher.core.maxtext_types import typed
-from launcher.core.tpu_table import device_noun
+from launcher.core.job.plan import Job, JobOptions
+from launcher.core.maxtext.value_types import typed
+from launcher.core.tpu.table import device_noun
 from launcher.preflight.calibration import errors_on
 from launcher.preflight.sharding_advice import Advice, Candidate, plain_number
 

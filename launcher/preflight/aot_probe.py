@@ -24,7 +24,7 @@ OUT_ENV = "LAUNCHER_AOT_PROBE_OUT"
 def main() -> None:
     from absl import app
 
-    from launcher.core.deferred_imports import maxtext_imports
+    from launcher.core.maxtext.deferred_imports import maxtext_imports
 
     with maxtext_imports():
         from maxtext.trainers.pre_train import train_compile

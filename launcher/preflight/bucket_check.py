@@ -7,10 +7,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass
 
-from launcher.core.checkpoints import committed_steps_in_listing
 from launcher.core.errors import UsageError
 from launcher.core.gcs import Bucket, storage_client
-from launcher.core.run_dir import CHECKPOINTS_SUBDIR
+from launcher.core.job.checkpoints import committed_steps_in_listing
+from launcher.core.job.run_dir import CHECKPOINTS_SUBDIR
 
 
 @dataclass
@@ -68,7 +68,7 @@ def check_bucket(where: Bucket, run_name: str = "") -> BucketReport:
 
 
 def latest_checkpoint(client, bucket_name: str, run_prefix: str) -> int | None:
-    """The newest committed step under <run>/checkpoints (launcher.core.checkpoints' rule)."""
+    """The newest committed step under <run>/checkpoints (launcher.core.job.checkpoints' rule)."""
     ckpt = f"{run_prefix}/{CHECKPOINTS_SUBDIR}/".lstrip("/")
     names = (blob.name for blob in client.list_blobs(bucket_name, prefix=ckpt))
     steps = committed_steps_in_listing(names, run_prefix)

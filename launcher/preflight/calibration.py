@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_table import tpu_type
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import tpu_type
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.step_model import (
     StepModel,

@@ -19,14 +19,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from launcher.core.checkpoint_tiers import tier_plan
 from launcher.core.errors import UsageError
 from launcher.core.gcs import Bucket
-from launcher.core.job_plan import Job, JobPlan, plan_job
-from launcher.core.preemption import DEFAULT_GRACE_S
+from launcher.core.job.checkpoint_tiers import tier_plan
+from launcher.core.job.plan import Job, JobPlan, plan_job
+from launcher.core.job.run_dir import DEFAULT_OUTPUT_DIR
 from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
-from launcher.core.run_dir import DEFAULT_OUTPUT_DIR
-from launcher.core.slices import TpuSlices
+from launcher.core.tpu.preemption import DEFAULT_GRACE_S
+from launcher.core.tpu.slices import TpuSlices
 from launcher.preflight.compile_engine import compile_report
 from launcher.preflight.memory_report import refuse_if_too_big
 from launcher.preflight.save_estimate import estimate_save

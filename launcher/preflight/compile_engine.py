@@ -17,11 +17,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from launcher.core.checkpoint_tiers import CHECKPOINT_ONLY_KEYS
 from launcher.core.child_process import ends_with_this_process
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import MaxTextArgs, config_files
-from launcher.core.slices import TpuSlices
+from launcher.core.job.checkpoint_tiers import CHECKPOINT_ONLY_KEYS
+from launcher.core.maxtext.args import MaxTextArgs, config_files
+from launcher.core.tpu.slices import TpuSlices
 from launcher.preflight.aot_probe import OUT_ENV
 from launcher.preflight.hlo_traffic import step_traffic
 from launcher.preflight.memory_report import GIB, MemoryReport

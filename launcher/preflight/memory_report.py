@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import device_noun
+from launcher.core.tpu.table import device_noun
 
 GIB = 1024**3
 

@@ -14,8 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from launcher.core.capacity import FLEX_START, SPOT
-from launcher.core.checkpoint_tiers import (
+from launcher.core.job.checkpoint_tiers import (
     BUCKET,
     MEMORY,
     HostMemory,
@@ -24,13 +23,14 @@ from launcher.core.checkpoint_tiers import (
     memory_volume_size,
 )
 from launcher.core.package_version import doc
-from launcher.core.preemption import (
+from launcher.core.tpu.capacity import FLEX_START, SPOT
+from launcher.core.tpu.preemption import (
     PRESTOP_MARGIN_S,
     SPOT_CRITICAL_PODS_S,
     SPOT_POD_SHUTDOWN_S,
     SPOT_SHUTDOWN_MAX_S,
 )
-from launcher.core.slices import TpuSlices
+from launcher.core.tpu.slices import TpuSlices
 from launcher.preflight.memory_report import MemoryReport
 
 SAVE_GIB_PER_S = 1.0

@@ -32,9 +32,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from math import prod
 
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_table import SliceShape
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import SliceShape
 from launcher.preflight.calibration import calibrated_model, generation_flags
 from launcher.preflight.compile_engine import CompileError, compile_report
 from launcher.preflight.memory_report import GIB, MemoryReport

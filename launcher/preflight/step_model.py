@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from launcher.core.tpu_table import Generation
+from launcher.core.tpu.table import Generation
 from launcher.preflight.memory_report import MemoryReport
 
 # A generation gets its own compute weight from this many runs: fewer fix it to their own

@@ -14,9 +14,8 @@ import argparse
 import sys
 
 from launcher.core.errors import CommandError, UsageError, report
-from launcher.core.frameworks import JAX
-from launcher.core.preemption import NOTICE_COMMAND
-from launcher.core.run_requests import (
+from launcher.core.job.frameworks import JAX
+from launcher.core.job.run_requests import (
     TORCH_TRAIN,
     ExportRequest,
     GenerateRequest,
@@ -25,31 +24,32 @@ from launcher.core.run_requests import (
     add_run_options,
 )
 from launcher.core.runtime_door import RUNTIME_PROG
+from launcher.core.tpu.preemption import NOTICE_COMMAND
 
 
 def run_decode(ns: argparse.Namespace) -> int:
-    from launcher.runtime.generate import generate
+    from launcher.runtime.models.generate import generate
 
     return generate(GenerateRequest.from_args(ns))
 
 
 def run_convert(ns: argparse.Namespace) -> int:
-    from launcher.runtime.hf_export import export
+    from launcher.runtime.models.hf_export import export
 
     return export(ExportRequest.from_args(ns))
 
 
 def run_hf_import(ns: argparse.Namespace) -> int:
-    from launcher.runtime.hf_import import import_model
+    from launcher.runtime.models.hf_import import import_model
 
     return import_model(ImportRequest(ns.name, ns.source))
 
 
 def run_prepare_data(ns: argparse.Namespace) -> int:
-    from launcher.core.dataset_shards import PrepareRequest
-    from launcher.core.datasets import dataset_dir, describe_manifest
-    from launcher.core.job_events import format_summary_title
-    from launcher.runtime.prepare_on_ray import prepare_on_ray
+    from launcher.core.data.datasets import dataset_dir, describe_manifest
+    from launcher.core.data.shards import PrepareRequest
+    from launcher.core.job.events import format_summary_title
+    from launcher.runtime.data.prepare import prepare_on_ray
 
     request = PrepareRequest.from_json(ns.request)
     if not request.source:  # the project's own corpus, where this host has the package
@@ -66,13 +66,13 @@ def run_prepare_data(ns: argparse.Namespace) -> int:
 
 
 def run_cluster_check(ns: argparse.Namespace) -> int:
-    from launcher.runtime.cluster_check import check
+    from launcher.runtime.cluster.check import check
 
     return check(ns.address, ns.expect_nodes, ns.timeout, ns.ray_cluster)
 
 
 def run_serving_check(ns: argparse.Namespace) -> int:
-    from launcher.runtime.serving_check import check
+    from launcher.runtime.cluster.serving_check import check
 
     return check(ns.url, ns.model, ns.timeout)
 
@@ -80,8 +80,8 @@ def run_serving_check(ns: argparse.Namespace) -> int:
 def run_idle_release(ns: argparse.Namespace) -> int:
     from launcher.core.errors import UsageError
     from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
-    from launcher.runtime.idle_release import watch
-    from launcher.runtime.kube_api import KubeApi
+    from launcher.runtime.cluster.idle_release import watch
+    from launcher.runtime.cluster.kube_api import KubeApi
 
     release = ReleaseFacts.from_env().idle_release
     if release is None:
@@ -95,7 +95,7 @@ def run_idle_release(ns: argparse.Namespace) -> int:
 
 
 def run_preemption_notice(ns: argparse.Namespace) -> int:
-    from launcher.runtime.preemption import notice_from_pod
+    from launcher.runtime.train.preemption import notice_from_pod
 
     return notice_from_pod(ns.grace)
 
@@ -190,11 +190,11 @@ def main(argv: list[str] | None = None) -> int:
     """Runs one of the cluster's commands; returns its exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == [JAX.command]:
-        from launcher.runtime.entrypoint import run
+        from launcher.runtime.train.entrypoint import run
 
         run(argv[1:])  # an absl app: exits itself
     if argv[:1] == [TORCH_TRAIN]:
-        from launcher.runtime.torch_entrypoint import run as run_torch
+        from launcher.runtime.torch.entrypoint import run as run_torch
 
         return run_torch(argv[1:])
     ns = parser().parse_args(argv)

@@ -18,7 +18,7 @@ RAY_VERSION_READ = "2.60.0"
 
 # (module, name): every private symbol the runtime uses, and why.
 BORROWED: dict[tuple[str, str], str] = {
-    # Ray's KV store on the head (GCS): the job's records (launcher.runtime.job_kv).
+    # Ray's KV store on the head (GCS): the job's records (launcher.runtime.job.kv).
     ("ray.experimental.internal_kv", "_internal_kv_put"): "job records into the KV store",
     ("ray.experimental.internal_kv", "_internal_kv_get"): "job records from the KV store",
     ("ray.experimental.internal_kv", "_internal_kv_list"): "the job's record keys",
@@ -31,7 +31,7 @@ BORROWED: dict[tuple[str, str], str] = {
     ("ray.core.generated.gcs_pb2", "GcsNodeInfo"): "the DEAD state filter",
     # Ray Train's worker context, which its preemption watcher writes to.
     ("ray.train.v2._internal.execution.context", "get_train_context"): "the worker's context",
-    # The failure policy with a hang budget (launcher.runtime.hang_policy).
+    # The failure policy with a hang budget (launcher.runtime.job.hang_policy).
     ("ray.train.v2._internal.execution.failure_handling", "DefaultFailurePolicy"): "its base",
     ("ray.train.v2._internal.execution.failure_handling", "FailureDecision"): "RETRY, RAISE",
     ("ray.train.v2._internal.execution.failure_handling", "FailurePolicy"): "the factory's type",
@@ -40,12 +40,12 @@ BORROWED: dict[tuple[str, str], str] = {
         "_is_preemption_failure",
     ): "preemptions stay Ray's to count",
     ("ray.train.v2.api.data_parallel_trainer", "create_failure_policy"): "swapped during fit",
-    # The JAX process group on CPU hosts (launcher.runtime.cpu_backend).
+    # The JAX process group on CPU hosts (launcher.runtime.train.cpu_backend).
     ("ray.train._internal.utils", "get_address_and_port"): "rank 0's address for jax",
     ("ray.train.v2.jax.config", "_JaxBackend"): "the CPU slice's backend's base",
     ("ray.train.v2.jax.config", "_setup_jax_distributed_environment"): "jax.distributed on CPU",
     ("ray.train.v2.jax.config", "_shutdown_jax_distributed"): "its end",
-    # PyTorch on simulated chips (launcher.runtime.torch_backend).
+    # PyTorch on simulated chips (launcher.runtime.torch.backend).
     ("ray.train.torch.config", "_TorchBackend"): "the torch backend's base",
     ("ray.air._internal.device_manager", "_torch_device_manager_lock"): "the device swap's lock",
     ("ray.air._internal.device_manager", "_torch_device_manager"): "the worker's device manager",
@@ -54,7 +54,7 @@ BORROWED: dict[tuple[str, str], str] = {
     # its session log files, left out of the console a job's log is made of.
     ("ray.train.v2._internal.logging.logging", "SessionFileHandler"): "its log files' handler",
     # The label every node carries with its id: a label selector of the CPU hosts' ids keeps
-    # data prepare's Ray Data tasks off the TPU slices (launcher.runtime.prepare_on_ray).
+    # data prepare's Ray Data tasks off the TPU slices (launcher.runtime.data.prepare).
     ("ray._raylet", "RAY_NODE_ID_KEY"): "the node-id label's key",
 }
 

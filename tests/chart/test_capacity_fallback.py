@@ -254,8 +254,8 @@ def test_each_queue_flavor_selects_only_its_own_items_pools(capsys):
     a flavor of GKE's labels alone matched, for on demand, the reservation's and Spot's nodes too
     (GKE labels those, not on-demand ones). Each flavor's labels are checked against every pool's
     nodes as the plan makes them (its --node-labels and GKE's labels for its capacity)."""
-    from launcher.core.capacity import CAPACITIES, POOL_CAPACITY_LABEL
-    from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+    from launcher.core.tpu.capacity import CAPACITIES, POOL_CAPACITY_LABEL
+    from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 
     flags = ("--capacity", "reservation:res-a,on-demand,spot", "--set", QUEUED[1])
     plan = _printed(capsys, "plan", *flags).replace(" \\\n    ", " ")

@@ -1,6 +1,6 @@
 """`checkpoints.tier`: the memory tier's in-memory volume in every TPU worker (not the head), the
 directory the launcher reads it from, the jobs' default tier on the head; and the values that
-cannot work refused with the reason (launcher.core.checkpoint_tiers holds the same rules for a
+cannot work refused with the reason (launcher.core.job.checkpoint_tiers holds the same rules for a
 job, and reads the rendered pods back: HostMemory)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from harness.helm import BUCKET, VALUES, by_kind, refused, render
-from launcher.core.checkpoint_tiers import BUCKET as BUCKET_TIER
-from launcher.core.checkpoint_tiers import MEMORY, MEMORY_DIR_ENV, MEMORY_VOLUME, TIERS
+from launcher.core.job.checkpoint_tiers import BUCKET as BUCKET_TIER
+from launcher.core.job.checkpoint_tiers import MEMORY, MEMORY_DIR_ENV, MEMORY_VOLUME, TIERS
 from launcher.core.quantities import quantity
 from launcher.core.release_facts import ReleaseFacts
 

@@ -1,5 +1,5 @@
 """`cost`: the release's NOTES say what its slices cost an hour standing, at the price a job's
-summary would use (launcher.core.tpu_prices.price_of, the one rule, which the chart's
+summary would use (launcher.core.tpu.prices.price_of, the one rule, which the chart's
 tpu-stack.standingCost mirrors), and the head gets the release's prices for the jobs.
 
 NOTES are rendered as `helm install` prints them (tests/chart/conftest.py: notes)."""
@@ -13,7 +13,7 @@ import pytest
 
 from harness.helm import BUCKET, VALUES, by_kind, refused, render
 from launcher.core.release_facts import ReleaseFacts
-from launcher.core.tpu_prices import Price, parse_overrides, price_of
+from launcher.core.tpu.prices import Price, parse_overrides, price_of
 from tests.chart.conftest import notes
 
 pytestmark = pytest.mark.chart

@@ -26,7 +26,7 @@ from launcher.client.gke.plan import down_plan
 from launcher.client.gke.steps import Plan
 from launcher.client.gke.target import region
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import parent_zone
+from launcher.core.tpu.table import parent_zone
 from tests.support import gke_discovery, installed_gcloud
 
 pytestmark = pytest.mark.chart

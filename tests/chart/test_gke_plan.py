@@ -19,7 +19,7 @@ import pytest
 from harness.helm import CHART, VALUES_FILES, helm, refused, render, run_helm
 from harness.paths import REPO
 from launcher import cli
-from launcher.client.image_tag import of_checkout
+from launcher.client.release.image_tag import of_checkout
 from tests.support import fake_gcloud as fake_gcloud_module
 
 pytestmark = pytest.mark.chart
@@ -364,7 +364,7 @@ def test_the_image_tag_changes_with_what_the_image_is_built_from(capsys, tmp_pat
     assert re.fullmatch(r".*/launcher:0\.1\.0-[0-9a-f]{12}", first), first
     (checkout / "tests/support/note.txt").write_text("not in the image")
     assert _image_of(capsys, chart) == first
-    entry = checkout / "launcher/runtime/entrypoint.py"
+    entry = checkout / "launcher/runtime/train/entrypoint.py"
     entry.write_text(entry.read_text() + "\n# changed\n")
     assert _image_of(capsys, chart) != first
     # A tag the values pin is the tag, and --set ray.image.tag wins at install.

@@ -10,7 +10,7 @@ from harness.helm import by_kind, render
 from harness.paths import REPO
 from launcher.core.release_facts import IdleRelease, ReleaseFacts
 from launcher.core.runtime_door import JOB_ENTRYPOINT
-from launcher.core.slices import worker_group_slices
+from launcher.core.tpu.slices import worker_group_slices
 
 pytestmark = pytest.mark.chart
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from harness.helm import VALUES_FILES, by_kind, refused, render
-from launcher.core.dashboard import dashboard
+from launcher.core.job.dashboard import dashboard
 from tests.support.k8s_schemas import validate
 
 pytestmark = pytest.mark.chart

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from harness.helm import CHART, VALUES_FILES, by_kind, render
-from launcher.core.frameworks import FRAMEWORKS, NAMES
+from launcher.core.job.frameworks import FRAMEWORKS, NAMES
 from launcher.core.release_facts import ReleaseFacts
 from launcher.core.runtime_door import JOB_ENTRYPOINT
 
@@ -148,7 +148,7 @@ def test_external_load_balancer_only_when_asked_with_source_ranges():
 
 
 def test_make_sax_finds_the_http_service_the_chart_renders():
-    from launcher.client.saxml_http import HTTP_COMPONENT, HTTP_PORT
+    from launcher.client.serve.saxml_http import HTTP_COMPONENT, HTTP_PORT
 
     docs = render(None, "--set", "serving.engine=saxml")
     (svc,) = [d for d in docs if d["kind"] == "Service"]
@@ -205,9 +205,9 @@ def test_workers_turn_their_termination_into_a_preemption_notice():
 
 def test_the_hugging_face_token_reaches_every_ray_host_from_its_secret_only():
     """`import hf://` downloads on the head, MaxText's Hub datasets read on the workers: both
-    get huggingface_hub's HF_TOKEN (launcher.runtime.hf_hub.TOKEN_ENV) from the Secret, never as
-    a value in the rendered objects."""
-    from launcher.runtime.hf_hub import TOKEN_ENV
+    get huggingface_hub's HF_TOKEN (launcher.runtime.models.hf_hub.TOKEN_ENV) from the Secret,
+    never as a value in the rendered objects."""
+    from launcher.runtime.models.hf_hub import TOKEN_ENV
 
     cluster = _ray_cluster("--set", "ray.hfToken.secretName=hf-token")
     pods = [cluster["spec"]["headGroupSpec"]["template"]["spec"]]
@@ -227,7 +227,7 @@ def test_preflight_reads_the_grace_period_the_chart_renders():
     """What preflight sets the save against is what the chart gives the worker pods: read back
     from a release's RayCluster (pod_grace_seconds), and the chart's default is GKE's Spot notice,
     the launcher's fallback for values files that leave it out."""
-    from launcher.core.preemption import DEFAULT_GRACE_S, pod_grace_seconds
+    from launcher.core.tpu.preemption import DEFAULT_GRACE_S, pod_grace_seconds
     from launcher.core.values_file import load_values
 
     worker = load_values(CHART / "values.yaml")["ray"]["worker"]
@@ -281,8 +281,8 @@ def test_flex_start_under_a_kueue_queue_is_queued_provisioning():
     """GKE's queued provisioning (the ProvisioningRequest check `gke queue` adds on flex-start)
     makes nodes labelled and tainted cloud.google.com/gke-queued: the workers select and
     tolerate them, as Google's queued-provisioning examples do; the same values without a
-    queue are flex-start VMs. Facts: launcher.core.capacity.QUEUED_FLEX_START."""
-    from launcher.core.capacity import CAPACITIES, FLEX_START, QUEUED_FLEX_START
+    queue are flex-start VMs. Facts: launcher.core.tpu.capacity.QUEUED_FLEX_START."""
+    from launcher.core.tpu.capacity import CAPACITIES, FLEX_START, QUEUED_FLEX_START
 
     flex = ["--set=ray.worker.tpu.capacity=flex-start"]
     for sets, capacity in (
@@ -332,8 +332,8 @@ def test_a_rayjob_release_is_the_same_cluster_held_only_while_its_job_runs():
 @pytest.mark.parametrize("framework", NAMES)
 def test_the_framework_picks_the_image_and_the_job_command(framework):
     """ray.framework is one value: every Ray container runs that framework's launcher image (the
-    appVersion with its tag suffix, as launcher.core.frameworks and `tpu-launcher image` tag it),
-    and a RayJob runs its train command."""
+    appVersion with its tag suffix, as launcher.core.job.frameworks and `tpu-launcher image` tag
+    it), and a RayJob runs its train command."""
     chosen = FRAMEWORKS[framework]
     schema = json.loads((CHART / "values.schema.json").read_text())
     assert schema["properties"]["ray"]["properties"]["framework"]["enum"] == list(NAMES)

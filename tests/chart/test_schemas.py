@@ -7,7 +7,7 @@ import pytest
 
 from ci.cluster.gke_nodes import merged_values
 from harness.helm import VALUES_FILES, render
-from launcher.core.tpu_table import tpu_type
+from launcher.core.tpu.table import tpu_type
 from tests.support.k8s_schemas import validate
 
 pytestmark = pytest.mark.chart

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from harness.helm import CHART, VALUES_FILES, by_kind, render
-from launcher.core.run_requests import TORCH_ENTRYPOINT, TRAIN_ENTRYPOINT
-from launcher.core.tpu_table import (
+from launcher.core.job.run_requests import TORCH_ENTRYPOINT, TRAIN_ENTRYPOINT
+from launcher.core.tpu.table import (
     GENERATIONS,
     GKE_ACCELERATOR_LABEL,
     GKE_TOPOLOGY_LABEL,

@@ -10,8 +10,8 @@ import pytest
 from harness.helm import VALUES_FILES, render
 from launcher.client.jobs.slice_target import resolve_target
 from launcher.core.errors import UsageError
-from launcher.core.preemption import pod_grace_seconds
-from launcher.core.slices import worker_group_slices
+from launcher.core.tpu.preemption import pod_grace_seconds
+from launcher.core.tpu.slices import worker_group_slices
 
 pytestmark = pytest.mark.chart
 

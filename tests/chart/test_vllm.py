@@ -8,7 +8,7 @@ import pytest
 
 from harness.helm import VALUES, by_kind, render
 from launcher.core.runtime_door import JOB_ENTRYPOINT
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
+from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 
 pytestmark = pytest.mark.chart
 VLLM_VALUES = VALUES / "v6e-8-vllm.yaml"

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from harness.helm import render
-from launcher.core.tpu_table import tpu_type
+from launcher.core.tpu.table import tpu_type
 
 pytestmark = pytest.mark.chart
 

@@ -17,9 +17,9 @@ from pytest_helm_charts.k8s.deployment import wait_for_deployments_to_run
 from ci.cluster import gke_nodes
 from harness.kube import Release, dump, ray_clusters, ready, wait_for
 from harness.paths import REPO
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
+from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL, tpu_type
 from launcher.core.values_file import tpu_slices
-from launcher.runtime.cluster_check import webhook_problems
+from launcher.runtime.cluster.check import webhook_problems
 
 pytestmark = pytest.mark.cluster
 

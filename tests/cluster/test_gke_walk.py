@@ -28,8 +28,8 @@ from harness.kube import Release, dump, ready, wait_for
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 from launcher.client.gke.release import room
-from launcher.client.image_tag import of_checkout
-from launcher.core.tpu_table import (
+from launcher.client.release.image_tag import of_checkout
+from launcher.core.tpu.table import (
     GENERATIONS,
     GKE_ACCELERATOR_LABEL,
     GKE_TOPOLOGY_LABEL,

@@ -28,7 +28,7 @@ from harness.helm import CHART
 from harness.kube import Release, wait_for
 from harness.paths import REPO
 from launcher.core.release_facts import IdleRelease, ReleaseFacts
-from launcher.runtime.idle_release import ask_for, watch
+from launcher.runtime.cluster.idle_release import ask_for, watch
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(600)]
 

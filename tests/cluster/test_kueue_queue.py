@@ -22,8 +22,8 @@ from harness.helm import CHART, helm
 from harness.kube import Release, dump, wait_for
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
-from launcher.core.capacity import QUEUED_FLEX_START
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+from launcher.core.tpu.capacity import QUEUED_FLEX_START
+from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 from tests.support import fake_gcloud
 
 pytestmark = [pytest.mark.cluster, pytest.mark.timeout(900)]
@@ -356,11 +356,11 @@ def worker_nodes(release: Release) -> set[str]:
 
 
 def host_capacity(release: Release, job: Release, tmp_path) -> tuple[str, bool] | None:
-    """launcher.runtime.node_capacity.capacity_here for one of `job`'s TPU hosts, with the
+    """launcher.runtime.cluster.node_capacity.capacity_here for one of `job`'s TPU hosts, with the
     pod's env (TPU_CAPACITY, NODE_NAME, the API server's address) and its account's token."""
     from urllib.parse import urlparse
 
-    from launcher.runtime.node_capacity import capacity_here
+    from launcher.runtime.cluster.node_capacity import capacity_here
 
     (pod, *_) = release.pods(**WORKER, **{"app.kubernetes.io/instance": job.name})
     spec = pod.obj["spec"]

@@ -146,7 +146,7 @@ def test_the_live_release_tells_its_jobs_what_its_values_say(release: Release, t
     release.install(*values)
     read = subprocess.run(
         [sys.executable, "-c",
-         "import sys; from launcher.client.helm_release import Release; "
+         "import sys; from launcher.client.release.helm_release import Release; "
          "print(Release.read(sys.argv[1], sys.argv[2]).facts().to_json())",
          release.name, release.namespace],
         text=True, capture_output=True, env=release.kubectl_env(), cwd=REPO, timeout=120,

@@ -22,7 +22,7 @@ from harness.local_ray import LocalCluster, local_cluster_command, run_name, tpu
 from harness.paths import REPO
 from launcher.client.jobs.ray_api import ENDED, RayJobsError
 from launcher.client.local import prometheus as local_prometheus
-from launcher.core.datasets import MANIFEST, Manifest
+from launcher.core.data.datasets import MANIFEST, Manifest
 
 # The modules that restart the cluster with another shape (and the one that reads a stopped
 # cluster's job), in the order they run, last.

@@ -26,7 +26,7 @@ from harness.paths import REPO
 from launcher.client.jobs.ray_api import default_address
 from launcher.client.workspace import DATA_STAGING
 from launcher.core.child_process import ends_with_this_process
-from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, SPLITS, Manifest
+from launcher.core.data.datasets import DATASETS_SUBDIR, MANIFEST, SPLITS, Manifest
 from launcher.corpus import TINY
 
 pytestmark = pytest.mark.e2e

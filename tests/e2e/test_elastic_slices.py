@@ -42,9 +42,9 @@ from harness.local_ray import (
     run_name,
 )
 from launcher.client.local.instance import local_instance
-from launcher.core.checkpoints import committed_steps
-from launcher.core.job_events import EventKind, clean, events, parse
-from launcher.runtime.progress import parse_step_line, steps_logged
+from launcher.core.job.checkpoints import committed_steps
+from launcher.core.job.events import EventKind, clean, events, parse
+from launcher.runtime.train.progress import parse_step_line, steps_logged
 from tests.e2e.conftest import DATASET
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(1500)]

@@ -39,10 +39,10 @@ from harness.job_control import (
 )
 from harness.local_ray import launcher_result, run_name
 from harness.paths import REPO
-from launcher.core import hangs
-from launcher.core.job_events import EventKind, events
-from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
-from launcher.runtime.progress import steps_logged
+from launcher.core.job import hangs
+from launcher.core.job.events import EventKind, events
+from launcher.core.job.run_dir import COMPILE_CACHE_SUBDIR
+from launcher.runtime.train.progress import steps_logged
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CHECKPOINT_PERIOD = 5  # tiny-llama.yml

@@ -20,7 +20,7 @@ import pytest
 
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from launcher.client.data.prepare import split_of
-from launcher.core.checkpoints import committed_steps
+from launcher.core.job.checkpoints import committed_steps
 from launcher.core.runtime_door import RUNTIME_MODULE
 from launcher.corpus.instructions import ANSWER_PREFIX, examples
 from tests.support.tiny_models import Transformers, parameter_count, tiny_model

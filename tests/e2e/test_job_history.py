@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core.job_events import EventKind, events, format_summary_title
+from launcher.core.job.events import EventKind, events, format_summary_title
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 

@@ -15,7 +15,7 @@ import pytest
 
 from launcher.client.local.cluster import nodes_file, running_slices, start_host
 from launcher.client.local.nodes import alive_hosts
-from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
+from launcher.core.tpu.slices import LABEL_SLICE, LABEL_WORKER_ID
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(120)]
 

@@ -18,10 +18,10 @@ from harness.local_ray import launcher_result
 from harness.paths import REPO
 from harness.prometheus import WINDOW, last, query, query_range, settled
 from launcher.client.local import prometheus as local_prometheus
-from launcher.core import job_metrics as jm
 from launcher.core.child_process import ends_with_this_process
-from launcher.core.dashboard import dashboard, queries
-from launcher.runtime.metrics import tree_bytes
+from launcher.core.job import metrics as jm
+from launcher.core.job.dashboard import dashboard, queries
+from launcher.runtime.job.metrics import tree_bytes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(300)]
 
@@ -123,7 +123,7 @@ import sys, time
 import ray
 from ray.util.metrics import Gauge
 from launcher.core import job_metrics as jm
-from launcher.runtime.metrics import JobMetrics
+from launcher.runtime.job.metrics import JobMetrics
 ray.init(address="auto")
 kept = JobMetrics({"run": "keeper", "slice": "v5p-16", "job_id": "keeper"})
 kept.set(jm.CHECKPOINT_SIZE, 1234)

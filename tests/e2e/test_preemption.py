@@ -6,7 +6,7 @@ saves the step they reach next (JAX's preemption service, MaxText's save), and t
 goes on from it, nothing computed again; the run finishes because a preemption is not a failure.
 
 (A notice with no time to save, back to the last periodic checkpoint with the summary saying
-why, was a second preemption here, about 90 s of CI: launcher.core.preemption's reading of it is
+why, was a second preemption here, about 90 s of CI: launcher.core.tpu.preemption's reading of it is
 tests/unit/test_preemption.py's, and a host gone with no notice restarts the PyTorch job's and
 the elastic test's groups.)"""
 
@@ -20,8 +20,8 @@ from harness.data_audit import audit
 from harness.job_control import jobs_client, submit_no_wait, wait_for_step, wait_until_done
 from harness.local_ray import launcher_result, run_name, tpu_launcher
 from harness.prometheus import restarts_by_cause, settled
-from launcher.core.job_events import EventKind, events
-from launcher.core.preemption import PREEMPTED
+from launcher.core.job.events import EventKind, events
+from launcher.core.tpu.preemption import PREEMPTED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 CHECKPOINT_PERIOD = 10

@@ -17,7 +17,7 @@ from harness.local_ray import LocalCluster
 from harness.paths import REPO
 from launcher.client.local.cluster import TOKEN_AUTH, nodes_file
 from launcher.client.local.instance import local_instance
-from launcher.core.slices import LABEL_ACCELERATOR, LABEL_SLICE, LABEL_TOPOLOGY
+from launcher.core.tpu.slices import LABEL_ACCELERATOR, LABEL_SLICE, LABEL_TOPOLOGY
 
 pytestmark = pytest.mark.e2e
 

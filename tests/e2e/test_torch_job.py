@@ -9,7 +9,7 @@ then taken back with a 15 s notice (`tpu-launcher local preempt`) has every work
 they all reach next, and the group goes on from it; Prometheus holds its last step and its restarts
 by cause.
 (All simulated hosts share one IP, where Ray's LOCAL_RANK would run 0-7; each worker reads its
-own host's, 0-3, as on TPU: launcher.runtime.torch_hosts.)"""
+own host's, 0-3, as on TPU: launcher.runtime.torch.hosts.)"""
 
 from __future__ import annotations
 
@@ -37,11 +37,11 @@ from harness.paths import REPO
 from harness.prometheus import last, restarts_by_cause, settled
 from launcher.client.jobs.torch_submit import EXAMPLE
 from launcher.client.local.layout import HOST_ENV
-from launcher.core import job_metrics as jm
-from launcher.core.checkpoints import committed_steps
-from launcher.core.job_events import EventKind, events
-from launcher.core.preemption import FAILED, PREEMPTED
-from launcher.core.torch_plan import SIMULATED_NOTE
+from launcher.core.job import metrics as jm
+from launcher.core.job.checkpoints import committed_steps
+from launcher.core.job.events import EventKind, events
+from launcher.core.job.torch_plan import SIMULATED_NOTE
+from launcher.core.tpu.preemption import FAILED, PREEMPTED
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 STEPS, SAVE_EVERY = 80, 10

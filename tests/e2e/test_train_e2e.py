@@ -23,10 +23,10 @@ from harness.local_ray import (
 )
 from harness.prometheus import settled
 from launcher.client.local.instance import local_instance
-from launcher.core.checkpoints import committed_steps
-from launcher.core.device_metrics import STRAGGLER
-from launcher.core.run_dir import COMPILE_CACHE_SUBDIR
+from launcher.core.job.checkpoints import committed_steps
+from launcher.core.job.run_dir import COMPILE_CACHE_SUBDIR
 from launcher.core.runtime_door import RUNTIME_MODULE
+from launcher.core.tpu.device_metrics import STRAGGLER
 from tests.e2e.conftest import PRICE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]

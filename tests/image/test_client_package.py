@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from harness.paths import REPO
-from launcher.client.image_tag import of_checkout
+from launcher.client.release.image_tag import of_checkout
 from tests.image.conftest import HELM, run_client
 from tests.image.test_image import _build_wheel, _uv, uv_cache_turn
 
@@ -60,7 +60,7 @@ def test_the_wheel_is_one_for_every_platform_without_the_training_stack(wheel):
     assert {f"launcher/image/{n}" for n in ("Dockerfile", "cloudbuild.yaml", "pyproject.toml")} <= (
         names
     )
-    assert "launcher/core/maxtext_configs/base.yml" in names  # the jobs' checks, with no MaxText
+    assert "launcher/core/maxtext/configs/base.yml" in names  # the jobs' checks, with no MaxText
     assert not any("__pycache__" in n for n in names)
 
 
@@ -122,8 +122,8 @@ def test_the_installed_context_builds_the_package_it_came_from(client, wheel, tm
     the same package, file for file, as the wheel the client was installed from."""
     python = str(client[0] / "bin" / "python")
     staged = subprocess.run(
-        [python, "-c", "from launcher.client.chart_source import packaged_chart as p; "
-         "from launcher.client.image_tag import image_sources as s; "
+        [python, "-c", "from launcher.client.release.chart_source import packaged_chart as p; "
+         "from launcher.client.release.image_tag import image_sources as s; "
          "c = p(); x = s(c); print(x.context(x.tag(c)))"],
         capture_output=True, text=True, cwd=client[1], env={"HOME": str(client[1])},
     )  # fmt: skip

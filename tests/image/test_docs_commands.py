@@ -97,7 +97,7 @@ action = next(filter(None, (getattr(ns, f"{n}_command", None) for n in cli.NOUNS
 if unknown:
     cli._refuse_unknown(cli._subparser(parser, [ns.command, action]), unknown[0])
 if isinstance(getattr(ns, "values", None), list):
-    from launcher.client.values_presets import resolve_all
+    from launcher.client.release.values_presets import resolve_all
     try:
         resolve_all(ns.values)
     except UsageError as e:

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import pytest
 
 from harness.paths import REPO, pins
-from launcher.core.frameworks import IMAGE_FRAMEWORK_ENV, JAX, TORCH
+from launcher.core.job.frameworks import IMAGE_FRAMEWORK_ENV, JAX, TORCH
 from launcher.core.runtime_door import RUNTIME_MODULE
 
 pytestmark = pytest.mark.image
@@ -55,7 +55,7 @@ def test_image_runs_as_non_root_and_installs_the_lock_with_hashes():
     text = DOCKERFILE.read_text()
     assert re.search(r"^USER 1000$", text, re.M)
     assert '--require-hashes -r "${lock}"' in text
-    # One image per framework (launcher.core.frameworks): its lock, and the image says which it
+    # One image per framework (launcher.core.job.frameworks): its lock, and the image says which it
     # is, so a job of the other framework stops on the head.
     assert re.search(rf"^ARG FRAMEWORK={JAX.name}$", text, re.M)
     assert f"lock=/app/images/launcher/{JAX.lock} " in text
@@ -141,8 +141,8 @@ def test_the_wheel_carries_the_launchers_configs(tmp_path):
     assert {f"launcher/corpus/tiny/notes-{i}.jsonl" for i in range(3)} <= names
     assert {
         "launcher/cli.py",
-        "launcher/runtime/entrypoint.py",
-        "launcher/core/tpu_table.py",
+        "launcher/runtime/train/entrypoint.py",
+        "launcher/core/tpu/table.py",
         "launcher/client/jobs/submit.py",
         "launcher/preflight/command.py",
     } <= names
@@ -203,7 +203,7 @@ def test_install_steps_from_the_lock_give_a_working_launcher(tmp_path):
         [
             python,
             "-c",
-            "import maxtext, launcher.runtime.worker; from maxtext.trainers.pre_train "
+            "import maxtext, launcher.runtime.train.worker; from maxtext.trainers.pre_train "
             "import train; print(train.main.__module__)",
         ],
         capture_output=True,

@@ -13,8 +13,8 @@ import subprocess
 import pytest
 
 from harness.paths import REPO
-from launcher.core.tpu_table import SliceShape, tpu_type
-from launcher.runtime.torch_tpu_env import (
+from launcher.core.tpu.table import SliceShape, tpu_type
+from launcher.runtime.torch.tpu_env import (
     ADDRESSES,
     TOPOLOGY,
     free_ports,

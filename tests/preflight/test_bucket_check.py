@@ -105,7 +105,7 @@ def test_data_prepare_into_a_bucket_sends_the_manifest_last_and_resumes(
     uploaded; a rerun sends nothing again; an upload cut short leaves no manifest."""
     from launcher.cli import main
     from launcher.client.data import upload as data_upload
-    from launcher.core.datasets import Manifest
+    from launcher.core.data.datasets import Manifest
 
     monkeypatch.chdir(tmp_path)  # the staging directory is the working directory's .local
     argv = ["data", "prepare", "--name", "tiny", "--output-dir", "gs://ckpt/team", "--no-progress"]

@@ -18,9 +18,9 @@ import pytest
 from harness.local_ray import tpu_launcher
 from harness.paths import REPO
 from harness.tutorial import TUTORIAL_JOB_ARGS
-from launcher.core.checkpoint_tiers import memory_gib_per_host, memory_volume_size
 from launcher.core.child_process import ends_with_this_process
-from launcher.core.job_plan import parse_job_args
+from launcher.core.job.checkpoint_tiers import memory_gib_per_host, memory_volume_size
+from launcher.core.job.plan import parse_job_args
 from launcher.preflight.advice_report import PASTE_HERE
 from launcher.preflight.save_estimate import MEMORY_GIB_PER_S, SAVE_GIB_PER_S
 
@@ -55,7 +55,7 @@ def test_the_tutorial_job_fits_a_v6e_16_with_its_memory_figures():
     assert "30s (values/v6e-16.yaml)" in out
     assert "TOO SHORT" in out and "ray.worker.terminationGracePeriodSeconds: 50" in out
     # Each checkpoint tier's save and restore per host, and the memory tier's need per host:
-    # two copies of the host's share, plus 15% (launcher.core.checkpoint_tiers).
+    # two copies of the host's share, plus 15% (launcher.core.job.checkpoint_tiers).
     bucket = re.search(r"bucket \(this job\)\s+save about (\d+)s .* restore about (\d+)s", out)
     memory = re.search(r"memory\s+save about ([\d.]+)s .*?([\d.]+) GiB of memory per host", out)
     assert bucket and memory, out
@@ -295,9 +295,9 @@ def test_sharding_advice_recommends_the_fastest_fitting_candidate_with_paste_rea
 # tutorial's job is Llama's).
 @pytest.mark.parametrize("family", ["qwen3", "gpt-oss"])
 def test_a_job_from_an_import_compiles_the_imports_shape_where_its_record_is_seen(tmp_path, family):
-    from launcher.core.run_dir import OUTPUT_DIR_ENV
-    from launcher.core.run_requests import ImportRequest
-    from launcher.runtime.hf_import import import_model
+    from launcher.core.job.run_dir import OUTPUT_DIR_ENV
+    from launcher.core.job.run_requests import ImportRequest
+    from launcher.runtime.models.hf_import import import_model
     from tests.support.tiny_models import parameter_count, tiny_model
 
     bucket, source = tmp_path / "bucket", tmp_path / "hf"
@@ -325,7 +325,7 @@ def test_submit_plans_the_job_once_and_preflight_checks_that_plan(monkeypatch):
     by a stop: the plans counted are those made before it.)"""
     from launcher import cli
     from launcher.client.jobs import submit as ray_jobs
-    from launcher.core import job_plan
+    from launcher.core.job import plan as job_plan
     from launcher.preflight import command
 
     original, plans = job_plan.plan_job, []

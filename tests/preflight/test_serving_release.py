@@ -10,7 +10,7 @@ import json
 import pytest
 
 from harness.helm import render
-from launcher.client.serve_fit import check_release, server_of
+from launcher.client.serve.fit import check_release, server_of
 from launcher.core.errors import UsageError
 from launcher.core.serving_fit import KNOWN_MODELS
 

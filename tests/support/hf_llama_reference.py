@@ -81,7 +81,7 @@ def write_tiny_llama(
     import transformers
     from safetensors.numpy import save_file
 
-    from launcher.core.byte_tokenizer import byte_tokenizer_files
+    from launcher.core.data.byte_tokenizer import byte_tokenizer_files
 
     directory.mkdir(parents=True, exist_ok=True)
     e, m, v, layers, heads, kv_heads, hd = 64, 128, 256, 2, 4, 2, 16

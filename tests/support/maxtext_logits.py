@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
-from launcher.core.model_imports import ImportRecord
-from launcher.runtime.hf_import import maxtext_config
+from launcher.core.maxtext.model_imports import ImportRecord
+from launcher.runtime.models.hf_import import maxtext_config
 
 
 def maxtext_logits(record: ImportRecord, items: Path, ids: list[int]) -> np.ndarray:

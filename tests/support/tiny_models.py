@@ -56,13 +56,13 @@ def tiny_model(
     **config: Any,
 ):  # fmt: skip
     """The family's tiny model (`config` on top of its sizes), saved with a byte tokenizer
-    (launcher.core.byte_tokenizer: UTF-8 bytes and a chat template); the model. `std`: the
+    (launcher.core.data.byte_tokenizer: UTF-8 bytes and a chat template); the model. `std`: the
     weights' spread, larger than the initializer's so that a wrong layout moves the logits;
     `norms`: the norm weights' mean (1: a model that trains as a pretrained one does)."""
     import torch
     import transformers
 
-    from launcher.core.byte_tokenizer import byte_tokenizer_files
+    from launcher.core.data.byte_tokenizer import byte_tokenizer_files
 
     config_class, extra = FAMILIES[family]
     made = getattr(transformers, config_class)(**{**SIZES, **extra, **config})

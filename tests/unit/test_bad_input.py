@@ -11,7 +11,7 @@ from absl.testing import flagsaver
 
 from launcher import cli
 from launcher.runtime import commands as runtime_door
-from launcher.runtime import entrypoint  # noqa: F401  (defines the flags flagsaver restores)
+from launcher.runtime.train import entrypoint  # noqa: F401  (defines the flags flagsaver restores)
 
 pytestmark = pytest.mark.unit
 

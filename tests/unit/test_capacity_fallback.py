@@ -17,17 +17,17 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 
 from harness.paths import REPO
-from launcher.core.capacity import (
+from launcher.core.errors import UsageError
+from launcher.core.job.goodput import Attempt, StepPoint
+from launcher.core.tpu.capacity import (
     CAPACITY_ENV,
     capacity_items,
     capacity_of_node,
     items_of_pod,
 )
-from launcher.core.errors import UsageError
-from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.preemption import FAILED, PREEMPTED, restarts
-from launcher.runtime.node_capacity import NODE_ENV, capacity_here
-from launcher.runtime.preemption import Notice
+from launcher.core.tpu.preemption import FAILED, PREEMPTED, restarts
+from launcher.runtime.cluster.node_capacity import NODE_ENV, capacity_here
+from launcher.runtime.train.preemption import Notice
 
 pytestmark = pytest.mark.unit
 
@@ -129,7 +129,7 @@ def api_server(tmp_path, monkeypatch):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     (tmp_path / "token").write_text(_ApiServer.token)
     monkeypatch.setattr(
-        "launcher.runtime.kube_api._server",
+        "launcher.runtime.cluster.kube_api._server",
         lambda host, port: f"http://{host}:{port}",
     )
     yield server.server_address[1], tmp_path
@@ -159,7 +159,7 @@ def test_a_notice_on_the_capacity_a_host_got_is_a_preemption_only_where_gke_recl
     }
     item = capacity_here(env, account)
     assert item is not None
-    # As the worker records it (launcher.runtime.worker): the notice and the host's capacity.
+    # As the worker records it (launcher.runtime.train.worker): the notice and the host's capacity.
     notice = Notice(140.0, 160.0, "ray drain", item.word, item.preemptible).to_json()
     first = _attempt(100.0, range(27), [(20, 130.0), (27, 142.0)])
     second = _attempt(200.0, range(28, 40), [])

@@ -1,7 +1,8 @@
-"""The checkpoint tiers (launcher.core.checkpoint_tiers): what a job's --checkpoint_tier asks of
+"""The checkpoint tiers (launcher.core.job.checkpoint_tiers): what a job's --checkpoint_tier asks of
 MaxText, what it refuses and why, which tier each save went to, what the memory tier needs of
-a host and when a release's pods cannot hold it; the hosts' side (launcher.runtime.memory_tier)
-where it runs without a cluster: the memory volume's directory per run, the mesh axis Orbax's
+a host and when a release's pods cannot hold it; the hosts' side
+(launcher.runtime.train.memory_tier) where it runs without a cluster: the memory volume's directory
+per run, the mesh axis Orbax's
 copies follow; the summary's line. The tier itself runs in tests/e2e/test_elastic_slices.py."""
 
 from __future__ import annotations
@@ -9,7 +10,8 @@ from __future__ import annotations
 import pytest
 
 from harness.paths import REPO
-from launcher.core.checkpoint_tiers import (
+from launcher.core.errors import UsageError
+from launcher.core.job.checkpoint_tiers import (
     BUCKET,
     CONTINUOUS_KEPT,
     MEMORY,
@@ -20,13 +22,12 @@ from launcher.core.checkpoint_tiers import (
     memory_volume_size,
     tier_plan,
 )
-from launcher.core.errors import UsageError
-from launcher.core.goodput import Attempt, StepPoint, format_saves, saves_by_tier
-from launcher.core.job_events import EventKind, format_checkpoint, format_restored, parse
-from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.job.events import EventKind, format_checkpoint, format_restored, parse
+from launcher.core.job.goodput import Attempt, StepPoint, format_saves, saves_by_tier
+from launcher.core.job.plan import parse_job_args, plan_job
 from launcher.core.release_facts import ReleaseFacts
 from launcher.core.values_file import load_values, release_facts
-from launcher.runtime import memory_tier
+from launcher.runtime.train import memory_tier
 
 pytestmark = pytest.mark.unit
 

@@ -164,9 +164,9 @@ def test_a_bound_job_reads_back_as_the_same_slices(accelerator, topology, chips,
     """Whatever shape the target has (v6e-8 as two hosts of 4 included), the bound arguments
     name exactly it."""
     from launcher.client.jobs.slice_target import bind_job_to
-    from launcher.core.job_plan import parse_job_args
-    from launcher.core.slices import TpuSlices
-    from launcher.core.tpu_table import slice_shape
+    from launcher.core.job.plan import parse_job_args
+    from launcher.core.tpu.slices import TpuSlices
+    from launcher.core.tpu.table import slice_shape
 
     target = TpuSlices(slice_shape(accelerator, topology, chips), slices)
     job = parse_job_args(bind_job_to(["tiny-llama.yml", "run_name=r"], target))
@@ -177,7 +177,7 @@ def test_a_bound_job_reads_back_as_the_same_slices(accelerator, topology, chips,
 def test_the_head_refuses_a_bound_job_on_a_cluster_of_another_shape():
     """What the binding buys, on the head: plan_job holds --tpu to the Ray cluster's nodes."""
     from launcher.core.errors import UsageError
-    from launcher.core.job_plan import parse_job_args, plan_job
+    from launcher.core.job.plan import parse_job_args, plan_job
     from tests.support.ray_nodes import ray_nodes
 
     nodes = ray_nodes("v5p", "2x2x2")  # a v5p-16 cluster's nodes, as the local cluster starts
@@ -251,7 +251,7 @@ def test_every_option_of_every_command_says_what_it_is():
 
 
 def test_the_tpu_table_has_a_header_and_a_row_a_slice(capsys):
-    from launcher.core.tpu_table import GENERATIONS
+    from launcher.core.tpu.table import GENERATIONS
 
     assert cli.main(["tpu-table"]) == 0
     header, *rows = capsys.readouterr().out.splitlines()

@@ -1,4 +1,4 @@
-"""A job's data checked before any host starts or anything compiles (launcher.core.data_checks,
+"""A job's data checked before any host starts or anything compiles (launcher.core.data.checks,
 through plan_job as the entrypoint and preflight call it): each fault refused with its key and
 the fix, in seconds; and `tpu-launcher preflight --data-dir` exiting 2 on one before compiling."""
 
@@ -14,7 +14,7 @@ import pytest
 from harness.paths import REPO
 from launcher.client.data.prepare import PrepareRequest, prepare
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.job.plan import parse_job_args, plan_job
 
 pytestmark = pytest.mark.unit
 SLICE = "--tpu=v5p-16"  # 2 hosts x 4 devices, as the local cluster simulates: global batch 8
@@ -69,7 +69,7 @@ def test_the_epochs_count_what_truncation_leaves():
     bound: never above what truncation leaves, exact where no bucket straddles the length."""
     import random
 
-    from launcher.core.datasets import SplitStats, epoch_estimate, length_histogram
+    from launcher.core.data.datasets import SplitStats, epoch_estimate, length_histogram
 
     long = [4096 + 7 * i for i in range(1000)]
     split = SplitStats(len(long), sum(long), lengths=length_histogram(long))

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from launcher.client.data.prepare import STATE, PrepareRequest, prepare
-from launcher.core import dataset_shards
-from launcher.core.datasets import MANIFEST, Manifest, maxtext_keys, read_manifest, work_dir
+from launcher.core.data import shards as dataset_shards
+from launcher.core.data.datasets import MANIFEST, Manifest, maxtext_keys, read_manifest, work_dir
 from launcher.core.errors import UsageError
 from launcher.corpus import generate
 
@@ -201,7 +201,7 @@ def test_the_records_are_the_bytes_protobuf_writes(doc, features):
     generated Example class writes (deterministic: map entries in key order) and parses back."""
     from maxtext.input_pipeline.protos import example_pb2
 
-    from launcher.core.example_records import example_bytes
+    from launcher.core.data.example_records import example_bytes
 
     made = example_pb2.Example()
     for name, text in zip(features, doc, strict=True):

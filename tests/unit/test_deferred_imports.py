@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from harness.paths import REPO
-from launcher.core.deferred_imports import DEFERRED, defer_unused_imports
+from launcher.core.maxtext.deferred_imports import DEFERRED, defer_unused_imports
 
 pytestmark = pytest.mark.unit
 
@@ -29,7 +29,7 @@ def _run(code: str) -> str:
 def test_maxtexts_import_of_vertex_ai_waits_for_its_first_use():
     out = _run(
         "import sys\n"
-        "from launcher.core.deferred_imports import defer_unused_imports\n"
+        "from launcher.core.maxtext.deferred_imports import defer_unused_imports\n"
         "print(defer_unused_imports())\n"
         # What maxtext.common.vertex_tensorboard imports; it does `from google.cloud import
         # aiplatform` at module level.
@@ -47,7 +47,7 @@ def test_the_goodput_librarys_scipy_stats_waits_for_its_first_use_and_torch_stay
     library imports, would import it; a JAX process keeps it out (as the JAX image lacks it)."""
     out = _run(
         "import sys, importlib.util\n"
-        "from launcher.core.deferred_imports import maxtext_imports\n"
+        "from launcher.core.maxtext.deferred_imports import maxtext_imports\n"
         "print(importlib.util.find_spec('torch') is not None)\n"  # installed here
         "with maxtext_imports():\n"
         # What maxtext.common.goodput imports; goodput_utils does `from scipy import stats`.

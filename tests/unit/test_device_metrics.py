@@ -12,9 +12,17 @@ import pytest
 
 from launcher.client.local import device_plugin
 from launcher.client.local.device_plugin import SimulatedChips, handler
-from launcher.core.device_metrics import IDLE, OK, STRAGGLER, HostDevices, Verdict, describe, judge
-from launcher.core.job_events import format_devices, last_devices
-from launcher.runtime.device_watch import DeviceWatch, host_devices
+from launcher.core.job.events import format_devices, last_devices
+from launcher.core.tpu.device_metrics import (
+    IDLE,
+    OK,
+    STRAGGLER,
+    HostDevices,
+    Verdict,
+    describe,
+    judge,
+)
+from launcher.runtime.job.device_watch import DeviceWatch, host_devices
 
 pytestmark = pytest.mark.unit
 

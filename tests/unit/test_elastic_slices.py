@@ -11,15 +11,15 @@ from ray.train.v2._internal.constants import (
     WORKER_GROUP_START_TIMEOUT_S_ENV_VAR,
 )
 
-from launcher.core import slices as slices_mod
-from launcher.core.elastic_slices import (
+from launcher.core.errors import UsageError
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.tpu import slices as slices_mod
+from launcher.core.tpu.elastic import (
     ELASTIC_GROUP_START_TIMEOUT_S,
     GROUP_START_TIMEOUT_ENV,
     shorten_group_start_wait,
     sizings,
 )
-from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import MaxTextArgs
 
 pytestmark = pytest.mark.unit
 

@@ -1,6 +1,6 @@
 """A job of one framework on the other's launcher image stops on the head before any worker
 starts, saying which image it met and how to get the right one; the image's tag says its
-framework (launcher.core.frameworks), and the builds are told it."""
+framework (launcher.core.job.frameworks), and the builds are told it."""
 
 from __future__ import annotations
 
@@ -9,10 +9,16 @@ from pathlib import Path
 import pytest
 
 from launcher.client.gke.image import image_build_step
-from launcher.client.helm_release import refuse_other_framework
-from launcher.client.image_tag import skew
+from launcher.client.release.helm_release import refuse_other_framework
+from launcher.client.release.image_tag import skew
 from launcher.core.errors import UsageError
-from launcher.core.frameworks import IMAGE_FRAMEWORK_ENV, JAX, TORCH, check_image_runs, of_image_tag
+from launcher.core.job.frameworks import (
+    IMAGE_FRAMEWORK_ENV,
+    JAX,
+    TORCH,
+    check_image_runs,
+    of_image_tag,
+)
 
 pytestmark = pytest.mark.unit
 

@@ -11,19 +11,24 @@ from pathlib import Path
 import pytest
 
 from launcher.client.jobs.output import JobOutput
-from launcher.core.byte_tokenizer import byte_tokenizer_files
-from launcher.core.checkpoints import COMMIT_MARKER
+from launcher.core.data.byte_tokenizer import byte_tokenizer_files
 from launcher.core.errors import UsageError
-from launcher.core.job_events import format_result, format_summary_title
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.model_imports import IMPORT_RECORD, PARAMS_ITEMS, ImportRecord, import_dir
-from launcher.core.run_dir import CHECKPOINTS_SUBDIR, RUN_RECORD
-from launcher.core.run_record import read_run_record, write_run_record
-from launcher.core.run_requests import GenerateRequest, check_request
+from launcher.core.job.checkpoints import COMMIT_MARKER
+from launcher.core.job.events import format_result, format_summary_title
+from launcher.core.job.run_dir import CHECKPOINTS_SUBDIR, RUN_RECORD
+from launcher.core.job.run_record import read_run_record, write_run_record
+from launcher.core.job.run_requests import GenerateRequest, check_request
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.maxtext.model_imports import (
+    IMPORT_RECORD,
+    PARAMS_ITEMS,
+    ImportRecord,
+    import_dir,
+)
 from launcher.core.runtime_door import JOB_ENTRYPOINT
 from launcher.runtime.commands import parser as _parser
-from launcher.runtime.generate import PREFILL_BUCKET, plan_generation
-from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, until_eos
+from launcher.runtime.models.generate import PREFILL_BUCKET, plan_generation
+from launcher.runtime.models.prompt_tokens import ByteTokenizer, tokenizer_for, until_eos
 
 pytestmark = pytest.mark.unit
 

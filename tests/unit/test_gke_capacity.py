@@ -11,7 +11,7 @@ import pytest
 from launcher.client.gke.release import allocatable, cpu_pool, pod_requests
 from launcher.client.gke.target import GkeTarget, region
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import TPU_ZONES
+from launcher.core.tpu.table import TPU_ZONES
 
 pytestmark = pytest.mark.unit
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core.tpu_table import GENERATIONS, GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+from launcher.core.tpu.table import GENERATIONS, GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 from tests.support import fake_gcloud
 
 pytestmark = pytest.mark.unit

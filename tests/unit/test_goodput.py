@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core.goodput import (
+from launcher.core.job.goodput import (
     Attempt,
     StepPoint,
     breakdown,
@@ -16,7 +16,7 @@ from launcher.core.goodput import (
     format_timeline,
     startup_timeline,
 )
-from launcher.runtime.plots import loss_sparkline
+from launcher.runtime.job.plots import loss_sparkline
 
 pytestmark = pytest.mark.unit
 
@@ -182,7 +182,7 @@ def test_a_run_with_no_step_clock_is_measured_by_the_scripts_own_time_for_every_
     """A script that reports no steps: the step breakdown says 0% (all start-up); by wall time
     it is the script's run in the start that finished, and that one record is what the summary,
     `status` and the history print (format_breakdown of the result's goodput)."""
-    from launcher.core.goodput import by_wall_time, format_breakdown
+    from launcher.core.job.goodput import by_wall_time, format_breakdown
 
     steps_view = breakdown([Attempt(started_at=10.0)], 0.0, 100.0)
     assert steps_view["goodput"] == 0.0

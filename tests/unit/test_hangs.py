@@ -16,12 +16,12 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from launcher.core import hangs
-from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.hangs import HangBound, Heartbeat, overdue, reporter
-from launcher.core.job_events import EventKind, events
-from launcher.core.preemption import FAILED, HUNG, PREEMPTED, restarts
-from launcher.runtime.progress import StepRecord
+from launcher.core.job import hangs
+from launcher.core.job.events import EventKind, events
+from launcher.core.job.goodput import Attempt, StepPoint
+from launcher.core.job.hangs import HangBound, Heartbeat, overdue, reporter
+from launcher.core.tpu.preemption import FAILED, HUNG, PREEMPTED, restarts
+from launcher.runtime.train.progress import StepRecord
 
 pytestmark = pytest.mark.unit
 
@@ -88,7 +88,7 @@ def test_a_restart_after_a_hang_record_is_a_hang_not_a_failure():
 
 @dataclass
 class Tracker:
-    """What the watchdog reads of launcher.runtime.progress.ProgressTracker."""
+    """What the watchdog reads of launcher.runtime.train.progress.ProgressTracker."""
 
     steps: list[StepRecord] = field(default_factory=list)
     progress_at: float | None = None
@@ -100,8 +100,8 @@ class Tracker:
 
 @pytest.fixture
 def kv(monkeypatch):
-    """Ray's KV store as a dict, where launcher.runtime.job_kv reads and writes it."""
-    from launcher.runtime import job_kv
+    """Ray's KV store as a dict, where launcher.runtime.job.kv reads and writes it."""
+    from launcher.runtime.job import kv as job_kv
 
     store: dict[str, object] = {}
     monkeypatch.setattr(job_kv, "put", store.__setitem__)
@@ -113,7 +113,7 @@ def kv(monkeypatch):
 
 
 def _watchdog(tmp_path, kv, clock, rank=0):
-    from launcher.runtime.hang_watchdog import HangWatchdog
+    from launcher.runtime.train.hang_watchdog import HangWatchdog
 
     said: list[str] = []
     ended: list[int] = []
@@ -154,7 +154,7 @@ def test_the_watchdog_waits_out_any_compile_then_fires_once_past_the_bound(tmp_p
 
 
 def test_the_reporter_reads_a_frozen_hosts_stacks_from_outside(tmp_path, kv, monkeypatch):
-    from launcher.runtime import hang_watchdog
+    from launcher.runtime.train import hang_watchdog
 
     stopped = subprocess.Popen(
         [sys.executable, "-c", "import time\ndef stuck_in_input_pipeline():\n"
@@ -204,7 +204,7 @@ def test_the_failure_policy_charges_hangs_to_their_own_budget():
     from ray.train.v2.api.config import FailureConfig
     from ray.train.v2.api.exceptions import WorkerGroupError
 
-    from launcher.runtime.hang_policy import HangBudgetPolicy
+    from launcher.runtime.job.hang_policy import HangBudgetPolicy
 
     records: set[str] = set()
     policy = HangBudgetPolicy(FailureConfig(max_failures=1), 2, "s", lambda key: set(records))
@@ -224,7 +224,7 @@ def test_the_trainer_builds_the_hang_policy_only_inside_the_fit():
     from ray.train.v2.api import data_parallel_trainer
     from ray.train.v2.api.config import FailureConfig
 
-    from launcher.runtime.hang_policy import HangBudgetPolicy, with_hang_budget
+    from launcher.runtime.job.hang_policy import HangBudgetPolicy, with_hang_budget
 
     with with_hang_budget(4, "s"):
         built = data_parallel_trainer.create_failure_policy(FailureConfig(max_failures=1))
@@ -236,14 +236,14 @@ def test_the_trainer_builds_the_hang_policy_only_inside_the_fit():
 
 def test_a_notice_on_capacity_gke_does_not_reclaim_is_charged_to_the_failures():
     """Ray charges a host drained for preemption to --max_preemptions; a notice the hosts
-    recorded on on-demand capacity (launcher.runtime.node_capacity) goes to --max_failures,
+    recorded on on-demand capacity (launcher.runtime.cluster.node_capacity) goes to --max_failures,
     one on Spot stays a preemption."""
     from ray.train.v2._internal.execution.failure_handling import FailureDecision
     from ray.train.v2.api.config import FailureConfig
     from ray.train.v2.api.exceptions import PreemptionError
     from ray.train.v2.api.preemption import PreemptionInfo
 
-    from launcher.runtime.hang_policy import HangBudgetPolicy
+    from launcher.runtime.job.hang_policy import HangBudgetPolicy
 
     notices: dict[str, dict] = {}
     policy = HangBudgetPolicy(

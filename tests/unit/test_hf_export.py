@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from launcher.core.byte_tokenizer import byte_tokenizer_files
+from launcher.core.data.byte_tokenizer import byte_tokenizer_files
 from launcher.core.errors import UsageError
-from launcher.runtime.hf_export import ModelShape, to_hf_tensors
+from launcher.runtime.models.hf_export import ModelShape, to_hf_tensors
 
 pytestmark = pytest.mark.unit
 
@@ -128,9 +128,9 @@ def test_the_context_a_model_was_made_for_comes_from_its_import(tmp_path):
     started from it (--from=RUN), not the length the run trained at."""
     import json
 
-    from launcher.core.maxtext_args import MaxTextArgs
-    from launcher.core.model_imports import IMPORT_RECORD
-    from launcher.runtime.model_card import base_model_config
+    from launcher.core.maxtext.args import MaxTextArgs
+    from launcher.core.maxtext.model_imports import IMPORT_RECORD
+    from launcher.runtime.models.card import base_model_config
 
     imported = tmp_path / "imports" / "m"
     (imported / "0" / "items").mkdir(parents=True)

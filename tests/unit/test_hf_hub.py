@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from launcher.core.errors import UsageError
-from launcher.core.model_imports import IMPORT_RECORD, ImportRecord, hub_model, import_dir
-from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.runtime.model_families import maxtext_keys
+from launcher.core.job.run_dir import OUTPUT_DIR_ENV
+from launcher.core.maxtext.model_imports import IMPORT_RECORD, ImportRecord, hub_model, import_dir
+from launcher.runtime.models.families import maxtext_keys
 from tests.support.fake_hub import HubRepo, fake_hub
 from tests.support.hf_llama_reference import write_tiny_llama
 
@@ -31,8 +31,8 @@ COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
 DRIVER = """
 import json, sys
 from launcher.core.errors import UsageError
-from launcher.core.run_requests import ImportRequest
-from launcher.runtime.hf_import import import_model
+from launcher.core.job.run_requests import ImportRequest
+from launcher.runtime.models.hf_import import import_model
 for name, source in zip(sys.argv[1::2], sys.argv[2::2]):
     try:
         print(json.dumps({"rc": import_model(ImportRequest(name, source), on_this_host=True)}))

@@ -16,19 +16,19 @@ import pytest
 from safetensors.numpy import load_file
 
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.model_imports import (
+from launcher.core.job.run_dir import OUTPUT_DIR_ENV
+from launcher.core.job.run_requests import ImportRequest
+from launcher.core.job.start_from import resolve_from
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.maxtext.model_imports import (
     IMPORT_RECORD,
     PARAMS_ITEMS,
     ImportRecord,
     import_dir,
 )
-from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.core.run_requests import ImportRequest
-from launcher.core.start_from import resolve_from
-from launcher.runtime.hf_import import import_model
-from launcher.runtime.host_memory import conversion_bytes, largest_memory
-from launcher.runtime.model_families import maxtext_keys
+from launcher.runtime.models.conversion_host import conversion_bytes, largest_memory
+from launcher.runtime.models.families import maxtext_keys
+from launcher.runtime.models.hf_import import import_model
 from tests.support.hf_llama_reference import HfLlama, write_tiny_llama
 from tests.support.maxtext_logits import maxtext_logits
 

@@ -1,15 +1,15 @@
 """The idle check's clock and the facts a release that gives idle slices back sets on its head
-(launcher.core.idle_slices); the loop runs against the real KubeRay in
+(launcher.core.tpu.idle); the loop runs against the real KubeRay in
 tests/cluster/test_idle_slices.py."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.core.idle_slices import QuietClock
 from launcher.core.release_facts import RELEASE_ENV, IdleRelease, ReleaseFacts
-from launcher.core.slices import TpuSlices, worker_group_slices
-from launcher.core.tpu_table import tpu_type
+from launcher.core.tpu.idle import QuietClock
+from launcher.core.tpu.slices import TpuSlices, worker_group_slices
+from launcher.core.tpu.table import tpu_type
 
 pytestmark = pytest.mark.unit
 
@@ -57,7 +57,7 @@ def test_a_worker_group_with_no_replicas_offers_its_maximum():
 
 
 def test_a_driver_that_cannot_reach_the_api_says_how_to_ask_by_hand(monkeypatch, capsys):
-    from launcher.runtime import entrypoint
+    from launcher.runtime.train import entrypoint
 
     idle = ReleaseFacts(idle_release=IdleRelease("tpu-ray", "tpu-group", 600))
     monkeypatch.setenv(RELEASE_ENV, idle.to_json())

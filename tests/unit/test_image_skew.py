@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.client.image_tag import image_tag_of, skew
+from launcher.client.release.image_tag import image_tag_of, skew
 
 pytestmark = pytest.mark.unit
 REF = "us-east5-docker.pkg.dev/p/tpu-stack/launcher"

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import JobOptions, parse_job_args, plan_job
-from launcher.core.outcome import Outcome, Start, Trained
+from launcher.core.job.outcome import Outcome, Start, Trained
+from launcher.core.job.plan import JobOptions, parse_job_args, plan_job
 from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
-from launcher.core.tpu_prices import (
+from launcher.core.tpu.prices import (
     LIST_PRICES,
     PRICES_AS_OF,
     Price,
@@ -19,7 +19,7 @@ from launcher.core.tpu_prices import (
     parse_overrides,
     price_of,
 )
-from launcher.runtime.run_cost import run_cost
+from launcher.runtime.job.cost import run_cost
 
 pytestmark = pytest.mark.unit
 

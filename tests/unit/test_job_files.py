@@ -10,7 +10,7 @@ import pytest
 from launcher.client.jobs import files as job_files
 from launcher.client.jobs.files import plan_shipment
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import LAUNCHER_CONFIGS_DIR, resolve_config
+from launcher.core.maxtext.args import LAUNCHER_CONFIGS_DIR, resolve_config
 
 pytestmark = pytest.mark.unit
 

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from harness.paths import REPO
-from launcher.core.goodput import breakdown
-from launcher.core.job_events import format_progress, format_result, format_summary_title
-from launcher.core.job_record import RUNNING, JobRecord
-from launcher.runtime import job_history_writer
-from launcher.runtime.job_history_writer import JobHistoryWriter, driver_log
+from launcher.core.job.events import format_progress, format_result, format_summary_title
+from launcher.core.job.goodput import breakdown
+from launcher.core.job.record import RUNNING, JobRecord
+from launcher.runtime.job import history_writer as job_history_writer
+from launcher.runtime.job.history_writer import JobHistoryWriter, driver_log
 
 pytestmark = pytest.mark.unit
 JOB = "demo-20261126-031502"
@@ -101,8 +101,8 @@ def test_a_stopped_driver_records_stopped_before_it_goes(tmp_path):
         [sys.executable, "-c", f"""
 import sys, time
 from pathlib import Path
-from launcher.runtime.job_history_writer import JobHistoryWriter
-from launcher.core.job_record import JobRecord
+from launcher.runtime.job.history_writer import JobHistoryWriter
+from launcher.core.job.record import JobRecord
 JobHistoryWriter(Path({str(tmp_path / "demo")!r}), {JOB!r}, Path({str(ray_log)!r}),
                  JobRecord({JOB!r}, "RUNNING", run="demo")).start().finish_on_sigterm()
 print("ready", flush=True)

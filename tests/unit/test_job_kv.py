@@ -1,4 +1,4 @@
-"""A job's records in Ray's KV store are named by launcher.runtime.job_kv.JobKeys alone: the
+"""A job's records in Ray's KV store are named by launcher.runtime.job.kv.JobKeys alone: the
 layout the driver, the hosts and Ray Train's policy read is written once."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 import pytest
 
 from harness.paths import REPO
-from launcher.runtime.job_kv import JobKeys
+from launcher.runtime.job.kv import JobKeys
 
 pytestmark = pytest.mark.unit
 

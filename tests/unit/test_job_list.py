@@ -9,7 +9,7 @@ import pytest
 
 from launcher.client.jobs.listing import cells, format_rows, last_step, row
 from launcher.client.jobs.ray_api import JobInfo
-from launcher.core.job_events import format_progress
+from launcher.core.job.events import format_progress
 
 pytestmark = pytest.mark.unit
 

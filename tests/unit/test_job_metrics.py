@@ -10,11 +10,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from launcher.core import job_metrics as jm
-from launcher.core.dashboard import SELECTOR, dashboard, queries
-from launcher.core.outcome import Outcome, Trained
-from launcher.core.preemption import FAILED, PREEMPTED
-from launcher.runtime.metrics import JobReporter, StepMetrics, submission_id
+from launcher.core.job import metrics as jm
+from launcher.core.job.dashboard import SELECTOR, dashboard, queries
+from launcher.core.job.outcome import Outcome, Trained
+from launcher.core.tpu.preemption import FAILED, PREEMPTED
+from launcher.runtime.job.metrics import JobReporter, StepMetrics, submission_id
 
 pytestmark = pytest.mark.unit
 
@@ -50,7 +50,7 @@ def test_the_dashboard_is_valid_grafana_json_with_unique_panels():
 
 
 class Recorder:
-    """Stands in for launcher.runtime.metrics.JobMetrics: what was set and added, by metric."""
+    """Stands in for launcher.runtime.job.metrics.JobMetrics: what was set and added, by metric."""
 
     def __init__(self) -> None:
         self.values: dict[tuple[str, tuple], float] = {}
@@ -85,8 +85,8 @@ def test_maxtexts_eval_line_becomes_the_eval_event_the_metric_and_the_attempts_r
     """MaxText 0.2.5's metric_logger line, as every host logs it once per eval."""
     import logging
 
-    from launcher.core.goodput import Attempt
-    from launcher.runtime.progress import ProgressTracker
+    from launcher.core.job.goodput import Attempt
+    from launcher.runtime.train.progress import ProgressTracker
 
     rec, said = Recorder(), []
     tracker = ProgressTracker(total_steps=20, echo=False, attempt=Attempt(started_at=0.0))

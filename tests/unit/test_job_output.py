@@ -10,8 +10,8 @@ import io
 import pytest
 
 from launcher.client.jobs.output import JobOutput
-from launcher.core import job_events
-from launcher.core.job_events import EventKind, clean, parse
+from launcher.core.job import events as job_events
+from launcher.core.job.events import EventKind, clean, parse
 
 pytestmark = pytest.mark.unit
 

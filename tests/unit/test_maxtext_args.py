@@ -6,7 +6,7 @@ import pytest
 
 from harness.tutorial import TUTORIAL_ARGV
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import (
+from launcher.core.maxtext.args import (
     MaxTextArgs,
     check_output_directory,
     maxtext_configs_dir,

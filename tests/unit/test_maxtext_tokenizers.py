@@ -1,5 +1,5 @@
 """The tokenizers `data prepare` counts with where MaxText is not installed (the data extra on a
-laptop: launcher.core.maxtext_tokenizers) give MaxText's own ids: a sentencepiece model and a
+laptop: launcher.core.data.maxtext_tokenizers) give MaxText's own ids: a sentencepiece model and a
 tiktoken file made here from the project's corpus, loaded once through MaxText's
 build_tokenizer and once through load_tokenizer as it runs without MaxText, on the corpus,
 special tokens' text, a whitespace run past tiktoken's limit and non-Latin text, with and
@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from launcher.core import tokenizers
+from launcher.core.data import tokenizers
+from launcher.core.data.tokenizers import load_tokenizer
 from launcher.core.errors import UsageError
-from launcher.core.tokenizers import load_tokenizer
 from launcher.corpus.generate import documents
 from tests.support.tokenizer_files import sentencepiece_model, tiktoken_file
 
@@ -48,7 +48,7 @@ def test_without_maxtext_a_tokenizer_file_gives_maxtexts_ids(
         tokenizers, "find_spec", lambda name: None if name == "maxtext" else real_find_spec(name)
     )
     ours = load_tokenizer(path, kind, add_bos=bos, add_eos=eos)
-    assert type(ours.impl).__module__ == "launcher.core.maxtext_tokenizers"
+    assert type(ours.impl).__module__ == "launcher.core.data.maxtext_tokenizers"
     assert ours.vocab_size == tokenizers.vocabulary_size(theirs)
     for text in TEXTS:
         assert ours.encode(text) == theirs.encode(text), text[:60]

@@ -16,14 +16,19 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.model_imports import IMPORT_RECORD, PARAMS_ITEMS, ImportRecord, import_dir
-from launcher.core.model_shape import MODEL_KEYS
-from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.core.run_requests import ImportRequest
-from launcher.runtime.hf_export import ModelShape, restore_params, to_hf_tensors
-from launcher.runtime.hf_import import import_model, maxtext_config
-from launcher.runtime.model_families import BY_ARCHITECTURE, maxtext_keys
+from launcher.core.job.run_dir import OUTPUT_DIR_ENV
+from launcher.core.job.run_requests import ImportRequest
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.maxtext.model_imports import (
+    IMPORT_RECORD,
+    PARAMS_ITEMS,
+    ImportRecord,
+    import_dir,
+)
+from launcher.core.maxtext.model_shape import MODEL_KEYS
+from launcher.runtime.models.families import BY_ARCHITECTURE, maxtext_keys
+from launcher.runtime.models.hf_export import ModelShape, restore_params, to_hf_tensors
+from launcher.runtime.models.hf_import import import_model, maxtext_config
 from tests.support.maxtext_logits import maxtext_logits
 from tests.support.tiny_models import (
     FAMILIES,
@@ -165,7 +170,7 @@ def test_what_a_familys_block_cannot_compute_is_refused_with_the_field_and_way_o
 @pytest.mark.parametrize("family", FAMILIES)
 def test_every_key_an_import_sets_is_one_a_run_started_from_it_is_held_to(family):
     """A run begun from a run of an import builds the same model on every key the import set
-    (launcher.core.start_from compares MODEL_KEYS), and each value is of the kind MaxText's
+    (launcher.core.job.start_from compares MODEL_KEYS), and each value is of the kind MaxText's
     config model declares (a job given `beta_fast=32.0` is refused before it runs)."""
     import transformers
 

@@ -77,7 +77,7 @@ def test_no_module_is_in_an_import_circle():
 
 def test_the_graph_sees_imports_at_all():
     """Guards the two tests above against a walker that finds nothing."""
-    assert "launcher.core.job_plan" in GRAPH["launcher.runtime.entrypoint"]
+    assert "launcher.core.job.plan" in GRAPH["launcher.runtime.train.entrypoint"]
     assert "launcher.preflight.command" in GRAPH["launcher.client.jobs.submit"]
     assert "launcher.client.jobs.commands" in GRAPH["launcher.cli"]
 
@@ -91,7 +91,7 @@ def test_preflight_is_handed_its_target_and_never_reaches_the_client():
 
 
 # Where a job's words arrive: the workstation's job commands, and a RayJob release's rendered
-# args. Everything below them takes the parsed Job (launcher.core.job_plan.Job).
+# args. Everything below them takes the parsed Job (launcher.core.job.plan.Job).
 JOB_EDGES = {"launcher.client.jobs.commands", "launcher.client.jobs.rayjob_check"}
 # The in-cluster entrypoint reads its flags through absl's app.run, its own edge, and hands
 # plan_job the options it built: it calls no parse at all.
@@ -109,7 +109,7 @@ def test_a_job_is_parsed_only_where_its_words_arrive():
     callers = {name for name, path in MODULES.items() if _calls(path, "parse_job_args")}
     assert callers == JOB_EDGES, (
         f"parse_job_args is called in {sorted(callers - JOB_EDGES)}: take the Job the edge "
-        f"parsed instead (launcher.core.job_plan.Job)"
+        f"parsed instead (launcher.core.job.plan.Job)"
         if callers - JOB_EDGES
         else f"the edges {sorted(JOB_EDGES - callers)} no longer parse: update JOB_EDGES"
     )
@@ -117,9 +117,9 @@ def test_a_job_is_parsed_only_where_its_words_arrive():
 
 def test_the_charts_metadata_has_one_reader():
     """Chart.yaml's name, version and appVersion decide the image tag, the chart pulled and the
-    client's version: one reader (launcher.client.chart_meta), so they cannot disagree."""
+    client's version: one reader (launcher.client.release.chart_meta), so they cannot disagree."""
     readers = {n for n, p in MODULES.items() if '"Chart.yaml").read_text()' in p.read_text()}
-    assert readers == {"launcher.client.chart_meta"}
+    assert readers == {"launcher.client.release.chart_meta"}
 
 
 def test_the_workstations_own_directory_is_named_once():
@@ -165,8 +165,8 @@ def test_cloud_storage_is_reached_from_one_module():
 
 
 def test_the_pods_reach_the_api_server_through_one_client():
-    """launcher.runtime.kube_api is the in-cluster commands' one Kubernetes client: the pod's
-    account, its CA, the API server's address from the env and the timeout, held once."""
+    """launcher.runtime.cluster.kube_api is the in-cluster commands' one Kubernetes client: the
+    pod's account, its CA, the API server's address from the env and the timeout, held once."""
     reaching = {
         name
         for name, path in MODULES.items()
@@ -176,4 +176,45 @@ def test_the_pods_reach_the_api_server_through_one_client():
             for word in ("KUBERNETES_SERVICE_HOST", "kubernetes.io/serviceaccount", "/api/v1/")
         )
     }
-    assert reaching == {"launcher.runtime.kube_api"}
+    assert reaching == {"launcher.runtime.cluster.kube_api"}
+
+
+# What sits at each package's floor, beside its rooms: what every room of it shares. A new
+# module goes in the room its noun names (docs/development.md's table), not here.
+FLOORS = {
+    "launcher.core": {
+        "child_process",
+        "errors",
+        "gcs",
+        "package_version",
+        "quantities",
+        "ray_auth",
+        "release_facts",
+        "runtime_door",
+        "serving_fit",
+        "values_file",
+    },
+    "launcher.runtime": {"__main__", "commands", "periodic", "ray_internals", "wrapped"},
+    "launcher.client": {"cluster_options", "commands", "completion", "kube_context", "workspace"},
+}
+
+
+@pytest.mark.parametrize("package", sorted(FLOORS))
+def test_each_package_keeps_its_modules_in_rooms(package):
+    floor = {
+        name.removeprefix(package + ".")
+        for name in MODULES
+        if name.startswith(package + ".") and name.count(".") == package.count(".") + 1
+    }
+    home = PACKAGE / package.split(".")[1]
+    rooms = {name for name in floor if (home / name).is_dir()}
+    flat = floor - rooms
+    assert flat == FLOORS[package], (
+        f"{package}'s floor holds {sorted(flat - FLOORS[package])}: move each into the room its "
+        "noun names (docs/development.md's where-to-change-what table)"
+        if flat - FLOORS[package]
+        else f"{sorted(FLOORS[package] - flat)} left {package}'s floor: update FLOORS"
+    )
+    for room in rooms:
+        doc = (home / room / "__init__.py").read_text()
+        assert doc.startswith('"""'), f"{package}.{room}: its __init__ says what the room holds"

@@ -1,7 +1,7 @@
 """Restarts told apart from the job's own events: a preemption whose notice gave time to save
 (the step saved on it, nothing computed again), one whose notice was too short (back to the
 last periodic checkpoint, and why), one that no notice reached, and a failure. The events are
-written here as the workers record them (launcher.runtime.worker). And preflight's estimate
+written here as the workers record them (launcher.runtime.train.worker). And preflight's estimate
 of the save a notice starts, against the grace period the values give it."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import math
 import pytest
 
 from harness.paths import REPO
-from launcher.core.goodput import Attempt, StepPoint
-from launcher.core.preemption import (
+from launcher.core.job.goodput import Attempt, StepPoint
+from launcher.core.tpu.preemption import (
     DEFAULT_GRACE_S,
     DRAIN_REASON,
     FAILED,
@@ -21,8 +21,8 @@ from launcher.core.preemption import (
     drain_args,
     restarts,
 )
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_table import slice_shape
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import slice_shape
 from launcher.core.values_file import load_values, release_facts
 from launcher.preflight.memory_report import MemoryReport
 from launcher.preflight.save_estimate import SAVE_GIB_PER_S, estimate_save
@@ -192,8 +192,8 @@ def test_a_preemption_names_the_hosts_taken_back_and_says_their_slice_went_with_
     """The notices of a restart's window name the drained hosts (`<slice>/<worker id>`, from
     their Ray nodes' labels): the restart and its line name them, not the slice's every rank
     that Ray stops with them (its TPU failure domain is the slice)."""
-    from launcher.core.job_events import format_preempted
-    from launcher.core.slices import host_name
+    from launcher.core.job.events import format_preempted
+    from launcher.core.tpu.slices import host_name
 
     named = host_name({"ray.io/tpu-slice-name": "local-slice-0", "ray.io/tpu-worker-id": "1"})
     assert named == "local-slice-0/1" and host_name({}) is None

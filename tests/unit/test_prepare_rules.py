@@ -1,4 +1,4 @@
-"""The cluster's `data prepare` (launcher.runtime.prepare_on_ray) applies the workstation's
+"""The cluster's `data prepare` (launcher.runtime.data.prepare) applies the workstation's
 rules: its steps run here in process, without Ray (a scan per file, the driver's index, a write
 per shard), and give byte for byte the shards `prepare` writes for the same corpus, with its
 duplicates, empty documents, near duplicates, blank and CRLF lines, Parquet and text files. Ray
@@ -19,11 +19,11 @@ import pytest
 
 from launcher.client.data.on_cluster import entrypoint
 from launcher.client.data.prepare import prepare
-from launcher.core.corpus_sources import LocalFile, digest_of, input_files, source_digest
-from launcher.core.dataset_shards import PrepareRequest, file_sha256, tokenizer_of
-from launcher.core.datasets import DATASETS_SUBDIR, SPLITS
-from launcher.core.near_duplicates import NearDuplicates, band_keys, near_duplicate_mask
-from launcher.runtime.prepare_on_ray import (
+from launcher.core.data.datasets import DATASETS_SUBDIR, SPLITS
+from launcher.core.data.near_duplicates import NearDuplicates, band_keys, near_duplicate_mask
+from launcher.core.data.shards import PrepareRequest, file_sha256, tokenizer_of
+from launcher.core.data.sources import LocalFile, digest_of, input_files, source_digest
+from launcher.runtime.data.prepare import (
     Scan,
     ShardPlan,
     _line_offsets,
@@ -63,7 +63,7 @@ def corpus(tmp_path) -> Path:
 def _on_ray_steps(request: PrepareRequest, out: Path) -> dict[str, str]:
     """The job's three steps, without Ray: each shard's sha256 by name."""
     files = input_files(str(request.source))
-    from launcher.core.near_duplicates import bands_for
+    from launcher.core.data.near_duplicates import bands_for
 
     bands = bands_for(request.near_duplicates)[0] if request.near_duplicates else 0
     scans = []
@@ -213,7 +213,7 @@ def test_a_release_reads_the_bucket_or_its_mount_never_this_machine():
 
 def test_objects_are_read_in_the_order_a_directory_files_are(tmp_path):
     """pathlib sorts by path part: a/b.jsonl before a-c.jsonl, though '-' sorts before '/'."""
-    from launcher.core.corpus_sources import _path_parts
+    from launcher.core.data.sources import _path_parts
 
     names = ["raw/a-c.jsonl", "raw/a/b.jsonl", "raw/a.jsonl", "raw/B.txt"]
     for name in names:

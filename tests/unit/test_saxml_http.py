@@ -13,7 +13,7 @@ from typing import ClassVar
 import pytest
 
 from launcher.cli import main
-from launcher.client.saxml_http import SaxRequest, sax
+from launcher.client.serve.saxml_http import SaxRequest, sax
 
 pytestmark = pytest.mark.unit
 

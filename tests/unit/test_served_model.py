@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.client.served_model import Ask, answer_text, api_key_ref, ask
+from launcher.client.serve.served_model import Ask, answer_text, api_key_ref, ask
 from launcher.core.errors import UsageError
 from tests.support.fake_vllm import KEY, FakeVllm
 

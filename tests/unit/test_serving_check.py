@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.serving_check import PROMPT, check
+from launcher.runtime.cluster.serving_check import PROMPT, check
 from tests.support.fake_vllm import KEY, FakeVllm
 
 pytestmark = pytest.mark.unit

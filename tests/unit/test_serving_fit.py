@@ -15,7 +15,7 @@ import pytest
 from launcher.cli import main
 from launcher.core import serving_fit
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import tpu_type
+from launcher.core.tpu.table import tpu_type
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.client import serving_status
+from launcher.client.serve import status as serving_status
 
 pytestmark = pytest.mark.unit
 

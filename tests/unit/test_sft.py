@@ -14,15 +14,15 @@ from types import SimpleNamespace
 import pytest
 
 from launcher.client.data.prepare import PrepareRequest, prepare
-from launcher.core.byte_tokenizer import byte_tokenizer_files
-from launcher.core.datasets import maxtext_keys
+from launcher.core.data.byte_tokenizer import byte_tokenizer_files
+from launcher.core.data.datasets import maxtext_keys
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import JobOptions, plan_job
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.trainers import SFT_KEYS, describe_trainer, trainer_keys
+from launcher.core.job.plan import JobOptions, plan_job
+from launcher.core.job.trainers import SFT_KEYS, describe_trainer, trainer_keys
+from launcher.core.maxtext.args import MaxTextArgs
 from launcher.corpus import instructions
-from launcher.runtime.hf_export import tokenizer_files
-from launcher.runtime.prompt_tokens import ByteTokenizer, tokenizer_for, user_turn_ids
+from launcher.runtime.models.hf_export import tokenizer_files
+from launcher.runtime.models.prompt_tokens import ByteTokenizer, tokenizer_for, user_turn_ids
 
 pytestmark = pytest.mark.unit
 

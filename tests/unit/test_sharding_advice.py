@@ -10,10 +10,10 @@ from math import prod
 import pytest
 
 from harness.tutorial import LLAMA3_8B
-from launcher.core.job_plan import parse_job_args
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_table import tpu_type
+from launcher.core.job.plan import parse_job_args
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import tpu_type
 from launcher.preflight.advice_report import paste_args, render
 from launcher.preflight.calibration import calibrated_model
 from launcher.preflight.memory_report import MemoryReport

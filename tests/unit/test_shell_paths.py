@@ -25,7 +25,7 @@ import pytest
 
 from launcher.client.gke.steps import Check, Plan, Step, format_plan
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import parse_job_args
+from launcher.core.job.plan import parse_job_args
 
 pytestmark = pytest.mark.unit
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core import slices
 from launcher.core.errors import UsageError
+from launcher.core.tpu import slices
 from tests.support.ray_nodes import ray_nodes
 
 pytestmark = pytest.mark.unit

@@ -10,11 +10,11 @@ from pathlib import Path
 import pytest
 
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import MaxTextArgs
-from launcher.core.model_imports import IMPORT_RECORD, ImportRecord, import_dir
-from launcher.core.run_record import write_run_record
-from launcher.core.start_from import RunStart, resolve_from
-from launcher.runtime.model_card import model_card
+from launcher.core.job.run_record import write_run_record
+from launcher.core.job.start_from import RunStart, resolve_from
+from launcher.core.maxtext.args import MaxTextArgs
+from launcher.core.maxtext.model_imports import IMPORT_RECORD, ImportRecord, import_dir
+from launcher.runtime.models.card import model_card
 
 pytestmark = pytest.mark.unit
 
@@ -128,10 +128,10 @@ def test_the_model_card_of_a_run_started_from_a_run_names_both_and_the_first_imp
 
 
 def test_a_run_of_a_gemma3_import_is_started_from_with_its_windows_and_ropes(tmp_path):
-    """Gemma 3 1B's keys (launcher/runtime/model_families.py) over gemma3-4b's model file: a
+    """Gemma 3 1B's keys (launcher/runtime/models/families.py) over gemma3-4b's model file: a
     job from that run must build the 1B (a 512-token window, no rope scaling), not the 4B the
     model file describes; MaxText's pyconfig refuses the keys without override_model_config."""
-    from launcher.runtime.model_families import maxtext_keys
+    from launcher.runtime.models.families import maxtext_keys
     from tests.support.tiny_models import GEMMA3_1B
 
     keys = maxtext_keys(GEMMA3_1B)

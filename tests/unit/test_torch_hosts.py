@@ -1,11 +1,11 @@
-"""torchrun's per-host variables on the local slice (launcher.runtime.torch_hosts): each
+"""torchrun's per-host variables on the local slice (launcher.runtime.torch.hosts): each
 simulated host's workers read what a TPU host's do, whatever order Ray gave their ranks."""
 
 from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.torch_hosts import interleaved, per_host_env, this_host
+from launcher.runtime.torch.hosts import interleaved, per_host_env, this_host
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""The PyTorch job's script side (launcher.runtime.torch_job) with real torch.distributed: the
+"""The PyTorch job's script side (launcher.runtime.torch.job) with real torch.distributed: the
 shipped example (a tiny Llama in plain PyTorch, FSDP2) on two processes over gloo, as `torchrun`
 starts them (no Ray: the e2e test runs it under Ray Train). Its checkpoints are DCP's, committed
 by the one marker MaxText's use; a resumed run goes on from the latest and computes exactly the
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from launcher.client.jobs.torch_submit import EXAMPLE
-from launcher.core.checkpoints import COMMIT_MARKER, committed_steps
+from launcher.core.job.checkpoints import COMMIT_MARKER, committed_steps
 
 pytestmark = [pytest.mark.unit, pytest.mark.timeout(300)]
 WORKERS = 2

@@ -1,4 +1,4 @@
-"""A PyTorch job's words (launcher.core.torch_plan): the job's flags before the script, the
+"""A PyTorch job's words (launcher.core.job.torch_plan): the job's flags before the script, the
 script's own words after it, passed unchanged; what is missing or misplaced is refused with
 the fix; the plan runs one worker per chip."""
 
@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import JobOptions
-from launcher.core.slices import TpuSlices
-from launcher.core.torch_plan import TorchJobSpec, TorchPlan
-from launcher.core.tpu_table import slice_shape
+from launcher.core.job.plan import JobOptions
+from launcher.core.job.torch_plan import TorchJobSpec, TorchPlan
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import slice_shape
 
 pytestmark = pytest.mark.unit
 
@@ -72,9 +72,9 @@ def test_the_policy_flags_are_declared_once_and_read_by_both_frameworks():
     the torch parser are built from it, with the same defaults and the same bounds."""
     from absl import flags
 
-    from launcher.core.job_flags import POLICY_FLAGS, define_flags
-    from launcher.core.job_plan import parse_job_args
-    from launcher.core.torch_plan import _flags
+    from launcher.core.job.flags import POLICY_FLAGS, define_flags
+    from launcher.core.job.plan import parse_job_args
+    from launcher.core.job.torch_plan import _flags
 
     names = [flag.name for flag in POLICY_FLAGS]
     assert names == [
@@ -105,9 +105,9 @@ def test_a_script_reporting_no_steps_is_neither_said_to_start_at_zero_nor_to_res
     """A script of the team's own that saves through its own torch.distributed.checkpoint and
     reports nothing through TorchJob: the launcher cannot see its resumes, so the summary must
     not say it started from step 0 or that a resubmission starts it again."""
-    from launcher.core.goodput import Attempt, breakdown, by_wall_time
-    from launcher.core.outcome import Outcome, Start, Trained
-    from launcher.runtime.summary import print_summary
+    from launcher.core.job.goodput import Attempt, breakdown, by_wall_time
+    from launcher.core.job.outcome import Outcome, Start, Trained
+    from launcher.runtime.job.summary import print_summary
 
     spec = TorchJobSpec.parse(["--run_name=r", "t.py"])
     # As the driver hands it over: no step clock, so the script's 30 s of the job's 60 s.

@@ -1,6 +1,6 @@
 """A PyTorch script as torchrun runs it: what its init_process_group asks for, read before any
-worker starts (launcher.core.torch_script); the group Ray Train made taken by the script's own
-call, in a real gloo group of one process (launcher.runtime.torch_contract); rank 0's output
+worker starts (launcher.core.job.torch_script); the group Ray Train made taken by the script's own
+call, in a real gloo group of one process (launcher.runtime.torch.contract); rank 0's output
 marked for the job's view, the launcher's own lines left as they are."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from launcher.core.errors import UsageError
-from launcher.core.job_events import EventKind, format_progress, parse
-from launcher.core.torch_script import backend_calls, check_backends, uses_torch_job
-from launcher.runtime.torch_contract import ScriptRefused, _Marked, torchrun_contract
+from launcher.core.job.events import EventKind, format_progress, parse
+from launcher.core.job.torch_script import backend_calls, check_backends, uses_torch_job
+from launcher.runtime.torch.contract import ScriptRefused, _Marked, torchrun_contract
 
 pytestmark = pytest.mark.unit
 DDP = Path(__file__).parents[1] / "support" / "torchrun_ddp.py"
@@ -44,7 +44,7 @@ def test_the_backend_a_script_names_is_read_from_its_source(tmp_path):
     with pytest.raises(UsageError, match=r"backend='nccl'.*tpu_dist or gloo"):
         check_backends(script)
     assert not uses_torch_job(DDP.read_text())
-    assert uses_torch_job("from launcher.runtime.torch_job import TorchJob\n")
+    assert uses_torch_job("from launcher.runtime.torch.job import TorchJob\n")
 
 
 def test_the_scripts_init_process_group_takes_the_group_made_before_it(tmp_path):

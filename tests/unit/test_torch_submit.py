@@ -13,7 +13,7 @@ import pytest
 
 from launcher.client.jobs import torch_submit as torch_submit
 from launcher.client.local.instance import SLOT_ENV
-from launcher.core.run_requests import TORCH_ENTRYPOINT
+from launcher.core.job.run_requests import TORCH_ENTRYPOINT
 from tests.support.launcher_cli import tpu_launcher_here
 
 pytestmark = pytest.mark.unit

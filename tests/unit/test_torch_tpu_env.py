@@ -8,7 +8,7 @@ import os
 
 import pytest
 
-from launcher.runtime.torch_tpu_env import (
+from launcher.runtime.torch.tpu_env import (
     ADDRESSES,
     TOPOLOGY,
     ChipWorker,

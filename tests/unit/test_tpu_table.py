@@ -8,7 +8,7 @@ import pytest
 
 from launcher import cli
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import GENERATIONS, as_json_table, slice_shape, tpu_type
+from launcher.core.tpu.table import GENERATIONS, as_json_table, slice_shape, tpu_type
 
 pytestmark = pytest.mark.unit
 
@@ -192,7 +192,7 @@ def test_json_export_matches_the_table_and_the_cli(capsys):
 def test_every_machine_type_has_a_size():
     from launcher.client.gke.plan import SYSTEM_MACHINE
     from launcher.client.gke.release import CPU_MACHINES
-    from launcher.core.machines import CPU_POOL_MACHINE, MACHINES
+    from launcher.core.tpu.machines import CPU_POOL_MACHINE, MACHINES
 
     named = {m for gen in GENERATIONS.values() for m in gen.machines.values()}
     named |= {CPU_POOL_MACHINE, SYSTEM_MACHINE, *CPU_MACHINES}

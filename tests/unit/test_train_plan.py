@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.core.checkpoint_tiers import BUCKET, MEMORY
-from launcher.core.checkpoints import COMMIT_MARKER, committed_steps, resolve_steps
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import (
+from launcher.core.job.checkpoint_tiers import BUCKET, MEMORY
+from launcher.core.job.checkpoints import COMMIT_MARKER, committed_steps, resolve_steps
+from launcher.core.job.plan import (
     JobOptions,
     parse_job_args,
     plan_job,
 )
-from launcher.core.maxtext_args import MaxTextArgs
+from launcher.core.job.run_dir import COMPILE_CACHE_SUBDIR, compile_cache_for
+from launcher.core.maxtext.args import MaxTextArgs
 from launcher.core.release_facts import CpuSlice, ReleaseFacts
-from launcher.core.run_dir import COMPILE_CACHE_SUBDIR, compile_cache_for
 from tests.support.ray_nodes import ray_nodes
 
 pytestmark = pytest.mark.unit
@@ -180,7 +180,7 @@ def test_a_compilation_cache_the_user_chose_is_kept(tmp_path):
 
 
 def test_libtpu_flags_reach_every_tpu_host_and_never_a_cpu_one(tmp_path):
-    from launcher.runtime.entrypoint import worker_env
+    from launcher.runtime.train.entrypoint import worker_env
 
     flags = "--xla_enable_async_all_gather=true --xla_tpu_enable_async_collective_fusion=true"
     job = parse_job_args([f"--libtpu_init_args={flags}", *TUTORIAL_JOB])

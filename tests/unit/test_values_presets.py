@@ -9,7 +9,7 @@ import os
 import pytest
 
 from harness.paths import REPO
-from launcher.client.values_presets import preset_names, resolve_values
+from launcher.client.release.values_presets import preset_names, resolve_values
 from launcher.core.errors import UsageError
 from launcher.core.values_file import load_values
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.cluster_check import webhook_problems
+from launcher.runtime.cluster.check import webhook_problems
 
 pytestmark = pytest.mark.unit
 

@@ -6,7 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.worker import argv_for_this_host, drop_stale_megascale, slices_of_this_start
+from launcher.runtime.train.worker import (
+    argv_for_this_host,
+    drop_stale_megascale,
+    slices_of_this_start,
+)
 
 pytestmark = pytest.mark.unit
 

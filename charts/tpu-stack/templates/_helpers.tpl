@@ -148,14 +148,14 @@ registry (a mirror holds the same repositories); an empty tag falls back to defa
 {{- end -}}
 
 {{/* tpu-stack.launcherImage: the launcher image of the release's framework (ray.framework): an
-empty tag falls back to the chart's appVersion with the framework's suffix (launcher.core.frameworks:
+empty tag falls back to the chart's appVersion with the framework's suffix (launcher.core.job.frameworks:
 the torch image is `<version>-torch`). Call with the root context. */}}
 {{- define "tpu-stack.launcherImage" -}}
 {{- $suffix := include "tpu-stack.frameworkTagSuffix" .Values.ray.framework -}}
 {{- include "tpu-stack.image" (dict "image" .Values.ray.image "global" .Values.global "defaultTag" (printf "%s%s" .Chart.AppVersion $suffix)) -}}
 {{- end -}}
 
-{{/* tpu-stack.frameworkTagSuffix: the image tag suffix of a framework (launcher.core.frameworks
+{{/* tpu-stack.frameworkTagSuffix: the image tag suffix of a framework (launcher.core.job.frameworks
 says the same; tests/chart hold them equal). Call with the framework's name. */}}
 {{- define "tpu-stack.frameworkTagSuffix" -}}
 {{- get (dict "jax" "" "torch" "-torch") . -}}

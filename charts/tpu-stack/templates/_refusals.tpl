@@ -204,7 +204,7 @@ two: its suffix, decimal (m, k, M, G, T, P, E) or binary (Ki .. Ei), or an expon
 {{- mulf (float64 (trimSuffix $suffix $q)) (get $factors $suffix | default 1.0) -}}
 {{- end -}}
 
-{{/* tpu-stack.refusals.checkpoints: The checkpoint tier (launcher.core.checkpoint_tiers, where
+{{/* tpu-stack.refusals.checkpoints: The checkpoint tier (launcher.core.job.checkpoint_tiers, where
 each refusal's reason is written for the jobs as well). A YAML list of messages; call with the
 root context. */}}
 {{- define "tpu-stack.refusals.checkpoints" -}}

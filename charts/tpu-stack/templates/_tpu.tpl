@@ -90,7 +90,7 @@ devicesPerHost (JAX devices: two per chip on tpu7x), hosts, machineType, slices,
   {{- end -}}
 {{- end -}}
 {{- /* How the TPUs are obtained: each capacity item's node labels and tolerations, from the
-table. `capacity` is one word or an ordered list of them (a fallback: launcher.core.capacity,
+table. `capacity` is one word or an ordered list of them (a fallback: launcher.core.tpu.capacity,
 capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
 {{- $fb := $table.capacityFallback -}}
 {{- $words := list -}}
@@ -124,13 +124,13 @@ capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
   {{- else -}}
     {{- /* Flex-start under a Kueue queue is GKE's queued provisioning (its ProvisioningRequest
     check, `tpu-launcher gke queue`): the nodes are labelled and tainted gke-queued instead
-    (launcher.core.capacity.QUEUED_FLEX_START). The queue holds the Ray part's workers. */ -}}
+    (launcher.core.tpu.capacity.QUEUED_FLEX_START). The queue holds the Ray part's workers. */ -}}
     {{- if and (eq $cap "flex-start") $queue -}}
       {{- $capacity = $table.queuedProvisioning -}}
     {{- end -}}
     {{- $labels := dict -}}
     {{- /* A shared reservation (projects/OWNER/reservations/NAME): the name, and its owner in
-    a label of its own (launcher.core.capacity.Capacity.labels_for). */ -}}
+    a label of its own (launcher.core.tpu.capacity.Capacity.labels_for). */ -}}
     {{- $reservation := $res -}}
     {{- $shared := $table.sharedReservation -}}
     {{- $owner := "" -}}
@@ -198,7 +198,7 @@ capacity_items); `reservation:NAME` names an item's own reservation. */ -}}
 
 {{/*
 tpu-stack.closestNames: what to say about an unknown name: its neighbours in the same generation
-(v6e-20 -> v6e-16 or v6e-32), the launcher's rule (launcher.core.tpu_table.closest_names) over
+(v6e-20 -> v6e-16 or v6e-32), the launcher's rule (launcher.core.tpu.table.closest_names) over
 the same lists. Call with (dict "name" <lowercased name> "table" <table> "path" <key>).
 */}}
 {{- define "tpu-stack.closestNames" -}}
@@ -246,7 +246,7 @@ cloud.google.com/gke-tpu-topology: {{ .topology }}
 
 {{/* tpu-stack.capacityEnv: what a slice's host is told of its capacity: the item, or the
 fallback's items in order and its node's name to read which one it got (TPU_CAPACITY,
-launcher.core.capacity.CAPACITY_ENV); `gke plan` reads a fallback's from the render. The Ray
+launcher.core.tpu.capacity.CAPACITY_ENV); `gke plan` reads a fallback's from the render. The Ray
 workers get it always (a notice's meaning depends on it); vLLM's and Saxml's with a fallback. */}}
 {{- define "tpu-stack.capacityEnv" -}}
 {{- if .capacityEnv -}}
@@ -306,7 +306,7 @@ WARNING: the KubeRay TPU webhook is v{{ $version }}; with KubeRay >= 1.6 version
 {{- end -}}
 
 {{/* tpu-stack.standingCost: what the release's TPU slices cost an hour while they are up, at
-the price launcher.core.tpu_prices.price_of gives a job (the same order: cost.pricesPerChipHour
+the price launcher.core.tpu.prices.price_of gives a job (the same order: cost.pricesPerChipHour
 for the region, then for any region, then the table's dated list price, a reservation billed as
 on-demand). Call with (dict "slice" <resolved slice> "ctx" $). */}}
 {{- define "tpu-stack.standingCost" -}}

@@ -8,19 +8,19 @@ from pathlib import Path
 
 from launcher.client.cluster_options import add_where_options
 from launcher.client.workspace import DATA_STAGING, LOCAL_BUCKET
-from launcher.core.byte_tokenizer import BYTES
-from launcher.core.dataset_shards import DEFAULT_SHARD_MB, PrepareRequest
-from launcher.core.datasets import (
+from launcher.core.data.byte_tokenizer import BYTES
+from launcher.core.data.datasets import (
     DATASETS_SUBDIR,
     TEXT_FEATURE,
     check_dataset_name,
     describe_manifest,
     read_manifest,
 )
+from launcher.core.data.shards import DEFAULT_SHARD_MB, PrepareRequest
+from launcher.core.data.tokenizers import TOKENIZER_TYPES
 from launcher.core.errors import UsageError
 from launcher.core.gcs import has_storage_client
-from launcher.core.tokenizers import TOKENIZER_TYPES
-from launcher.core.trainers import SFT_FIELDS
+from launcher.core.job.trainers import SFT_FIELDS
 from launcher.corpus import shipped
 
 

@@ -1,5 +1,5 @@
 """`data prepare --release NAME` (or `--address URL`): the preparation as a Ray job on the
-cluster (launcher.runtime.prepare_on_ray), submitted over Ray's job API and followed as `submit`
+cluster (launcher.runtime.data.prepare), submitted over Ray's job API and followed as `submit`
 follows a training job: its progress lines, then the dataset it made. SOURCE and --output-dir
 are as the cluster's hosts see them; the output defaults to the release's bucket mount."""
 
@@ -10,7 +10,7 @@ import contextlib
 import os
 from collections.abc import Callable
 
-from launcher.core.dataset_shards import PrepareRequest
+from launcher.core.data.shards import PrepareRequest
 from launcher.core.errors import UsageError
 from launcher.core.runtime_door import JOB_ENTRYPOINT
 
@@ -33,7 +33,7 @@ def prepare_on_cluster(ns: argparse.Namespace, request_for: Callable[[str], Prep
         raise UsageError("--parallelism", f"{ns.parallelism} tasks", "one or more, e.g. 8")
     with contextlib.ExitStack() as stack:
         if ns.release:
-            from launcher.client.helm_release import Release, forwarded
+            from launcher.client.release.helm_release import Release, forwarded
 
             read = Release.read(ns.release, ns.namespace)
             mount = _bucket_mount(read)

@@ -19,14 +19,16 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from launcher.core.corpus_sources import (
-    SourceFile,
-    documents,
-    field_option,
-    input_files,
-    source_digest,
+from launcher.core.data.datasets import (
+    DATASETS_SUBDIR,
+    MANIFEST,
+    SPLITS,
+    TOKENIZER_SUBDIR,
+    Manifest,
+    shard_name,
+    work_dir,
 )
-from launcher.core.dataset_shards import (
+from launcher.core.data.shards import (
     STATE,
     PrepareRequest,
     Settings,
@@ -45,17 +47,15 @@ from launcher.core.dataset_shards import (
     split_of,
     tokenizer_of,
 )
-from launcher.core.datasets import (
-    DATASETS_SUBDIR,
-    MANIFEST,
-    SPLITS,
-    TOKENIZER_SUBDIR,
-    Manifest,
-    shard_name,
-    work_dir,
+from launcher.core.data.sources import (
+    SourceFile,
+    documents,
+    field_option,
+    input_files,
+    source_digest,
 )
+from launcher.core.data.tokenizers import load_tokenizer
 from launcher.core.errors import UsageError
-from launcher.core.tokenizers import load_tokenizer
 
 __all__ = ["STATE", "PrepareRequest", "prepare", "split_of"]
 
@@ -71,7 +71,7 @@ class Corpus:
 
 
 def read_corpus(files: list[SourceFile], request: PrepareRequest) -> Corpus:
-    from launcher.core.near_duplicates import NearDuplicates
+    from launcher.core.data.near_duplicates import NearDuplicates
 
     docs: dict[str, list[tuple[str, ...]]] = {split: [] for split in SPLITS}
     seen: set[bytes] = set()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from launcher.client.data.prepare import STATE
 from launcher.client.workspace import DATA_STAGING
-from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST
+from launcher.core.data.datasets import DATASETS_SUBDIR, MANIFEST
 from launcher.core.errors import UsageError
 from launcher.core.gcs import split_url, storage_client
 

@@ -25,8 +25,6 @@ from pathlib import Path
 
 import yaml
 
-from launcher.client.chart_meta import chart_meta
-from launcher.client.chart_source import OCI, packaged_chart, pulled_chart
 from launcher.client.commands import run
 from launcher.client.gke.gcloud_check import require_gcloud_knows, script_guard
 from launcher.client.gke.image import chart_push_steps, describe_image, image_build_step
@@ -34,11 +32,13 @@ from launcher.client.gke.plan import down_plan, up_plan
 from launcher.client.gke.release import ReleaseNeeds, needs, render, user_secrets
 from launcher.client.gke.steps import Plan, execute, format_plan
 from launcher.client.gke.target import GkeTarget, add_target_options
-from launcher.client.image_tag import DOCKERFILE, image_sources, image_tag_of
 from launcher.client.kube_context import add_kube_context_option, helm_context, kubectl
-from launcher.client.values_presets import add_values_option
+from launcher.client.release.chart_meta import chart_meta
+from launcher.client.release.chart_source import OCI, packaged_chart, pulled_chart
+from launcher.client.release.image_tag import DOCKERFILE, image_sources, image_tag_of
+from launcher.client.release.values_presets import add_values_option
 from launcher.core.errors import UsageError
-from launcher.core.frameworks import FRAMEWORKS, JAX, of_image_tag
+from launcher.core.job.frameworks import FRAMEWORKS, JAX, of_image_tag
 from launcher.core.values_file import load_values
 
 
@@ -80,7 +80,7 @@ def _release_options(p: argparse.ArgumentParser) -> None:
 
 def _target(ns: argparse.Namespace) -> GkeTarget:
     """The target; the launcher image tagged by the content of its sources (the clone or the
-    installed package the chart is in: launcher.client.image_tag), unless the values pin
+    installed package the chart is in: launcher.client.release.image_tag), unless the values pin
     ray.image.tag (a --set wins too)."""
     _chart_option(ns)
     target = GkeTarget.from_args(ns)
@@ -264,7 +264,7 @@ def install(ns: argparse.Namespace) -> int:
     a RayJob's job is checked first, as `submit` checks one, and a vLLM server's model against
     its slice."""
     from launcher.client.jobs.rayjob_check import check_rayjobs
-    from launcher.client.serve_fit import check_release
+    from launcher.client.serve.fit import check_release
 
     target = _target(ns)
     target.require_image_name()

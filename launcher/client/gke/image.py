@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from launcher.client.chart_meta import chart_meta
-from launcher.client.chart_source import chart_repository
 from launcher.client.gke.access import build_account, build_staging
 from launcher.client.gke.release import ReleaseNeeds
 from launcher.client.gke.steps import Check, Step, gcloud
 from launcher.client.gke.target import CREATED_BY, REPOSITORY, GkeTarget
-from launcher.client.image_tag import DOCKERFILE, image_tag_of
+from launcher.client.release.chart_meta import chart_meta
+from launcher.client.release.chart_source import chart_repository
+from launcher.client.release.image_tag import DOCKERFILE, image_tag_of
 from launcher.client.workspace import PACKAGED_CHARTS
-from launcher.core.frameworks import of_image_tag
+from launcher.core.job.frameworks import of_image_tag
 
 CLOUDBUILD = "images/launcher/cloudbuild.yaml"
 

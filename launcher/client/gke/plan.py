@@ -42,9 +42,9 @@ from launcher.client.gke.steps import (
     unset_variables,
 )
 from launcher.client.gke.target import CREATED_BY, REPOSITORY, GkeTarget
-from launcher.core.capacity import COMPUTE_CLASS_MIN_GKE, FLEX_START, FLEX_START_MIN_GKE
-from launcher.core.preemption import SPOT_SHUTDOWN_MIN_GKE
-from launcher.core.tpu_table import AI_ZONES_SOURCE, gke_version, parent_zone
+from launcher.core.tpu.capacity import COMPUTE_CLASS_MIN_GKE, FLEX_START, FLEX_START_MIN_GKE
+from launcher.core.tpu.preemption import SPOT_SHUTDOWN_MIN_GKE
+from launcher.core.tpu.table import AI_ZONES_SOURCE, gke_version, parent_zone
 
 # The cluster's own small pool when `gke up` creates the cluster (kube-system lives there).
 SYSTEM_MACHINE = "e2-standard-4"

@@ -12,7 +12,8 @@ from launcher.client.gke.release import CpuPool, NodePool
 from launcher.client.gke.steps import Check, Step, gcloud, location_flags
 from launcher.client.gke.target import GkeTarget
 from launcher.client.workspace import GKE_FILES
-from launcher.core.capacity import (
+from launcher.core.errors import UsageError
+from launcher.core.tpu.capacity import (
     AUTOSCALED_FROM_ZERO,
     COMPUTE_CLASS_LABEL,
     FLEX_START,
@@ -20,13 +21,12 @@ from launcher.core.capacity import (
     RESERVATION_NAME,
     SPOT,
 )
-from launcher.core.errors import UsageError
-from launcher.core.preemption import (
+from launcher.core.tpu.preemption import (
     SPOT_CRITICAL_PODS_S,
     SPOT_POD_SHUTDOWN_S,
     SPOT_SHUTDOWN_MAX_S,
 )
-from launcher.core.tpu_table import FLEX_START_ZONES_SOURCE, ZONES_SOURCE
+from launcher.core.tpu.table import FLEX_START_ZONES_SOURCE, ZONES_SOURCE
 
 # GKE node pool names: lowercase letters, digits and hyphens, a letter first, at most 40.
 POOL_NAME = re.compile(r"^[a-z]([-a-z0-9]{0,38}[a-z0-9])?$")
@@ -237,7 +237,7 @@ SYSTEM_CONFIGS = GKE_FILES  # where a node pool's system configuration is writte
 def spot_shutdown(pool: NodePool) -> int | None:
     """The node shutdown a Spot pool's nodes need so that its pods get their grace period of a
     reclaim's notice (SPOT_POD_SHUTDOWN_S by default), or None where the default covers it.
-    GKE takes 0, 30 or 120 s (launcher.core.preemption): an extended pool takes 120, and its
+    GKE takes 0, 30 or 120 s (launcher.core.tpu.preemption): an extended pool takes 120, and its
     pods get up to 105 of it, each as long as its own grace period."""
     grace = pool.grace_seconds
     if pool.capacity.name != SPOT or grace is None or grace <= SPOT_POD_SHUTDOWN_S:

@@ -19,8 +19,8 @@ from __future__ import annotations
 from typing import Any
 
 from launcher.client.gke.release import NodePool
-from launcher.core.capacity import FLEX_START, POOL_CAPACITY_LABEL
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+from launcher.core.tpu.capacity import FLEX_START, POOL_CAPACITY_LABEL
+from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 
 # The pinned Kueue's current version (ci/versions.env: v0.15 serves v1beta1 deprecated, "Use
 # v1beta2 instead"), which has no ClusterQueue.admissionChecks: admissionChecksStrategy only.

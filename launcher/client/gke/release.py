@@ -15,7 +15,9 @@ import yaml
 from launcher.client.commands import run
 from launcher.client.gke.target import GkeTarget
 from launcher.client.jobs.release_data import GCSFUSE_DRIVER
-from launcher.core.capacity import (
+from launcher.core.errors import CommandError, UsageError
+from launcher.core.quantities import quantity
+from launcher.core.tpu.capacity import (
     CAPACITIES,
     COMPUTE_CLASS_LABEL,
     FLEX_START,
@@ -27,11 +29,9 @@ from launcher.core.capacity import (
     capacity_from_selector,
     items_of_pod,
 )
-from launcher.core.errors import CommandError, UsageError
-from launcher.core.machines import MACHINES, node_vcpus
-from launcher.core.preemption import pod_grace_seconds
-from launcher.core.quantities import quantity
-from launcher.core.slices import TpuSlices, from_pod_spec, worker_group_slices
+from launcher.core.tpu.machines import MACHINES, node_vcpus
+from launcher.core.tpu.preemption import pod_grace_seconds
+from launcher.core.tpu.slices import TpuSlices, from_pod_spec, worker_group_slices
 from launcher.core.values_file import load_values
 
 # The target's placeholders that reach the chart's values (the image's registry and repository,

@@ -18,7 +18,7 @@ from pathlib import Path
 from launcher.client.commands import run
 from launcher.client.gke.target import GkeTarget
 from launcher.core.errors import UsageError
-from launcher.core.tpu_table import gke_version
+from launcher.core.tpu.table import gke_version
 
 PLACEHOLDER = re.compile(r"\$\{(\w+)\}")
 

@@ -13,10 +13,10 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
-from launcher.core.capacity import CAPACITIES, RESERVATION_ITEM
 from launcher.core.errors import UsageError
 from launcher.core.gcs import parse_bucket
-from launcher.core.tpu_table import AI_ZONES_SOURCE, parent_zone, region_of_zone
+from launcher.core.tpu.capacity import CAPACITIES, RESERVATION_ITEM
+from launcher.core.tpu.table import AI_ZONES_SOURCE, parent_zone, region_of_zone
 from launcher.core.values_file import TPU_BLOCKS
 
 # The Artifact Registry repository `gke up` creates; the image is <repo>/launcher in it.

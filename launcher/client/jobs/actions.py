@@ -19,10 +19,10 @@ from launcher.client.jobs.ray_api import (
 )
 from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
-from launcher.core.goodput import format_breakdown, format_compile_cache, format_timeline
-from launcher.core.job_events import EventKind, events, last_devices, last_result
-from launcher.core.preemption import Restart, format_restarts
-from launcher.core.tpu_prices import format_cost
+from launcher.core.job.events import EventKind, events, last_devices, last_result
+from launcher.core.job.goodput import format_breakdown, format_compile_cache, format_timeline
+from launcher.core.tpu.preemption import Restart, format_restarts
+from launcher.core.tpu.prices import format_cost
 
 if TYPE_CHECKING:
     from launcher.client.jobs.history import BucketHistory
@@ -67,13 +67,13 @@ def act_on_job(
         return act_on_recorded(command, job_id, history, raw, as_json, show_log_text)
     read = None  # the release, once read
     if release and not job:  # a RayJob release: its own job, or what it waits for
-        from launcher.client.helm_release import Release, rayjob_state
         from launcher.client.jobs.pending_reasons import why_not_running
+        from launcher.client.release.helm_release import Release, rayjob_state
 
         read = Release.read(release, namespace)
         if command == "status" and read.raycluster is None and read.rayjob is None:
-            from launcher.client import serving_status
-            from launcher.client.helm_release import get_items
+            from launcher.client.release.helm_release import get_items
+            from launcher.client.serve import status as serving_status
 
             if (serving := serving_status.read(release, namespace, get_items)) is not None:
                 shown = [json.dumps(serving.as_json())] if as_json else serving.lines()
@@ -127,7 +127,7 @@ def act_on_job(
         )
     with contextlib.ExitStack() as stack:
         if release:
-            from launcher.client.helm_release import forwarded
+            from launcher.client.release.helm_release import forwarded
 
             dashboard = stack.enter_context(forwarded(read or release, namespace))
         else:

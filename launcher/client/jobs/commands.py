@@ -9,13 +9,12 @@ from typing import TYPE_CHECKING
 
 from launcher.client.cluster_options import add_history_options, add_where_options, verbose_default
 from launcher.client.kube_context import add_kube_context_option
-from launcher.client.values_presets import add_values_option
+from launcher.client.release.values_presets import add_values_option
 from launcher.client.workspace import LOCAL_BUCKET
 from launcher.core.errors import UsageError
-from launcher.core.frameworks import NAMES as FRAMEWORKS
 from launcher.core.gcs import BUCKET_FORMS
-from launcher.core.package_version import doc
-from launcher.core.run_requests import (
+from launcher.core.job.frameworks import NAMES as FRAMEWORKS
+from launcher.core.job.run_requests import (
     ExportRequest,
     GenerateRequest,
     ImportRequest,
@@ -23,9 +22,10 @@ from launcher.core.run_requests import (
     add_run_options,
     job_args,
 )
+from launcher.core.package_version import doc
 
 if TYPE_CHECKING:
-    from launcher.core.job_plan import Job
+    from launcher.core.job.plan import Job
 
 # The demo: a tiny Llama-style model on the local simulated slice; each run trains 40 steps past
 # the latest checkpoint, so a rerun resumes and goes on.
@@ -56,11 +56,11 @@ def _submit_request(ns: argparse.Namespace, job: Job | None):
 def run_submit(ns: argparse.Namespace) -> int:
     if ns.framework == "torch":
         from launcher.client.jobs.torch_submit import submit_torch
-        from launcher.core.torch_plan import TorchJobSpec
+        from launcher.core.job.torch_plan import TorchJobSpec
 
         return submit_torch(_submit_request(ns, None), TorchJobSpec.parse(job_args(ns.job_args)))
     from launcher.client.jobs.submit import submit
-    from launcher.core.job_plan import parse_job_args
+    from launcher.core.job.plan import parse_job_args
 
     return submit(_submit_request(ns, parse_job_args(job_args(ns.job_args))))
 
@@ -68,7 +68,7 @@ def run_submit(ns: argparse.Namespace) -> int:
 def run_demo(ns: argparse.Namespace) -> int:
     from launcher.client.jobs.submit import SubmitRequest, submit
     from launcher.client.local import cluster as local_cluster
-    from launcher.core.job_plan import parse_job_args
+    from launcher.core.job.plan import parse_job_args
 
     local_cluster.up(local_cluster.LocalClusterSpec(tpu=ns.tpu, num_slices=ns.num_slices))
     if ns.framework == "torch":
@@ -85,7 +85,7 @@ def run_demo(ns: argparse.Namespace) -> int:
 
 def where_the_metrics_are() -> str:
     from launcher.client.local import prometheus as local_prometheus
-    from launcher.core.job_metrics import STEP
+    from launcher.core.job.metrics import STEP
 
     if local_prometheus.is_ready():
         return (
@@ -101,7 +101,7 @@ def where_the_metrics_are() -> str:
 def run_preflight(ns: argparse.Namespace) -> int:
     from launcher.client.jobs.slice_target import resolve_target
     from launcher.core.gcs import parse_bucket
-    from launcher.core.job_plan import parse_job_args
+    from launcher.core.job.plan import parse_job_args
     from launcher.preflight.command import PreflightRequest, preflight
 
     bucket = parse_bucket(ns.bucket) if ns.bucket else None  # refused before a release is read
@@ -160,7 +160,7 @@ def run_about_run(ns: argparse.Namespace) -> int:
                 "--run RUN (the run_name it was trained with), or --release R to ask a "
                 "serving release's vLLM server",
             )
-        from launcher.client.served_model import Ask, generate
+        from launcher.client.serve.served_model import Ask, generate
 
         ask = Ask(ns.prompt, ns.max_tokens, ns.temperature, ns.seed, ns.chat)
         return generate(ns.release, ns.namespace, ask)
@@ -174,7 +174,7 @@ def run_about_run(ns: argparse.Namespace) -> int:
 
 
 def _job_flags_epilog() -> str:
-    from launcher.core.job_flags import job_flags_help
+    from launcher.core.job.flags import job_flags_help
 
     return (
         "the job's flags (before MaxText's arguments; --max-failures and --max_failures alike):\n"

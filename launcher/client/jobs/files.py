@@ -15,7 +15,7 @@ from pathlib import Path
 
 from launcher.client.workspace import WORKSPACE
 from launcher.core.errors import UsageError
-from launcher.core.maxtext_args import LAUNCHER_CONFIGS_DIR, config_files, maxtext_configs_dir
+from launcher.core.maxtext.args import LAUNCHER_CONFIGS_DIR, config_files, maxtext_configs_dir
 
 # Every host downloads the package at each job start, and Ray refuses packages past its gRPC
 # message size (512 MiB): data and weights belong in the bucket, not here.

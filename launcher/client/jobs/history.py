@@ -1,5 +1,5 @@
 """`list`, `logs` and `status` with `--bucket` or `--data-dir`: a job's history as its driver
-wrote it into the run's directory (launcher.core.job_history), read without the Ray cluster,
+wrote it into the run's directory (launcher.core.job.history), read without the Ray cluster,
 which may be gone (a RayJob's is, once it ended). The bucket is named as every command names it
 (`--bucket BUCKET` or `gs://BUCKET[/prefix]`, read with google-cloud-storage, the gcs extra), or
 given as this machine sees it (`--data-dir`: the local cluster's directory, a gcsfuse mount)."""
@@ -16,8 +16,8 @@ from typing import Any
 
 from launcher.core.errors import UsageError
 from launcher.core.gcs import Bucket, child_prefixes, parse_bucket, split_url, storage_client_for
-from launcher.core.job_history import JOBS_SUBDIR, LOG, RECORD, RECORD_GLOB
-from launcher.core.job_record import RUNNING, JobRecord
+from launcher.core.job.history import JOBS_SUBDIR, LOG, RECORD, RECORD_GLOB
+from launcher.core.job.record import RUNNING, JobRecord
 
 
 @dataclass(frozen=True)
@@ -143,8 +143,8 @@ def act_on_recorded(
 ) -> int:
     """`logs` or `status` of a job from its history; `show_log(job_id, text, raw)` shows a
     log as `logs` does."""
-    from launcher.core.goodput import format_breakdown
-    from launcher.core.tpu_prices import format_cost
+    from launcher.core.job.goodput import format_breakdown
+    from launcher.core.tpu.prices import format_cost
 
     recorded = history.job(job_id)
     if command == "logs":

@@ -25,8 +25,8 @@ from launcher.client.jobs.ray_api import (
     check_reachable,
     resolve_dashboard,
 )
-from launcher.core.job_events import last_devices, last_result, last_step
-from launcher.core.job_record import FIELDS, JobRecord
+from launcher.core.job.events import last_devices, last_result, last_step
+from launcher.core.job.record import FIELDS, JobRecord
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
 
@@ -112,7 +112,7 @@ def run_list(ns: argparse.Namespace) -> int:
         return 0
     with contextlib.ExitStack() as stack:
         if ns.release:
-            from launcher.client.helm_release import forwarded
+            from launcher.client.release.helm_release import forwarded
 
             dashboard = stack.enter_context(forwarded(ns.release, ns.namespace))
         else:

@@ -4,7 +4,7 @@ checkpoint saves, restarts and elastic resizes with their cause, and the summary
 unfiltered, to a log file per job, whose path is printed; when the job fails, the log's last
 lines are shown. `--verbose` shows every line live.
 
-What a line is comes from `launcher.core.job_events` (the job's own vocabulary); this module only
+What a line is comes from `launcher.core.job.events` (the job's own vocabulary); this module only
 decides how each kind is shown. On a terminal the progress display redraws in place (rich); in a
 pipe or a CI log it is one line per tenth of the run.
 """
@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from launcher.core.job_events import (
+from launcher.core.job.events import (
     ERROR_SNIPPET,
     EventKind,
     JobEvent,

@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.tpu_table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
+from launcher.core.tpu.table import GKE_ACCELERATOR_LABEL, GKE_TOPOLOGY_LABEL
 
 if TYPE_CHECKING:
-    from launcher.client.helm_release import Release
+    from launcher.client.release.helm_release import Release
 
 INSTANCE_LABEL = "app.kubernetes.io/instance"
 GROUP_LABEL = "ray.io/group"  # KubeRay: the worker group a pod belongs to
@@ -263,7 +263,7 @@ class ReleaseState:
 def why_not_running(release: Release) -> ReleaseState:
     """The reasons the release's objects give (none when every pod runs), and whether its Ray
     head runs."""
-    from launcher.client.helm_release import get_items
+    from launcher.client.release.helm_release import get_items
 
     namespace = release.namespace
     selector = f"{INSTANCE_LABEL}={release.name}"

@@ -38,8 +38,8 @@ def default_address() -> str:
 @dataclass(frozen=True)
 class Dashboard:
     """A Ray dashboard to call: its address, and the token it asks for where the launcher read
-    one (a release's, from KubeRay's Secret: launcher.client.helm_release.forwarded); without
-    one, Ray's own search (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token). A token
+    one (a release's, from KubeRay's Secret: launcher.client.release.helm_release.forwarded);
+    without one, Ray's own search (RAY_AUTH_TOKEN, RAY_AUTH_TOKEN_PATH, ~/.ray/auth_token). A token
     read goes to this address only, and never into this process's environment."""
 
     address: str

@@ -10,10 +10,10 @@ from typing import Any
 
 from launcher.client.jobs.release_data import data_seen_here
 from launcher.core.errors import UsageError
-from launcher.core.job_plan import parse_job_args, plan_job
+from launcher.core.job.plan import parse_job_args, plan_job
+from launcher.core.job.run_requests import TRAIN_ENTRYPOINT
 from launcher.core.release_facts import NO_RELEASE, ReleaseFacts
-from launcher.core.run_requests import TRAIN_ENTRYPOINT
-from launcher.core.slices import TpuSlices, worker_group_slices
+from launcher.core.tpu.slices import TpuSlices, worker_group_slices
 
 
 def rayjob_args(rayjob: dict[str, Any]) -> list[str]:

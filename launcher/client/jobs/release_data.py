@@ -14,12 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from launcher.core.datasets import DATASETS_SUBDIR, MANIFEST, SHARD_SUFFIX, check_dataset_name
+from launcher.core.data.datasets import DATASETS_SUBDIR, MANIFEST, SHARD_SUFFIX, check_dataset_name
 from launcher.core.errors import UsageError
 from launcher.core.release_facts import BucketMount
 
 if TYPE_CHECKING:  # the plan (MaxText's config rules) is not imported to read a mount
-    from launcher.core.job_plan import Job
+    from launcher.core.job.plan import Job
 
 # The Cloud Storage FUSE CSI driver's name (GKE: "Access Cloud Storage buckets with the Cloud
 # Storage FUSE CSI driver"), as the chart's volumes name it.

@@ -10,11 +10,11 @@ from typing import TYPE_CHECKING
 
 from launcher.core.errors import UsageError
 from launcher.core.release_facts import ReleaseFacts
-from launcher.core.slices import TpuSlices
-from launcher.core.tpu_table import default_chips_per_host
+from launcher.core.tpu.slices import TpuSlices
+from launcher.core.tpu.table import default_chips_per_host
 
 if TYPE_CHECKING:
-    from launcher.client.helm_release import Release
+    from launcher.client.release.helm_release import Release
 
 # The release name a values file's facts are read under (the RayCluster's name derives from it:
 # the idle check's target), where only values are given: the README's.
@@ -40,7 +40,7 @@ def resolve_target(
     they leave out is the chart's default, not nothing (tests/chart/test_release_facts.py
     holds this against the chart's render)."""
     if values:
-        from launcher.client.chart_source import packaged_chart
+        from launcher.client.release.chart_source import packaged_chart
         from launcher.core.values_file import load_values, release_facts, training_slices
 
         merged = load_values(packaged_chart() / "values.yaml", *values)
@@ -48,7 +48,7 @@ def resolve_target(
         training_slices(merged, source)  # refused, with the fix, where it names no TPU slice
         return SliceTarget(release_facts(merged, release or VALUES_RELEASE), source)
     if release:
-        from launcher.client.helm_release import Release
+        from launcher.client.release.helm_release import Release
 
         read = Release.read(release, namespace)
         if read.rayjob is not None:

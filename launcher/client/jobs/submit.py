@@ -29,20 +29,20 @@ from launcher.client.jobs.ray_api import Dashboard, RayJobs, check_reachable, re
 from launcher.client.jobs.slice_target import bind_job_to, resolve_target
 from launcher.client.workspace import state_dir
 from launcher.core.errors import CONFIG_ERROR_EXIT_CODE
-from launcher.core.frameworks import JAX, Framework
-from launcher.core.job_events import format_full_log
-from launcher.core.job_plan import Job, plan_job
-from launcher.core.release_facts import NO_RELEASE
-from launcher.core.run_requests import (
+from launcher.core.job.events import format_full_log
+from launcher.core.job.frameworks import JAX, Framework
+from launcher.core.job.plan import Job, plan_job
+from launcher.core.job.run_requests import (
     TRAIN_ENTRYPOINT,
     ExportRequest,
     GenerateRequest,
     ImportRequest,
     check_request,
 )
+from launcher.core.release_facts import NO_RELEASE
 
 if TYPE_CHECKING:
-    from launcher.client.helm_release import Release
+    from launcher.client.release.helm_release import Release
 
 # The last submission id, so `logs`, `status` and `stop` need no job id.
 STATE_FILE = state_dir() / "last-submission"
@@ -88,7 +88,7 @@ def address_for(
     """A release's head, forwarded here (a job of the other framework refused), or --address.
     `read`: the release as resolve_target read it already (not read again)."""
     if request.release:
-        from launcher.client.helm_release import forwarded
+        from launcher.client.release.helm_release import forwarded
 
         return stack.enter_context(
             forwarded(read or request.release, request.namespace, request.dry_run, framework)

@@ -1,7 +1,7 @@
 """`tpu-launcher submit --framework torch -- [job flags] train.py [its arguments]`: a PyTorch
 job, checked here (its flags, its script, what ships), then submitted and followed as a MaxText
 job is; on the cluster `python -m launcher.runtime train-torch` runs it
-(launcher.runtime.torch_entrypoint)."""
+(launcher.runtime.torch.entrypoint)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,10 @@ import launcher.examples
 from launcher.client.jobs.files import ship_script
 from launcher.client.jobs.submit import SubmitRequest, address_for, submit_entrypoint
 from launcher.core.errors import UsageError
-from launcher.core.frameworks import TORCH
-from launcher.core.run_requests import TORCH_ENTRYPOINT
-from launcher.core.torch_plan import TorchJobSpec
-from launcher.core.torch_script import check_backends
+from launcher.core.job.frameworks import TORCH
+from launcher.core.job.run_requests import TORCH_ENTRYPOINT
+from launcher.core.job.torch_plan import TorchJobSpec
+from launcher.core.job.torch_script import check_backends
 
 
 def submit_torch(request: SubmitRequest, spec: TorchJobSpec) -> int:

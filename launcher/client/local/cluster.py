@@ -32,11 +32,11 @@ from launcher.client.local.nodes import (
     wait_until_gone,
     wait_until_registered,
 )
-from launcher.core.checkpoint_tiers import MEMORY_DIR_ENV
-from launcher.core.device_metrics import DEVICE_PLUGIN_ADDR_ENV
 from launcher.core.errors import CommandError, UsageError
-from launcher.core.run_dir import OUTPUT_DIR_ENV
-from launcher.core.slices import LABEL_ACCELERATOR, LABEL_SLICE, LABEL_TOPOLOGY, LABEL_WORKER_ID
+from launcher.core.job.checkpoint_tiers import MEMORY_DIR_ENV
+from launcher.core.job.run_dir import OUTPUT_DIR_ENV
+from launcher.core.tpu.device_metrics import DEVICE_PLUGIN_ADDR_ENV
+from launcher.core.tpu.slices import LABEL_ACCELERATOR, LABEL_SLICE, LABEL_TOPOLOGY, LABEL_WORKER_ID
 
 # Token auth is on, as in the chart: anyone who reaches a dashboard can run code. In this mode
 # every process of the cluster, and every client of it here, reads Ray's token file (`up` makes
@@ -153,7 +153,7 @@ def _start(spec: LocalClusterSpec, nodes: list[dict], bucket: Path) -> None:
 def _simulated_chips(index: int, node: dict):
     """What the device plugin stand-in serves for simulated host `index` (None: a CPU host)."""
     from launcher.client.local.device_plugin import SimulatedChips
-    from launcher.core.tpu_table import generation
+    from launcher.core.tpu.table import generation
 
     chips = node["resources"].get("TPU")
     if not chips:
@@ -216,7 +216,7 @@ def start_host(index: int, node: dict, bucket: Path, object_store_mb: int, dry_r
     labels = ",".join(f"{k}={v}" for k, v in node["labels"].items())
     chips = _simulated_chips(index, node)
     # As the KubeRay TPU webhook names the node's device plugin to a TPU pod: Ray's agent
-    # scrapes it (launcher.core.device_metrics).
+    # scrapes it (launcher.core.tpu.device_metrics).
     plugin = {DEVICE_PLUGIN_ADDR_ENV: f"127.0.0.1:{chips.port}"} if chips else {}
     _start_node(
         f"simulated host {index} ({node['name']})",

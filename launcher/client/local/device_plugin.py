@@ -1,5 +1,5 @@
 """A STAND-IN for GKE's TPU device plugin, one per simulated TPU host of the local cluster: the
-Prometheus text the plugin serves on a TPU node (launcher.core.device_metrics), which Ray's own
+Prometheus text the plugin serves on a TPU node (launcher.core.tpu.device_metrics), which Ray's own
 reporter agent on that host scrapes (the host's TPU_DEVICE_PLUGIN_ADDR names it, as the KubeRay
 TPU webhook does on GKE). No TPU runs here, so the figures stand in:
 
@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
-from launcher.core.device_metrics import (
+from launcher.core.tpu.device_metrics import (
     DUTY_CYCLE,
     HOST_INDEXED,
     MEMORY_BANDWIDTH_UTILIZATION,
@@ -90,7 +90,7 @@ class _Usage:
 
 def metrics_text(chips: SimulatedChips, duty: float, rss_bytes: float) -> str:
     """The device plugin's exposition for one host: per chip, its host-indexed and its
-    slice-indexed series (launcher.core.device_metrics)."""
+    slice-indexed series (launcher.core.tpu.device_metrics)."""
     lines = []
     accelerator = 4804690994094478883 + chips.worker_id  # any id: the agent keeps its suffix
     for name, value in (

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from launcher.client.workspace import LOCAL_BUCKET
 from launcher.core.errors import UsageError
-from launcher.core.slices import (
+from launcher.core.tpu.slices import (
     LABEL_ACCELERATOR,
     LABEL_POD_TYPE,
     LABEL_SIMULATED,
@@ -19,7 +19,7 @@ from launcher.core.slices import (
     TpuSlices,
     from_flags,
 )
-from launcher.core.tpu_table import GENERATIONS, slice_shape
+from launcher.core.tpu.table import GENERATIONS, slice_shape
 
 DEFAULT_TPU = "v5p-16"  # 2 hosts x 4 chips, the smallest real multi-host slice
 # Each simulated host is a Ray node whose training worker holds a JAX process with MaxText

@@ -16,7 +16,7 @@ from launcher.client.local.instance import MEMBER_ENV, local_instance
 from launcher.client.local.layout import HOST_ENV
 from launcher.core.errors import UsageError
 from launcher.core.ray_auth import auth_headers
-from launcher.core.slices import LABEL_SLICE, LABEL_WORKER_ID
+from launcher.core.tpu.slices import LABEL_SLICE, LABEL_WORKER_ID
 
 
 def alive_nodes() -> list[dict]:

@@ -15,7 +15,7 @@ from launcher.client.local import cluster as local_cluster
 from launcher.client.local import nodes as local_nodes
 from launcher.client.local.instance import local_instance
 from launcher.core.errors import UsageError
-from launcher.core.preemption import DRAIN_REASON, drain_args
+from launcher.core.tpu.preemption import DRAIN_REASON, drain_args
 
 
 @dataclass(frozen=True)

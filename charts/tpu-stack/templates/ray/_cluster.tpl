@@ -34,7 +34,7 @@ cluster lives only while its job runs). Call with the root context.
       dashboard-host: "0.0.0.0"
       {{- if and (not $w.tpu.enabled) (not (hasKey $v.head.rayStartParams "num-cpus")) }}
       # A CPU slice's hosts are the workers: its JaxTrainer workers ask for a CPU each
-      # (launcher.core.slices.CpuSlices), and without this one could land on the head.
+      # (launcher.core.tpu.slices.CpuSlices), and without this one could land on the head.
       num-cpus: "0"
       {{- end }}
       {{- with $v.head.rayStartParams }}
@@ -47,7 +47,7 @@ cluster lives only while its job runs). Call with the root context.
       {{- $env := list $facts }}
       {{- $sidecars := list }}
       {{- if and $w.tpu.enabled $w.tpu.releaseIdleAfterSeconds }}
-      {{- /* The idle check gives the worker group's slices back (launcher.core.idle_slices). */}}
+      {{- /* The idle check gives the worker group's slices back (launcher.core.tpu.idle). */}}
       {{- $sidecars = list (include "tpu-stack.idleReleaseContainer" (dict "ctx" . "env" (list $facts)) | fromYaml) }}
       {{- end }}
       {{- include "tpu-stack.rayPodTemplate" (dict "ctx" . "component" "head" "group" $v.head "container" "ray-head" "ports" $ports "env" $env "sidecars" $sidecars "kubeApi" (gt (len $sidecars) 0)) | nindent 6 }}

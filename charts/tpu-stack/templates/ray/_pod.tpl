@@ -10,7 +10,7 @@ it per group and the copies drift). Call with (dict "ctx" $ "component" "head|wo
 {{- /* The memory checkpoint tier's volume, on TPU workers only (the head trains nothing). */ -}}
 {{- $memoryTier := and .tpu (eq $ctx.Values.checkpoints.tier "memory") -}}
 {{- $memoryMount := "/checkpoints-memory" -}}
-{{- $memoryVolume := "checkpoints-memory" -}}{{- /* launcher.core.checkpoint_tiers.MEMORY_VOLUME reads it back */ -}}
+{{- $memoryVolume := "checkpoints-memory" -}}{{- /* launcher.core.job.checkpoint_tiers.MEMORY_VOLUME reads it back */ -}}
 metadata:
   labels:
     {{- include "tpu-stack.rayPodLabels" (dict "ctx" $ctx "component" .component) | nindent 4 }}
@@ -52,7 +52,7 @@ spec:
         preStop:
           exec:
             # Drains this pod's Ray node for preemption, deadline = the grace period: every
-            # host saves the step they reach next (launcher.runtime.preemption).
+            # host saves the step they reach next (launcher.runtime.train.preemption).
             command: ["python", "-m", {{ include "tpu-stack.runtimeModule" $ctx | quote }}, "preemption-notice", "--grace", "{{ . }}"]
       {{- end }}
       {{- with .ports }}
@@ -76,7 +76,7 @@ spec:
         {{- include "tpu-stack.capacityEnv" . | nindent 8 }}
         {{- end }}
         {{- if $memoryTier }}
-        # launcher.core.checkpoint_tiers: MaxText's local_checkpoint_directory on this host.
+        # launcher.core.job.checkpoint_tiers: MaxText's local_checkpoint_directory on this host.
         - name: LAUNCHER_MEMORY_CHECKPOINT_DIR
           value: {{ $memoryMount }}
         {{- end }}

@@ -83,7 +83,7 @@ which Ray reads for the slice's pod type: a second value (JAX_PLATFORMS=cpu) tra
 {{- end -}}
 {{- /* How the TPUs are obtained is one value (ray.worker.tpu.capacity): a capacity label of the
 user's own beside it asks for two kinds at once (Spot and a ComputeClass's fallback: no node
-has both, and no fallback ever happens). The labels are the TPU table's (launcher.core.capacity). */ -}}
+has both, and no fallback ever happens). The labels are the TPU table's (launcher.core.tpu.capacity). */ -}}
 {{- range $key := include "tpu-stack.capacityLabels" $ | fromYamlArray -}}
 {{- if hasKey $r.worker.nodeSelector $key -}}
 {{- $msgs = append $msgs (printf "ray.worker.nodeSelector: %s says how the TPUs are obtained, which ray.worker.tpu.capacity says once (a fallback list too), and the chart sets this label from it; remove it from ray.worker.nodeSelector and --set ray.worker.tpu.capacity=<spot, on-demand, flex-start, reservation:NAME, or a comma-separated fallback>." $key) -}}

@@ -1,0 +1,46 @@
+"""One job, as the workstation shows it and the driver records it: `list --json`'s row, `status
+--json`'s answer and the history file's record (launcher.core.job.history) are each a JobRecord,
+written and read by this code on both sides of the process boundary. A renamed key is a type
+error here, not a silent None there."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+RUNNING = "RUNNING"  # a job's state while its driver runs (Ray's word, and the history's)
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    job_id: str
+    state: str  # Ray's: PENDING, RUNNING, SUCCEEDED, FAILED, STOPPED
+    run: str | None = None
+    step: int | None = None  # the last step logged (1-based, as the progress line counts)
+    total_steps: int | None = None
+    started_at: float | None = None  # seconds since the epoch
+    duration_seconds: float | None = None  # so far, for a job that has not ended
+    message: str | None = None  # Ray's word on the job (None where Ray is not asked)
+    goodput: dict[str, Any] | None = None  # the result line's, or the figures so far
+    # What its chips cost (launcher.core.tpu.prices.JobCost's JSON): the result line's; None
+    # while it runs, or where no price is known.
+    cost: dict[str, Any] | None = None
+    # The chips' last verdict (job_events.last_devices: verdict, hosts, line); None before any.
+    devices: dict[str, Any] | None = None
+    # Each restart, with its cause (launcher.core.tpu.preemption.Restart's JSON): the result
+    # line's, as the summary says them; None while the job runs.
+    restarts: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> JobRecord:
+        """A record from its JSON (a history file holds more keys: those are not the record's)."""
+        fields: dict[str, Any] = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
+        return cls(**{**fields, "state": fields["state"] or "UNKNOWN"})
+
+
+# What `list --json` and `status --json` print of every job, in order (their --help says it).
+FIELDS = tuple(f.name for f in dataclasses.fields(JobRecord))

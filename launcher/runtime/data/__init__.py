@@ -1,0 +1,1 @@
+"""`data prepare` as a Ray job on the cluster."""

@@ -1,0 +1,71 @@
+"""The job's records in Ray's KV store on the head (GCS), under one namespace: what the hosts
+hand the driver and Ray Train's controller (attempts, notices, heartbeats, hangs). A record
+survives the host that wrote it."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from launcher.runtime import ray_internals
+
+KV_NAMESPACE = "tpu-launcher"
+
+
+def put(key: str, value: Any) -> None:
+    ray_internals.kv_put(key, json.dumps(value), KV_NAMESPACE)
+
+
+def get(key: str) -> Any | None:
+    raw = ray_internals.kv_get(key, KV_NAMESPACE)
+    return json.loads(raw) if raw else None
+
+
+def keys(prefix: str) -> list[str]:
+    """The keys under `prefix`, sorted (Ray lists bytes)."""
+    return sorted(ray_internals.kv_list(prefix, KV_NAMESPACE))
+
+
+def records(prefix: str) -> dict[str, Any]:
+    """Every record under `prefix`, by key."""
+    return {k: v for k in keys(prefix) if (v := get(k)) is not None}
+
+
+@dataclass(frozen=True)
+class JobKeys:
+    """Every key of one job's records, under its summary key (launcher.runtime.job.driver): the one
+    place the layout is written.
+
+        <summary>                          rank 0's summary of the run
+        <summary>/attempts/<begun>         each start's events (worker.started)
+        <summary>/last_step/<begun>        the last step each start reached
+        <summary>/notices/<ns>-<rank>      preemption notices the hosts saw
+        <summary>/heartbeats/<rank>        each host's last step, for the hang watchdog
+        <summary>/hangs/<ns>-<rank>        hangs a watchdog recorded (Ray Train's policy reads)
+        <summary>/hang-reported            the first host to report a hang (the others wait)
+    """
+
+    summary: str
+
+    def _under(self, kind: str, name: str = "") -> str:
+        return f"{self.summary}/{kind}/{name}"
+
+    def attempt(self, begun: int | str = "") -> str:
+        return self._under("attempts", str(begun))
+
+    def last_step(self, begun: int | str) -> str:
+        return self._under("last_step", str(begun))
+
+    def notice(self, at_ns: int | None = None, rank: int = 0) -> str:
+        return self._under("notices", "" if at_ns is None else f"{at_ns}-{rank}")
+
+    def heartbeat(self, rank: int | None = None) -> str:
+        return self._under("heartbeats", "" if rank is None else str(rank))
+
+    def hang(self, at_ns: int | None = None, rank: int = 0) -> str:
+        return self._under("hangs", "" if at_ns is None else f"{at_ns}-{rank}")
+
+    @property
+    def hang_reported(self) -> str:
+        return f"{self.summary}/hang-reported"
