@@ -228,7 +228,7 @@ def test_the_jobs_checks_need_no_maxtext(client):
     assert checked.returncode == 2, checked.stdout + checked.stderr
     assert "steps: 'abc' is not a whole number" in checked.stderr
     model = _run(client, *job[:-1], "model_name=llama3-7b")  # the model table: the copy's
-    assert model.returncode == 2 and "maxtext_configs/types.py.txt" in model.stderr, model.stderr
+    assert model.returncode == 2 and "maxtext/configs/types.py.txt" in model.stderr, model.stderr
     negative = _run(client, *job[:-1], "steps=-5")
     assert negative.returncode == 2 and "steps: is -5" in negative.stderr, negative.stderr
     assert _run(client, *job[:-1], "steps=30").returncode == 0

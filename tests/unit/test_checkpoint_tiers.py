@@ -199,7 +199,7 @@ def test_continuous_checkpointing_is_on_by_default_where_a_reclaim_loses_steps()
 def test_a_second_start_in_a_process_wraps_the_librarys_function_not_the_first_wrap():
     from types import SimpleNamespace
 
-    from launcher.runtime.wrapped import rewrap
+    from launcher.runtime.borrowed import rewrap
 
     library = SimpleNamespace(save=lambda step: [step])
 

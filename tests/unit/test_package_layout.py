@@ -194,7 +194,7 @@ FLOORS = {
         "serving_fit",
         "values_file",
     },
-    "launcher.runtime": {"__main__", "commands", "periodic", "ray_internals", "wrapped"},
+    "launcher.runtime": {"__main__", "commands", "periodic"},
     "launcher.client": {"cluster_options", "commands", "completion", "kube_context", "workspace"},
 }
 

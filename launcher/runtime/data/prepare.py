@@ -495,7 +495,7 @@ def cpu_hosts_selector(tpu_hosts: bool) -> dict[str, Any]:
             fix="give the head CPUs, add a CPU worker group, or pass --on-tpu-hosts while the "
             "slices are idle",
         )
-    from launcher.runtime.ray_internals import nodes_selector
+    from launcher.runtime.borrowed.ray import nodes_selector
 
     return {"label_selector": nodes_selector([n["NodeID"] for n in cpu])}
 

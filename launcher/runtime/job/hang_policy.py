@@ -6,8 +6,9 @@ recorded it with their capacity, launcher.runtime.cluster.node_capacity) is a ma
 scale-down: Ray would charge its restart to --max_preemptions, this policy to --max_failures.
 
 Ray Train 2.60 builds its policy from FailureConfig alone, so the launcher's trainer swaps that
-one factory for the duration of its `fit` (with_hang_budget, through ray_internals); the policy
-is pickled to the controller actor, which reads the hosts' hang records from Ray's KV store."""
+one factory for the duration of its `fit` (with_hang_budget, through
+launcher.runtime.borrowed.ray); the policy is pickled to the controller actor, which reads the
+hosts' hang records from Ray's KV store."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ from typing import Any
 from ray.train.v2.api.config import FailureConfig
 from ray.train.v2.api.exceptions import TrainingFailedError, WorkerGroupError
 
-from launcher.runtime import ray_internals
+from launcher.runtime.borrowed import ray as borrowed_ray
 
-FailureDecision = ray_internals.failure_decision()
-logger = logging.getLogger(ray_internals.failure_policy_logger())
+FailureDecision = borrowed_ray.failure_decision()
+logger = logging.getLogger(borrowed_ray.failure_policy_logger())
 
 
 def hang_keys(summary_key: str) -> set[str]:
@@ -37,7 +38,7 @@ def notice_records(summary_key: str) -> dict[str, dict]:
     return job_kv.records(job_kv.JobKeys(summary_key).notice())
 
 
-class HangBudgetPolicy(ray_internals.default_failure_policy()):  # type: ignore[misc]
+class HangBudgetPolicy(borrowed_ray.default_failure_policy()):  # type: ignore[misc]
     """Ray's default policy, except for a worker group error that follows new hang records: a
     hang restart, retried while the hangs so far are within `max_hangs` (-1: no limit); and
     for a preemption whose new notices all came from capacity GKE does not take back: a
@@ -69,11 +70,11 @@ class HangBudgetPolicy(ray_internals.default_failure_policy()):  # type: ignore[
         return None
 
     def make_decision(self, training_failed_error: TrainingFailedError) -> Any:
-        if ray_internals.is_preemption_failure(training_failed_error):
+        if borrowed_ray.is_preemption_failure(training_failed_error):
             capacity = self._not_reclaimed()
             if capacity is None:
                 return super().make_decision(training_failed_error)
-            count, most = ray_internals.charge_as_failure(self)
+            count, most = borrowed_ray.charge_as_failure(self)
             decision = FailureDecision.RETRY if count <= most else FailureDecision.RAISE
             logger.info(
                 f"[FailurePolicy] {decision.value}\n  Source: failure (a notice on {capacity} "
@@ -108,5 +109,5 @@ def with_hang_budget(max_hangs: int, summary_key: str) -> Iterator[None]:
     def create_failure_policy(failure_config: FailureConfig) -> HangBudgetPolicy:
         return HangBudgetPolicy(failure_config, max_hangs, summary_key)
 
-    with ray_internals.failure_policy_factory(create_failure_policy):
+    with borrowed_ray.failure_policy_factory(create_failure_policy):
         yield

@@ -8,23 +8,23 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from launcher.runtime import ray_internals
+from launcher.runtime.borrowed import ray as borrowed_ray
 
 KV_NAMESPACE = "tpu-launcher"
 
 
 def put(key: str, value: Any) -> None:
-    ray_internals.kv_put(key, json.dumps(value), KV_NAMESPACE)
+    borrowed_ray.kv_put(key, json.dumps(value), KV_NAMESPACE)
 
 
 def get(key: str) -> Any | None:
-    raw = ray_internals.kv_get(key, KV_NAMESPACE)
+    raw = borrowed_ray.kv_get(key, KV_NAMESPACE)
     return json.loads(raw) if raw else None
 
 
 def keys(prefix: str) -> list[str]:
     """The keys under `prefix`, sorted (Ray lists bytes)."""
-    return sorted(ray_internals.kv_list(prefix, KV_NAMESPACE))
+    return sorted(borrowed_ray.kv_list(prefix, KV_NAMESPACE))
 
 
 def records(prefix: str) -> dict[str, Any]:

@@ -20,7 +20,7 @@ def preempted_hosts() -> dict[str, float]:
     reclaimed before its notice reached a worker shows only here."""
     import ray
 
-    from launcher.runtime.ray_internals import preempted_dead_nodes
+    from launcher.runtime.borrowed.ray import preempted_dead_nodes
 
     return preempted_dead_nodes() if ray.is_initialized() else {}
 

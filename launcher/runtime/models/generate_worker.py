@@ -11,6 +11,7 @@ import time
 import numpy as np
 
 from launcher.core.maxtext.deferred_imports import maxtext_imports
+from launcher.runtime.borrowed.maxtext import make_result_tokens_a_pytree
 from launcher.runtime.train.worker import argv_for_this_host, publish_summary, quiet_orbax
 
 
@@ -25,7 +26,7 @@ def generate_per_worker(config: dict) -> None:
         from maxtext.inference.maxengine import maxengine
 
     if getattr(maxengine.engine_api, "_IS_STUB", False):
-        _make_result_tokens_a_pytree(maxengine.engine_api.ResultTokens)
+        make_result_tokens_a_pytree()
     started = time.monotonic()
     mt_config = pyconfig.initialize(argv_for_this_host(config["argv"]))
     engine = maxengine.MaxEngine(mt_config)
@@ -70,21 +71,3 @@ def _token_in_slot_0(result) -> int:
         data = data.addressable_data(0)
     start, _ = result.tokens_idx
     return int(np.asarray(data)[0, start])
-
-
-def _make_result_tokens_a_pytree(cls: type) -> None:
-    """Without JetStream (archived; not installed) MaxText's engine returns its stand-in
-    ResultTokens from jitted functions, which JAX refuses unless the class is a pytree."""
-    import jax
-
-    if getattr(cls, "_launcher_pytree", False):  # a second run in the same worker process
-        return
-    statics = ("tokens_idx", "valid_idx", "length_idx", "samples_per_slot")
-    jax.tree_util.register_pytree_node(
-        cls,
-        lambda r: ((r.data, r.log_prob), tuple(getattr(r, k) for k in statics)),
-        lambda aux, kids: cls(
-            data=kids[0], log_prob=kids[1], **dict(zip(statics, aux, strict=True))
-        ),
-    )
-    setattr(cls, "_launcher_pytree", True)  # noqa: B010  # a mark on a class we do not own

@@ -15,7 +15,7 @@ from ray.train.backend import BackendConfig
 from ray.train.torch.config import TorchConfig
 
 from launcher.core.job.torch_plan import SIMULATED_NOTE
-from launcher.runtime.ray_internals import torch_backend, use_cpu_torch_device
+from launcher.runtime.borrowed.ray import torch_backend, use_cpu_torch_device
 from launcher.runtime.torch.job import simulated
 from launcher.runtime.torch.tpu_env import (
     ChipWorker,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
 from launcher.core.job.events import format_script, parse
@@ -26,6 +26,8 @@ class ScriptRefused(RuntimeError):
 def torchrun_contract(script: str) -> Iterator[None]:
     import torch.distributed as dist
     import torch.distributed.distributed_c10d as c10d
+
+    from launcher.runtime.borrowed.torch import PATCHED, TORCH
 
     made_init, made_destroy = c10d.init_process_group, c10d.destroy_process_group
 
@@ -46,18 +48,18 @@ def torchrun_contract(script: str) -> Iterator[None]:
             return None  # Ray Train's group: it ends it after the script (and on a restart)
         return made_destroy(group)
 
-    patched: dict[str, Any] = {
+    ours: dict[str, Any] = {
         "init_process_group": init_process_group,
         "destroy_process_group": destroy_process_group,
     }
-    saved = [(m, n, getattr(m, n)) for m in (dist, c10d) for n in patched]
-    for module, name, _ in saved:
-        setattr(module, name, patched[name])
-    try:
+
+    def replacing(name: str) -> Callable[[Any], Any]:
+        return lambda _: ours[name]
+
+    with contextlib.ExitStack() as stack:
+        for module, name in sorted(PATCHED):
+            stack.enter_context(TORCH.patching(module, name, replacing(name)))
         yield
-    finally:
-        for module, name, value in saved:
-            setattr(module, name, value)
 
 
 class _Marked(io.TextIOBase):

@@ -9,7 +9,7 @@ import runpy
 import sys
 import time
 
-from launcher.runtime.ray_internals import quiet_report_lines
+from launcher.runtime.borrowed.ray import quiet_report_lines
 from launcher.runtime.torch import job as torch_job
 from launcher.runtime.torch.contract import marked_output, torchrun_contract
 from launcher.runtime.torch.hosts import set_per_host_env

@@ -12,17 +12,17 @@ from dataclasses import dataclass
 import ray
 from ray.train.v2.jax.config import JaxConfig
 
-from launcher.runtime import ray_internals
+from launcher.runtime.borrowed import ray as borrowed_ray
 
 
-class _CpuJaxBackend(ray_internals.jax_backend()):  # type: ignore[misc]
+class _CpuJaxBackend(borrowed_ray.jax_backend()):  # type: ignore[misc]
     def on_start(self, worker_group, backend_config) -> None:
-        addr, port = worker_group.execute_single(0, ray_internals.address_and_port())
+        addr, port = worker_group.execute_single(0, borrowed_ray.address_and_port())
         ray.get(
             [
                 worker_group.execute_single_async(
                     i,
-                    ray_internals.setup_jax_distributed(),
+                    borrowed_ray.setup_jax_distributed(),
                     master_addr_with_port=f"{addr}:{port}",
                     num_workers=len(worker_group),
                     index=i,
@@ -35,7 +35,7 @@ class _CpuJaxBackend(ray_internals.jax_backend()):  # type: ignore[misc]
         )
 
     def on_shutdown(self, worker_group, backend_config) -> None:
-        worker_group.execute(ray_internals.shutdown_jax_distributed())
+        worker_group.execute(borrowed_ray.shutdown_jax_distributed())
 
 
 @dataclass

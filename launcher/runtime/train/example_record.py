@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from launcher.runtime.wrapped import rewrap
+from launcher.runtime.borrowed.maxtext import LOAD_BATCH, MAXTEXT
 
 RECORD_SUBDIR = "examples"
 
@@ -77,7 +77,6 @@ class ExampleRecorder:
 
 def install(recorder: ExampleRecorder) -> None:
     """Records every batch MaxText's train loop loads (not eval's: it has its own iterator)."""
-    from maxtext.common.data_loader import DataLoader
 
     def recording(original):
         def load_and_record(self):
@@ -87,7 +86,7 @@ def install(recorder: ExampleRecorder) -> None:
 
         return load_and_record
 
-    rewrap(DataLoader, "load_next_batch_pre_sharding", recording)
+    MAXTEXT.patch(*LOAD_BATCH, recording)
 
 
 def read_records(directory: Path) -> Iterator[tuple[str, int, dict[int, list[str]]]]:

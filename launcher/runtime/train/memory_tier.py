@@ -37,7 +37,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 from launcher.core.job.checkpoint_tiers import MEMORY_COPIES, MEMORY_DIR_ENV
-from launcher.runtime.wrapped import rewrap
+from launcher.runtime.borrowed import maxtext as borrowed_maxtext
+from launcher.runtime.borrowed import orbax as borrowed_orbax
 
 # MaxText's mesh axis that spans the slices when dcn_data_parallelism does (its default).
 SLICES_AXIS = "data"
@@ -181,7 +182,6 @@ def _manager_across_slices(
 
 def _broadcast_keys_as_data() -> None:
     import jax
-    from orbax.checkpoint._src.multihost import multislice
 
     def is_key(x) -> bool:
         return isinstance(x, jax.Array) and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
@@ -201,7 +201,7 @@ def _broadcast_keys_as_data() -> None:
 
         return broadcast
 
-    rewrap(multislice, "broadcast_one_replica_to_all", keys_as_data)
+    borrowed_orbax.ORBAX.patch(*borrowed_orbax.BROADCAST, keys_as_data)
 
 
 def _grain_iterator(data_iterator, dataset_type: str | None):
@@ -215,7 +215,10 @@ def _keep_iterator_states(directory: Path, restored: dict[str, int]) -> None:
     """Wraps MaxText's save_checkpoint and load_state_if_possible (module globals, which its
     train loop and set-up look up at each call)."""
     import jax
-    from maxtext.common import checkpointing, grain_utility
+
+    maxtext = borrowed_maxtext.MAXTEXT
+    state_to_text = maxtext.take(borrowed_maxtext.GRAIN, "_state_to_text")
+    set_state_from_text = maxtext.take(borrowed_maxtext.GRAIN, "_set_state_from_text")
 
     def state_file(step: int) -> Path:
         name = f"process_{jax.process_index()}-of-{jax.process_count()}.json"
@@ -229,7 +232,7 @@ def _keep_iterator_states(directory: Path, restored: dict[str, int]) -> None:
                 path = state_file(int(step))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 partial = path.with_suffix(".partial")
-                partial.write_text(grain_utility._state_to_text(iterator))
+                partial.write_text(state_to_text(iterator))
                 partial.replace(path)  # a killed host leaves no half-written state
                 if jax.process_index() == 0:
                     _drop_old_states(directory, config.checkpoint_period)
@@ -254,13 +257,13 @@ def _keep_iterator_states(directory: Path, restored: dict[str, int]) -> None:
                         "--checkpoint_tier=bucket to resume from the bucket's checkpoint with "
                         "MaxText's own iterator state"
                     )
-                grain_utility._set_state_from_text(iterator, path.read_text())
+                set_state_from_text(iterator, path.read_text())
             return loaded
 
         return load_state_if_possible
 
-    rewrap(checkpointing, "save_checkpoint", saving)
-    rewrap(checkpointing, "load_state_if_possible", loading)
+    maxtext.patch(*borrowed_maxtext.SAVE, saving)
+    maxtext.patch(*borrowed_maxtext.LOAD, loading)
 
 
 def _drop_old_states(directory: Path, bucket_period: int) -> None:
@@ -277,7 +280,6 @@ def _report_restores(on_restore: Callable[[int, str, float], None]) -> None:
     """Says which copy Orbax restores from: a slice's memory (the slice whose hosts hold the
     latest whole copy) or the bucket. Orbax 0.12's multi-slice manager decides in `restore`
     and calls one of these two."""
-    from orbax.checkpoint.experimental.emergency import checkpoint_manager as em
 
     def from_local(restore):
         def restore_from_local(self, step, restoring_slice_id):
@@ -298,5 +300,5 @@ def _report_restores(on_restore: Callable[[int, str, float], None]) -> None:
 
         return restore_from_persistent
 
-    rewrap(em._MultisliceCheckpointManager, "_restore_from_local", from_local)
-    rewrap(em._MultisliceCheckpointManager, "_restore_from_persistent", from_persistent)
+    borrowed_orbax.ORBAX.patch(*borrowed_orbax.FROM_LOCAL, from_local)
+    borrowed_orbax.ORBAX.patch(*borrowed_orbax.FROM_PERSISTENT, from_persistent)

@@ -65,14 +65,14 @@ class Notice:
 
 
 def _jax_preemption_service_ready() -> bool:
-    from jax._src import distributed
+    from launcher.runtime.borrowed.jax import preemption_service_ready
 
-    return distributed.global_state.preemption_sync_manager is not None
+    return preemption_service_ready()
 
 
 def _own_drain(node_id: str) -> tuple[bool, float | None]:
     """Whether Ray is draining this node: (True, its deadline as time.time() or None)."""
-    from launcher.runtime.ray_internals import draining_nodes
+    from launcher.runtime.borrowed.ray import draining_nodes
 
     drained = draining_nodes()
     if node_id not in drained:

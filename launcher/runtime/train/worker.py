@@ -309,7 +309,7 @@ def _record_examples(run_dir: Path, rank: int):
 
 def _train_context() -> object:
     """Ray Train's context of this worker, which Ray's preemption watcher writes to."""
-    from launcher.runtime.ray_internals import train_context
+    from launcher.runtime.borrowed.ray import train_context
 
     return train_context()
 

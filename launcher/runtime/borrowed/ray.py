@@ -1,20 +1,14 @@
-"""What the runtime borrows from Ray's private surface, all of it, in one module: read from Ray
-2.60.0 (pyproject.toml's jobs extra pins it), none of it promised by Ray to stay.
-
-A Ray upgrade that moves or renames one of these fails tests/unit/test_ray_internals.py on a
-workstation (it imports every symbol of BORROWED and checks the parameters the launcher passes),
-not on a TPU slice mid-restart. Nothing here imports Ray until it is called: the torch backends
-are not in the JAX image, nor Ray on a workstation.
-"""
+"""What the runtime borrows from Ray's private surface, all of it: read from Ray 2.60.0
+(pyproject.toml's jobs extra pins it). tests/unit/test_borrowed.py also checks the parameters
+the launcher passes."""
 
 from __future__ import annotations
 
 import contextlib
-import importlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
-RAY_VERSION_READ = "2.60.0"
+from launcher.runtime.borrowed import Borrowed
 
 # (module, name): every private symbol the runtime uses, and why.
 BORROWED: dict[tuple[str, str], str] = {
@@ -59,17 +53,10 @@ BORROWED: dict[tuple[str, str], str] = {
 }
 
 
-def borrowed(module: str, name: str) -> Any:
-    """One symbol of BORROWED, imported now."""
-    if (module, name) not in BORROWED:
-        raise KeyError(f"{module}.{name} is not in ray_internals.BORROWED: list it there first")
-    try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError) as e:
-        raise ImportError(
-            f"{module}.{name}, read from Ray {RAY_VERSION_READ}, is gone from this Ray ({e}): "
-            "launcher/runtime/ray_internals.py needs reading against it"
-        ) from e
+_FACTORY = "ray.train.v2.api.data_parallel_trainer", "create_failure_policy"
+_DEVICE_MANAGER = "ray.air._internal.device_manager", "_torch_device_manager"
+RAY = Borrowed("ray", "2.60.0", BORROWED, frozenset({_FACTORY, _DEVICE_MANAGER}))
+borrowed = RAY.take
 
 
 # The job's KV store (GCS), under one namespace.
@@ -191,22 +178,17 @@ def train_context() -> object:
 def failure_policy_factory(make: Callable[[Any], Any]) -> Iterator[None]:
     """While inside, Ray Train's trainers build their failure policy with `make(FailureConfig)`
     (Ray 2.60 builds it from the FailureConfig alone, in one module-level factory)."""
-    module, name = "ray.train.v2.api.data_parallel_trainer", "create_failure_policy"
-    original = borrowed(module, name)
-    setattr(importlib.import_module(module), name, make)
-    try:
+    with RAY.patching(*_FACTORY, lambda _: make):
         yield
-    finally:
-        setattr(importlib.import_module(module), name, original)
 
 
 def use_cpu_torch_device() -> None:
     """This worker's torch device is the CPU, whatever accelerator it holds (Ray's device
     manager is chosen once per process, from its accelerator ids, and then kept)."""
-    module = "ray.air._internal.device_manager"
+    module = _DEVICE_MANAGER[0]
     cpu = borrowed(f"{module}.cpu", "CPUTorchDeviceManager")
     with borrowed(module, "_torch_device_manager_lock"):
-        setattr(importlib.import_module(module), "_torch_device_manager", cpu())  # noqa: B010
+        RAY.patch(*_DEVICE_MANAGER, lambda _: cpu())
 
 
 REPORT_LINE = "Reporting training result"  # Ray Train's worker context, one per rank and report
