@@ -58,14 +58,14 @@ def _attempt(
 
 
 def _adds_up(result: dict) -> None:
-    assert sum(result["parts"].values()) == pytest.approx(result["wall_seconds"], abs=1e-6)
-    assert abs(result["unaccounted_seconds"]) < 1e-6
+    assert sum(result.parts.values()) == pytest.approx(result.wall_seconds, abs=1e-6)
+    assert abs(result.unaccounted_seconds) < 1e-6
 
 
 def test_one_run_splits_into_its_parts():
     attempt = _attempt(100.0, range(20), first_seconds=3.0)
     result = breakdown([attempt], started_at=95.0, ended_at=attempt.steps[-1].logged_at + 2.0)
-    parts = result["parts"]
+    parts = result.parts
     _adds_up(result)
     assert parts["startup"] == pytest.approx(5.0 + 10.0 + 2.0 - 6.0)  # scheduling + set-up
     assert parts["compile"] == pytest.approx(6.0)
@@ -73,7 +73,7 @@ def test_one_run_splits_into_its_parts():
     assert parts["productive"] == pytest.approx(20.0)
     assert parts["checkpoint"] == pytest.approx(2.0)
     assert parts["other"] == pytest.approx(2.0)  # after the last step
-    assert result["goodput"] == pytest.approx(20.0 / result["wall_seconds"])
+    assert result.goodput == pytest.approx(20.0 / result.wall_seconds)
 
 
 def test_steps_computed_again_after_a_restart_are_lost():
@@ -82,7 +82,7 @@ def test_steps_computed_again_after_a_restart_are_lost():
     second = _attempt(first.steps[-1].logged_at + 20.0, range(11, 30), first_seconds=3.0)
     end = second.steps[-1].logged_at + 1.0
     result = breakdown([second, first], started_at=100.0, ended_at=end)  # any order
-    parts = result["parts"]
+    parts = result.parts
     _adds_up(result)
     # Lost: steps 11 (1.5 s after the save at 10) and 12, the 20 s until the restart, and the
     # restart's set-up beyond its compile.
@@ -101,7 +101,7 @@ def test_what_a_restart_leaves_running_is_recovery_and_no_part_falls_below_zero(
     )
     end = second.steps[-1].logged_at + 1.0
     result = breakdown([first, second], started_at=100.0, ended_at=end)
-    parts = result["parts"]
+    parts = result.parts
     _adds_up(result)
     assert min(parts.values()) >= 0.0, parts
     assert parts["restarts"] == pytest.approx(1.5 + 1.0 + 20.0 + (10.0 + 2.0 - 6.0) + 15.0)
@@ -113,13 +113,13 @@ def test_an_eval_is_other_not_productive():
     attempt = _attempt(100.0, range(20), first_seconds=3.0, waits={9: 4.0}, evals=(9,))
     result = breakdown([attempt], started_at=100.0, ended_at=attempt.steps[-1].logged_at + 2.0)
     _adds_up(result)
-    assert result["parts"]["other"] == pytest.approx(4.0 + 2.0)
-    assert result["parts"]["productive"] == pytest.approx(20.0)
+    assert result.parts["other"] == pytest.approx(4.0 + 2.0)
+    assert result.parts["productive"] == pytest.approx(20.0)
 
 
 def test_a_run_with_no_step_is_all_start_up():
     result = breakdown([Attempt(started_at=5.0)], started_at=0.0, ended_at=30.0)
-    assert result["parts"]["startup"] == 30.0 and result["goodput"] == 0.0
+    assert result.parts["startup"] == 30.0 and result.goodput == 0.0
 
 
 def test_the_breakdown_reads_as_a_table():
@@ -185,10 +185,10 @@ def test_a_run_with_no_step_clock_is_measured_by_the_scripts_own_time_for_every_
     from launcher.core.job.goodput import by_wall_time, format_breakdown
 
     steps_view = breakdown([Attempt(started_at=10.0)], 0.0, 100.0)
-    assert steps_view["goodput"] == 0.0
+    assert steps_view.goodput == 0.0
     walled = by_wall_time(steps_view, 60.0)
-    assert walled["goodput"] == pytest.approx(0.6) and walled["wall_seconds"] == 100.0
-    assert walled["parts"]["productive"] == 60.0 and walled["parts"]["startup"] == 40.0
+    assert walled.goodput == pytest.approx(0.6) and walled.wall_seconds == 100.0
+    assert walled.parts["productive"] == 60.0 and walled.parts["startup"] == 40.0
     (line,) = format_breakdown(walled)
     assert line.startswith("goodput:      60% of 100s wall time by wall time: the script ran 60s")
-    assert by_wall_time(steps_view, 500.0)["goodput"] == 1.0  # never more than the wall time
+    assert by_wall_time(steps_view, 500.0).goodput == 1.0  # never more than the wall time

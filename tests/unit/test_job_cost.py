@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 
 from launcher.core.errors import UsageError
+from launcher.core.job.goodput import Goodput
 from launcher.core.job.outcome import Outcome, Start, Trained
 from launcher.core.job.plan import JobOptions, parse_job_args, plan_job
 from launcher.core.release_facts import RELEASE_ENV, ReleaseFacts
@@ -62,13 +63,13 @@ def test_a_runs_cost_counts_its_chip_hours_its_waste_its_steps_and_tokens():
     assert cost.usd_not_productive == pytest.approx(4)
     assert cost.usd_per_useful_step == pytest.approx(0.1)
     assert cost.usd_per_million_tokens == pytest.approx(0.05)
-    assert format_cost(cost.to_json()) == (
+    assert format_cost(cost) == (
         "cost:         $20.00 for 8.000 chip-hours (16 chips at $2.50); $0.1000 per useful "
         "step; $0.0500 per million tokens; $4.00 of it not productive steps"
     )
     idle = job_cost(Price(2.5, "stated"), 16, 1800, 0.0, 0, 0)
     assert idle.usd_per_useful_step is None and idle.usd_per_million_tokens is None
-    assert "per useful step" not in format_cost(idle.to_json())
+    assert "per useful step" not in format_cost(idle)
 
 
 def _plan(options: JobOptions = V6E_16):
@@ -84,7 +85,7 @@ def _start(capacity: str | None = None) -> Start:
 
 def _outcome(capacity: str | None, tokens: int = 0) -> Outcome:
     return Outcome(
-        goodput={"wall_seconds": 3600.0, "goodput": 0.5},
+        goodput=Goodput(3600.0, {}, 0.5, 0.0),
         compile_cache={},
         saves={},
         starts=[_start(), _start(capacity)],
@@ -99,12 +100,12 @@ def test_the_driver_prices_the_capacity_the_latest_start_ran_on():
     assert cost is None and "no price for v6e spot" in why and "--price_per_chip_hour" in why
     release = ReleaseFacts(prices={"v6e": {"us-east5/spot": 1.0}}, region="us-east5")
     cost, _ = run_cost(_plan(), _outcome("spot", tokens=1_000_000), 0.0, release=release)
-    assert cost is not None and cost["usd"] == 16.0 and cost["chips"] == 16
-    assert cost["usd_not_productive"] == 8.0 and cost["usd_per_million_tokens"] == 16.0
+    assert cost is not None and cost.usd == 16.0 and cost.chips == 16
+    assert cost.usd_not_productive == 8.0 and cost.usd_per_million_tokens == 16.0
     # The job's own price wins over the release's.
     cost, _ = run_cost(_plan(), _outcome("spot"), 3.0, release=release)
-    assert cost is not None and cost["usd"] == 48.0
-    assert cost["price_source"] == "the job's --price_per_chip_hour"
+    assert cost is not None and cost.usd == 48.0
+    assert cost.price_source == "the job's --price_per_chip_hour"
 
 
 def test_unreadable_release_facts_leave_the_cost_unknown_and_say_why(monkeypatch):
@@ -122,7 +123,7 @@ def test_without_maxtexts_token_count_the_batch_size_counts_them():
     cost, _ = run_cost(plan, _outcome("on-demand"), 1.0, release=ReleaseFacts())
     assert cost is not None
     tokens = 10 * plan.args.tokens_per_step(plan.slices.num_devices)
-    assert cost["usd_per_million_tokens"] == pytest.approx(16.0 / (tokens / 1e6), rel=1e-4)
+    assert cost.usd_per_million_tokens == pytest.approx(16.0 / (tokens / 1e6), rel=1e-4)
 
 
 def test_a_cpu_slice_has_no_tpu_cost():

@@ -115,3 +115,17 @@ time.sleep(60)
     assert driver.wait(timeout=30) == 128 + 15
     record = json.loads((tmp_path / "demo" / "jobs" / JOB / "job.json").read_text())
     assert record["state"] == "STOPPED" and "ended_at" in record
+
+
+def test_a_records_goodput_and_cost_are_typed_and_their_json_is_the_result_lines():
+    from launcher.core.job.goodput import WALL_TIME, by_wall_time
+    from launcher.core.tpu.prices import Price, job_cost
+
+    goodput = by_wall_time(breakdown([], 0.0, 100.0), 60.0)
+    cost = job_cost(Price(2.0, "a test's"), 8, 3600.0, 0.6, 10, 1_000_000)
+    record = JobRecord(JOB, "SUCCEEDED", goodput=goodput, cost=cost)
+    as_json = json.loads(json.dumps(record.to_json()))
+    assert as_json["goodput"] == goodput.to_json() and as_json["goodput"]["by"] == WALL_TIME
+    assert as_json["cost"] == cost.to_json() and as_json["cost"]["usd"] == 16.0
+    assert JobRecord.from_json(as_json) == record  # the cost's JSON is rounded: exact here
+    assert "by" not in breakdown([], 0.0, 1.0).to_json()  # a step clock's, as before

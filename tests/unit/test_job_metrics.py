@@ -12,6 +12,7 @@ import pytest
 
 from launcher.core.job import metrics as jm
 from launcher.core.job.dashboard import SELECTOR, dashboard, queries
+from launcher.core.job.goodput import Goodput
 from launcher.core.job.outcome import Outcome, Trained
 from launcher.core.tpu.preemption import FAILED, PREEMPTED
 from launcher.runtime.job.metrics import JobReporter, StepMetrics, submission_id
@@ -118,7 +119,7 @@ def _outcome(goodput: float, *causes: str) -> Outcome:
         ("startup", "compile", "productive", "checkpoint", "restarts", "other"), 1.0
     )
     return Outcome(
-        goodput={"goodput": goodput, "wall_seconds": 6.0, "parts": parts},
+        goodput=Goodput(6.0, parts, goodput, 0.0),
         compile_cache={},
         saves={},
         starts=[],

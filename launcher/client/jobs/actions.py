@@ -20,9 +20,14 @@ from launcher.client.jobs.ray_api import (
 from launcher.client.jobs.submit import STATE_FILE, follow_job, log_path
 from launcher.core.errors import UsageError
 from launcher.core.job.events import EventKind, events, last_devices, last_result
-from launcher.core.job.goodput import format_breakdown, format_compile_cache, format_timeline
+from launcher.core.job.goodput import (
+    Goodput,
+    format_breakdown,
+    format_compile_cache,
+    format_timeline,
+)
 from launcher.core.tpu.preemption import Restart, format_restarts
-from launcher.core.tpu.prices import format_cost
+from launcher.core.tpu.prices import JobCost, format_cost
 
 if TYPE_CHECKING:
     from launcher.client.jobs.history import BucketHistory
@@ -234,12 +239,12 @@ def _print_goodput(jobs: RayJobs, job_id: str) -> None:
         print(devices["line"])
     if result := last_result(logs):
         if "goodput" in result:
-            print("\n".join(format_breakdown(result["goodput"])))
+            print("\n".join(format_breakdown(Goodput.from_json(result["goodput"]))))
         if "compile_cache" in result:
             print(format_compile_cache(result["compile_cache"]))
         for line in format_timeline([s.get("timeline") for s in result.get("starts", [])]):
             print(line)
         if result.get("cost"):
-            print(format_cost(result["cost"]))
+            print(format_cost(JobCost.from_json(result["cost"])))
         for line in format_restarts([Restart(**r) for r in result.get("restarts") or []]):
             print(line)

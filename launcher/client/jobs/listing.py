@@ -26,7 +26,9 @@ from launcher.client.jobs.ray_api import (
     resolve_dashboard,
 )
 from launcher.core.job.events import last_devices, last_result, last_step
+from launcher.core.job.goodput import Goodput
 from launcher.core.job.record import FIELDS, JobRecord
+from launcher.core.tpu.prices import JobCost
 
 _RUN_ARG = re.compile(r"""(?:^|\s)run_name=([^\s'"]+)""")
 
@@ -78,8 +80,8 @@ def row(job: JobInfo, logs: str, now_ms: float) -> JobRecord:
         start / 1000 if start else None,
         ((job.end_time or now_ms) - start) / 1000 if start else None,
         job.message,
-        result.get("goodput"),
-        result.get("cost"),
+        Goodput.from_json(result["goodput"]) if result.get("goodput") else None,
+        JobCost.from_json(result["cost"]) if result.get("cost") else None,
         last_devices(logs),
         result.get("restarts"),
     )

@@ -17,7 +17,7 @@ not productive. Every interval is counted once, so the parts add up to the wall 
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import accumulate
 from typing import Any
 
@@ -104,12 +104,36 @@ PARTS = (
 )
 
 
+@dataclass(frozen=True)
+class Goodput:
+    """Where a job's wall time went: seconds per part (PARTS), the share that was productive
+    steps, and what the clocks leave unaccounted; `by` is WALL_TIME where no step clock split
+    it (by_wall_time). The result line, `status --json`, `list --json` and the history carry
+    its JSON."""
+
+    wall_seconds: float
+    parts: dict[str, float]
+    goodput: float
+    unaccounted_seconds: float
+    by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        found = asdict(self)
+        if self.by is None:
+            del found["by"]
+        return found
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Goodput:
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
+
+
 # The steps of a start that carry what the start left running: MaxText writes step n's line in
 # iteration n + 1, waiting for step n's results, and that wait lands on step n + 2's clock.
 WARM_UP_STEPS = 3
 
 
-def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> dict[str, Any]:
+def breakdown(attempts: list[Attempt], started_at: float, ended_at: float) -> Goodput:
     """Seconds per part (PARTS), the wall time, goodput and what the clocks leave unaccounted."""
     parts = dict.fromkeys((key for key, _ in PARTS), 0.0)
     attempts = sorted((a for a in attempts if a.steps), key=lambda a: a.started_at)
@@ -171,14 +195,10 @@ def _steady_seconds(attempts: list[Attempt]) -> float:
     return statistics.median(plain or every)
 
 
-def _result(parts: dict[str, Any], wall: float) -> dict[str, Any]:
+def _result(parts: dict[str, float], wall: float) -> Goodput:
     accounted = sum(parts.values())
-    return {
-        "wall_seconds": wall,
-        "parts": parts,
-        "goodput": parts["productive"] / wall if wall > 0 else 0.0,
-        "unaccounted_seconds": wall - accounted,
-    }
+    productive = parts["productive"] / wall if wall > 0 else 0.0
+    return Goodput(wall, parts, productive, wall - accounted)
 
 
 def startup_timeline(attempts: list[Attempt], started_at: float) -> list[dict[str, Any] | None]:
@@ -234,29 +254,29 @@ def format_timeline(timeline: list[dict[str, Any] | None]) -> list[str]:
 WALL_TIME = "wall time"  # what a run without a step clock is measured by
 
 
-def by_wall_time(result: dict[str, Any], script_seconds: float) -> dict[str, Any]:
+def by_wall_time(result: Goodput, script_seconds: float) -> Goodput:
     """A run with no step clock to split its time by (a script that reports no steps): the
     script's own time in the start that finished is what it did, the rest start-up and
     restarts. The summary, `status`, the history and the cost all read this one figure."""
-    wall = result["wall_seconds"]
+    wall = result.wall_seconds
     ran = min(max(script_seconds, 0.0), wall)
-    parts = dict.fromkeys(result["parts"], 0.0)
+    parts = dict.fromkeys(result.parts, 0.0)
     parts.update(productive=round(ran, 1), startup=round(wall - ran, 1))
-    return {**result, "goodput": ran / wall if wall else 0.0, "parts": parts, "by": WALL_TIME}
+    return replace(result, goodput=ran / wall if wall else 0.0, parts=parts, by=WALL_TIME)
 
 
-def format_breakdown(result: dict[str, Any]) -> list[str]:
-    if result.get("by") == WALL_TIME:
-        ran = result["parts"]["productive"]
+def format_breakdown(result: Goodput) -> list[str]:
+    if result.by == WALL_TIME:
+        ran = result.parts["productive"]
         return [
-            f"goodput:      {result['goodput']:.0%} of {result['wall_seconds']:.0f}s wall time "
+            f"goodput:      {result.goodput:.0%} of {result.wall_seconds:.0f}s wall time "
             f"by wall time: the script ran {ran:.0f}s in the start that finished; start-up and "
             "restarts the rest (TorchJob.step_done splits it by steps)"
         ]
-    wall = result["wall_seconds"] or 1.0
-    lines = [f"goodput:      {result['goodput']:.0%} of {result['wall_seconds']:.0f}s wall time"]
+    wall = result.wall_seconds or 1.0
+    lines = [f"goodput:      {result.goodput:.0%} of {result.wall_seconds:.0f}s wall time"]
     for key, label in PARTS:
-        seconds = result["parts"][key]
+        seconds = result.parts[key]
         lines.append(f"  {label:<40} {seconds:7.1f}s {seconds / wall:6.1%}")
     return lines
 

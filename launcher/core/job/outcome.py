@@ -8,7 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.job.goodput import Goodput
 from launcher.core.tpu.preemption import Restart
+from launcher.core.tpu.prices import JobCost
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,7 @@ class Trained:
 class Outcome:
     """The run's outcome as the driver reads it; the summary adds its cost."""
 
-    goodput: dict[str, Any]  # launcher.core.job.goodput.breakdown's
+    goodput: Goodput
     compile_cache: dict[str, Any]
     saves: dict[str, dict[str, Any]]  # launcher.core.job.goodput.saves_by_tier's
     starts: list[Start]
@@ -50,7 +52,7 @@ class Outcome:
     evals: list[tuple[int, float]]  # (after step, eval loss), the last computation of each
     sparkline: str | None = None  # the loss curve
     plot: str | None = None  # its PNG, next to the TensorBoard logs
-    cost: dict[str, Any] | None = None  # launcher.core.tpu.prices.JobCost's
+    cost: JobCost | None = None
     no_cost: str = "-"  # why there is no cost
 
     @property

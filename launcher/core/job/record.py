@@ -9,6 +9,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.job.goodput import Goodput
+from launcher.core.tpu.prices import JobCost
+
 RUNNING = "RUNNING"  # a job's state while its driver runs (Ray's word, and the history's)
 
 
@@ -22,10 +25,9 @@ class JobRecord:
     started_at: float | None = None  # seconds since the epoch
     duration_seconds: float | None = None  # so far, for a job that has not ended
     message: str | None = None  # Ray's word on the job (None where Ray is not asked)
-    goodput: dict[str, Any] | None = None  # the result line's, or the figures so far
-    # What its chips cost (launcher.core.tpu.prices.JobCost's JSON): the result line's; None
-    # while it runs, or where no price is known.
-    cost: dict[str, Any] | None = None
+    goodput: Goodput | None = None  # the result line's, or the figures so far
+    # What its chips cost: the result line's; None while it runs, or where no price is known.
+    cost: JobCost | None = None
     # The chips' last verdict (job_events.last_devices: verdict, hosts, line); None before any.
     devices: dict[str, Any] | None = None
     # Each restart, with its cause (launcher.core.tpu.preemption.Restart's JSON): the result
@@ -33,13 +35,24 @@ class JobRecord:
     restarts: list[dict[str, Any]] | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        found = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        found["goodput"] = self.goodput.to_json() if self.goodput else None
+        found["cost"] = self.cost.to_json() if self.cost else None
+        return found
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> JobRecord:
         """A record from its JSON (a history file holds more keys: those are not the record's)."""
         fields: dict[str, Any] = {f.name: data.get(f.name) for f in dataclasses.fields(cls)}
-        return cls(**{**fields, "state": fields["state"] or "UNKNOWN"})
+        goodput, cost = fields["goodput"], fields["cost"]
+        return cls(
+            **{
+                **fields,
+                "state": fields["state"] or "UNKNOWN",
+                "goodput": Goodput.from_json(goodput) if goodput else None,
+                "cost": JobCost.from_json(cost) if cost else None,
+            }
+        )
 
 
 # What `list --json` and `status --json` print of every job, in order (their --help says it).

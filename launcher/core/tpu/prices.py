@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any
 
 from launcher.core.errors import UsageError
@@ -134,6 +134,10 @@ class JobCost:
     def to_json(self) -> dict[str, Any]:
         return {k: (round(v, 6) if isinstance(v, float) else v) for k, v in asdict(self).items()}
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> JobCost:
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
 
 def job_cost(
     price: Price, chips: int, wall_seconds: float, goodput: float, useful_steps: int, tokens: int
@@ -154,17 +158,17 @@ def job_cost(
     )
 
 
-def format_cost(cost: Mapping[str, Any]) -> str:
-    """The summary's cost line, from a JobCost's JSON."""
+def format_cost(cost: JobCost) -> str:
+    """The summary's cost line."""
     parts = [
-        f"${cost['usd']:.2f} for {cost['chip_hours']:.3f} chip-hours ({cost['chips']} chips at "
-        f"${cost['usd_per_chip_hour']:.2f})"
+        f"${cost.usd:.2f} for {cost.chip_hours:.3f} chip-hours ({cost.chips} chips at "
+        f"${cost.usd_per_chip_hour:.2f})"
     ]
-    if cost.get("usd_per_useful_step") is not None:
-        parts.append(f"${cost['usd_per_useful_step']:.4f} per useful step")
-    if cost.get("usd_per_million_tokens") is not None:
-        parts.append(f"${cost['usd_per_million_tokens']:.4f} per million tokens")
-    parts.append(f"${cost['usd_not_productive']:.2f} of it not productive steps")
+    if cost.usd_per_useful_step is not None:
+        parts.append(f"${cost.usd_per_useful_step:.4f} per useful step")
+    if cost.usd_per_million_tokens is not None:
+        parts.append(f"${cost.usd_per_million_tokens:.4f} per million tokens")
+    parts.append(f"${cost.usd_not_productive:.2f} of it not productive steps")
     return "cost:         " + "; ".join(parts)
 
 

@@ -4,13 +4,11 @@ their generation and the capacity GKE provided (launcher.core.tpu.prices)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from launcher.core.errors import UsageError
 from launcher.core.job.outcome import Outcome
 from launcher.core.job.training_plan import TrainingPlan
 from launcher.core.release_facts import ReleaseFacts
-from launcher.core.tpu.prices import Price, job_cost, no_price_reason, price_of
+from launcher.core.tpu.prices import JobCost, Price, job_cost, no_price_reason, price_of
 from launcher.core.tpu.slices import TpuSlices
 
 
@@ -19,8 +17,8 @@ def run_cost(
     outcome: Outcome,
     price_per_chip_hour: float,
     release: ReleaseFacts | None = None,
-) -> tuple[dict[str, Any] | None, str]:
-    """The job's cost record (None: no price or no TPU chips) and why, in words, when none."""
+) -> tuple[JobCost | None, str]:
+    """The job's cost (None: no price or no TPU chips) and why, in words, when none."""
     slices = plan.slices
     if not isinstance(slices, TpuSlices):  # a CPU slice (or, before submission, none known)
         return None, "no TPU chips (a CPU slice)"
@@ -41,5 +39,4 @@ def run_cost(
     if not tokens:  # none reported (MaxText's count, where it gives none): the batch's size
         tokens = steps * plan.tokens_per_step(slices.num_devices)
     chips = shape.chips * slices.num_slices
-    cost = job_cost(price, chips, goodput["wall_seconds"], goodput["goodput"], steps, tokens)
-    return cost.to_json(), ""
+    return job_cost(price, chips, goodput.wall_seconds, goodput.goodput, steps, tokens), ""

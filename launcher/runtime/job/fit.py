@@ -13,7 +13,7 @@ from typing import Any
 from launcher.core.job.goodput import by_wall_time, format_breakdown
 from launcher.core.job.outcome import Outcome
 from launcher.core.job.training_plan import TrainingPlan
-from launcher.core.tpu.prices import format_cost
+from launcher.core.tpu.prices import JobCost, format_cost
 from launcher.runtime.job.outcome import JobOutcome
 
 
@@ -43,7 +43,7 @@ def fit_job(
     budgets: RestartBudgets,
     labels: dict[str, str] | None,
     history: Any,
-    priced: Callable[[Outcome], tuple[dict[str, Any] | None, str]] | None = None,
+    priced: Callable[[Outcome], tuple[JobCost | None, str]] | None = None,
 ) -> Outcome | None:
     """`trainer.fit()`; the run's outcome, or None once a failure is said (and the history
     ended FAILED). `labels`: the job's Ray metrics labels (None: --nometrics); `priced`: the
@@ -124,7 +124,7 @@ def run_job(
     history = outcomes.history(plan.run_name, total_steps)
     start = time.monotonic()
 
-    def priced(outcome: Outcome) -> tuple[dict[str, Any] | None, str]:
+    def priced(outcome: Outcome) -> tuple[JobCost | None, str]:
         return run_cost(plan, outcome, price_per_chip_hour)
 
     if (outcome := fit_job(trainer, outcomes, budgets, labels, history, priced)) is None:

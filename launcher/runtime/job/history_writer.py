@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from launcher.core.job.events import last_devices, last_step
+from launcher.core.job.goodput import Goodput
 from launcher.core.job.history import HISTORY_EVERY_S, LOG, RECORD, job_dir
 from launcher.core.job.record import RUNNING, JobRecord
+from launcher.core.tpu.prices import JobCost
 from launcher.runtime.periodic import every
 
 # Ray's job supervisor sends the driver's stdout and stderr to this file on the head
@@ -46,7 +48,7 @@ class JobHistoryWriter:
         submission_id: str,
         driver_log: Path,
         job: JobRecord,
-        outcome: Callable[[], dict[str, Any] | None] = lambda: None,
+        outcome: Callable[[], Goodput | None] = lambda: None,
     ):
         self.dir = Path(job_dir(str(run_dir), submission_id))
         self.driver_log, self.outcome = driver_log, outcome
@@ -84,10 +86,12 @@ class JobHistoryWriter:
                     self.job, duration_seconds=self.updated_at - (self.job.started_at or 0)
                 )
                 # The summary's own figures once there is one; until then, the figures so far.
-                if (goodput := (self.result or {}).get("goodput") or self.outcome()) is not None:
-                    self.job = dataclasses.replace(self.job, goodput=goodput)
-                if (cost := (self.result or {}).get("cost")) is not None:
-                    self.job = dataclasses.replace(self.job, cost=cost)
+                result = self.result or {}
+                goodput = result.get("goodput")
+                if (now := Goodput.from_json(goodput) if goodput else self.outcome()) is not None:
+                    self.job = dataclasses.replace(self.job, goodput=now)
+                if cost := result.get("cost"):
+                    self.job = dataclasses.replace(self.job, cost=JobCost.from_json(cost))
                 if (restarts := (self.result or {}).get("restarts")) is not None:
                     self.job = dataclasses.replace(self.job, restarts=restarts)
                 tmp = self.dir / f".{RECORD}.tmp"

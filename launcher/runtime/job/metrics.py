@@ -148,9 +148,9 @@ class JobReporter:
 
     def report(self, outcome: Outcome) -> None:
         m, goodput = self.metrics, outcome.goodput
-        m.set(jm.GOODPUT, goodput["goodput"])
-        m.set(jm.WALL, goodput["wall_seconds"])
-        for part, seconds in goodput["parts"].items():
+        m.set(jm.GOODPUT, goodput.goodput)
+        m.set(jm.WALL, goodput.wall_seconds)
+        for part, seconds in goodput.parts.items():
             m.set(jm.GOODPUT_PART, seconds, part=part)
         counts: dict[str, int] = {}
         for restart in outcome.restarts:
