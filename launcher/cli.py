@@ -230,42 +230,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{prog}: error: {e}", file=sys.stderr)
         return 1
     except ModuleNotFoundError as e:
-        if (e.name or "").partition(".")[0] not in TRAINING_STACK:
+        from launcher.core.extras import missing
+
+        if (said := missing(e.name or "", prog)) is None:
             raise
-        return report(_needs_training_stack(e.name or "", prog), prog=prog)
-
-
-# What the data extra brings (pyproject.toml): `data prepare` needs only these.
-DATA_STACK = frozenset({"array_record", "pyarrow", "tqdm", "transformers", "tokenizers"})
-# What the client's own dependencies leave out: the extras (pyproject.toml), the data extra's
-# among them; google: google-cloud-storage's namespace (the gcs extra).
-TRAINING_STACK = DATA_STACK | {
-    "jax", "jaxlib", "maxtext", "MaxText", "libtpu", "ray", "psutil", "matplotlib", "google",
-    "orbax", "grain", "numpy",
-}  # fmt: skip
-
-
-def _needs_training_stack(module: str, prog: str) -> UsageError:
-    from launcher.core.package_version import pip_install
-
-    if prog.endswith(" data prepare") and module.partition(".")[0] in DATA_STACK:
-        return UsageError(
-            "data prepare",
-            f"preparing data needs the client's data extra ({module} is not installed)",
-            f"{pip_install('data')} (any OS, Python 3.11+; no JAX or MaxText); for gs:// also "
-            f"{pip_install('gcs')}",
-        )
-    skip = " or submit with --skip-preflight," if prog.endswith(" submit") else ""
-    return UsageError(
-        prog.removeprefix("tpu-launcher "),
-        f"this command needs the training stack ({module} is not installed): the client "
-        "package leaves out JAX, MaxText, libtpu and Ray",
-        f"install it beside the client with {pip_install('preflight')} (preflight) or "
-        f"{pip_install('runtime')} (the local CPU slice: demo, up); its "
-        "wheels are for Linux x86_64 and Python 3.12. Elsewhere,"
-        f"{skip} run the command in the launcher image (`docker run --rm -v $PWD:/w -w /w "
-        "<image> preflight ...`; its entrypoint is tpu-launcher)",
-    )
+        return report(said, prog=prog)
 
 
 def console_main() -> None:

@@ -185,6 +185,7 @@ FLOORS = {
     "launcher.core": {
         "child_process",
         "errors",
+        "extras",
         "gcs",
         "package_version",
         "quantities",
