@@ -159,7 +159,7 @@ def test_a_notice_on_the_capacity_a_host_got_is_a_preemption_only_where_gke_recl
     }
     item = capacity_here(env, account)
     assert item is not None
-    # As the worker records it (launcher.runtime.train.worker): the notice and the host's capacity.
+    # As the worker records it (launcher.runtime.job.host): the notice and the host's capacity.
     notice = Notice(140.0, 160.0, "ray drain", item.word, item.preemptible).to_json()
     first = _attempt(100.0, range(27), [(20, 130.0), (27, 142.0)])
     second = _attempt(200.0, range(28, 40), [])

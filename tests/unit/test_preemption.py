@@ -1,7 +1,7 @@
 """Restarts told apart from the job's own events: a preemption whose notice gave time to save
 (the step saved on it, nothing computed again), one whose notice was too short (back to the
 last periodic checkpoint, and why), one that no notice reached, and a failure. The events are
-written here as the workers record them (launcher.runtime.train.worker). And preflight's estimate
+written here as the workers record them (launcher.runtime.job.host). And preflight's estimate
 of the save a notice starts, against the grace period the values give it."""
 
 from __future__ import annotations

@@ -6,11 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from launcher.runtime.train.worker import (
-    argv_for_this_host,
-    drop_stale_megascale,
-    slices_of_this_start,
-)
+from launcher.runtime.job.host import drop_stale_megascale, slices_of_this_start
+from launcher.runtime.train.worker import argv_for_this_host
 
 pytestmark = pytest.mark.unit
 

@@ -1,2 +1,3 @@
-"""The driver's side of a job, whatever the framework: joining Ray, the fit under the hang budget,
-the records in Ray's KV store, the outcome, the summary, the cost, the metrics, the history."""
+"""What every job shares, whatever the framework: each host's bookkeeping around its training,
+joining Ray, the fit under the hang budget, the records in Ray's KV store and their readers, the
+outcome, the summary, the cost, the metrics, the history."""

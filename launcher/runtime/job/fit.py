@@ -93,7 +93,7 @@ def fit_job(
 
 def last_step(summary_key: str) -> int | None:
     """The latest step the job's current start finished (None: none yet)."""
-    from launcher.runtime.train.worker import read_attempts
+    from launcher.runtime.job.kv import read_attempts
 
     attempts = sorted(read_attempts(summary_key), key=lambda a: a.started_at)
     if not attempts:
@@ -118,8 +118,8 @@ def run_job(
     """The driver's whole run of `trainer` (`fit_job`), its summary and its history's end:
     the job's exit code."""
     from launcher.runtime.job.cost import run_cost
+    from launcher.runtime.job.kv import read_summary
     from launcher.runtime.job.summary import print_summary, reports_steps
-    from launcher.runtime.train.worker import read_summary
 
     history = outcomes.history(plan.run_name, total_steps)
     start = time.monotonic()

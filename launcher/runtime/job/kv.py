@@ -8,6 +8,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from launcher.core.job.goodput import Attempt
 from launcher.runtime.borrowed import ray as borrowed_ray
 
 KV_NAMESPACE = "tpu-launcher"
@@ -38,7 +39,7 @@ class JobKeys:
     place the layout is written.
 
         <summary>                          rank 0's summary of the run
-        <summary>/attempts/<begun>         each start's events (worker.started)
+        <summary>/attempts/<begun>         each start's events (host.started)
         <summary>/last_step/<begun>        the last step each start reached
         <summary>/notices/<ns>-<rank>      preemption notices the hosts saw
         <summary>/heartbeats/<rank>        each host's last step, for the hang watchdog
@@ -69,3 +70,38 @@ class JobKeys:
     @property
     def hang_reported(self) -> str:
         return f"{self.summary}/hang-reported"
+
+
+# What the hosts recorded, as the driver and the summary read it.
+def read_notices(key: str) -> list[dict]:
+    """Every preemption notice a host of the job saw, oldest first."""
+    return sorted(records(JobKeys(key).notice()).values(), key=lambda n: n["at"])
+
+
+def read_hangs(key: str) -> list[dict]:
+    """Every hang a host's watchdog recorded, oldest first
+    (launcher.runtime.train.hang_watchdog)."""
+    return sorted(records(JobKeys(key).hang()).values(), key=lambda h: h["at"])
+
+
+def publish_summary(key: str, summary: dict) -> None:
+    """Hands rank 0's numbers to the driver (Ray Train keeps metrics only with checkpoints)."""
+    put(key, summary)
+
+
+def read_summary(key: str) -> dict:
+    return get(key) or {}
+
+
+def read_attempts(key: str) -> list[Attempt]:
+    """Every start's events (the first and each restart), in Ray's KV store on the head: a
+    killed host's events survive it, up to its last publish, and its last step."""
+    found = []
+    keys = JobKeys(key)
+    for name, record in records(keys.attempt()).items():
+        attempt = Attempt.from_json(record)
+        started = name.rsplit("/", 1)[-1]  # the attempt's key
+        if last := get(keys.last_step(started)):
+            attempt.last_step = last["step"]
+        found.append(attempt)
+    return found

@@ -44,8 +44,8 @@ class JobOutcome:
     def read(self, plot: bool = True) -> Outcome:
         """Goodput from every start's events, the loss curve as a sparkline, and (with `plot`)
         the plot (PNG, next to the TensorBoard logs) when there were steps."""
+        from launcher.runtime.job.kv import read_attempts, read_hangs, read_notices
         from launcher.runtime.job.plots import loss_sparkline, write_plot
-        from launcher.runtime.train.worker import read_attempts, read_hangs, read_notices
 
         key = self.summary_key
         attempts = sorted(read_attempts(key), key=lambda a: a.started_at)

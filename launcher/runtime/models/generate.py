@@ -113,9 +113,9 @@ def check_window(model_keys: dict[str, Any], length: int, prefill: int) -> None:
 
 def generate(request: GenerateRequest) -> int:
     from launcher.runtime.job.driver import ReportFailures
+    from launcher.runtime.job.kv import read_summary
     from launcher.runtime.models.generate_worker import generate_per_worker
     from launcher.runtime.train.entrypoint import ray_nodes, slice_trainer
-    from launcher.runtime.train.worker import read_summary
 
     plan = plan_generation(request, output_dir())
     job = plan_job(

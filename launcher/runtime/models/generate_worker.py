@@ -12,7 +12,8 @@ import numpy as np
 
 from launcher.core.maxtext.deferred_imports import maxtext_imports
 from launcher.runtime.borrowed.maxtext import make_result_tokens_a_pytree
-from launcher.runtime.train.worker import argv_for_this_host, publish_summary, quiet_orbax
+from launcher.runtime.job.kv import publish_summary
+from launcher.runtime.train.worker import argv_for_this_host, quiet_orbax
 
 
 def generate_per_worker(config: dict) -> None:

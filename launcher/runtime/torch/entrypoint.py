@@ -67,9 +67,9 @@ def train_torch(spec: TorchJobSpec) -> int:
     from ray.train.v2.torch.torch_trainer import TorchTrainer
 
     from launcher.core.job.hangs import HangBound
+    from launcher.runtime.job.host import WorkerConfig
     from launcher.runtime.torch.backend import LauncherTorchConfig
     from launcher.runtime.torch.worker import torch_loop_per_worker
-    from launcher.runtime.train.worker import WorkerConfig
 
     labels = driver.metric_labels(spec, plan.run_name, plan.slices.name)
     summary_key = driver.summary_key(plan.run_name)

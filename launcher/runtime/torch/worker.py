@@ -1,6 +1,6 @@
 """What every TorchTrainer worker (one per chip) runs: the job's PyTorch script, as `python
 script.py ARGS` would, inside the bookkeeping every framework's worker shares
-(launcher.runtime.train.worker.started), which reads the script's steps and saves through
+(launcher.runtime.job.host.started), which reads the script's steps and saves through
 launcher.runtime.torch.job."""
 
 from __future__ import annotations
@@ -10,10 +10,11 @@ import sys
 import time
 
 from launcher.runtime.borrowed.ray import quiet_report_lines
+from launcher.runtime.job.host import WorkerConfig, started
+from launcher.runtime.job.kv import publish_summary
 from launcher.runtime.torch import job as torch_job
 from launcher.runtime.torch.contract import marked_output, torchrun_contract
 from launcher.runtime.torch.hosts import set_per_host_env
-from launcher.runtime.train.worker import WorkerConfig, publish_summary, started
 
 
 class ScriptFailed(RuntimeError):

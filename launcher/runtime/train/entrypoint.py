@@ -202,7 +202,8 @@ def slice_trainer(
 
 
 def _fit(plan: JobPlan, options: JobOptions) -> int:
-    from launcher.runtime.train.worker import WorkerConfig, train_loop_per_worker
+    from launcher.runtime.job.host import WorkerConfig
+    from launcher.runtime.train.worker import train_loop_per_worker
 
     slices, args = plan.slices, plan.args
     assert slices is not None
