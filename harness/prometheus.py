@@ -10,7 +10,7 @@ import urllib.request
 from collections.abc import Callable
 
 from launcher.client.local import prometheus as local_prometheus
-from launcher.core import job_metrics as jm
+from launcher.core.job import metrics as jm
 from launcher.core.job.metrics import JobMetric
 
 WINDOW = "2h"  # far enough back for any job of a test session

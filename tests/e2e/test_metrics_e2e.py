@@ -122,7 +122,7 @@ KEEPER = """
 import sys, time
 import ray
 from ray.util.metrics import Gauge
-from launcher.core import job_metrics as jm
+from launcher.core.job import metrics as jm
 from launcher.runtime.job.metrics import JobMetrics
 ray.init(address="auto")
 kept = JobMetrics({"run": "keeper", "slice": "v5p-16", "job_id": "keeper"})

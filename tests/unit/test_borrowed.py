@@ -159,3 +159,20 @@ def test_no_other_module_reaches_into_a_librarys_private_surface_or_patches_it()
         or ("runtime" in path.parts and PATCH.search(code))
     ]
     assert not found, "\n".join(found)
+
+
+PATCHED = [(lib, key) for (lib,) in LIBRARIES.values() for key in sorted(lib.patched)]
+
+
+@pytest.mark.parametrize(
+    ("library", "key"), PATCHED, ids=[f"{lib.distribution}:{m}.{n}" for lib, (m, n) in PATCHED]
+)
+def test_every_patched_symbol_is_patched_where_the_library_looks_it_up(library, key):
+    """What the memory tier, the example record and the contract patch: its owner found (a
+    module, or the class of a dotted name), replaced while inside and put back after."""
+    owner, attr = library._owner(*key)
+    original = getattr(owner, attr)
+    marker = object()
+    with library.patching(*key, lambda found: marker if found is original else None):
+        assert getattr(owner, attr) is marker
+    assert getattr(owner, attr) is original

@@ -51,6 +51,9 @@ class Borrowed:
                 f"{module}.{name} is not in launcher.runtime.borrowed.{self.file}'s table: "
                 "list it there first"
             )
+        return self._resolve(module, name)
+
+    def _resolve(self, module: str, name: str) -> Any:
         try:
             found: Any = importlib.import_module(module)
             for part in name.split("."):
@@ -70,7 +73,7 @@ class Borrowed:
                 "symbols: list it there first"
             )
         owner, _, attr = name.rpartition(".")
-        return (self.take(module, owner) if owner else importlib.import_module(module)), attr
+        return (self._resolve(module, owner) if owner else importlib.import_module(module)), attr
 
     def patch(self, module: str, name: str, make: Callable[[Any], Any]) -> None:
         """`module.name = make(the library's own)` for the life of this start."""
