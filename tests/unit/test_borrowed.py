@@ -170,7 +170,7 @@ PATCHED = [(lib, key) for (lib,) in LIBRARIES.values() for key in sorted(lib.pat
 def test_every_patched_symbol_is_patched_where_the_library_looks_it_up(library, key):
     """What the memory tier, the example record and the contract patch: its owner found (a
     module, or the class of a dotted name), replaced while inside and put back after."""
-    owner, attr = library._owner(*key)
+    owner, attr = library.owner(*key)
     original = getattr(owner, attr)
     marker = object()
     with library.patching(*key, lambda found: marker if found is original else None):

@@ -66,7 +66,8 @@ class Borrowed:
             ) from e
         return found
 
-    def _owner(self, module: str, name: str) -> tuple[Any, str]:
+    def owner(self, module: str, name: str) -> tuple[Any, str]:
+        """Where a patched symbol lives: its module (or a dotted name's class), and its name."""
         if (module, name) not in self.patched:
             raise KeyError(
                 f"{module}.{name} is not among launcher.runtime.borrowed.{self.file}'s patched "
@@ -77,12 +78,12 @@ class Borrowed:
 
     def patch(self, module: str, name: str, make: Callable[[Any], Any]) -> None:
         """`module.name = make(the library's own)` for the life of this start."""
-        rewrap(*self._owner(module, name), make)
+        rewrap(*self.owner(module, name), make)
 
     @contextlib.contextmanager
     def patching(self, module: str, name: str, make: Callable[[Any], Any]) -> Iterator[None]:
         """`module.name = make(what it is now)` while inside; as it was after."""
-        owner, attr = self._owner(module, name)
+        owner, attr = self.owner(module, name)
         original = getattr(owner, attr)
         setattr(owner, attr, make(original))
         try:

@@ -188,7 +188,7 @@ def use_cpu_torch_device() -> None:
     module = _DEVICE_MANAGER[0]
     cpu = borrowed(f"{module}.cpu", "CPUTorchDeviceManager")
     with borrowed(module, "_torch_device_manager_lock"):
-        RAY.patch(*_DEVICE_MANAGER, lambda _: cpu())
+        setattr(*RAY.owner(*_DEVICE_MANAGER), cpu())  # chosen once, not wrapped
 
 
 REPORT_LINE = "Reporting training result"  # Ray Train's worker context, one per rank and report

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
+from launcher.runtime.borrowed.jax import preemption_service_ready
+
 POLL_S = 0.5
 
 
@@ -62,12 +64,6 @@ class Notice:
             + (f"{left:.0f} s to the deadline" if left is not None else "no deadline")
             + "): saving at the next step every host reaches"
         )
-
-
-def _jax_preemption_service_ready() -> bool:
-    from launcher.runtime.borrowed.jax import preemption_service_ready
-
-    return preemption_service_ready()
 
 
 def _own_drain(node_id: str) -> tuple[bool, float | None]:
@@ -113,7 +109,7 @@ class NoticeRelay:
         node_id: str,
         on_notice,
         deliver: Callable[[Notice], None] = _to_jax,
-        ready: Callable[[], bool] = lambda: _jax_preemption_service_ready(),
+        ready: Callable[[], bool] = preemption_service_ready,
     ) -> None:
         self._context = train_context
         self._node_id = node_id
